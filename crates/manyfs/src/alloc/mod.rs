@@ -1,0 +1,262 @@
+//! Space allocation: per-CPU pools of free blocks and of free inode numbers.
+//!
+//! The data region is cut into one contiguous range per pool. A thread
+//! allocates from its CPU's pool (an uncontended mutex in the common case:
+//! user space cannot pin itself to a CPU), and steals from the others only
+//! when its own is empty. Freed blocks return to the pool whose range holds
+//! them, so pools do not fragment into each other. There is no global free
+//! counter: each pool counts its own, and `statfs` sums them.
+//!
+//! Allocator state lives in DRAM only; it is rebuilt at mount from what the
+//! logs reach (see `recovery`).
+
+use crate::error::{Error, Result};
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+
+/// What a block is for. Metadata (log pages, log arrays) may dip into a
+/// small reserve, so that deleting files still works on a full pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// File data pages.
+    Data,
+    /// Log pages and log arrays.
+    Meta,
+}
+
+#[derive(Default)]
+struct FreeExtents {
+    /// start -> length of each free extent.
+    extents: BTreeMap<u64, u64>,
+    free: u64,
+}
+
+impl FreeExtents {
+    fn insert(&mut self, start: u64, len: u64) {
+        let mut start = start;
+        let mut len = len;
+        if let Some((&ps, &pl)) = self.extents.range(..start).next_back() {
+            debug_assert!(ps + pl <= start, "double free of block {start}");
+            if ps + pl == start {
+                self.extents.remove(&ps);
+                start = ps;
+                len += pl;
+            }
+        }
+        if let Some(&nl) = self.extents.get(&(start + len)) {
+            self.extents.remove(&(start + len));
+            len += nl;
+        }
+        self.extents.insert(start, len);
+    }
+
+    fn take(&mut self, want: u64) -> Option<(u64, u64)> {
+        let (&start, &len) = self.extents.iter().next()?;
+        let got = len.min(want);
+        self.extents.remove(&start);
+        if got < len {
+            self.extents.insert(start + got, len - got);
+        }
+        self.free -= got;
+        Some((start, got))
+    }
+}
+
+/// Per-CPU block allocator over `[start, end)`.
+pub struct BlockAllocator {
+    start: u64,
+    end: u64,
+    per_pool: u64,
+    pools: Box<[CachePadded<Mutex<FreeExtents>>]>,
+    reserve_per_pool: u64,
+}
+
+impl BlockAllocator {
+    /// An allocator over `[start, end)` with `pools` pools, all blocks used
+    /// (call [`BlockAllocator::free`] for the free ones).
+    pub fn new(start: u64, end: u64, pools: usize) -> Self {
+        let total = end.saturating_sub(start);
+        let pools = pools.clamp(1, 256).min(total.max(1) as usize);
+        let per_pool = total.div_ceil(pools as u64).max(1);
+        let reserve_per_pool = (total / 100 / pools as u64).clamp(2, 256);
+        BlockAllocator {
+            start,
+            end,
+            per_pool,
+            pools: (0..pools).map(|_| CachePadded::new(Mutex::default())).collect(),
+            reserve_per_pool,
+        }
+    }
+
+    fn pool_of(&self, block: u64) -> usize {
+        (((block - self.start) / self.per_pool) as usize).min(self.pools.len() - 1)
+    }
+
+    /// Number of pools.
+    pub fn pools(&self) -> usize {
+        self.pools.len()
+    }
+
+    /// Allocate between 1 and `want` contiguous blocks, preferring the
+    /// calling CPU's pool. Returns `(first, count)`.
+    pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
+        let home = crate::cpu::current() % self.pools.len();
+        let n = self.pools.len();
+        for i in 0..n {
+            let pool = &self.pools[(home + i) % n];
+            let mut p = pool.lock();
+            let floor = if purpose == Purpose::Data {
+                self.reserve_per_pool
+            } else {
+                0
+            };
+            if p.free <= floor {
+                continue;
+            }
+            let want = want.min(p.free - floor).max(1);
+            if let Some(got) = p.take(want) {
+                return Ok(got);
+            }
+        }
+        Err(Error::NoSpace("no free blocks"))
+    }
+
+    /// Return `[first, first+count)` to the free pools.
+    pub fn free(&self, first: u64, count: u64) {
+        let mut b = first;
+        let end = first + count;
+        while b < end {
+            if b < self.start || b >= self.end {
+                debug_assert!(false, "freeing block {b} outside the data region");
+                return;
+            }
+            let pool = self.pool_of(b);
+            let pool_end = (self.start + (pool as u64 + 1) * self.per_pool).min(self.end);
+            let stop = end.min(pool_end);
+            let mut p = self.pools[pool].lock();
+            p.insert(b, stop - b);
+            p.free += stop - b;
+            b = stop;
+        }
+    }
+
+    /// Free blocks, summed over pools.
+    pub fn free_blocks(&self) -> u64 {
+        self.pools.iter().map(|p| p.lock().free).sum()
+    }
+
+    /// Free extents of every pool, merged and sorted (for fsck and tests).
+    pub fn free_extents(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .pools
+            .iter()
+            .flat_map(|p| p.lock().extents.iter().map(|(&s, &l)| (s, l)).collect::<Vec<_>>())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// First block managed.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// One past the last block managed.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+}
+
+/// Per-CPU pools of free inode numbers.
+pub struct InodeAllocator {
+    pools: Box<[CachePadded<Mutex<Vec<u64>>>]>,
+}
+
+impl InodeAllocator {
+    /// Pools holding the given free inode numbers, dealt round-robin.
+    pub fn new(free: impl IntoIterator<Item = u64>, pools: usize) -> Self {
+        let pools = pools.clamp(1, 256);
+        let mut lists: Vec<Vec<u64>> = vec![Vec::new(); pools];
+        for (i, ino) in free.into_iter().enumerate() {
+            lists[i % pools].push(ino);
+        }
+        for l in &mut lists {
+            l.reverse(); // pop() hands out low numbers first
+        }
+        InodeAllocator {
+            pools: lists.into_iter().map(|l| CachePadded::new(Mutex::new(l))).collect(),
+        }
+    }
+
+    /// Take a free inode number.
+    pub fn alloc(&self) -> Result<u64> {
+        let home = crate::cpu::current() % self.pools.len();
+        let n = self.pools.len();
+        for i in 0..n {
+            if let Some(ino) = self.pools[(home + i) % n].lock().pop() {
+                return Ok(ino);
+            }
+        }
+        Err(Error::NoSpace("no free inodes"))
+    }
+
+    /// Return an inode number.
+    pub fn free(&self, ino: u64) {
+        let home = crate::cpu::current() % self.pools.len();
+        self.pools[home].lock().push(ino);
+    }
+
+    /// Free inode numbers, summed over pools.
+    pub fn free_count(&self) -> u64 {
+        self.pools.iter().map(|p| p.lock().len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_coalesce_and_exhaust() {
+        let a = BlockAllocator::new(100, 1100, 4);
+        a.free(100, 1000);
+        assert_eq!(a.free_blocks(), 1000);
+        assert_eq!(a.free_extents().len(), 4, "one extent per pool");
+        let mut got = vec![];
+        while let Ok(x) = a.alloc(7, Purpose::Meta) {
+            got.push(x);
+        }
+        assert_eq!(got.iter().map(|g| g.1).sum::<u64>(), 1000);
+        assert!(matches!(a.alloc(1, Purpose::Data), Err(Error::NoSpace(_))));
+        for (s, l) in got {
+            a.free(s, l);
+        }
+        assert_eq!(a.free_blocks(), 1000);
+        assert_eq!(a.free_extents().len(), 4, "frees coalesce back");
+    }
+
+    #[test]
+    fn data_leaves_a_reserve_for_metadata() {
+        let a = BlockAllocator::new(0, 64, 1);
+        a.free(0, 64);
+        let mut data = 0;
+        while let Ok((_, n)) = a.alloc(1, Purpose::Data) {
+            data += n;
+        }
+        assert!(data < 64);
+        assert!(a.alloc(1, Purpose::Meta).is_ok());
+    }
+
+    #[test]
+    fn inode_numbers_are_unique() {
+        let a = InodeAllocator::new(2..1000, 3);
+        let mut seen = std::collections::HashSet::new();
+        while let Ok(i) = a.alloc() {
+            assert!(seen.insert(i));
+        }
+        assert_eq!(seen.len(), 998);
+        a.free(5);
+        assert_eq!(a.alloc().unwrap(), 5);
+    }
+}

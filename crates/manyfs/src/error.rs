@@ -1,0 +1,133 @@
+//! The one error type of the library. Every variant maps to a POSIX errno so
+//! the FUSE adapter and the command line can report it faithfully.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout manyfs.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in manyfs, with enough context to print one
+/// readable line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A path component or inode does not exist.
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// The name already exists.
+    #[error("{0}: file exists")]
+    Exists(String),
+    /// The directory still has entries.
+    #[error("{0}: directory not empty")]
+    NotEmpty(String),
+    /// A directory was given where a non-directory is needed.
+    #[error("{0}: is a directory")]
+    IsDir(String),
+    /// A non-directory was given where a directory is needed.
+    #[error("{0}: not a directory")]
+    NotDir(String),
+    /// A name longer than [`crate::layout::MAX_NAME_LEN`] bytes.
+    #[error("{0}: file name too long")]
+    NameTooLong(String),
+    /// The pool has no free blocks or inodes left.
+    #[error("no space left in pool ({0})")]
+    NoSpace(&'static str),
+    /// The arguments make no sense (bad offset, bad option, moving a
+    /// directory into itself, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The file would exceed the largest size manyfs supports.
+    #[error("file too large: {0}")]
+    FileTooLarge(String),
+    /// Too many symbolic links while resolving a path.
+    #[error("{0}: too many levels of symbolic links")]
+    Loop(String),
+    /// The handle was not opened for this kind of access.
+    #[error("bad file handle: {0}")]
+    BadHandle(&'static str),
+    /// The file system is mounted read-only.
+    #[error("read-only file system")]
+    ReadOnly,
+    /// Another process has the pool mounted.
+    #[error("{path}: pool is in use by another process (already mounted?)")]
+    Busy {
+        /// The pool file.
+        path: PathBuf,
+    },
+    /// The pool contents fail a consistency check.
+    #[error("corrupt pool: {what}: {detail}")]
+    Corrupt {
+        /// Which structure (superblock, inode 12, log page 0x..., ...).
+        what: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// An operating-system call on the pool failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What manyfs was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The POSIX errno that best describes this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::NotFound(_) => libc::ENOENT,
+            Error::Exists(_) => libc::EEXIST,
+            Error::NotEmpty(_) => libc::ENOTEMPTY,
+            Error::IsDir(_) => libc::EISDIR,
+            Error::NotDir(_) => libc::ENOTDIR,
+            Error::NameTooLong(_) => libc::ENAMETOOLONG,
+            Error::NoSpace(_) => libc::ENOSPC,
+            Error::InvalidArgument(_) => libc::EINVAL,
+            Error::FileTooLarge(_) => libc::EFBIG,
+            Error::Loop(_) => libc::ELOOP,
+            Error::BadHandle(_) => libc::EBADF,
+            Error::ReadOnly => libc::EROFS,
+            Error::Busy { .. } => libc::EBUSY,
+            Error::Corrupt { .. } => libc::EIO,
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+
+    /// Shorthand for a corruption report.
+    pub fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Error {
+        Error::Corrupt {
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Shorthand for an I/O error with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Replace the subject (path or name) that the error mentions.
+    pub fn with_subject(self, subject: &str) -> Error {
+        match self {
+            Error::NotFound(_) => Error::NotFound(subject.into()),
+            Error::Exists(_) => Error::Exists(subject.into()),
+            Error::NotEmpty(_) => Error::NotEmpty(subject.into()),
+            Error::IsDir(_) => Error::IsDir(subject.into()),
+            Error::NotDir(_) => Error::NotDir(subject.into()),
+            Error::NameTooLong(_) => Error::NameTooLong(subject.into()),
+            Error::Loop(_) => Error::Loop(subject.into()),
+            other => other,
+        }
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        std::io::Error::from_raw_os_error(e.errno())
+    }
+}

@@ -1,0 +1,425 @@
+//! Log entries: one or more 64-byte slots, committed by an 8-byte word
+//! written last.
+//!
+//! Header slot:
+//!
+//! | off | size | field |
+//! |---:|---:|---|
+//! | 0 | 1 | kind |
+//! | 1 | 1 | slots in this entry (1..=MAX_ENTRY_SLOTS) |
+//! | 2 | 2 | flags (bit 0: more entries of the same atomic group follow) |
+//! | 4 | 4 | epoch (file entries: the inode's attribute sequence when written) |
+//! | 8 | 8 | sequence (file data: page version; attributes and directories: per-inode counter) |
+//! | 16 | 40 | payload |
+//! | 56 | 4 | crc32 of all slots with bytes 56..64 zeroed |
+//! | 60 | 4 | commit mark |
+//!
+//! Bytes 56..64 form the commit word. It is stored with one failure-atomic
+//! 8-byte store only after every other byte of the entry is durable, so after
+//! a crash an entry is either committed with a matching checksum or ignored.
+
+use super::*;
+
+/// Commit mark in the high half of the commit word.
+pub const COMMIT_MAGIC: u32 = 0xC0DE_C0DE;
+/// Longest entry (a same-directory rename of two 255-byte names).
+pub const MAX_ENTRY_SLOTS: usize = 10;
+/// Flag: the next entry in this sub-log belongs to the same atomic group.
+pub const FLAG_GROUP_CONTINUES: u16 = 1;
+
+const KIND_FILE_WRITE: u8 = 1;
+const KIND_SET_ATTR: u8 = 2;
+const KIND_DIR_ADD: u8 = 3;
+const KIND_DIR_REMOVE: u8 = 4;
+const KIND_DIR_RENAME: u8 = 5;
+
+/// A decoded log entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// File pages `pgoff..pgoff+npages` now live in blocks `block..block+npages`.
+    FileWrite {
+        /// Attribute sequence current when the write happened.
+        epoch: u32,
+        /// Version of the pages (higher wins, per page).
+        version: u64,
+        /// First file page.
+        pgoff: u64,
+        /// First data block.
+        block: u64,
+        /// Number of pages.
+        npages: u32,
+        /// Byte offset just past the written bytes (grows the file size).
+        file_end: u64,
+        /// Modification time of the write.
+        mtime_ns: u64,
+    },
+    /// Attributes after a chmod/chown/utimes/truncate.
+    SetAttr {
+        /// Per-inode attribute sequence (higher wins).
+        seq: u64,
+        /// Whether this entry set the size (truncate / set_len).
+        size_set: bool,
+        /// The size, if `size_set`.
+        size: u64,
+        /// Permission bits.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// Access time.
+        atime_ns: u64,
+        /// Modification time.
+        mtime_ns: u64,
+        /// Change time.
+        ctime_ns: u64,
+    },
+    /// A name now refers to an inode.
+    DirAdd {
+        /// Per-directory sequence.
+        seq: u64,
+        /// Target inode.
+        ino: u64,
+        /// Target generation.
+        generation: u32,
+        /// Target kind.
+        kind: FileKind,
+        /// Cross-directory rename transaction, or 0.
+        txid: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// A name no longer exists.
+    DirRemove {
+        /// Per-directory sequence.
+        seq: u64,
+        /// The inode it referred to.
+        ino: u64,
+        /// Cross-directory rename transaction, or 0.
+        txid: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// `old` was renamed to `new` in the same directory (replacing `new`).
+    DirRename {
+        /// Per-directory sequence.
+        seq: u64,
+        /// The inode renamed.
+        ino: u64,
+        /// Its generation.
+        generation: u32,
+        /// Its kind.
+        kind: FileKind,
+        /// Old name.
+        old: Vec<u8>,
+        /// New name.
+        new: Vec<u8>,
+    },
+}
+
+/// An entry ready to be written: the bytes of every slot (commit word zero)
+/// and the commit word to store last.
+#[derive(Debug, Clone)]
+pub struct EncodedEntry {
+    /// All slots, with bytes 56..64 of the first slot zero.
+    pub body: Vec<u8>,
+    /// The 8-byte commit word (checksum and commit mark).
+    pub commit_word: u64,
+}
+
+impl EncodedEntry {
+    /// Number of 64-byte slots.
+    pub fn slots(&self) -> u64 {
+        self.body.len() as u64 / SLOT_SIZE
+    }
+}
+
+impl Entry {
+    /// Encode; `continues` marks that the next entry of this sub-log belongs
+    /// to the same atomic group.
+    pub fn encode(&self, continues: bool) -> EncodedEntry {
+        let mut extra: Vec<u8> = Vec::new();
+        let mut h = [0u8; 64];
+        let (kind, epoch, seq) = match self {
+            Entry::FileWrite {
+                epoch,
+                version,
+                pgoff,
+                block,
+                npages,
+                file_end,
+                mtime_ns,
+            } => {
+                put_u64(&mut h, 16, *pgoff);
+                put_u64(&mut h, 24, *block);
+                put_u32(&mut h, 32, *npages);
+                put_u64(&mut h, 40, *file_end);
+                put_u64(&mut h, 48, *mtime_ns);
+                (KIND_FILE_WRITE, *epoch, *version)
+            }
+            Entry::SetAttr {
+                seq,
+                size_set,
+                size,
+                mode,
+                uid,
+                gid,
+                atime_ns,
+                mtime_ns,
+                ctime_ns,
+            } => {
+                h[16] = u8::from(*size_set);
+                put_u32(&mut h, 20, *mode);
+                put_u32(&mut h, 24, *uid);
+                put_u32(&mut h, 28, *gid);
+                put_u64(&mut h, 32, *size);
+                put_u64(&mut h, 40, *atime_ns);
+                put_u64(&mut h, 48, *mtime_ns);
+                extra.extend_from_slice(&ctime_ns.to_le_bytes());
+                (KIND_SET_ATTR, 0, *seq)
+            }
+            Entry::DirAdd {
+                seq,
+                ino,
+                generation,
+                kind,
+                txid,
+                name,
+            } => {
+                put_u64(&mut h, 16, *ino);
+                put_u32(&mut h, 24, *generation);
+                h[28] = kind.code();
+                h[29] = name.len() as u8;
+                put_u64(&mut h, 32, *txid);
+                extra.extend_from_slice(name);
+                (KIND_DIR_ADD, 0, *seq)
+            }
+            Entry::DirRemove {
+                seq,
+                ino,
+                txid,
+                name,
+            } => {
+                put_u64(&mut h, 16, *ino);
+                h[29] = name.len() as u8;
+                put_u64(&mut h, 32, *txid);
+                extra.extend_from_slice(name);
+                (KIND_DIR_REMOVE, 0, *seq)
+            }
+            Entry::DirRename {
+                seq,
+                ino,
+                generation,
+                kind,
+                old,
+                new,
+            } => {
+                put_u64(&mut h, 16, *ino);
+                put_u32(&mut h, 24, *generation);
+                h[28] = kind.code();
+                h[29] = old.len() as u8;
+                h[30] = new.len() as u8;
+                extra.extend_from_slice(old);
+                extra.extend_from_slice(new);
+                (KIND_DIR_RENAME, 0, *seq)
+            }
+        };
+        let nslots = 1 + extra.len().div_ceil(SLOT_SIZE as usize);
+        debug_assert!(nslots <= MAX_ENTRY_SLOTS);
+        h[0] = kind;
+        h[1] = nslots as u8;
+        put_u16(&mut h, 2, if continues { FLAG_GROUP_CONTINUES } else { 0 });
+        put_u32(&mut h, 4, epoch);
+        put_u64(&mut h, 8, seq);
+        let mut body = vec![0u8; nslots * SLOT_SIZE as usize];
+        body[..64].copy_from_slice(&h);
+        body[64..64 + extra.len()].copy_from_slice(&extra);
+        let crc = crc32fast::hash(&body);
+        let commit_word = u64::from(crc) | (u64::from(COMMIT_MAGIC) << 32);
+        EncodedEntry { body, commit_word }
+    }
+
+    /// How many slots an entry whose header slot is `header` claims, if the
+    /// header carries a commit mark. Used to know how much to read.
+    pub fn claimed_slots(header: &[u8]) -> Option<usize> {
+        if header.len() < 64 || le_u32(header, 60) != COMMIT_MAGIC {
+            return None;
+        }
+        let n = header[1] as usize;
+        (1..=MAX_ENTRY_SLOTS).contains(&n).then_some(n)
+    }
+
+    /// Decode a committed entry from its slots (`bytes.len()` must equal the
+    /// claimed slot count times 64). Returns the entry and its flags, or
+    /// `None` if it is not committed or fails its checksum.
+    pub fn decode(bytes: &[u8]) -> Option<(Entry, u16)> {
+        let n = Self::claimed_slots(bytes)?;
+        if bytes.len() != n * SLOT_SIZE as usize {
+            return None;
+        }
+        let mut check = bytes.to_vec();
+        check[56..64].fill(0);
+        if crc32fast::hash(&check) != le_u32(bytes, 56) {
+            return None;
+        }
+        let h = &bytes[..64];
+        let extra = &bytes[64..];
+        let flags = le_u16(h, 2);
+        let epoch = le_u32(h, 4);
+        let seq = le_u64(h, 8);
+        let name = |from: usize, len: usize| -> Option<Vec<u8>> {
+            let v = extra.get(from..from + len)?.to_vec();
+            (!v.is_empty() && !v.contains(&0) && !v.contains(&b'/')).then_some(v)
+        };
+        let entry = match h[0] {
+            KIND_FILE_WRITE => Entry::FileWrite {
+                epoch,
+                version: seq,
+                pgoff: le_u64(h, 16),
+                block: le_u64(h, 24),
+                npages: le_u32(h, 32),
+                file_end: le_u64(h, 40),
+                mtime_ns: le_u64(h, 48),
+            },
+            KIND_SET_ATTR => Entry::SetAttr {
+                seq,
+                size_set: h[16] != 0,
+                mode: le_u32(h, 20),
+                uid: le_u32(h, 24),
+                gid: le_u32(h, 28),
+                size: le_u64(h, 32),
+                atime_ns: le_u64(h, 40),
+                mtime_ns: le_u64(h, 48),
+                ctime_ns: le_u64(extra, 0),
+            },
+            KIND_DIR_ADD => Entry::DirAdd {
+                seq,
+                ino: le_u64(h, 16),
+                generation: le_u32(h, 24),
+                kind: FileKind::from_code(h[28])?,
+                txid: le_u64(h, 32),
+                name: name(0, h[29] as usize)?,
+            },
+            KIND_DIR_REMOVE => Entry::DirRemove {
+                seq,
+                ino: le_u64(h, 16),
+                txid: le_u64(h, 32),
+                name: name(0, h[29] as usize)?,
+            },
+            KIND_DIR_RENAME => Entry::DirRename {
+                seq,
+                ino: le_u64(h, 16),
+                generation: le_u32(h, 24),
+                kind: FileKind::from_code(h[28])?,
+                old: name(0, h[29] as usize)?,
+                new: name(h[29] as usize, h[30] as usize)?,
+            },
+            _ => return None,
+        };
+        Some((entry, flags))
+    }
+}
+
+/// Footer of a log page (its last slot).
+///
+/// | off | size | field |
+/// |---:|---:|---|
+/// | 0 | 8 | next log page block (0 = end of chain) |
+/// | 8 | 8 | owning inode |
+/// | 16 | 4 | sub-log index |
+/// | 20 | 4 | footer magic |
+pub const LOG_FOOTER_OFFSET: u64 = ENTRY_SLOTS_PER_PAGE * SLOT_SIZE;
+/// Magic in a log page footer.
+pub const LOG_PAGE_MAGIC: u32 = 0x4c4f_4750; // "LOGP"
+
+/// Encode a fresh log page footer (next = 0).
+pub fn encode_log_footer(ino: u64, sublog: u32) -> [u8; 64] {
+    let mut f = [0u8; 64];
+    put_u64(&mut f, 8, ino);
+    put_u32(&mut f, 16, sublog);
+    put_u32(&mut f, 20, LOG_PAGE_MAGIC);
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Entry> {
+        vec![
+            Entry::FileWrite {
+                epoch: 3,
+                version: 9,
+                pgoff: 12,
+                block: 4000,
+                npages: 2,
+                file_end: 53248,
+                mtime_ns: 77,
+            },
+            Entry::SetAttr {
+                seq: 4,
+                size_set: true,
+                size: 100,
+                mode: 0o644,
+                uid: 1,
+                gid: 2,
+                atime_ns: 5,
+                mtime_ns: 6,
+                ctime_ns: 7,
+            },
+            Entry::DirAdd {
+                seq: 1,
+                ino: 5,
+                generation: 2,
+                kind: FileKind::Dir,
+                txid: 0,
+                name: vec![b'a'; 255],
+            },
+            Entry::DirRemove {
+                seq: 2,
+                ino: 5,
+                txid: 8,
+                name: b"x".to_vec(),
+            },
+            Entry::DirRename {
+                seq: 3,
+                ino: 5,
+                generation: 2,
+                kind: FileKind::File,
+                old: vec![b'o'; 255],
+                new: vec![b'n'; 255],
+            },
+        ]
+    }
+
+    fn committed(e: &EncodedEntry) -> Vec<u8> {
+        let mut b = e.body.clone();
+        b[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn roundtrip() {
+        for e in samples() {
+            let enc = e.encode(true);
+            assert!(enc.slots() as usize <= MAX_ENTRY_SLOTS);
+            let (back, flags) = Entry::decode(&committed(&enc)).unwrap();
+            assert_eq!(back, e);
+            assert_eq!(flags, FLAG_GROUP_CONTINUES);
+        }
+    }
+
+    #[test]
+    fn uncommitted_or_damaged_entries_are_ignored() {
+        for e in samples() {
+            let enc = e.encode(false);
+            assert!(Entry::decode(&enc.body).is_none(), "no commit word");
+            let good = committed(&enc);
+            for i in (0..good.len()).step_by(7) {
+                let mut bad = good.clone();
+                bad[i] ^= 1;
+                assert!(Entry::decode(&bad).is_none(), "flip at {i}");
+            }
+        }
+    }
+}

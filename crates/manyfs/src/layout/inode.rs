@@ -1,0 +1,128 @@
+//! Inode records in the inode table.
+
+use super::*;
+use crate::error::{Error, Result};
+
+/// Size of an inode record.
+pub const INODE_SIZE: u64 = 128;
+/// Magic of an initialised inode record.
+pub const INODE_MAGIC: u32 = 0x444f_4e49; // "INOD"
+
+/// What an inode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link (its target is the file content).
+    Symlink,
+}
+
+impl FileKind {
+    /// Encoding on media.
+    pub fn code(self) -> u8 {
+        match self {
+            FileKind::File => 1,
+            FileKind::Dir => 2,
+            FileKind::Symlink => 3,
+        }
+    }
+    /// Decode from media.
+    pub fn from_code(c: u8) -> Option<FileKind> {
+        match c {
+            1 => Some(FileKind::File),
+            2 => Some(FileKind::Dir),
+            3 => Some(FileKind::Symlink),
+            _ => None,
+        }
+    }
+}
+
+/// The persistent part of an inode that does not live in its log: identity,
+/// kind, attributes at creation and where its log array is.
+///
+/// | off | size | field |
+/// |---:|---:|---|
+/// | 0 | 4 | magic |
+/// | 4 | 4 | generation |
+/// | 8 | 1 | kind |
+/// | 12 | 4 | mode |
+/// | 16 | 4 | uid |
+/// | 20 | 4 | gid |
+/// | 24 | 8 | log array block |
+/// | 32 | 8 | atime ns |
+/// | 40 | 8 | mtime ns |
+/// | 48 | 8 | ctime ns |
+/// | 124 | 4 | crc32 of bytes 0..124 |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InodeRecord {
+    /// Bumped every time the slot is reused, so stale references are caught.
+    pub generation: u32,
+    /// File, directory or symlink.
+    pub kind: FileKind,
+    /// Permission bits (and setuid/setgid/sticky).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Block holding this inode's sub-log heads.
+    pub log_array: u64,
+    /// Access time at creation.
+    pub atime_ns: u64,
+    /// Modification time at creation.
+    pub mtime_ns: u64,
+    /// Change time at creation.
+    pub ctime_ns: u64,
+}
+
+impl InodeRecord {
+    /// Encode to bytes.
+    pub fn encode(&self) -> [u8; INODE_SIZE as usize] {
+        let mut b = [0u8; INODE_SIZE as usize];
+        put_u32(&mut b, 0, INODE_MAGIC);
+        put_u32(&mut b, 4, self.generation);
+        b[8] = self.kind.code();
+        put_u32(&mut b, 12, self.mode);
+        put_u32(&mut b, 16, self.uid);
+        put_u32(&mut b, 20, self.gid);
+        put_u64(&mut b, 24, self.log_array);
+        put_u64(&mut b, 32, self.atime_ns);
+        put_u64(&mut b, 40, self.mtime_ns);
+        put_u64(&mut b, 48, self.ctime_ns);
+        let crc = crc32fast::hash(&b[..124]);
+        put_u32(&mut b, 124, crc);
+        b
+    }
+
+    /// Decode and validate.
+    pub fn decode(ino: u64, b: &[u8]) -> Result<InodeRecord> {
+        let what = || format!("inode {ino}");
+        if b.len() < INODE_SIZE as usize || le_u32(b, 0) != INODE_MAGIC {
+            return Err(Error::corrupt(what(), "not an initialised inode record"));
+        }
+        if crc32fast::hash(&b[..124]) != le_u32(b, 124) {
+            return Err(Error::corrupt(what(), "checksum mismatch"));
+        }
+        let kind = FileKind::from_code(b[8])
+            .ok_or_else(|| Error::corrupt(what(), format!("unknown kind {}", b[8])))?;
+        Ok(InodeRecord {
+            generation: le_u32(b, 4),
+            kind,
+            mode: le_u32(b, 12),
+            uid: le_u32(b, 16),
+            gid: le_u32(b, 20),
+            log_array: le_u64(b, 24),
+            atime_ns: le_u64(b, 32),
+            mtime_ns: le_u64(b, 40),
+            ctime_ns: le_u64(b, 48),
+        })
+    }
+
+    /// The generation stored in a raw record, if it looks initialised (used
+    /// when reusing a slot, so the new generation differs from the old).
+    pub fn raw_generation(b: &[u8]) -> u32 {
+        if b.len() >= 8 && le_u32(b, 0) == INODE_MAGIC { le_u32(b, 4) } else { 0 }
+    }
+}

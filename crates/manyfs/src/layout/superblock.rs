@@ -1,0 +1,156 @@
+//! The superblock (and its backup): identity and geometry of a pool.
+
+use super::*;
+use crate::error::{Error, Result};
+
+/// Magic bytes at offset 0 of a pool.
+pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
+/// On-media format version.
+pub const FORMAT_VERSION: u32 = 1;
+/// Encoded size of the superblock (the rest of block 0 is zero).
+pub const SUPERBLOCK_LEN: usize = 96;
+
+/// Geometry and identity of a pool. Encoded little-endian:
+///
+/// | off | size | field |
+/// |----:|----:|---|
+/// | 0 | 8 | magic |
+/// | 8 | 4 | version |
+/// | 12 | 4 | block size |
+/// | 16 | 8 | total blocks |
+/// | 24 | 8 | inode count |
+/// | 32 | 8 | inode table start block |
+/// | 40 | 8 | inode table blocks |
+/// | 48 | 8 | first data block |
+/// | 56 | 8 | creation time (ns since epoch) |
+/// | 64 | 16 | uuid |
+/// | 80 | 4 | crc32 of bytes 0..80 |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    /// Blocks in the pool (pool size / BLOCK_SIZE).
+    pub total_blocks: u64,
+    /// Inode slots in the inode table (inode 0 is never used).
+    pub inode_count: u64,
+    /// First block of the inode table.
+    pub inode_table_start: u64,
+    /// Blocks of the inode table.
+    pub inode_table_blocks: u64,
+    /// First block managed by the block allocator.
+    pub data_start: u64,
+    /// When the pool was created.
+    pub created_ns: u64,
+    /// Random identity of this pool.
+    pub uuid: [u8; 16],
+}
+
+impl Superblock {
+    /// Geometry for a pool of `size` bytes with one inode per `bytes_per_inode`.
+    pub fn for_size(size: u64, bytes_per_inode: u64) -> Result<Superblock> {
+        let total_blocks = size / BLOCK_SIZE;
+        if total_blocks < 64 {
+            return Err(Error::InvalidArgument(format!(
+                "pool size {size} is too small (at least {} bytes)",
+                64 * BLOCK_SIZE
+            )));
+        }
+        let per_block = BLOCK_SIZE / INODE_SIZE;
+        let wanted = (size / bytes_per_inode.max(BLOCK_SIZE)).clamp(64, 1 << 24);
+        let inode_table_blocks = wanted.div_ceil(per_block).min(total_blocks / 4);
+        let inode_count = inode_table_blocks * per_block;
+        let mut uuid = [0u8; 16];
+        let now = crate::time::now_ns();
+        uuid[..8].copy_from_slice(&now.to_le_bytes());
+        uuid[8..].copy_from_slice(&(std::process::id() as u64 ^ size).to_le_bytes());
+        Ok(Superblock {
+            total_blocks,
+            inode_count,
+            inode_table_start: INODE_TABLE_START,
+            inode_table_blocks,
+            data_start: INODE_TABLE_START + inode_table_blocks,
+            created_ns: now,
+            uuid,
+        })
+    }
+
+    /// Encode to bytes.
+    pub fn encode(&self) -> [u8; SUPERBLOCK_LEN] {
+        let mut b = [0u8; SUPERBLOCK_LEN];
+        b[..8].copy_from_slice(&SUPER_MAGIC);
+        put_u32(&mut b, 8, FORMAT_VERSION);
+        put_u32(&mut b, 12, BLOCK_SIZE as u32);
+        put_u64(&mut b, 16, self.total_blocks);
+        put_u64(&mut b, 24, self.inode_count);
+        put_u64(&mut b, 32, self.inode_table_start);
+        put_u64(&mut b, 40, self.inode_table_blocks);
+        put_u64(&mut b, 48, self.data_start);
+        put_u64(&mut b, 56, self.created_ns);
+        b[64..80].copy_from_slice(&self.uuid);
+        let crc = crc32fast::hash(&b[..80]);
+        put_u32(&mut b, 80, crc);
+        b
+    }
+
+    /// Decode and validate against the pool length.
+    pub fn decode(b: &[u8], pool_len: u64) -> Result<Superblock> {
+        let what = "superblock";
+        if b.len() < SUPERBLOCK_LEN {
+            return Err(Error::corrupt(what, "truncated"));
+        }
+        if b[..8] != SUPER_MAGIC {
+            return Err(Error::corrupt(what, "bad magic (not a manyfs pool)"));
+        }
+        if crc32fast::hash(&b[..80]) != le_u32(b, 80) {
+            return Err(Error::corrupt(what, "checksum mismatch"));
+        }
+        let version = le_u32(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(Error::corrupt(what, format!("unsupported format version {version}")));
+        }
+        if le_u32(b, 12) as u64 != BLOCK_SIZE {
+            return Err(Error::corrupt(what, "unsupported block size"));
+        }
+        let sb = Superblock {
+            total_blocks: le_u64(b, 16),
+            inode_count: le_u64(b, 24),
+            inode_table_start: le_u64(b, 32),
+            inode_table_blocks: le_u64(b, 40),
+            data_start: le_u64(b, 48),
+            created_ns: le_u64(b, 56),
+            uuid: b[64..80].try_into().expect("16 bytes"),
+        };
+        let per_block = BLOCK_SIZE / INODE_SIZE;
+        let geometry_ok = sb.total_blocks * BLOCK_SIZE <= pool_len
+            && sb.inode_table_start == INODE_TABLE_START
+            && sb.inode_table_blocks.checked_mul(per_block) == Some(sb.inode_count)
+            && sb.inode_table_start.checked_add(sb.inode_table_blocks) == Some(sb.data_start)
+            && sb.data_start < sb.total_blocks
+            && sb.inode_count > ROOT_INO;
+        if !geometry_ok {
+            return Err(Error::corrupt(what, format!("inconsistent geometry {sb:?}")));
+        }
+        Ok(sb)
+    }
+
+    /// Byte offset of inode `ino`'s record.
+    pub fn inode_offset(&self, ino: u64) -> u64 {
+        self.inode_table_start * BLOCK_SIZE + ino * INODE_SIZE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_every_flipped_byte_is_rejected() {
+        let sb = Superblock::for_size(64 << 20, 16 << 10).unwrap();
+        let enc = sb.encode();
+        assert_eq!(Superblock::decode(&enc, 64 << 20).unwrap(), sb);
+        for i in 0..84 {
+            let mut bad = enc;
+            bad[i] ^= 0x10;
+            assert!(Superblock::decode(&bad, 64 << 20).is_err(), "byte {i}");
+        }
+        assert!(Superblock::decode(&enc, 1 << 20).is_err(), "pool shorter than geometry");
+    }
+}

@@ -1,0 +1,485 @@
+//! The narrow waist through which every persistent byte is written.
+//!
+//! A pool is a file mapped shared into the process. Nothing outside this
+//! module touches the mapping with raw pointers: the rest of manyfs calls
+//! [`Media::store`], [`Media::nt_copy`], [`Media::flush`], [`Media::fence`] and
+//! the 8-byte atomic accessors, all bounds-checked against the mapping so a
+//! corrupt offset read from the pool becomes an error instead of a wild access.
+
+mod flush;
+
+pub use flush::FlushInstr;
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Size of a CPU cache line, the unit of flushing and of failure atomicity
+/// bookkeeping.
+pub const CACHE_LINE: usize = 64;
+
+/// How writes become durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A DAX-mapped file on persistent memory (`MAP_SYNC`); durable after a
+    /// cache-line flush and a fence.
+    Pm,
+    /// An ordinary file mapped shared; flushes and fences order stores and
+    /// durability points add `msync`. Works on any disk.
+    #[default]
+    File,
+    /// No durability at all (tmpfs emulation of PM, as the papers did).
+    Dram,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "pm" => Ok(Durability::Pm),
+            "file" => Ok(Durability::File),
+            "dram" => Ok(Durability::Dram),
+            other => Err(Error::InvalidArgument(format!(
+                "durability mode {other:?} (expected pm, file or dram)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::Pm => "pm",
+            Durability::File => "file",
+            Durability::Dram => "dram",
+        })
+    }
+}
+
+/// A shared mapping of one pool file.
+#[derive(Debug)]
+pub struct Media {
+    base: *mut u8,
+    len: usize,
+    mode: Durability,
+    flush: FlushInstr,
+    writable: bool,
+    path: PathBuf,
+    // Held open for the lifetime of the mapping: it carries the flock that
+    // keeps a second process from mounting the same pool.
+    _file: File,
+}
+
+// SAFETY: the mapping is plain shared memory; all access goes through methods
+// that copy bytes or use atomics, and the file system's locks keep threads off
+// each other's bytes. The raw pointer is never handed out.
+unsafe impl Send for Media {}
+// SAFETY: as above.
+unsafe impl Sync for Media {}
+
+impl Media {
+    /// Create (or replace) the pool file at `path` with `size` bytes and map it.
+    pub fn create(path: &Path, size: u64, mode: Durability) -> Result<Media> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(format!("create pool {}", path.display()), e))?;
+        lock_exclusive(&file, path)?;
+        file.set_len(0)
+            .and_then(|_| file.set_len(size))
+            .map_err(|e| Error::io(format!("size pool {}", path.display()), e))?;
+        Self::map(file, path, mode, true)
+    }
+
+    /// Map an existing pool. `writable == false` maps it read-only (fsck).
+    pub fn open(path: &Path, mode: Durability, writable: bool) -> Result<Media> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(format!("open pool {}", path.display()), e))?;
+        if writable {
+            lock_exclusive(&file, path)?;
+        } else {
+            lock_shared(&file, path)?;
+        }
+        Self::map(file, path, mode, writable)
+    }
+
+    fn map(file: File, path: &Path, mode: Durability, writable: bool) -> Result<Media> {
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat pool {}", path.display()), e))?
+            .len();
+        let len = usize::try_from(len)
+            .map_err(|_| Error::InvalidArgument(format!("{}: pool too large", path.display())))?;
+        if len == 0 {
+            return Err(Error::corrupt(path.display().to_string(), "pool file is empty"));
+        }
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let flags = if mode == Durability::Pm && writable {
+            libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC
+        } else {
+            libc::MAP_SHARED
+        };
+        // SAFETY: mapping a file descriptor we own with a length equal to the
+        // file's size; the result is checked against MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let err = std::io::Error::last_os_error();
+            let hint = if mode == Durability::Pm {
+                " (pm mode needs a DAX file system; use --durability file otherwise)"
+            } else {
+                ""
+            };
+            return Err(Error::io(format!("map pool {}{hint}", path.display()), err));
+        }
+        Ok(Media {
+            base: ptr.cast(),
+            len,
+            mode,
+            flush: FlushInstr::detect(),
+            writable,
+            path: path.to_path_buf(),
+            _file: file,
+        })
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Whether the mapping is empty (never true for an opened pool).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The durability mode.
+    pub fn mode(&self) -> Durability {
+        self.mode
+    }
+
+    /// The pool file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The flush instruction in use.
+    pub fn flush_instr(&self) -> FlushInstr {
+        self.flush
+    }
+
+    /// Whether stores are allowed.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    fn check(&self, off: u64, len: usize) -> Result<usize> {
+        let end = off.checked_add(len as u64);
+        match end {
+            Some(end) if end <= self.len as u64 => Ok(off as usize),
+            _ => Err(Error::corrupt(
+                "pool offset",
+                format!("range {off:#x}+{len:#x} outside pool of {:#x} bytes", self.len),
+            )),
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.writable { Ok(()) } else { Err(Error::ReadOnly) }
+    }
+
+    /// Copy `buf.len()` bytes at `off` into `buf`.
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        let start = self.check(off, buf.len())?;
+        // SAFETY: `check` proved [start, start+len) lies inside the mapping;
+        // `buf` is a distinct Rust allocation, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(start), buf.as_mut_ptr(), buf.len());
+        }
+        Ok(())
+    }
+
+    /// Read `len` bytes at `off` into a new vector.
+    pub fn read_vec(&self, off: u64, len: usize) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        self.read(off, &mut v)?;
+        Ok(v)
+    }
+
+    /// Ordinary (cached) store of `data` at `off`. Not durable until flushed
+    /// and fenced.
+    pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let start = self.check(off, data.len())?;
+        // SAFETY: bounds checked above; source is a distinct allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
+        }
+        Ok(())
+    }
+
+    /// Fill `len` bytes at `off` with zeros (cached stores).
+    pub fn zero(&self, off: u64, len: usize) -> Result<()> {
+        self.check_writable()?;
+        let start = self.check(off, len)?;
+        // SAFETY: bounds checked above.
+        unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
+        Ok(())
+    }
+
+    /// Non-temporal copy of `data` to `off`: bypasses the cache, so in `pm`
+    /// mode it is durable after the next [`Media::fence`] without a flush.
+    /// In the other modes it is a plain copy followed by a flush of the range.
+    pub fn nt_copy(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let start = self.check(off, data.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.mode == Durability::Pm && start % 8 == 0 {
+            let words = data.len() / 8;
+            for i in 0..words {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&data[i * 8..i * 8 + 8]);
+                // SAFETY: `start + 8*i .. +8` is inside the checked range and
+                // 8-byte aligned (mapping base is page aligned, start % 8 == 0).
+                unsafe {
+                    std::arch::x86_64::_mm_stream_si64(
+                        self.base.add(start + i * 8).cast::<i64>(),
+                        i64::from_ne_bytes(w),
+                    );
+                }
+            }
+            let tail = words * 8;
+            if tail < data.len() {
+                self.store(off + tail as u64, &data[tail..])?;
+                self.flush(off + tail as u64, data.len() - tail)?;
+            }
+            return Ok(());
+        }
+        self.store(off, data)?;
+        self.flush(off, data.len())
+    }
+
+    /// Write back every cache line overlapping `[off, off+len)`.
+    pub fn flush(&self, off: u64, len: usize) -> Result<()> {
+        let start = self.check(off, len)?;
+        if self.mode == Durability::Dram || len == 0 {
+            return Ok(());
+        }
+        let first = start & !(CACHE_LINE - 1);
+        let mut line = first;
+        while line < start + len {
+            // SAFETY: `line` is inside the mapping: it is at or after the
+            // line holding `start` and before `start + len`.
+            unsafe { self.flush.flush_line(self.base.add(line)) };
+            line += CACHE_LINE;
+        }
+        Ok(())
+    }
+
+    /// Order earlier flushes and non-temporal stores before later stores.
+    pub fn fence(&self) {
+        if self.mode != Durability::Dram {
+            self.flush.store_fence();
+        }
+    }
+
+    /// Flush `[off, off+len)` and fence.
+    pub fn persist(&self, off: u64, len: usize) -> Result<()> {
+        self.flush(off, len)?;
+        self.fence();
+        Ok(())
+    }
+
+    fn atomic_u64(&self, off: u64) -> Result<&AtomicU64> {
+        let start = self.check(off, 8)?;
+        if start % 8 != 0 {
+            return Err(Error::corrupt(
+                "pool offset",
+                format!("{off:#x} is not 8-byte aligned"),
+            ));
+        }
+        // SAFETY: in bounds and 8-byte aligned (the mapping is page aligned);
+        // AtomicU64 has the same layout as u64 and the mapping lives as long
+        // as `self`, which bounds the returned reference.
+        Ok(unsafe { &*(self.base.add(start) as *const AtomicU64) })
+    }
+
+    /// Atomic 8-byte load (for words other threads may store concurrently).
+    pub fn load_u64(&self, off: u64) -> Result<u64> {
+        Ok(self.atomic_u64(off)?.load(Ordering::Acquire))
+    }
+
+    /// Failure-atomic, aligned 8-byte store; not durable until flushed and
+    /// fenced.
+    pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
+        self.check_writable()?;
+        self.atomic_u64(off)?.store(value, Ordering::Release);
+        Ok(())
+    }
+
+    /// A durability point: in `file` mode, `msync` the range so it reaches
+    /// the disk; in `pm` mode flushed data already is durable; in `dram`
+    /// mode nothing is.
+    pub fn sync_range(&self, off: u64, len: usize) -> Result<()> {
+        if self.mode != Durability::File || !self.writable || len == 0 {
+            return Ok(());
+        }
+        let start = self.check(off, len)?;
+        let page = page_size();
+        let aligned = start & !(page - 1);
+        let end = start + len;
+        // SAFETY: [aligned, end) lies inside the mapping (aligned rounds down
+        // to the mapping's page-aligned base at worst).
+        let rc = unsafe {
+            libc::msync(
+                self.base.add(aligned).cast(),
+                end - aligned,
+                libc::MS_SYNC,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::io(
+                format!("msync {}", self.path.display()),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A durability point for the whole pool.
+    pub fn sync_all(&self) -> Result<()> {
+        self.sync_range(0, self.len)
+    }
+}
+
+impl Drop for Media {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` came from a successful mmap and are unmapped
+        // exactly once, here; no references into the mapping outlive `self`.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    flock(file, path, libc::LOCK_EX | libc::LOCK_NB)
+}
+
+fn lock_shared(file: &File, path: &Path) -> Result<()> {
+    flock(file, path, libc::LOCK_SH | libc::LOCK_NB)
+}
+
+fn flock(file: &File, path: &Path, op: libc::c_int) -> Result<()> {
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Err(Error::Busy {
+            path: path.to_path_buf(),
+        })
+    } else {
+        Err(Error::io(format!("lock pool {}", path.display()), err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(mode: Durability) -> (tempfile::TempDir, Media) {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Media::create(&dir.path().join("p"), 1 << 20, mode).unwrap();
+        (dir, m)
+    }
+
+    #[test]
+    fn store_read_roundtrip_in_every_mode() {
+        for mode in [Durability::File, Durability::Dram] {
+            let (_d, m) = pool(mode);
+            m.store(100, b"hello").unwrap();
+            m.nt_copy(4096, &[7u8; 4096]).unwrap();
+            m.nt_copy(8193, &[9u8; 13]).unwrap();
+            m.persist(0, 8192).unwrap();
+            m.store_u64(64, 0xdead_beef).unwrap();
+            m.flush(64, 8).unwrap();
+            m.fence();
+            m.sync_all().unwrap();
+            assert_eq!(m.read_vec(100, 5).unwrap(), b"hello");
+            assert_eq!(m.read_vec(4096, 4096).unwrap(), vec![7u8; 4096]);
+            assert_eq!(m.read_vec(8193, 13).unwrap(), vec![9u8; 13]);
+            assert_eq!(m.load_u64(64).unwrap(), 0xdead_beef);
+            m.zero(4096, 10).unwrap();
+            assert_eq!(m.read_vec(4096, 11).unwrap()[..11], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+        }
+    }
+
+    #[test]
+    fn every_flush_instruction_runs() {
+        let (_d, m) = pool(Durability::File);
+        m.store(0, &[1u8; 256]).unwrap();
+        let detected = FlushInstr::detect();
+        for instr in [FlushInstr::Clflush, detected, FlushInstr::None] {
+            // SAFETY: offset 0 of a live mapping.
+            unsafe { instr.flush_line(m.base) };
+            instr.store_fence();
+        }
+        assert_eq!(m.read_vec(0, 256).unwrap(), vec![1u8; 256]);
+    }
+
+    #[test]
+    fn out_of_bounds_and_misaligned_are_errors() {
+        let (_d, m) = pool(Durability::File);
+        assert!(m.read_vec(m.len() - 4, 8).is_err());
+        assert!(m.store(u64::MAX - 2, b"abc").is_err());
+        assert!(m.load_u64(3).is_err());
+        assert!(m.store_u64(m.len(), 1).is_err());
+    }
+
+    #[test]
+    fn second_writer_is_refused() {
+        let (d, m) = pool(Durability::File);
+        let err = Media::open(&d.path().join("p"), Durability::File, true).unwrap_err();
+        assert!(matches!(err, Error::Busy { .. }), "{err}");
+        drop(m);
+        Media::open(&d.path().join("p"), Durability::File, true).unwrap();
+    }
+
+    #[test]
+    fn read_only_mapping_refuses_stores() {
+        let (d, m) = pool(Durability::File);
+        drop(m);
+        let ro = Media::open(&d.path().join("p"), Durability::File, false).unwrap();
+        assert!(matches!(ro.store(0, b"x"), Err(Error::ReadOnly)));
+        assert_eq!(ro.read_vec(0, 1).unwrap(), [0]);
+    }
+}
