@@ -84,7 +84,9 @@ impl BlockAllocator {
             start,
             end,
             per_pool,
-            pools: (0..pools).map(|_| CachePadded::new(Mutex::default())).collect(),
+            pools: (0..pools)
+                .map(|_| CachePadded::new(Mutex::default()))
+                .collect(),
             reserve_per_pool,
         }
     }
@@ -151,7 +153,13 @@ impl BlockAllocator {
         let mut v: Vec<(u64, u64)> = self
             .pools
             .iter()
-            .flat_map(|p| p.lock().extents.iter().map(|(&s, &l)| (s, l)).collect::<Vec<_>>())
+            .flat_map(|p| {
+                p.lock()
+                    .extents
+                    .iter()
+                    .map(|(&s, &l)| (s, l))
+                    .collect::<Vec<_>>()
+            })
             .collect();
         v.sort_unstable();
         v
@@ -185,7 +193,10 @@ impl InodeAllocator {
             l.reverse(); // pop() hands out low numbers first
         }
         InodeAllocator {
-            pools: lists.into_iter().map(|l| CachePadded::new(Mutex::new(l))).collect(),
+            pools: lists
+                .into_iter()
+                .map(|l| CachePadded::new(Mutex::new(l)))
+                .collect(),
         }
     }
 

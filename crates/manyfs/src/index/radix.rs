@@ -92,26 +92,34 @@ impl<T: Default> CasRadix<T> {
             let mut child = slot.load(Ordering::Acquire);
             if level + 1 == INTERIOR_LEVELS {
                 if child.is_null() {
-                    child = install(slot, || {
-                        Box::into_raw(Box::new(std::array::from_fn::<T, FANOUT, _>(|_| {
-                            T::default()
-                        })))
-                        .cast()
-                    }, |p| {
-                        // SAFETY: `p` came from Box::into_raw of a leaf just above
-                        // and lost the race, so nobody else has seen it.
-                        drop(unsafe { Box::from_raw(p as *mut [T; FANOUT]) })
-                    });
+                    child = install(
+                        slot,
+                        || {
+                            Box::into_raw(Box::new(std::array::from_fn::<T, FANOUT, _>(|_| {
+                                T::default()
+                            })))
+                            .cast()
+                        },
+                        |p| {
+                            // SAFETY: `p` came from Box::into_raw of a leaf just above
+                            // and lost the race, so nobody else has seen it.
+                            drop(unsafe { Box::from_raw(p as *mut [T; FANOUT]) })
+                        },
+                    );
                 }
                 // SAFETY: see `get`.
                 let leaf = unsafe { &*(child as *const [T; FANOUT]) };
                 return &leaf[Self::slot_index(key, INTERIOR_LEVELS)];
             }
             if child.is_null() {
-                child = install(slot, || Box::into_raw(new_interior()).cast(), |p| {
-                    // SAFETY: an interior node that lost the race; unpublished.
-                    drop(unsafe { Box::from_raw(p as *mut Interior) })
-                });
+                child = install(
+                    slot,
+                    || Box::into_raw(new_interior()).cast(),
+                    |p| {
+                        // SAFETY: an interior node that lost the race; unpublished.
+                        drop(unsafe { Box::from_raw(p as *mut Interior) })
+                    },
+                );
             }
             // SAFETY: see `get`.
             node = unsafe { &*(child as *const Interior) };
@@ -136,7 +144,12 @@ impl<T: Default> CasRadix<T> {
                     }
                 } else {
                     // SAFETY: see `CasRadix::get`.
-                    walk(unsafe { &*(child as *const Interior) }, level + 1, prefix, f);
+                    walk(
+                        unsafe { &*(child as *const Interior) },
+                        level + 1,
+                        prefix,
+                        f,
+                    );
                 }
             }
         }
@@ -221,8 +234,15 @@ mod tests {
         for k in [0u64, 1, 63, 64, 4095, 1 << 20, KEY_LIMIT - 1] {
             t.get_or_insert(k).store(k + 1, Ordering::Relaxed);
         }
-        assert_eq!(t.get(KEY_LIMIT - 1).unwrap().load(Ordering::Relaxed), KEY_LIMIT);
-        assert_eq!(t.get(2).unwrap().load(Ordering::Relaxed), 0, "same leaf as 1");
+        assert_eq!(
+            t.get(KEY_LIMIT - 1).unwrap().load(Ordering::Relaxed),
+            KEY_LIMIT
+        );
+        assert_eq!(
+            t.get(2).unwrap().load(Ordering::Relaxed),
+            0,
+            "same leaf as 1"
+        );
         let mut seen = vec![];
         t.for_each(|k, v| {
             if v.load(Ordering::Relaxed) != 0 {

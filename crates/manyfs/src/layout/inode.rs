@@ -123,6 +123,10 @@ impl InodeRecord {
     /// The generation stored in a raw record, if it looks initialised (used
     /// when reusing a slot, so the new generation differs from the old).
     pub fn raw_generation(b: &[u8]) -> u32 {
-        if b.len() >= 8 && le_u32(b, 0) == INODE_MAGIC { le_u32(b, 4) } else { 0 }
+        if b.len() >= 8 && le_u32(b, 0) == INODE_MAGIC {
+            le_u32(b, 4)
+        } else {
+            0
+        }
     }
 }

@@ -104,7 +104,10 @@ impl Superblock {
         }
         let version = le_u32(b, 8);
         if version != FORMAT_VERSION {
-            return Err(Error::corrupt(what, format!("unsupported format version {version}")));
+            return Err(Error::corrupt(
+                what,
+                format!("unsupported format version {version}"),
+            ));
         }
         if le_u32(b, 12) as u64 != BLOCK_SIZE {
             return Err(Error::corrupt(what, "unsupported block size"));
@@ -126,7 +129,10 @@ impl Superblock {
             && sb.data_start < sb.total_blocks
             && sb.inode_count > ROOT_INO;
         if !geometry_ok {
-            return Err(Error::corrupt(what, format!("inconsistent geometry {sb:?}")));
+            return Err(Error::corrupt(
+                what,
+                format!("inconsistent geometry {sb:?}"),
+            ));
         }
         Ok(sb)
     }
@@ -151,6 +157,9 @@ mod tests {
             bad[i] ^= 0x10;
             assert!(Superblock::decode(&bad, 64 << 20).is_err(), "byte {i}");
         }
-        assert!(Superblock::decode(&enc, 1 << 20).is_err(), "pool shorter than geometry");
+        assert!(
+            Superblock::decode(&enc, 1 << 20).is_err(),
+            "pool shorter than geometry"
+        );
     }
 }

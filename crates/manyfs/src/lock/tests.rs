@@ -26,7 +26,10 @@ fn exclusion_holds(kind: LockKind, threads: usize) {
                         if write {
                             assert_eq!(c.swap(-1, Ordering::SeqCst), 0, "{kind}: writer overlap");
                         } else {
-                            assert!(c.fetch_add(1, Ordering::SeqCst) >= 0, "{kind}: reader saw writer");
+                            assert!(
+                                c.fetch_add(1, Ordering::SeqCst) >= 0,
+                                "{kind}: reader saw writer"
+                            );
                         }
                     }
                     std::hint::spin_loop();

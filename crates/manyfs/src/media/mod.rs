@@ -119,7 +119,10 @@ impl Media {
         let len = usize::try_from(len)
             .map_err(|_| Error::InvalidArgument(format!("{}: pool too large", path.display())))?;
         if len == 0 {
-            return Err(Error::corrupt(path.display().to_string(), "pool file is empty"));
+            return Err(Error::corrupt(
+                path.display().to_string(),
+                "pool file is empty",
+            ));
         }
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
@@ -133,16 +136,8 @@ impl Media {
         };
         // SAFETY: mapping a file descriptor we own with a length equal to the
         // file's size; the result is checked against MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                flags,
-                file.as_raw_fd(),
-                0,
-            )
-        };
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             let err = std::io::Error::last_os_error();
             let hint = if mode == Durability::Pm {
@@ -199,13 +194,20 @@ impl Media {
             Some(end) if end <= self.len as u64 => Ok(off as usize),
             _ => Err(Error::corrupt(
                 "pool offset",
-                format!("range {off:#x}+{len:#x} outside pool of {:#x} bytes", self.len),
+                format!(
+                    "range {off:#x}+{len:#x} outside pool of {:#x} bytes",
+                    self.len
+                ),
             )),
         }
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.writable { Ok(()) } else { Err(Error::ReadOnly) }
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::ReadOnly)
+        }
     }
 
     /// Copy `buf.len()` bytes at `off` into `buf`.
@@ -350,13 +352,8 @@ impl Media {
         let end = start + len;
         // SAFETY: [aligned, end) lies inside the mapping (aligned rounds down
         // to the mapping's page-aligned base at worst).
-        let rc = unsafe {
-            libc::msync(
-                self.base.add(aligned).cast(),
-                end - aligned,
-                libc::MS_SYNC,
-            )
-        };
+        let rc =
+            unsafe { libc::msync(self.base.add(aligned).cast(), end - aligned, libc::MS_SYNC) };
         if rc != 0 {
             return Err(Error::io(
                 format!("msync {}", self.path.display()),
@@ -439,7 +436,10 @@ mod tests {
             assert_eq!(m.read_vec(8193, 13).unwrap(), vec![9u8; 13]);
             assert_eq!(m.load_u64(64).unwrap(), 0xdead_beef);
             m.zero(4096, 10).unwrap();
-            assert_eq!(m.read_vec(4096, 11).unwrap()[..11], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+            assert_eq!(
+                m.read_vec(4096, 11).unwrap()[..11],
+                [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]
+            );
         }
     }
 

@@ -1,0 +1,234 @@
+//! The state of a mounted pool shared by every handle: media, geometry,
+//! allocators, live-entry counters and the inode table.
+
+use crate::alloc::{BlockAllocator, InodeAllocator, Purpose};
+use crate::error::{Error, Result};
+use crate::file::FileData;
+use crate::inode::{Attrs, Inode};
+use crate::layout::*;
+use crate::log::{InodeLog, LogSpace, SubLog};
+use crate::media::Media;
+use crate::namespace::DirData;
+use crate::options::MountOptions;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const TABLE_SHARDS: usize = 64;
+
+/// Everything a mounted pool shares.
+pub struct FsCore {
+    /// The pool mapping.
+    pub media: Media,
+    /// Geometry.
+    pub sb: Superblock,
+    /// Free blocks.
+    pub blocks: BlockAllocator,
+    /// Free inode numbers.
+    pub inode_numbers: InodeAllocator,
+    /// Live references into each block when it is a log page.
+    live: Box<[AtomicU32]>,
+    /// Mount options.
+    pub opts: MountOptions,
+    table: Box<[crossbeam_utils::CachePadded<RwLock<HashMap<u64, Arc<Inode>>>>]>,
+    /// Serialises operations that lock two directories (rename, rmdir),
+    /// as the kernel's rename mutex does.
+    pub namespace_lock: Mutex<()>,
+    /// Next cross-directory rename transaction id.
+    pub next_txid: AtomicU64,
+    /// Sub-logs per file log.
+    pub file_sublogs: usize,
+}
+
+impl LogSpace for FsCore {
+    fn media(&self) -> &Media {
+        &self.media
+    }
+    fn alloc_meta_block(&self) -> Result<u64> {
+        Ok(self.blocks.alloc(1, Purpose::Meta)?.0)
+    }
+    fn free_blocks(&self, first: u64, count: u64) {
+        self.blocks.free(first, count)
+    }
+    fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
+        page.checked_sub(self.sb.data_start)
+            .and_then(|i| self.live.get(i as usize))
+    }
+}
+
+impl FsCore {
+    /// A core with every data block in use and no inodes (recovery fills it).
+    pub fn new(media: Media, sb: Superblock, opts: MountOptions) -> FsCore {
+        let pools = crate::cpu::count();
+        FsCore {
+            blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
+            inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            media,
+            sb,
+            opts,
+            table: (0..TABLE_SHARDS)
+                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(HashMap::new())))
+                .collect(),
+            namespace_lock: Mutex::new(()),
+            next_txid: AtomicU64::new(1),
+            file_sublogs: crate::cpu::count().clamp(1, MAX_SUBLOGS),
+        }
+    }
+
+    fn shard(&self, ino: u64) -> &RwLock<HashMap<u64, Arc<Inode>>> {
+        &self.table[(ino as usize) % TABLE_SHARDS]
+    }
+
+    /// The live inode `ino`.
+    pub fn get(&self, ino: u64) -> Result<Arc<Inode>> {
+        self.shard(ino)
+            .read()
+            .get(&ino)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
+    }
+
+    /// Add an inode to the table.
+    pub fn insert(&self, inode: Arc<Inode>) {
+        self.shard(inode.ino).write().insert(inode.ino, inode);
+    }
+
+    /// Every live inode (fsck comparison, statistics).
+    pub fn all_inodes(&self) -> Vec<Arc<Inode>> {
+        self.table
+            .iter()
+            .flat_map(|s| s.read().values().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Replace the allocator contents (recovery).
+    pub fn set_allocators(&mut self, blocks: BlockAllocator, inodes: InodeAllocator) {
+        self.blocks = blocks;
+        self.inode_numbers = inodes;
+    }
+
+    /// Refuse changes on a read-only mount.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Build the DRAM inode for a record (new or recovered).
+    pub fn make_inode(
+        &self,
+        ino: u64,
+        rec: &InodeRecord,
+        attrs: Attrs,
+        sublogs: Vec<(usize, SubLog)>,
+    ) -> Inode {
+        let nsub = if rec.kind == FileKind::File {
+            self.file_sublogs
+        } else {
+            1
+        };
+        Inode {
+            ino,
+            generation: rec.generation,
+            kind: rec.kind,
+            attrs: Mutex::new(attrs),
+            attr_seq: AtomicU64::new(0),
+            log: InodeLog::new(ino, rec.log_array, nsub, sublogs),
+            file: (rec.kind != FileKind::Dir)
+                .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),
+            dir: (rec.kind == FileKind::Dir).then(DirData::default),
+            open_handles: AtomicU32::new(0),
+            parent: AtomicU64::new(0),
+            freed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Create a new inode: allocate its number and log array and persist its
+    /// record. It becomes reachable only when a directory entry commits.
+    pub fn new_inode(&self, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Result<Arc<Inode>> {
+        self.check_writable()?;
+        let ino = self.inode_numbers.alloc()?;
+        let array = match self.blocks.alloc(1, Purpose::Meta) {
+            Ok((b, _)) => b,
+            Err(e) => {
+                self.inode_numbers.free(ino);
+                return Err(e);
+            }
+        };
+        let result = (|| {
+            self.media
+                .nt_copy(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            let off = self.sb.inode_offset(ino);
+            let old = self.media.read_vec(off, INODE_SIZE as usize)?;
+            let now = crate::time::now_ns();
+            let rec = InodeRecord {
+                generation: InodeRecord::raw_generation(&old).wrapping_add(1),
+                kind,
+                mode: mode & 0o7777,
+                uid,
+                gid,
+                log_array: array,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+            };
+            self.media.store(off, &rec.encode())?;
+            self.media.flush(off, INODE_SIZE as usize)?;
+            self.media.fence();
+            let attrs = Attrs {
+                mode: rec.mode,
+                uid,
+                gid,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+                nlink: if kind == FileKind::Dir { 2 } else { 1 },
+            };
+            Ok(Arc::new(self.make_inode(ino, &rec, attrs, Vec::new())))
+        })();
+        if result.is_err() {
+            self.blocks.free(array, 1);
+            self.inode_numbers.free(ino);
+        }
+        result
+    }
+
+    /// Return an unreachable inode's space (data pages, log pages, log
+    /// array, inode number). Idempotent.
+    pub fn free_inode(&self, inode: &Inode) {
+        if inode.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(f) = &inode.file {
+            for (_, m) in f.index.mapped() {
+                self.blocks.free(m.block, 1);
+            }
+        }
+        for b in inode.log.owned_blocks() {
+            if let Some(c) = self.live_counter(b) {
+                c.store(0, Ordering::Relaxed);
+            }
+            self.blocks.free(b, 1);
+        }
+        self.shard(inode.ino).write().remove(&inode.ino);
+        self.inode_numbers.free(inode.ino);
+    }
+
+    /// Free the inode if no name and no open handle refers to it.
+    pub fn release_if_unused(&self, inode: &Inode) {
+        if inode.nlink() == 0 && inode.open_handles.load(Ordering::Acquire) == 0 {
+            self.free_inode(inode);
+        }
+    }
+
+    /// Persist-and-sync point for `fsync`: in file mode, msync the pool.
+    pub fn sync(&self) -> Result<()> {
+        self.media.sync_all()
+    }
+}

@@ -1,0 +1,440 @@
+//! Reading, writing and truncating files: copy-on-write data pages
+//! committed by log entries, under the file's range lock.
+//!
+//! Every read and write takes the file's [`BigReaderLock`] shared (a per-CPU
+//! counter) and its range lock for exactly the bytes it touches. Truncate
+//! takes the big-reader lock exclusive, which is the "range that covers the
+//! end of file" extending operations need, without making ordinary I/O touch
+//! a shared cache line.
+//!
+//! Ordering of overlapping writes needs no per-inode counter: a write's
+//! entries carry a version one above the highest version of the pages they
+//! replace, read from the index under the range lock that already serialises
+//! them. Recovery keeps, per page, the highest version.
+
+use crate::alloc::Purpose;
+use crate::core::FsCore;
+use crate::error::{Error, Result};
+use crate::index::{FileIndex, PageMapping};
+use crate::inode::Inode;
+use crate::layout::*;
+use crate::lock::{Access, BigReaderLock, RangeGuard, RangeLock};
+use crate::log::EntryLoc;
+use crate::options::MountOptions;
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+const PAGE: u64 = BLOCK_SIZE;
+
+/// DRAM state of a regular file (or symlink).
+pub struct FileData {
+    /// Size in bytes; published after the data it covers is in the index.
+    pub size: CachePadded<AtomicU64>,
+    /// Page index.
+    pub index: FileIndex,
+    /// The range lock.
+    pub lock: Box<dyn RangeLock>,
+    /// Shared by all I/O, exclusive for truncate.
+    pub truncate_lock: BigReaderLock,
+    /// Serialises O_APPEND writers choosing their offset.
+    pub append_lock: Mutex<()>,
+    /// The entry whose `file_end` defines the size since the last truncate;
+    /// it holds one extra live reference so log GC keeps it.
+    pub size_definer: Mutex<Option<(u64, EntryLoc)>>,
+}
+
+impl FileData {
+    /// Empty file state for a mount with `opts`; `max_bytes` bounds offsets.
+    pub fn new(opts: &MountOptions, max_bytes: u64) -> FileData {
+        FileData {
+            size: CachePadded::new(AtomicU64::new(0)),
+            index: FileIndex::new(),
+            lock: opts.lock.build(opts.segment_size, max_bytes),
+            truncate_lock: BigReaderLock::new(crate::cpu::count()),
+            append_lock: Mutex::new(()),
+            size_definer: Mutex::new(None),
+        }
+    }
+
+    /// Current size.
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+}
+
+/// Read up to `buf.len()` bytes at `off`; returns bytes read (0 at EOF).
+pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
+    let f = inode.file()?;
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let end = off
+        .checked_add(buf.len() as u64)
+        .ok_or_else(|| Error::InvalidArgument(format!("read at offset {off} overflows")))?;
+    let _t = f.truncate_lock.read();
+    let _r = RangeGuard::new(&*f.lock, off, end, Access::Read);
+    let size = f.size();
+    if off >= size {
+        return Ok(0);
+    }
+    let n = (end.min(size) - off) as usize;
+    let mut done = 0usize;
+    while done < n {
+        let pos = off + done as u64;
+        let pg = pos / PAGE;
+        let in_page = (pos % PAGE) as usize;
+        let take = (PAGE as usize - in_page).min(n - done);
+        let m = f.index.lookup(pg);
+        let dst = &mut buf[done..done + take];
+        if m.block == 0 {
+            dst.fill(0);
+        } else {
+            core.media.read(m.block * PAGE + in_page as u64, dst)?;
+        }
+        done += take;
+    }
+    Ok(n)
+}
+
+/// Write `buf` at `off`; returns `buf.len()`. Durable on return in `pm`
+/// mode; in `file` mode after the next sync.
+pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
+    core.check_writable()?;
+    let f = inode.file()?;
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let end = off
+        .checked_add(buf.len() as u64)
+        .filter(|&e| e <= MAX_FILE_SIZE)
+        .ok_or_else(|| Error::FileTooLarge(format!("write of {} bytes at {off}", buf.len())))?;
+    let _t = f.truncate_lock.read();
+    let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
+    write_locked(core, inode, f, buf, off, end)
+}
+
+/// Append `buf` at the end of file; returns the offset it was written at.
+pub fn append(core: &FsCore, inode: &Inode, buf: &[u8]) -> Result<u64> {
+    let f = inode.file()?;
+    let _a = f.append_lock.lock();
+    let off = f.size();
+    write(core, inode, buf, off)?;
+    Ok(off)
+}
+
+fn write_locked(
+    core: &FsCore,
+    inode: &Inode,
+    f: &FileData,
+    buf: &[u8],
+    off: u64,
+    end: u64,
+) -> Result<usize> {
+    let epoch = inode.attr_seq.load(Ordering::Acquire) as u32;
+    let first_pg = off / PAGE;
+    let last_pg = (end - 1) / PAGE;
+    let npages = last_pg - first_pg + 1;
+    let size_now = f.size();
+
+    let old: Vec<PageMapping> = (first_pg..=last_pg).map(|p| f.index.lookup(p)).collect();
+    let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
+
+    // Allocate new pages (possibly in several extents).
+    let mut extents: Vec<(u64, u64)> = Vec::new();
+    let mut got = 0;
+    while got < npages {
+        match core.blocks.alloc(npages - got, Purpose::Data) {
+            Ok(x) => {
+                got += x.1;
+                extents.push(x);
+            }
+            Err(e) => {
+                for (b, n) in extents {
+                    core.blocks.free(b, n);
+                }
+                return Err(e);
+            }
+        }
+    }
+
+    // Fill them: whole pages straight from the caller's buffer, partial
+    // pages merged with the old contents (bytes past EOF read as zero).
+    let fill = || -> Result<()> {
+        let mut pg = first_pg;
+        let mut page_buf = [0u8; PAGE as usize];
+        for &(block, n) in &extents {
+            for i in 0..n {
+                let page_start = pg * PAGE;
+                let lo = off.max(page_start);
+                let hi = end.min(page_start + PAGE);
+                let dst = (block + i) * PAGE;
+                let src = &buf[(lo - off) as usize..(hi - off) as usize];
+                if lo == page_start && hi == page_start + PAGE {
+                    core.media.nt_copy(dst, src)?;
+                } else {
+                    let prev = old[(pg - first_pg) as usize];
+                    if prev.block != 0 {
+                        core.media.read(prev.block * PAGE, &mut page_buf)?;
+                        let valid = size_now.saturating_sub(page_start).min(PAGE) as usize;
+                        page_buf[valid..].fill(0);
+                    } else {
+                        page_buf.fill(0);
+                    }
+                    page_buf[(lo - page_start) as usize..(hi - page_start) as usize]
+                        .copy_from_slice(src);
+                    core.media.nt_copy(dst, &page_buf)?;
+                }
+                pg += 1;
+            }
+        }
+        Ok(())
+    };
+    let now = crate::time::now_ns();
+    let extends = end > size_now;
+    let mut entries = Vec::with_capacity(extents.len());
+    let mut pg = first_pg;
+    for (i, &(block, n)) in extents.iter().enumerate() {
+        let weight = n as u32 + u32::from(extends && i + 1 == extents.len());
+        entries.push((
+            Entry::FileWrite {
+                epoch,
+                version,
+                pgoff: pg,
+                block,
+                npages: n as u32,
+                file_end: end,
+                mtime_ns: now,
+            },
+            weight,
+        ));
+        pg += n;
+    }
+    let locs = fill().and_then(|_| {
+        inode
+            .log
+            .append(core, inode.log.home_sublog(), &entries, now)
+    });
+    let locs = match locs {
+        Ok(l) => l,
+        Err(e) => {
+            for (b, n) in extents {
+                core.blocks.free(b, n);
+            }
+            return Err(e);
+        }
+    };
+
+    // Publish in the index, then retire what was replaced (its entry is
+    // superseded by a committed one, so its block may be reused).
+    let mut pg = first_pg;
+    for (&(block, n), &loc) in extents.iter().zip(&locs) {
+        for i in 0..n {
+            f.index.slot(pg).set(PageMapping {
+                block: block + i,
+                entry: loc,
+                version,
+            });
+            pg += 1;
+        }
+    }
+    for m in old.iter().filter(|m| m.block != 0) {
+        core.blocks.free(m.block, 1);
+        inode.log.release(core, m.entry, 1);
+    }
+    if extends {
+        let last = *locs.last().expect("one entry per extent");
+        f.size.fetch_max(end, Ordering::AcqRel);
+        let mut definer = f.size_definer.lock();
+        match *definer {
+            Some((old_end, old_loc)) if old_end >= end => {
+                drop(definer);
+                inode.log.release(core, last, 1);
+                let _ = old_loc;
+            }
+            prev => {
+                *definer = Some((end, last));
+                drop(definer);
+                if let Some((_, old_loc)) = prev {
+                    inode.log.release(core, old_loc, 1);
+                }
+            }
+        }
+    }
+    Ok(buf.len())
+}
+
+/// Attribute changes for [`set_attrs`].
+#[derive(Debug, Clone, Default)]
+pub struct AttrChange {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time (ns).
+    pub atime_ns: Option<u64>,
+    /// New modification time (ns).
+    pub mtime_ns: Option<u64>,
+}
+
+/// Log and apply an attribute change (chmod, chown, utimes).
+pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()> {
+    core.check_writable()?;
+    let mut attrs = inode.attrs.lock();
+    let now = crate::time::now_ns();
+    let mut next = attrs.clone();
+    if let Some(m) = change.mode {
+        next.mode = m & 0o7777;
+    }
+    if let Some(u) = change.uid {
+        next.uid = u;
+    }
+    if let Some(g) = change.gid {
+        next.gid = g;
+    }
+    if let Some(a) = change.atime_ns {
+        next.atime_ns = a;
+    }
+    next.mtime_ns = match change.mtime_ns {
+        Some(m) => m,
+        None => next.mtime_ns.max(inode.log.last_mtime_ns()),
+    };
+    next.ctime_ns = now;
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    let size = inode.file.as_ref().map_or(0, FileData::size);
+    let entry = Entry::SetAttr {
+        seq,
+        size_set: false,
+        size,
+        mode: next.mode,
+        uid: next.uid,
+        gid: next.gid,
+        atime_ns: next.atime_ns,
+        mtime_ns: next.mtime_ns,
+        ctime_ns: next.ctime_ns,
+    };
+    inode
+        .log
+        .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
+    inode.attr_seq.store(seq, Ordering::Release);
+    if change.mtime_ns.is_some() {
+        inode.log.reset_mtime();
+    }
+    *attrs = next;
+    Ok(())
+}
+
+/// Set the file's size (truncate or extend with zeros).
+pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
+    core.check_writable()?;
+    let f = inode.file()?;
+    if len > MAX_FILE_SIZE {
+        return Err(Error::FileTooLarge(format!("set_len({len})")));
+    }
+    let guard = f.truncate_lock.write();
+    let result = set_len_exclusive(core, inode, f, len);
+    f.truncate_lock.write_unlock(guard);
+    result
+}
+
+fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
+    let old_size = f.size();
+    let mut attrs = inode.attrs.lock();
+    let now = crate::time::now_ns();
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    let mut entries = vec![(
+        Entry::SetAttr {
+            seq,
+            size_set: true,
+            size: len,
+            mode: attrs.mode,
+            uid: attrs.uid,
+            gid: attrs.gid,
+            atime_ns: attrs.atime_ns,
+            mtime_ns: now,
+            ctime_ns: now,
+        },
+        1,
+    )];
+    // Shrinking into the middle of a page: copy that page with its tail
+    // zeroed, in the same atomic group, so bytes past EOF stay zero.
+    let tail_pg = len / PAGE;
+    let mut tail = None;
+    if len < old_size && len % PAGE != 0 {
+        let prev = f.index.lookup(tail_pg);
+        if prev.block != 0 {
+            let (block, _) = core.blocks.alloc(1, Purpose::Meta)?;
+            let mut page = [0u8; PAGE as usize];
+            let filled = core.media.read(prev.block * PAGE, &mut page).and_then(|_| {
+                page[(len % PAGE) as usize..].fill(0);
+                core.media.nt_copy(block * PAGE, &page)
+            });
+            if let Err(e) = filled {
+                core.blocks.free(block, 1);
+                return Err(e);
+            }
+            entries.push((
+                Entry::FileWrite {
+                    epoch: seq as u32,
+                    version: prev.version + 1,
+                    pgoff: tail_pg,
+                    block,
+                    npages: 1,
+                    file_end: len,
+                    mtime_ns: now,
+                },
+                1,
+            ));
+            tail = Some((prev, block));
+        }
+    }
+    let locs = match inode
+        .log
+        .append(core, inode.log.home_sublog(), &entries, now)
+    {
+        Ok(l) => l,
+        Err(e) => {
+            if let Some((_, b)) = tail {
+                core.blocks.free(b, 1);
+            }
+            return Err(e);
+        }
+    };
+    inode.attr_seq.store(seq, Ordering::Release);
+
+    let keep_pages = len.div_ceil(PAGE);
+    for (pg, m) in f.index.mapped() {
+        if pg >= keep_pages {
+            f.index.slot(pg).set(PageMapping {
+                block: 0,
+                entry: 0,
+                version: m.version,
+            });
+            core.blocks.free(m.block, 1);
+            inode.log.release(core, m.entry, 1);
+        }
+    }
+    if let Some((prev, block)) = tail {
+        f.index.slot(tail_pg).set(PageMapping {
+            block,
+            entry: locs[1],
+            version: prev.version + 1,
+        });
+        core.blocks.free(prev.block, 1);
+        inode.log.release(core, prev.entry, 1);
+    }
+    if let Some((_, loc)) = f.size_definer.lock().take() {
+        inode.log.release(core, loc, 1);
+    }
+    f.size.store(len, Ordering::Release);
+    attrs.mtime_ns = now;
+    attrs.ctime_ns = now;
+    Ok(())
+}
+
+/// Bytes of data pages the file occupies.
+pub fn allocated_bytes(f: &FileData) -> u64 {
+    f.index.mapped().len() as u64 * PAGE
+}

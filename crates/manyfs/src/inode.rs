@@ -1,0 +1,85 @@
+//! The DRAM side of an inode: attributes, log, and file or directory state.
+
+use crate::file::FileData;
+use crate::layout::FileKind;
+use crate::log::InodeLog;
+use crate::namespace::DirData;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use parking_lot::Mutex;
+
+/// Attributes that change rarely (chmod, chown, utimes, link count).
+#[derive(Debug, Clone)]
+pub struct Attrs {
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Access time.
+    pub atime_ns: u64,
+    /// Modification time set by the last attribute change (writes keep
+    /// theirs in their sub-logs).
+    pub mtime_ns: u64,
+    /// Change time.
+    pub ctime_ns: u64,
+    /// Hard links (directories: 2 + subdirectories).
+    pub nlink: u32,
+}
+
+/// One live inode.
+pub struct Inode {
+    /// Inode number.
+    pub ino: u64,
+    /// Generation of the inode record.
+    pub generation: u32,
+    /// File, directory or symlink.
+    pub kind: FileKind,
+    /// Attributes.
+    pub attrs: Mutex<Attrs>,
+    /// Sequence of the newest attribute entry (writes record it as their epoch).
+    pub attr_seq: AtomicU64,
+    /// The inode's log.
+    pub log: InodeLog,
+    /// Regular-file and symlink state.
+    pub file: Option<FileData>,
+    /// Directory state.
+    pub dir: Option<DirData>,
+    /// Open handles (an unlinked inode is freed when the last one closes).
+    pub open_handles: AtomicU32,
+    /// Parent directory (directories only; for `..` and rename loop checks).
+    pub parent: AtomicU64,
+    /// Set once the inode's space has been returned.
+    pub freed: std::sync::atomic::AtomicBool,
+}
+
+impl Inode {
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileKind::Dir
+    }
+
+    /// The file state, or an error naming the inode.
+    pub fn file(&self) -> crate::Result<&FileData> {
+        self.file
+            .as_ref()
+            .ok_or_else(|| crate::Error::IsDir(format!("inode {}", self.ino)))
+    }
+
+    /// The directory state, or an error naming the inode.
+    pub fn dir(&self) -> crate::Result<&DirData> {
+        self.dir
+            .as_ref()
+            .ok_or_else(|| crate::Error::NotDir(format!("inode {}", self.ino)))
+    }
+
+    /// Link count now.
+    pub fn nlink(&self) -> u32 {
+        self.attrs.lock().nlink
+    }
+
+    /// Count a new open handle.
+    pub fn opened(&self) {
+        self.open_handles.fetch_add(1, Ordering::AcqRel);
+    }
+}

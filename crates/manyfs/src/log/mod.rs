@@ -1,0 +1,298 @@
+//! Per-inode logs split into per-CPU sub-logs (seed 003), with commit-marked
+//! entries (seed 000) and fast garbage collection of dead log pages.
+//!
+//! An inode's log array (one block) holds up to [`MAX_SUBLOGS`] heads; each
+//! head starts a chain of log pages linked through their footers. A thread
+//! appends to the sub-log of the CPU it runs on, under that sub-log's own
+//! mutex (uncontended unless threads share a CPU), so appends from different
+//! CPUs never share a tail.
+//!
+//! Append protocol (crash consistency):
+//! 1. new log pages are zeroed, footed and persisted *before* they are linked;
+//! 2. every entry's bytes are stored, flushed and fenced (the data pages a
+//!    write entry points to were non-temporally copied before, and the same
+//!    fence orders them);
+//! 3. the commit word of the group's last entry is stored, flushed, fenced.
+//!
+//! Entries of a group before the last carry their commit word from the start
+//! and the "group continues" flag; recovery applies a group only if its last
+//! entry is committed.
+
+pub mod scan;
+
+use crate::error::Result;
+use crate::layout::*;
+use crate::media::Media;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use parking_lot::Mutex;
+
+/// Where an entry lives: `log page block * 64 + slot`.
+pub type EntryLoc = u64;
+
+/// Pack a location.
+pub fn entry_loc(page: u64, slot: u64) -> EntryLoc {
+    page * SLOTS_PER_PAGE + slot
+}
+/// The log page of a location.
+pub fn loc_page(loc: EntryLoc) -> u64 {
+    loc / SLOTS_PER_PAGE
+}
+/// The slot of a location.
+pub fn loc_slot(loc: EntryLoc) -> u64 {
+    loc % SLOTS_PER_PAGE
+}
+
+/// Commit word that marks an abandoned (incomplete-group) entry: recovery
+/// skips it by its slot count.
+pub const VOID_MAGIC: u32 = 0x0B50_1E7E;
+
+/// Services a log needs from the mounted file system.
+pub trait LogSpace {
+    /// The mapping.
+    fn media(&self) -> &Media;
+    /// Allocate one block for a log page or log array.
+    fn alloc_meta_block(&self) -> Result<u64>;
+    /// Free blocks.
+    fn free_blocks(&self, first: u64, count: u64);
+    /// Live-reference counter of a log page.
+    fn live_counter(&self, page: u64) -> Option<&AtomicU32>;
+}
+
+/// One sub-log's DRAM state (guarded by its mutex).
+#[derive(Debug, Default)]
+pub struct SubLog {
+    /// Log pages of the chain, head first.
+    pub pages: Vec<u64>,
+    /// Next free entry slot in the last page.
+    pub next_slot: u64,
+    /// Modification time of the newest write appended here (keeps mtime off
+    /// a shared cache line; `stat` takes the maximum over sub-logs).
+    pub last_mtime_ns: u64,
+}
+
+/// The log of one inode.
+pub struct InodeLog {
+    ino: u64,
+    array_block: u64,
+    sublogs: Box<[crossbeam_utils::CachePadded<Mutex<SubLog>>]>,
+    /// Log pages whose live count dropped to zero and await unlinking.
+    dead_pages: AtomicU64,
+}
+
+impl InodeLog {
+    /// A log whose sub-logs are as recovered (or empty).
+    pub fn new(
+        ino: u64,
+        array_block: u64,
+        nsublogs: usize,
+        recovered: Vec<(usize, SubLog)>,
+    ) -> Self {
+        let n = nsublogs
+            .clamp(1, MAX_SUBLOGS)
+            .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
+        let mut subs: Vec<SubLog> = (0..n).map(|_| SubLog::default()).collect();
+        for (i, s) in recovered {
+            subs[i] = s;
+        }
+        InodeLog {
+            ino,
+            array_block,
+            sublogs: subs
+                .into_iter()
+                .map(|s| crossbeam_utils::CachePadded::new(Mutex::new(s)))
+                .collect(),
+            dead_pages: AtomicU64::new(0),
+        }
+    }
+
+    /// The block holding the sub-log heads.
+    pub fn array_block(&self) -> u64 {
+        self.array_block
+    }
+
+    /// Number of sub-logs.
+    pub fn sublog_count(&self) -> usize {
+        self.sublogs.len()
+    }
+
+    /// The sub-log the calling thread should append to.
+    pub fn home_sublog(&self) -> usize {
+        crate::cpu::current() % self.sublogs.len()
+    }
+
+    /// Newest write mtime over all sub-logs.
+    pub fn last_mtime_ns(&self) -> u64 {
+        self.sublogs
+            .iter()
+            .map(|s| s.lock().last_mtime_ns)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Forget write mtimes (after utimes set an explicit time).
+    pub fn reset_mtime(&self) {
+        for s in self.sublogs.iter() {
+            s.lock().last_mtime_ns = 0;
+        }
+    }
+
+    /// Every block the log owns (array, pages), for freeing the inode.
+    pub fn owned_blocks(&self) -> Vec<u64> {
+        let mut v = vec![self.array_block];
+        for s in self.sublogs.iter() {
+            v.extend_from_slice(&s.lock().pages);
+        }
+        v
+    }
+
+    /// Log pages in use, summed over sub-logs.
+    pub fn page_count(&self) -> usize {
+        self.sublogs.iter().map(|s| s.lock().pages.len()).sum()
+    }
+
+    /// Append `entries` (each with the number of live references it starts
+    /// with) as one atomic group to sub-log `sublog`. Returns their locations.
+    /// `mtime_ns`, if non-zero, becomes the sub-log's newest write time.
+    pub fn append(
+        &self,
+        space: &dyn LogSpace,
+        sublog: usize,
+        entries: &[(Entry, u32)],
+        mtime_ns: u64,
+    ) -> Result<Vec<EntryLoc>> {
+        let media = space.media();
+        let encoded: Vec<EncodedEntry> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
+            .collect();
+        let mut sub = self.sublogs[sublog % self.sublogs.len()].lock();
+        if self.dead_pages.load(Ordering::Relaxed) > 0 {
+            self.collect_dead_pages(space, sublog % self.sublogs.len(), &mut sub)?;
+        }
+
+        // Place every entry first, linking new pages as needed, so that a
+        // full pool fails before any entry byte is written.
+        let mut places = Vec::with_capacity(encoded.len());
+        let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
+        let mut new_pages = Vec::new();
+        for e in &encoded {
+            if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
+                match space.alloc_meta_block() {
+                    Ok(b) => new_pages.push(b),
+                    Err(err) => {
+                        for b in new_pages {
+                            space.free_blocks(b, 1);
+                        }
+                        return Err(err);
+                    }
+                }
+                page_idx += 1;
+                slot = 0;
+            }
+            let page = if page_idx > sub.pages.len() {
+                new_pages[page_idx - sub.pages.len() - 1]
+            } else {
+                sub.pages[page_idx - 1]
+            };
+            places.push(entry_loc(page, slot));
+            slot += e.slots();
+        }
+
+        for page in new_pages {
+            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page)?;
+        }
+
+        for (i, (e, loc)) in encoded.iter().zip(&places).enumerate() {
+            let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
+            let last = i + 1 == encoded.len();
+            let mut body = e.body.clone();
+            if !last {
+                body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
+            }
+            media.store(off, &body)?;
+            media.flush(off, body.len())?;
+        }
+        media.fence();
+        let last_loc = *places.last().expect("at least one entry");
+        let commit_off = loc_page(last_loc) * BLOCK_SIZE + loc_slot(last_loc) * SLOT_SIZE + 56;
+        media.store_u64(commit_off, encoded.last().expect("entry").commit_word)?;
+        media.persist(commit_off, 8)?;
+
+        for ((_, weight), loc) in entries.iter().zip(&places) {
+            if let Some(c) = space.live_counter(loc_page(*loc)) {
+                c.fetch_add(*weight, Ordering::Relaxed);
+            }
+        }
+        let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
+        sub.next_slot = last_loc_slot;
+        if mtime_ns != 0 {
+            sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
+        }
+        Ok(places)
+    }
+
+    fn link_new_page(&self, media: &Media, idx: usize, sub: &mut SubLog, page: u64) -> Result<()> {
+        let off = page * BLOCK_SIZE;
+        media.nt_copy(off, &[0u8; BLOCK_SIZE as usize - 64])?;
+        media.nt_copy(
+            off + LOG_FOOTER_OFFSET,
+            &encode_log_footer(self.ino, idx as u32),
+        )?;
+        media.fence();
+        let link_at = match sub.pages.last() {
+            Some(prev) => prev * BLOCK_SIZE + LOG_FOOTER_OFFSET,
+            None => self.array_block * BLOCK_SIZE + idx as u64 * 8,
+        };
+        media.store_u64(link_at, page)?;
+        media.persist(link_at, 8)?;
+        sub.pages.push(page);
+        sub.next_slot = 0;
+        Ok(())
+    }
+
+    /// Drop `n` live references of the entry at `loc` (its pages were
+    /// superseded or truncated away).
+    pub fn release(&self, space: &dyn LogSpace, loc: EntryLoc, n: u32) {
+        if let Some(c) = space.live_counter(loc_page(loc)) {
+            let prev = c.fetch_sub(n, Ordering::Relaxed);
+            debug_assert!(prev >= n, "live count underflow on page {}", loc_page(loc));
+            if prev == n {
+                self.dead_pages.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Unlink and free this sub-log's pages that hold no live entry (never
+    /// the tail page, which still receives appends). Called under the
+    /// sub-log's mutex. The predecessor's link is persisted before the page
+    /// is freed, so recovery can never follow a pointer into a reused page.
+    fn collect_dead_pages(&self, space: &dyn LogSpace, idx: usize, sub: &mut SubLog) -> Result<()> {
+        let media = space.media();
+        let mut i = 0;
+        while i + 1 < sub.pages.len() {
+            let page = sub.pages[i];
+            let dead = space
+                .live_counter(page)
+                .is_some_and(|c| c.load(Ordering::Relaxed) == 0);
+            if !dead {
+                i += 1;
+                continue;
+            }
+            let next = sub.pages[i + 1];
+            let link_at = if i == 0 {
+                self.array_block * BLOCK_SIZE + idx as u64 * 8
+            } else {
+                sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
+            };
+            media.store_u64(link_at, next)?;
+            media.persist(link_at, 8)?;
+            sub.pages.remove(i);
+            space.free_blocks(page, 1);
+            let _ = self
+                .dead_pages
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| d.checked_sub(1));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,594 @@
+//! Directories, names and paths: create, link, unlink, mkdir, rmdir,
+//! rename, symlinks and path resolution.
+//!
+//! A directory's entries live in its log (one sub-log: directory operations
+//! on one directory are serialised by its lock anyway). Each operation is a
+//! single committed entry, except a cross-directory rename, which goes
+//! through the [`journal`]. Creating an inode writes its record first and
+//! the directory entry last; an inode no entry reaches is free at the next
+//! mount. Link counts are never stored: recovery counts the entries.
+
+pub mod journal;
+
+use crate::core::FsCore;
+use crate::error::{Error, Result};
+use crate::inode::Inode;
+use crate::layout::*;
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// One name in a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Child {
+    /// Inode number.
+    pub ino: u64,
+    /// Inode generation.
+    pub generation: u32,
+    /// Inode kind.
+    pub kind: FileKind,
+}
+
+/// A directory's entries and its entry sequence.
+#[derive(Debug, Default)]
+pub struct DirState {
+    /// Name -> inode, sorted (readdir order is stable).
+    pub entries: BTreeMap<Vec<u8>, Child>,
+    /// Sequence of the newest entry in the directory's log.
+    pub seq: u64,
+}
+
+/// DRAM state of a directory.
+#[derive(Debug, Default)]
+pub struct DirData {
+    /// Entries under a reader-writer lock.
+    pub state: RwLock<DirState>,
+}
+
+const S_ISGID: u32 = 0o2000;
+const S_ISVTX: u32 = 0o1000;
+
+/// Check a single path component.
+pub fn check_name(name: &[u8]) -> Result<()> {
+    let shown = || String::from_utf8_lossy(name).into_owned();
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(Error::InvalidArgument(format!(
+            "{:?} is not a valid name",
+            shown()
+        )));
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::InvalidArgument(format!(
+            "{:?} contains '/' or NUL",
+            shown()
+        )));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::NameTooLong(shown()));
+    }
+    Ok(())
+}
+
+fn show(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// Look `name` up in directory `dir` ("." and ".." included).
+pub fn lookup(core: &FsCore, dir: &Inode, name: &[u8]) -> Result<Arc<Inode>> {
+    let d = dir.dir()?;
+    if name == b"." {
+        return core.get(dir.ino);
+    }
+    if name == b".." {
+        let p = dir.parent.load(Ordering::Acquire);
+        return core.get(if p == 0 { ROOT_INO } else { p });
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::NameTooLong(show(name)));
+    }
+    let child = d.state.read().entries.get(name).copied();
+    match child {
+        Some(c) => core.get(c.ino),
+        None => Err(Error::NotFound(show(name))),
+    }
+}
+
+/// Append a directory entry and bump the directory's sequence.
+fn log_dir(
+    core: &FsCore,
+    dir: &Inode,
+    st: &mut DirState,
+    make: impl FnOnce(u64) -> Entry,
+) -> Result<()> {
+    let seq = st.seq + 1;
+    dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
+    st.seq = seq;
+    let now = crate::time::now_ns();
+    let mut a = dir.attrs.lock();
+    a.mtime_ns = now;
+    a.ctime_ns = now;
+    Ok(())
+}
+
+/// What to create.
+#[derive(Debug, Clone, Copy)]
+pub enum NewNode<'a> {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link with this target.
+    Symlink(&'a [u8]),
+}
+
+/// Create `name` in `parent`.
+pub fn create(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> Result<Arc<Inode>> {
+    core.check_writable()?;
+    check_name(name)?;
+    let d = parent.dir()?;
+    if parent.nlink() == 0 {
+        return Err(Error::NotFound(format!(
+            "directory inode {} was removed",
+            parent.ino
+        )));
+    }
+    let kind = match node {
+        NewNode::File => FileKind::File,
+        NewNode::Dir => FileKind::Dir,
+        NewNode::Symlink(_) => FileKind::Symlink,
+    };
+    // setgid directories hand their group (and, to subdirectories, the bit) down.
+    let (pmode, pgid) = {
+        let a = parent.attrs.lock();
+        (a.mode, a.gid)
+    };
+    let (gid, mode) = if pmode & S_ISGID != 0 {
+        (
+            pgid,
+            if kind == FileKind::Dir {
+                mode | S_ISGID
+            } else {
+                mode
+            },
+        )
+    } else {
+        (gid, mode)
+    };
+    let mode = if kind == FileKind::Symlink {
+        0o777
+    } else {
+        mode
+    };
+    let mut st = d.state.write();
+    if st.entries.contains_key(name) {
+        return Err(Error::Exists(show(name)));
+    }
+    let child = core.new_inode(kind, mode, uid, gid)?;
+    let made = (|| {
+        if let NewNode::Symlink(target) = node {
+            crate::file::write(core, &child, target, 0)?;
+        }
+        let generation = child.generation;
+        log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
+            seq,
+            ino: child.ino,
+            generation,
+            kind,
+            txid: 0,
+            name: name.to_vec(),
+        })
+    })();
+    if let Err(e) = made {
+        child.attrs.lock().nlink = 0;
+        core.free_inode(&child);
+        return Err(e);
+    }
+    st.entries.insert(
+        name.to_vec(),
+        Child {
+            ino: child.ino,
+            generation: child.generation,
+            kind,
+        },
+    );
+    if kind == FileKind::Dir {
+        child.parent.store(parent.ino, Ordering::Release);
+        parent.attrs.lock().nlink += 1;
+    }
+    core.insert(child.clone());
+    Ok(child)
+}
+
+/// Add another name for a non-directory inode.
+pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8]) -> Result<()> {
+    core.check_writable()?;
+    check_name(name)?;
+    if inode.is_dir() {
+        return Err(Error::InvalidArgument(
+            "hard links to directories are not allowed".into(),
+        ));
+    }
+    let d = parent.dir()?;
+    let mut st = d.state.write();
+    if st.entries.contains_key(name) {
+        return Err(Error::Exists(show(name)));
+    }
+    if inode.nlink() == 0 {
+        return Err(Error::NotFound(format!("inode {} was removed", inode.ino)));
+    }
+    log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
+        seq,
+        ino: inode.ino,
+        generation: inode.generation,
+        kind: inode.kind,
+        txid: 0,
+        name: name.to_vec(),
+    })?;
+    st.entries.insert(
+        name.to_vec(),
+        Child {
+            ino: inode.ino,
+            generation: inode.generation,
+            kind: inode.kind,
+        },
+    );
+    let mut a = inode.attrs.lock();
+    a.nlink += 1;
+    a.ctime_ns = crate::time::now_ns();
+    Ok(())
+}
+
+fn check_sticky(parent: &Inode, child: &Inode, caller_uid: Option<u32>) -> Result<()> {
+    let Some(uid) = caller_uid else { return Ok(()) };
+    let pa = parent.attrs.lock().clone();
+    if pa.mode & S_ISVTX != 0 && uid != 0 && uid != pa.uid && uid != child.attrs.lock().uid {
+        return Err(Error::Io {
+            context: "sticky directory".into(),
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+        });
+    }
+    Ok(())
+}
+
+/// Remove a non-directory name.
+pub fn unlink(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    caller_uid: Option<u32>,
+) -> Result<()> {
+    core.check_writable()?;
+    let d = parent.dir()?;
+    let mut st = d.state.write();
+    let child = *st
+        .entries
+        .get(name)
+        .ok_or_else(|| Error::NotFound(show(name)))?;
+    if child.kind == FileKind::Dir {
+        return Err(Error::IsDir(show(name)));
+    }
+    let inode = core.get(child.ino)?;
+    check_sticky(parent, &inode, caller_uid)?;
+    log_dir(core, parent, &mut st, |seq| Entry::DirRemove {
+        seq,
+        ino: child.ino,
+        txid: 0,
+        name: name.to_vec(),
+    })?;
+    st.entries.remove(name);
+    drop(st);
+    {
+        let mut a = inode.attrs.lock();
+        a.nlink = a.nlink.saturating_sub(1);
+        a.ctime_ns = crate::time::now_ns();
+    }
+    core.release_if_unused(&inode);
+    Ok(())
+}
+
+/// Remove an empty directory.
+pub fn rmdir(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    caller_uid: Option<u32>,
+) -> Result<()> {
+    core.check_writable()?;
+    if name == b"." {
+        return Err(Error::InvalidArgument("rmdir of \".\"".into()));
+    }
+    if name == b".." {
+        return Err(Error::NotEmpty(show(name)));
+    }
+    let _ns = core.namespace_lock.lock();
+    let d = parent.dir()?;
+    let mut st = d.state.write();
+    let child = *st
+        .entries
+        .get(name)
+        .ok_or_else(|| Error::NotFound(show(name)))?;
+    if child.kind != FileKind::Dir {
+        return Err(Error::NotDir(show(name)));
+    }
+    let inode = core.get(child.ino)?;
+    check_sticky(parent, &inode, caller_uid)?;
+    let child_state = inode.dir()?.state.read();
+    if !child_state.entries.is_empty() {
+        return Err(Error::NotEmpty(show(name)));
+    }
+    log_dir(core, parent, &mut st, |seq| Entry::DirRemove {
+        seq,
+        ino: child.ino,
+        txid: 0,
+        name: name.to_vec(),
+    })?;
+    st.entries.remove(name);
+    drop(child_state);
+    drop(st);
+    parent.attrs.lock().nlink -= 1;
+    inode.attrs.lock().nlink = 0;
+    core.release_if_unused(&inode);
+    Ok(())
+}
+
+fn is_ancestor(core: &FsCore, ancestor: u64, mut dir: u64) -> bool {
+    for _ in 0..100_000 {
+        if dir == ancestor {
+            return true;
+        }
+        if dir == ROOT_INO || dir == 0 {
+            return false;
+        }
+        dir = match core.get(dir) {
+            Ok(i) => i.parent.load(Ordering::Acquire),
+            Err(_) => return false,
+        };
+    }
+    true
+}
+
+/// Rename `src_name` in `src` to `dst_name` in `dst`, replacing a
+/// compatible target unless `no_replace`.
+pub fn rename(
+    core: &FsCore,
+    src: &Arc<Inode>,
+    src_name: &[u8],
+    dst: &Arc<Inode>,
+    dst_name: &[u8],
+    no_replace: bool,
+    caller_uid: Option<u32>,
+) -> Result<()> {
+    core.check_writable()?;
+    check_name(dst_name)?;
+    if src_name == b"." || src_name == b".." {
+        return Err(Error::InvalidArgument(
+            "cannot rename \".\" or \"..\"".into(),
+        ));
+    }
+    let _ns = core.namespace_lock.lock();
+    let (sd, dd) = (src.dir()?, dst.dir()?);
+    let same = src.ino == dst.ino;
+    // Lock the two directories in inode order.
+    let (mut s_guard, mut d_guard);
+    if same {
+        s_guard = sd.state.write();
+        d_guard = None;
+    } else if src.ino < dst.ino {
+        s_guard = sd.state.write();
+        d_guard = Some(dd.state.write());
+    } else {
+        d_guard = Some(dd.state.write());
+        s_guard = sd.state.write();
+    }
+    let moving = *s_guard
+        .entries
+        .get(src_name)
+        .ok_or_else(|| Error::NotFound(show(src_name)))?;
+    let moving_inode = core.get(moving.ino)?;
+    check_sticky(src, &moving_inode, caller_uid)?;
+    let target = match &d_guard {
+        Some(g) => g.entries.get(dst_name).copied(),
+        None => s_guard.entries.get(dst_name).copied(),
+    };
+    if let Some(t) = target {
+        if t.ino == moving.ino {
+            return Ok(()); // same inode: POSIX says do nothing
+        }
+        if no_replace {
+            return Err(Error::Exists(show(dst_name)));
+        }
+        match (moving.kind == FileKind::Dir, t.kind == FileKind::Dir) {
+            (true, false) => return Err(Error::NotDir(show(dst_name))),
+            (false, true) => return Err(Error::IsDir(show(dst_name))),
+            (true, true) => {
+                let ti = core.get(t.ino)?;
+                if !ti.dir()?.state.read().entries.is_empty() {
+                    return Err(Error::NotEmpty(show(dst_name)));
+                }
+            }
+            (false, false) => {}
+        }
+    }
+    if moving.kind == FileKind::Dir && !same && is_ancestor(core, moving.ino, dst.ino) {
+        return Err(Error::InvalidArgument(format!(
+            "cannot move directory {} into itself",
+            show(src_name)
+        )));
+    }
+    let target_inode = target.map(|t| core.get(t.ino)).transpose()?;
+    if let Some(ti) = &target_inode {
+        check_sticky(dst, ti, caller_uid)?;
+    }
+
+    if same {
+        log_dir(core, src, &mut s_guard, |seq| Entry::DirRename {
+            seq,
+            ino: moving.ino,
+            generation: moving.generation,
+            kind: moving.kind,
+            old: src_name.to_vec(),
+            new: dst_name.to_vec(),
+        })?;
+        s_guard.entries.remove(src_name);
+        s_guard.entries.insert(dst_name.to_vec(), moving);
+    } else {
+        let dg = d_guard.as_mut().expect("two directories");
+        let txid = core.next_txid.fetch_add(1, Ordering::Relaxed);
+        let rec = journal::RenameRecord {
+            txid,
+            src_dir: src.ino,
+            dst_dir: dst.ino,
+            ino: moving.ino,
+            generation: moving.generation,
+            kind: moving.kind,
+            src_name: src_name.to_vec(),
+            dst_name: dst_name.to_vec(),
+        };
+        journal::begin(&core.media, &rec)?;
+        log_dir(core, dst, dg, |seq| Entry::DirAdd {
+            seq,
+            ino: moving.ino,
+            generation: moving.generation,
+            kind: moving.kind,
+            txid,
+            name: dst_name.to_vec(),
+        })?;
+        dg.entries.insert(dst_name.to_vec(), moving);
+        log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
+            seq,
+            ino: moving.ino,
+            txid,
+            name: src_name.to_vec(),
+        })?;
+        s_guard.entries.remove(src_name);
+        journal::finish(&core.media)?;
+        if moving.kind == FileKind::Dir {
+            moving_inode.parent.store(dst.ino, Ordering::Release);
+            src.attrs.lock().nlink -= 1;
+            dst.attrs.lock().nlink += 1;
+        }
+    }
+    drop(s_guard);
+    drop(d_guard);
+    moving_inode.attrs.lock().ctime_ns = crate::time::now_ns();
+    if let Some(ti) = target_inode {
+        if ti.is_dir() {
+            ti.attrs.lock().nlink = 0;
+            dst.attrs.lock().nlink -= 1;
+        } else {
+            let mut a = ti.attrs.lock();
+            a.nlink = a.nlink.saturating_sub(1);
+        }
+        core.release_if_unused(&ti);
+    }
+    Ok(())
+}
+
+/// Entries of a directory, sorted by name.
+pub fn list(dir: &Inode) -> Result<Vec<(Vec<u8>, Child)>> {
+    Ok(dir
+        .dir()?
+        .state
+        .read()
+        .entries
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect())
+}
+
+/// The target of a symlink.
+pub fn read_link(core: &FsCore, inode: &Inode) -> Result<Vec<u8>> {
+    if inode.kind != FileKind::Symlink {
+        return Err(Error::InvalidArgument(format!(
+            "inode {} is not a symlink",
+            inode.ino
+        )));
+    }
+    let len = inode.file()?.size() as usize;
+    let mut buf = vec![0u8; len];
+    let n = crate::file::read(core, inode, &mut buf, 0)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+const MAX_SYMLINKS: usize = 40;
+
+/// Resolve `path` from the root. With `follow_last`, a final symlink is
+/// followed too.
+pub fn resolve(core: &FsCore, path: &[u8], follow_last: bool) -> Result<Arc<Inode>> {
+    let mut budget = MAX_SYMLINKS;
+    resolve_from(core, core.get(ROOT_INO)?, path, follow_last, &mut budget)
+        .map_err(|e| e.with_subject(&show(path)))
+}
+
+fn resolve_from(
+    core: &FsCore,
+    start: Arc<Inode>,
+    path: &[u8],
+    follow_last: bool,
+    budget: &mut usize,
+) -> Result<Arc<Inode>> {
+    let mut cur = if path.first() == Some(&b'/') {
+        core.get(ROOT_INO)?
+    } else {
+        start
+    };
+    let parts: Vec<&[u8]> = path
+        .split(|&c| c == b'/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        if !cur.is_dir() {
+            return Err(Error::NotDir(show(path)));
+        }
+        let next = lookup(core, &cur, part)?;
+        if next.kind == FileKind::Symlink && (!last || follow_last) {
+            if *budget == 0 {
+                return Err(Error::Loop(show(path)));
+            }
+            *budget -= 1;
+            let target = read_link(core, &next)?;
+            cur = resolve_from(core, cur.clone(), &target, true, budget)?;
+        } else {
+            cur = next;
+        }
+    }
+    Ok(cur)
+}
+
+/// Resolve all but the last component; returns the parent directory and the
+/// last name.
+pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<(Arc<Inode>, Vec<u8>)> {
+    let trimmed: &[u8] = {
+        let mut p = path;
+        while p.len() > 1 && p.last() == Some(&b'/') {
+            p = &p[..p.len() - 1];
+        }
+        p
+    };
+    let (dir, name) = match trimmed.iter().rposition(|&c| c == b'/') {
+        Some(i) => (&trimmed[..i.max(1)], &trimmed[i + 1..]),
+        None => (&b""[..], trimmed),
+    };
+    if name.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{:?} names no entry",
+            show(path)
+        )));
+    }
+    let parent = resolve(core, dir, true)?;
+    if !parent.is_dir() {
+        return Err(Error::NotDir(show(path)));
+    }
+    Ok((parent, name.to_vec()))
+}

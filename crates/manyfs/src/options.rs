@@ -1,0 +1,62 @@
+//! Options for creating and mounting a pool.
+
+use crate::lock::LockKind;
+use crate::media::Durability;
+
+/// How to mount a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOptions {
+    /// Range lock used for every file.
+    pub lock: LockKind,
+    /// Segment size of the segment range locks, in bytes (power of two >= 4 KiB).
+    pub segment_size: u64,
+    /// How writes become durable.
+    pub durability: Durability,
+    /// Refuse every change.
+    pub read_only: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            lock: LockKind::default(),
+            segment_size: 4096,
+            durability: Durability::default(),
+            read_only: false,
+        }
+    }
+}
+
+impl MountOptions {
+    /// Check the options make sense.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !self.segment_size.is_power_of_two()
+            || self.segment_size < 4096
+            || self.segment_size > 1 << 30
+        {
+            return Err(crate::Error::InvalidArgument(format!(
+                "segment size {} must be a power of two between 4096 and 1 GiB",
+                self.segment_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How to create a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MkfsOptions {
+    /// Pool size in bytes.
+    pub size: u64,
+    /// One inode slot per this many bytes of pool.
+    pub bytes_per_inode: u64,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            size: 1 << 30,
+            bytes_per_inode: 16 << 10,
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Rebuilding DRAM state from the media alone (mount), and the same rebuild
+//! used by `fsck` and by [`crate::Fs::verify`] to check a live mount.
+//!
+//! 1. Read the superblock (falling back to the backup copy).
+//! 2. Walk the tree from the root. For each reachable inode: check its
+//!    record, scan its log (every chain, every committed entry; no tail
+//!    pointer is trusted) and replay it:
+//!    - directories: entries in sequence order;
+//!    - files: per page, the write entry with the highest version wins;
+//!      writes older than the newest truncate lose pages past its size; the
+//!      size is the newest truncate's, grown by later writes' ends.
+//! 3. A pending cross-directory rename in the journal is applied to the
+//!    replayed directories.
+//! 4. Every block reached (log arrays, log pages, winning data pages) is
+//!    marked; a block reached twice is corruption. Everything else is free,
+//!    and every unreached inode number is free.
+
+use crate::error::{Error, Result};
+use crate::layout::*;
+use crate::log::scan::{ScannedSublog, check_block, scan_log};
+use crate::log::{EntryLoc, loc_page};
+use crate::media::Media;
+use crate::namespace::journal::{self, RenameRecord};
+use crate::namespace::{Child, DirState};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// Read the superblock, falling back to the backup. Returns it and whether
+/// the primary copy was damaged.
+pub fn read_superblock(media: &Media) -> Result<(Superblock, bool)> {
+    let len = SUPERBLOCK_LEN.min(media.len() as usize);
+    let primary = media.read_vec(SUPERBLOCK_BLOCK * BLOCK_SIZE, len)?;
+    match Superblock::decode(&primary, media.len()) {
+        Ok(sb) => Ok((sb, false)),
+        Err(primary_err) => {
+            let off = BACKUP_SUPERBLOCK_BLOCK * BLOCK_SIZE;
+            if off + SUPERBLOCK_LEN as u64 > media.len() {
+                return Err(primary_err);
+            }
+            let backup = media.read_vec(off, SUPERBLOCK_LEN)?;
+            match Superblock::decode(&backup, media.len()) {
+                Ok(sb) => Ok((sb, true)),
+                Err(_) => Err(primary_err),
+            }
+        }
+    }
+}
+
+/// What recovery learned about one file's contents.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FileState {
+    /// Size in bytes.
+    pub size: u64,
+    /// page -> (block, entry, version), winners only.
+    pub pages: BTreeMap<u64, (u64, EntryLoc, u64)>,
+    /// Entry defining the size (holds an extra live reference).
+    pub size_definer: Option<(u64, EntryLoc)>,
+    /// Newest write mtime not overridden by an attribute entry.
+    pub write_mtime_ns: u64,
+}
+
+/// One rebuilt inode.
+#[derive(Debug)]
+pub struct RebuiltInode {
+    /// The record.
+    pub record: InodeRecord,
+    /// Permission bits, owner, times from the newest attribute entry.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Access time.
+    pub atime_ns: u64,
+    /// Modification time.
+    pub mtime_ns: u64,
+    /// Change time.
+    pub ctime_ns: u64,
+    /// Sequence of the newest attribute entry.
+    pub attr_seq: u64,
+    /// Link count.
+    pub nlink: u32,
+    /// Parent directory (directories).
+    pub parent: u64,
+    /// The sub-logs as scanned.
+    pub sublogs: Vec<ScannedSublog>,
+    /// Directory contents (directories).
+    pub dir: Option<DirState>,
+    /// File contents (files, symlinks).
+    pub file: Option<FileState>,
+    /// Live references per log page of this inode.
+    pub live: HashMap<u64, u32>,
+}
+
+/// The whole rebuilt file system.
+#[derive(Debug)]
+pub struct Rebuilt {
+    /// Geometry.
+    pub sb: Superblock,
+    /// Whether the primary superblock was damaged (backup used).
+    pub primary_superblock_damaged: bool,
+    /// Reachable inodes.
+    pub inodes: BTreeMap<u64, RebuiltInode>,
+    /// Blocks in use, indexed by `block - data_start`.
+    pub used: Vec<bool>,
+    /// A cross-directory rename to complete.
+    pub pending_rename: Option<RenameRecord>,
+}
+
+impl Rebuilt {
+    /// Free blocks as extents.
+    pub fn free_extents(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut run: Option<(u64, u64)> = None;
+        for (i, &u) in self.used.iter().enumerate() {
+            let b = self.sb.data_start + i as u64;
+            if u {
+                if let Some(r) = run.take() {
+                    out.push(r);
+                }
+            } else {
+                match &mut run {
+                    Some((_, n)) => *n += 1,
+                    None => run = Some((b, 1)),
+                }
+            }
+        }
+        out.extend(run);
+        out
+    }
+
+    /// Number of used blocks in the data region.
+    pub fn used_blocks(&self) -> u64 {
+        self.used.iter().filter(|&&u| u).count() as u64
+    }
+}
+
+struct Marker<'a> {
+    sb: &'a Superblock,
+    used: Vec<bool>,
+}
+
+impl Marker<'_> {
+    fn mark(&mut self, block: u64, what: impl Fn() -> String) -> Result<()> {
+        check_block(self.sb, block, &what)?;
+        let i = (block - self.sb.data_start) as usize;
+        if std::mem::replace(&mut self.used[i], true) {
+            return Err(Error::corrupt(
+                what(),
+                format!("block {block} is used twice"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Rebuild everything reachable from the root.
+pub fn rebuild(media: &Media) -> Result<Rebuilt> {
+    let (sb, damaged) = read_superblock(media)?;
+    let pending_rename = journal::pending(media)?;
+    let mut marker = Marker {
+        sb: &sb,
+        used: vec![false; (sb.total_blocks - sb.data_start) as usize],
+    };
+    let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
+    let mut queue: VecDeque<(u64, Option<u32>, u64)> = VecDeque::from([(ROOT_INO, None, 0)]);
+    let mut queued: HashSet<u64> = HashSet::from([ROOT_INO]);
+    let mut links: HashMap<u64, u32> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+
+    while let Some((ino, want_gen, parent)) = queue.pop_front() {
+        let raw = media.read_vec(sb.inode_offset(ino), INODE_SIZE as usize)?;
+        let record = InodeRecord::decode(ino, &raw)?;
+        if let Some(g) = want_gen {
+            if g != record.generation {
+                return Err(Error::corrupt(
+                    format!("inode {ino}"),
+                    format!(
+                        "directory entry expects generation {g}, record has {}",
+                        record.generation
+                    ),
+                ));
+            }
+        } else if record.kind != FileKind::Dir {
+            return Err(Error::corrupt("root inode", "is not a directory"));
+        }
+        marker.mark(record.log_array, || format!("inode {ino} log array"))?;
+        let sublogs = scan_log(media, &sb, ino, record.log_array)?;
+        for s in &sublogs {
+            for &p in &s.pages {
+                marker.mark(p, || format!("inode {ino} log page"))?;
+            }
+        }
+        let mut node = replay(ino, record, parent, sublogs, pending_rename.as_ref(), &sb)?;
+        if let Some(f) = &node.file {
+            for (&pg, &(block, _, _)) in &f.pages {
+                marker.mark(block, || format!("inode {ino} page {pg}"))?;
+            }
+        }
+        if let Some(d) = &node.dir {
+            for (name, child) in &d.entries {
+                let what = || format!("directory {ino} entry {:?}", String::from_utf8_lossy(name));
+                if child.ino <= ROOT_INO || child.ino >= sb.inode_count {
+                    return Err(Error::corrupt(
+                        what(),
+                        format!("inode number {} out of range", child.ino),
+                    ));
+                }
+                *links.entry(child.ino).or_default() += 1;
+                if child.kind == FileKind::Dir {
+                    *subdirs.entry(ino).or_default() += 1;
+                    if !queued.insert(child.ino) {
+                        return Err(Error::corrupt(
+                            what(),
+                            "directory reachable twice (cycle or hard link)",
+                        ));
+                    }
+                    queue.push_back((child.ino, Some(child.generation), ino));
+                } else if queued.insert(child.ino) {
+                    queue.push_back((child.ino, Some(child.generation), ino));
+                }
+            }
+        }
+        node.nlink = 0;
+        inodes.insert(ino, node);
+    }
+    for (ino, node) in inodes.iter_mut() {
+        node.nlink = if node.record.kind == FileKind::Dir {
+            2 + subdirs.get(ino).copied().unwrap_or(0)
+        } else {
+            links.get(ino).copied().unwrap_or(0)
+        };
+    }
+    // Kinds named by entries must match the records.
+    for node in inodes.values() {
+        if let Some(d) = &node.dir {
+            for (name, c) in &d.entries {
+                if inodes.get(&c.ino).is_some_and(|n| n.record.kind != c.kind) {
+                    return Err(Error::corrupt(
+                        format!("entry {:?}", String::from_utf8_lossy(name)),
+                        "kind differs from the inode record",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Rebuilt {
+        used: marker.used,
+        sb,
+        primary_superblock_damaged: damaged,
+        inodes,
+        pending_rename,
+    })
+}
+
+fn replay(
+    ino: u64,
+    record: InodeRecord,
+    parent: u64,
+    sublogs: Vec<ScannedSublog>,
+    pending: Option<&RenameRecord>,
+    sb: &Superblock,
+) -> Result<RebuiltInode> {
+    let mut live: HashMap<u64, u32> = HashMap::new();
+    let mut node = RebuiltInode {
+        mode: record.mode,
+        uid: record.uid,
+        gid: record.gid,
+        atime_ns: record.atime_ns,
+        mtime_ns: record.mtime_ns,
+        ctime_ns: record.ctime_ns,
+        attr_seq: 0,
+        nlink: 0,
+        parent,
+        dir: None,
+        file: None,
+        live: HashMap::new(),
+        sublogs: Vec::new(),
+        record,
+    };
+    let all: Vec<(EntryLoc, &Entry)> = sublogs
+        .iter()
+        .flat_map(|s| s.entries.iter().map(|(l, e)| (*l, e)))
+        .collect();
+
+    // Attributes: the newest attribute entry wins; the newest size-setting
+    // one bounds older writes.
+    let mut newest_attr: Option<&Entry> = None;
+    let mut newest_trunc: Option<(u64, u64)> = None;
+    for (loc, e) in &all {
+        if let Entry::SetAttr {
+            seq,
+            size_set,
+            size,
+            ..
+        } = e
+        {
+            *live.entry(loc_page(*loc)).or_default() += 1;
+            if newest_attr.is_none_or(|a| matches!(a, Entry::SetAttr { seq: s, .. } if seq > s)) {
+                newest_attr = Some(e);
+            }
+            if *size_set && newest_trunc.is_none_or(|(s, _)| *seq > s) {
+                newest_trunc = Some((*seq, *size));
+            }
+        }
+    }
+    if let Some(Entry::SetAttr {
+        seq,
+        mode,
+        uid,
+        gid,
+        atime_ns,
+        mtime_ns,
+        ctime_ns,
+        ..
+    }) = newest_attr
+    {
+        node.attr_seq = *seq;
+        node.mode = *mode;
+        node.uid = *uid;
+        node.gid = *gid;
+        node.atime_ns = *atime_ns;
+        node.mtime_ns = *mtime_ns;
+        node.ctime_ns = *ctime_ns;
+    }
+
+    if node.record.kind == FileKind::Dir {
+        let mut dir_entries: Vec<(u64, EntryLoc, &Entry)> = all
+            .iter()
+            .filter_map(|(l, e)| match e {
+                Entry::DirAdd { seq, .. }
+                | Entry::DirRemove { seq, .. }
+                | Entry::DirRename { seq, .. } => Some((*seq, *l, *e)),
+                _ => None,
+            })
+            .collect();
+        dir_entries.sort_by_key(|(s, _, _)| *s);
+        let mut st = DirState::default();
+        for (seq, loc, e) in dir_entries {
+            *live.entry(loc_page(loc)).or_default() += 1;
+            st.seq = st.seq.max(seq);
+            match e {
+                Entry::DirAdd {
+                    ino: c,
+                    generation,
+                    kind,
+                    name,
+                    ..
+                } => {
+                    st.entries.insert(
+                        name.clone(),
+                        Child {
+                            ino: *c,
+                            generation: *generation,
+                            kind: *kind,
+                        },
+                    );
+                }
+                Entry::DirRemove { ino: c, name, .. } => {
+                    if st.entries.get(name).is_some_and(|x| x.ino == *c) {
+                        st.entries.remove(name);
+                    }
+                }
+                Entry::DirRename {
+                    ino: c,
+                    generation,
+                    kind,
+                    old,
+                    new,
+                    ..
+                } => {
+                    if st.entries.get(old).is_some_and(|x| x.ino == *c) {
+                        st.entries.remove(old);
+                    }
+                    st.entries.insert(
+                        new.clone(),
+                        Child {
+                            ino: *c,
+                            generation: *generation,
+                            kind: *kind,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Some(r) = pending {
+            if r.src_dir == ino && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino) {
+                st.entries.remove(&r.src_name);
+            }
+            if r.dst_dir == ino {
+                st.entries.insert(
+                    r.dst_name.clone(),
+                    Child {
+                        ino: r.ino,
+                        generation: r.generation,
+                        kind: r.kind,
+                    },
+                );
+            }
+        }
+        node.dir = Some(st);
+    } else {
+        let mut f = FileState::default();
+        let attr_seq = node.attr_seq;
+        let mut newest_end: Option<(u64, EntryLoc)> = None;
+        for (loc, e) in &all {
+            let Entry::FileWrite {
+                epoch,
+                version,
+                pgoff,
+                block,
+                npages,
+                file_end,
+                mtime_ns,
+            } = e
+            else {
+                continue;
+            };
+            let what = || format!("inode {ino} write entry at {loc}");
+            let n = u64::from(*npages);
+            if n == 0
+                || pgoff
+                    .checked_add(n)
+                    .is_none_or(|e| e > MAX_FILE_SIZE / BLOCK_SIZE)
+                || *block < sb.data_start
+                || block.checked_add(n).is_none_or(|e| e > sb.total_blocks)
+                || *file_end > MAX_FILE_SIZE
+            {
+                return Err(Error::corrupt(what(), "page or block range out of bounds"));
+            }
+            let before_trunc = newest_trunc.is_some_and(|(s, _)| u64::from(*epoch) < s);
+            let keep_below = match newest_trunc {
+                Some((_, size)) if before_trunc => size.div_ceil(BLOCK_SIZE),
+                _ => u64::MAX,
+            };
+            for i in 0..n {
+                let pg = pgoff + i;
+                if pg >= keep_below {
+                    continue;
+                }
+                let better = f.pages.get(&pg).is_none_or(|&(_, _, v)| *version > v);
+                if better {
+                    f.pages.insert(pg, (block + i, *loc, *version));
+                }
+            }
+            if !before_trunc {
+                if newest_end.is_none_or(|(end, _)| *file_end > end) {
+                    newest_end = Some((*file_end, *loc));
+                }
+                if u64::from(*epoch) >= attr_seq {
+                    f.write_mtime_ns = f.write_mtime_ns.max(*mtime_ns);
+                }
+            }
+        }
+        let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
+        f.size = trunc_size;
+        if let Some((end, loc)) = newest_end {
+            if end > trunc_size {
+                f.size = end;
+                f.size_definer = Some((end, loc));
+                *live.entry(loc_page(loc)).or_default() += 1;
+            }
+        }
+        for &(_, loc, _) in f.pages.values() {
+            *live.entry(loc_page(loc)).or_default() += 1;
+        }
+        node.mtime_ns = node.mtime_ns.max(f.write_mtime_ns);
+        node.file = Some(f);
+    }
+    node.live = live;
+    node.sublogs = sublogs;
+    Ok(node)
+}
