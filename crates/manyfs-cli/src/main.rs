@@ -1,3 +1,209 @@
-fn main() {
-    println!("Hello, world!");
+//! The `manyfs` command: create, check, inspect, mount and benchmark pools.
+
+mod demo;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use manyfs::{Durability, Fs, MkfsOptions, MountOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// manyfs: a persistent-memory file system that scales on one shared file.
+#[derive(Parser)]
+#[command(name = "manyfs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new pool file.
+    Mkfs {
+        /// Pool file to create (replaced if it exists and is not mounted).
+        pool: PathBuf,
+        /// Pool size, e.g. 1G, 512M, 65536.
+        #[arg(long, default_value = "1G", value_parser = parse_size)]
+        size: u64,
+        /// One inode per this many bytes.
+        #[arg(long, default_value = "16K", value_parser = parse_size)]
+        bytes_per_inode: u64,
+    },
+    /// Check a pool's consistency (exit 0 when clean).
+    Fsck {
+        /// Pool file.
+        pool: PathBuf,
+        /// Complete interrupted operations and rewrite a damaged primary
+        /// superblock from its backup, then check again.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Print a pool's layout and usage.
+    Inspect {
+        /// Pool file.
+        pool: PathBuf,
+    },
+    /// Write and read one shared file from several threads on a temporary
+    /// pool, remount, verify and fsck it, and report throughput.
+    Demo(demo::DemoArgs),
+}
+
+/// Parse sizes like `4096`, `64K`, `512M`, `2G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = s[i..].to_ascii_uppercase();
+            let mult = match unit.trim_end_matches("IB").trim_end_matches('B') {
+                "" => 1,
+                "K" => 1 << 10,
+                "M" => 1 << 20,
+                "G" => 1 << 30,
+                "T" => 1u64 << 40,
+                _ => return Err(format!("unknown size unit in {s:?} (use K, M, G or T)")),
+            };
+            (&s[..i], mult)
+        }
+        None => (s, 1),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber_init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("manyfs: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn tracing_subscriber_init() {}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Mkfs {
+            pool,
+            size,
+            bytes_per_inode,
+        } => {
+            let fs = Fs::mkfs(
+                &pool,
+                &MkfsOptions {
+                    size,
+                    bytes_per_inode,
+                },
+                &MountOptions::default(),
+            )
+            .with_context(|| format!("mkfs {}", pool.display()))?;
+            let st = fs.statfs();
+            fs.unmount()?;
+            println!(
+                "created {}: {} bytes, {} data blocks of {} bytes, {} inodes",
+                pool.display(),
+                size,
+                st.total_blocks,
+                st.block_size,
+                st.total_inodes
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fsck { pool, repair } => {
+            if repair {
+                let fs = Fs::mount(&pool, &MountOptions::default())
+                    .with_context(|| format!("repair {}", pool.display()))?;
+                fs.unmount()?;
+            }
+            let report =
+                manyfs::fsck::check(&pool).with_context(|| format!("fsck {}", pool.display()))?;
+            println!(
+                "{}: {} inodes ({} directories), {} log entries in {} log pages, {}/{} data blocks used",
+                pool.display(),
+                report.inodes,
+                report.directories,
+                report.entries,
+                report.log_pages,
+                report.used_blocks,
+                report.data_blocks
+            );
+            for n in &report.notes {
+                println!("note: {n}");
+            }
+            for e in &report.errors {
+                println!("error: {e}");
+            }
+            if report.is_clean() {
+                println!("clean");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("NOT CLEAN: {} problem(s)", report.errors.len());
+                Ok(ExitCode::from(4))
+            }
+        }
+        Command::Inspect { pool } => {
+            let opts = MountOptions {
+                read_only: true,
+                durability: Durability::File,
+                ..Default::default()
+            };
+            let fs =
+                Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
+            let media = manyfs::media::Media::open(&pool, Durability::File, false);
+            let sb = media
+                .ok()
+                .and_then(|m| manyfs::recovery::read_superblock(&m).ok())
+                .map(|(sb, _)| sb);
+            if let Some(sb) = sb {
+                println!("pool            {}", pool.display());
+                println!("format          manyfs v{}", manyfs::layout::FORMAT_VERSION);
+                println!("block size      {}", manyfs::layout::BLOCK_SIZE);
+                println!("total blocks    {}", sb.total_blocks);
+                println!(
+                    "inode table     blocks {}..{} ({} inodes)",
+                    sb.inode_table_start, sb.data_start, sb.inode_count
+                );
+                println!(
+                    "data region     blocks {}..{}",
+                    sb.data_start, sb.total_blocks
+                );
+            }
+            let st = fs.statfs();
+            let (inodes, log_pages, data_pages) = fs.usage();
+            println!("inodes in use   {inodes} (free {})", st.free_inodes);
+            println!("log pages       {log_pages}");
+            println!("data pages      {data_pages}");
+            println!(
+                "free space      {} of {} blocks ({:.1}%)",
+                st.free_blocks,
+                st.total_blocks,
+                100.0 * st.free_blocks as f64 / st.total_blocks.max(1) as f64
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => demo::run(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
 }

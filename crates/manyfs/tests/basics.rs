@@ -1,0 +1,138 @@
+//! Namespace and file behaviour through the public API, and across remounts.
+
+use manyfs::{Error, Fs, MkfsOptions, MountOptions, OpenOptions};
+use std::path::PathBuf;
+
+fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(&pool, &MkfsOptions { size, ..Default::default() }, &MountOptions::default()).unwrap();
+    (dir, pool, fs)
+}
+
+fn remount(fs: Fs, pool: &PathBuf) -> Fs {
+    fs.unmount().unwrap();
+    Fs::mount(pool, &MountOptions::default()).unwrap()
+}
+
+#[test]
+fn files_and_directories_survive_remount() {
+    let (_d, pool, fs) = fresh(64 << 20);
+    fs.create_dir_all("/a/b/c").unwrap();
+    fs.write("/a/b/c/hello", b"hello world").unwrap();
+    fs.write("/a/top", &vec![7u8; 100_000]).unwrap();
+    fs.hard_link("/a/top", "/a/b/link").unwrap();
+    fs.symlink("/a/b/c/hello", "/sym").unwrap();
+    fs.rename("/a/b/c", "/moved").unwrap();
+    let f = OpenOptions::new().write(true).open(&fs, "/a/top").unwrap();
+    f.set_len(5000).unwrap();
+    f.write_at(b"tail", 9000).unwrap();
+    drop(f);
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    let fs = remount(fs, &pool);
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert_eq!(fs.read("/moved/hello").unwrap(), b"hello world");
+    let top = fs.read("/a/top").unwrap();
+    assert_eq!(top.len(), 9004);
+    assert!(top[..5000].iter().all(|&b| b == 7));
+    assert!(top[5000..9000].iter().all(|&b| b == 0));
+    assert_eq!(&top[9000..], b"tail");
+    assert_eq!(fs.metadata("/a/b/link").unwrap().nlink, 2);
+    assert_eq!(fs.read_link("/sym").unwrap(), PathBuf::from("/a/b/c/hello"));
+    assert!(matches!(fs.read("/sym"), Err(Error::NotFound(_))));
+    let names: Vec<_> = fs.read_dir("/").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["a", "moved", "sym"]);
+    assert_eq!(fs.metadata("/a").unwrap().nlink, 3);
+    assert!(matches!(manyfs::fsck::check(&pool), Err(Error::Busy { .. })), "fsck refuses a mounted pool");
+    drop(fs);
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+}
+
+#[test]
+fn posix_errors() {
+    let (_d, _pool, fs) = fresh(16 << 20);
+    fs.create_dir("/d").unwrap();
+    fs.write("/d/f", b"x").unwrap();
+    assert!(matches!(fs.create_dir("/d"), Err(Error::Exists(_))));
+    assert!(matches!(fs.remove_dir("/d"), Err(Error::NotEmpty(_))));
+    assert!(matches!(fs.remove_file("/d"), Err(Error::IsDir(_))));
+    assert!(matches!(fs.remove_dir("/d/f"), Err(Error::NotDir(_))));
+    assert!(matches!(fs.create_dir("/d/f/x"), Err(Error::NotDir(_))));
+    assert!(matches!(fs.read("/nope"), Err(Error::NotFound(_))));
+    let long = format!("/{}", "n".repeat(256));
+    assert!(matches!(fs.write(&long, b""), Err(Error::NameTooLong(_))));
+    assert!(matches!(fs.rename("/d", "/d/sub"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        OpenOptions::new().write(true).create_new(true).open(&fs, "/d/f"),
+        Err(Error::Exists(_))
+    ));
+    fs.remove_file("/d/f").unwrap();
+    fs.remove_dir("/d").unwrap();
+    assert!(fs.read_dir("/").unwrap().is_empty());
+}
+
+#[test]
+fn overwrites_run_in_bounded_space() {
+    let (_d, pool, fs) = fresh(32 << 20);
+    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/f").unwrap();
+    let free_before = fs.statfs().free_blocks;
+    // 20k overwrites of 16 pages would need far more log pages than the pool
+    // holds unless dead log pages are collected.
+    for i in 0..20_000u64 {
+        f.write_at(&[(i % 251) as u8; 4096], (i % 16) * 4096).unwrap();
+    }
+    let free_after = fs.statfs().free_blocks;
+    assert!(free_before - free_after < 64, "used {} blocks", free_before - free_after);
+    assert!(fs.verify().unwrap().is_empty());
+    drop(f);
+    let fs = remount(fs, &pool);
+    let data = fs.read("/f").unwrap();
+    for p in 0..16u64 {
+        let last = (0..20_000u64).filter(|i| i % 16 == p).max().unwrap();
+        assert!(data[(p * 4096) as usize..][..4096].iter().all(|&b| b == (last % 251) as u8));
+    }
+}
+
+#[test]
+fn full_pool_gives_enospc_and_recovers_after_delete() {
+    let (_d, pool, fs) = fresh(4 << 20);
+    let mut n = 0;
+    let err = loop {
+        match fs.write(format!("/f{n}"), &vec![1u8; 64 << 10]) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    for i in 0..n {
+        fs.remove_file(format!("/f{i}")).unwrap();
+    }
+    let _ = fs.remove_file(format!("/f{n}"));
+    fs.write("/again", &vec![2u8; 64 << 10]).unwrap();
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    let fs = remount(fs, &pool);
+    assert_eq!(fs.read("/again").unwrap(), vec![2u8; 64 << 10]);
+}
+
+#[test]
+fn unlinked_open_file_lives_until_closed() {
+    let (_d, _pool, fs) = fresh(16 << 20);
+    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/tmp").unwrap();
+    f.write_at(b"still here", 0).unwrap();
+    let free = fs.statfs().free_blocks;
+    fs.remove_file("/tmp").unwrap();
+    let mut buf = [0u8; 10];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"still here");
+    drop(f);
+    assert!(fs.statfs().free_blocks > free);
+}
+
+#[test]
+fn second_mount_is_refused() {
+    let (_d, pool, fs) = fresh(16 << 20);
+    let err = Fs::mount(&pool, &MountOptions::default()).err().unwrap();
+    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    drop(fs);
+}
