@@ -1,0 +1,148 @@
+//! Many threads reading and writing overlapping and disjoint ranges of one
+//! file, for every lock kind. Every block carries the id of the write that
+//! produced it; the checks are:
+//! - no torn block: all 4096 bytes of a block come from one write;
+//! - reads and the final content are serialisable: if a read (or the final
+//!   file) shows write A in block x and write B in block y, and both A and B
+//!   covered both x and y, then A == B.
+
+use manyfs::{Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+const BLOCK: usize = 4096;
+const BLOCKS: u64 = 48;
+
+fn fill(id: u64, buf: &mut [u8]) {
+    for blk in buf.chunks_mut(BLOCK) {
+        blk[..8].copy_from_slice(&id.to_le_bytes());
+        for (i, b) in blk[8..].iter_mut().enumerate() {
+            *b = (id as usize).wrapping_mul(131).wrapping_add(i) as u8;
+        }
+    }
+}
+
+/// The write id a block holds (0 for never written), or a panic if torn.
+fn block_id(blk: &[u8]) -> u64 {
+    let id = u64::from_le_bytes(blk[..8].try_into().unwrap());
+    if id == 0 {
+        assert!(blk.iter().all(|&b| b == 0), "torn block: zero id with data");
+        return 0;
+    }
+    for (i, b) in blk[8..].iter().enumerate() {
+        assert_eq!(
+            *b,
+            (id as usize).wrapping_mul(131).wrapping_add(i) as u8,
+            "torn block of write {id}"
+        );
+    }
+    id
+}
+
+fn check_serialisable(first: u64, ids: &[u64], ranges: &HashMap<u64, (u64, u64)>) {
+    for (i, &a) in ids.iter().enumerate() {
+        for (j, &b) in ids.iter().enumerate() {
+            if a == b || a == 0 || b == 0 {
+                continue;
+            }
+            let (x, y) = (first + i as u64, first + j as u64);
+            let (Some(&ra), Some(&rb)) = (ranges.get(&a), ranges.get(&b)) else {
+                continue;
+            };
+            let covers = |r: (u64, u64), blk: u64| r.0 <= blk && blk < r.1;
+            assert!(
+                !(covers(ra, x) && covers(ra, y) && covers(rb, x) && covers(rb, y)),
+                "blocks {x},{y} show writes {a},{b} that both covered both: not serialisable"
+            );
+        }
+    }
+}
+
+fn run(kind: LockKind, threads: u64, ops: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let opts = MountOptions {
+        lock: kind,
+        ..Default::default()
+    };
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: 64 << 20,
+            ..Default::default()
+        },
+        &opts,
+    )
+    .unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/shared")
+        .unwrap();
+    file.set_len(BLOCKS * BLOCK as u64).unwrap();
+    let ranges: Mutex<HashMap<u64, (u64, u64)>> = Mutex::new(HashMap::new());
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (file, ranges) = (&file, &ranges);
+            s.spawn(move || {
+                let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let mut buf = vec![0u8; 4 * BLOCK];
+                for op in 0..ops {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Half the threads stay in their own region (disjoint),
+                    // the rest roam the whole file (overlapping).
+                    let (lo, span) = if t % 2 == 0 {
+                        ((t / 2) * 4 % BLOCKS, 4)
+                    } else {
+                        (0, BLOCKS)
+                    };
+                    let first = lo + x % span;
+                    let n = (1 + (x >> 16) % 4)
+                        .min(lo + span - first)
+                        .min(BLOCKS - first);
+                    let bytes = &mut buf[..n as usize * BLOCK];
+                    if (x >> 32) % 3 == 0 {
+                        let n = file.read_at(bytes, first * BLOCK as u64).unwrap();
+                        assert_eq!(n, bytes.len());
+                        let ids: Vec<u64> = bytes.chunks(BLOCK).map(block_id).collect();
+                        check_serialisable(first, &ids, &ranges.lock().unwrap());
+                    } else {
+                        let id = (t << 32) | (op + 1);
+                        ranges.lock().unwrap().insert(id, (first, first + n));
+                        fill(id, bytes);
+                        file.write_at(bytes, first * BLOCK as u64).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut all = vec![0u8; BLOCKS as usize * BLOCK];
+    assert_eq!(file.read_at(&mut all, 0).unwrap(), all.len());
+    let ids: Vec<u64> = all.chunks(BLOCK).map(block_id).collect();
+    check_serialisable(0, &ids, &ranges.lock().unwrap());
+    assert!(fs.verify().unwrap().is_empty(), "{kind}: {:?}", fs.verify());
+    drop(file);
+    fs.unmount().unwrap();
+    // The same content after a remount.
+    let fs = Fs::mount(&pool, &opts).unwrap();
+    assert_eq!(
+        fs.read("/shared").unwrap(),
+        all,
+        "{kind}: content changed across remount"
+    );
+}
+
+#[test]
+fn eight_threads_every_lock_kind() {
+    for kind in LockKind::ALL {
+        run(kind, 8, 1500);
+    }
+}
+
+#[test]
+fn oversubscribed_srl() {
+    run(LockKind::SrlTree, 32, 300);
+}
