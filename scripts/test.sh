@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite: what CI runs (.ci/run calls exactly this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace
+# Model-checked concurrency: the lock word, the CAS radix tree and the
+# big-reader lock compiled against shuttle's scheduler.
+cargo test -p manyfs --features shuttle --test shuttle_models
