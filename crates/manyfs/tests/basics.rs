@@ -6,7 +6,15 @@ use std::path::PathBuf;
 fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(&pool, &MkfsOptions { size, ..Default::default() }, &MountOptions::default()).unwrap();
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
     (dir, pool, fs)
 }
 
@@ -40,10 +48,18 @@ fn files_and_directories_survive_remount() {
     assert_eq!(fs.metadata("/a/b/link").unwrap().nlink, 2);
     assert_eq!(fs.read_link("/sym").unwrap(), PathBuf::from("/a/b/c/hello"));
     assert!(matches!(fs.read("/sym"), Err(Error::NotFound(_))));
-    let names: Vec<_> = fs.read_dir("/").unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<_> = fs
+        .read_dir("/")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert_eq!(names, ["a", "moved", "sym"]);
     assert_eq!(fs.metadata("/a").unwrap().nlink, 3);
-    assert!(matches!(manyfs::fsck::check(&pool), Err(Error::Busy { .. })), "fsck refuses a mounted pool");
+    assert!(
+        matches!(manyfs::fsck::check(&pool), Err(Error::Busy { .. })),
+        "fsck refuses a mounted pool"
+    );
     drop(fs);
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
@@ -62,9 +78,15 @@ fn posix_errors() {
     assert!(matches!(fs.read("/nope"), Err(Error::NotFound(_))));
     let long = format!("/{}", "n".repeat(256));
     assert!(matches!(fs.write(&long, b""), Err(Error::NameTooLong(_))));
-    assert!(matches!(fs.rename("/d", "/d/sub"), Err(Error::InvalidArgument(_))));
     assert!(matches!(
-        OpenOptions::new().write(true).create_new(true).open(&fs, "/d/f"),
+        fs.rename("/d", "/d/sub"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&fs, "/d/f"),
         Err(Error::Exists(_))
     ));
     fs.remove_file("/d/f").unwrap();
@@ -75,22 +97,36 @@ fn posix_errors() {
 #[test]
 fn overwrites_run_in_bounded_space() {
     let (_d, pool, fs) = fresh(32 << 20);
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/f").unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/f")
+        .unwrap();
     let free_before = fs.statfs().free_blocks;
     // 20k overwrites of 16 pages would need far more log pages than the pool
     // holds unless dead log pages are collected.
     for i in 0..20_000u64 {
-        f.write_at(&[(i % 251) as u8; 4096], (i % 16) * 4096).unwrap();
+        f.write_at(&[(i % 251) as u8; 4096], (i % 16) * 4096)
+            .unwrap();
     }
     let free_after = fs.statfs().free_blocks;
-    assert!(free_before - free_after < 64, "used {} blocks", free_before - free_after);
+    assert!(
+        free_before - free_after < 64,
+        "used {} blocks",
+        free_before - free_after
+    );
     assert!(fs.verify().unwrap().is_empty());
     drop(f);
     let fs = remount(fs, &pool);
     let data = fs.read("/f").unwrap();
     for p in 0..16u64 {
         let last = (0..20_000u64).filter(|i| i % 16 == p).max().unwrap();
-        assert!(data[(p * 4096) as usize..][..4096].iter().all(|&b| b == (last % 251) as u8));
+        assert!(
+            data[(p * 4096) as usize..][..4096]
+                .iter()
+                .all(|&b| b == (last % 251) as u8)
+        );
     }
 }
 
@@ -118,7 +154,12 @@ fn full_pool_gives_enospc_and_recovers_after_delete() {
 #[test]
 fn unlinked_open_file_lives_until_closed() {
     let (_d, _pool, fs) = fresh(16 << 20);
-    let f = OpenOptions::new().read(true).write(true).create(true).open(&fs, "/tmp").unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/tmp")
+        .unwrap();
     f.write_at(b"still here", 0).unwrap();
     let free = fs.statfs().free_blocks;
     fs.remove_file("/tmp").unwrap();
