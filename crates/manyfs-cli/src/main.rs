@@ -1,5 +1,6 @@
 //! The `manyfs` command: create, check, inspect, mount and benchmark pools.
 
+mod bench;
 mod demo;
 
 use anyhow::{Context, Result};
@@ -46,6 +47,9 @@ enum Command {
     /// Write and read one shared file from several threads on a temporary
     /// pool, remount, verify and fsck it, and report throughput.
     Demo(demo::DemoArgs),
+    /// Benchmark in-process manyfs (each range lock) and directories with
+    /// FxMark-style workloads, or the range locks themselves (--locks).
+    Bench(bench::BenchArgs),
 }
 
 /// Parse sizes like `4096`, `64K`, `512M`, `2G`.
@@ -189,6 +193,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 

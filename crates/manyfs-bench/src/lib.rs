@@ -1,0 +1,24 @@
+//! Benchmarks for manyfs: the FxMark workloads of seed 000 (plus a
+//! read/write mix and HACC-IO's N-to-1 checkpoint) against in-process manyfs
+//! with each range lock and against any directory, a memory-bandwidth
+//! reference, and range-lock microbenchmarks.
+//!
+//! `manyfs bench` is a thin command-line layer over [`run`],
+//! [`report::table`], [`report::write_json`], [`plot::write_plot`] and
+//! [`locks::run_locks`].
+
+pub mod backend;
+pub mod error;
+pub mod hist;
+pub mod locks;
+pub mod plot;
+pub mod report;
+pub mod runner;
+pub mod sys;
+pub mod target;
+pub mod workload;
+
+pub use error::{BenchError, Result};
+pub use runner::{Config, Record, run, run_point};
+pub use target::{PoolConfig, Target, TargetEnv};
+pub use workload::Workload;

@@ -1,0 +1,578 @@
+//! Range-lock microbenchmarks (seed 000, Fig. 10 and 11) and the serial
+//! time each lock kind imposes on threads writing disjoint ranges.
+//!
+//! * Acquisition latency: every thread write-locks successive 4 KiB blocks
+//!   of its own 8 MiB region of one lock, copying 4 KiB while it holds the
+//!   range (a stand-in for the data copy of a write). "initial" is the first
+//!   pass over a fresh lock (SRL-tree allocates its radix nodes then);
+//!   "overwrite" repeats passes over the same blocks for the duration.
+//! * Memory: lock every segment of a file of each size once, then ask the
+//!   lock for [`RangeLock::memory_bytes`].
+//! * Serial time: with timestamps around the critical sections of one
+//!   thread's acquire -> copy -> release loop, the part of an operation that
+//!   a thread on a *disjoint* range must wait for: the whole acquire ->
+//!   release span for the per-inode lock, the time inside `acquire` and
+//!   `release` (which hold the list mutex) for the interval lock, and zero
+//!   for SRL (disjoint ranges share no lock word). With the serial fraction
+//!   `s = serial / op time`, Amdahl's law projects
+//!   `X(N) = X(1) * N / (1 + s (N - 1))`, and the universal scalability law
+//!   `X(N) = X(1) * N / (1 + σ (N - 1) + κ N (N - 1))` with `σ = s` and the
+//!   coherence term `κ = max(0, (2 X(1) / X(2) - 1 - σ) / 2)` fitted to the
+//!   measured two-thread rate.
+
+use crate::hist::Histogram;
+use crate::report::{ns, si};
+use crate::sys::{AlignedBuf, allowed_cpus, pin_current_thread};
+use crate::workload::{BLOCK, REGION};
+use manyfs::lock::{Access, LockKind, RangeLock};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Core count the serial-time projection is made for (the papers' machine).
+pub const PROJECT_CORES: usize = 56;
+
+/// What the lock microbenchmarks run.
+#[derive(Debug, Clone)]
+pub struct LockConfig {
+    /// Lock kinds, in order.
+    pub kinds: Vec<LockKind>,
+    /// Thread counts for the latency sweep.
+    pub threads: Vec<usize>,
+    /// Measured time of each overwrite point and of each serial-time run.
+    pub duration: Duration,
+    /// Segment size of the SRL kinds.
+    pub segment_size: u64,
+    /// File sizes of the memory sweep.
+    pub file_sizes: Vec<u64>,
+    /// Pin threads round-robin to the allowed CPUs.
+    pub pin: bool,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            kinds: LockKind::ALL.to_vec(),
+            threads: vec![1, 2, 64],
+            duration: Duration::from_millis(500),
+            segment_size: 4096,
+            file_sizes: vec![1 << 20, 64 << 20, 1 << 30, 4 << 30],
+            pin: true,
+        }
+    }
+}
+
+/// Acquisition latency at one thread count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyRecord {
+    /// Lock kind.
+    pub lock: String,
+    /// `initial` or `overwrite`.
+    pub phase: String,
+    /// Threads.
+    pub threads: usize,
+    /// Acquisitions measured.
+    pub ops: u64,
+    /// Mean time inside `acquire`, ns.
+    pub mean_ns: f64,
+    /// Median time inside `acquire`, ns.
+    pub p50_ns: u64,
+    /// 99th percentile time inside `acquire`, ns.
+    pub p99_ns: u64,
+    /// Lock + copy + unlock cycles per second, all threads.
+    pub ops_per_sec: f64,
+}
+
+/// Lock memory for one file size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    /// Lock kind.
+    pub lock: String,
+    /// File size whose every segment was locked once.
+    pub file_bytes: u64,
+    /// [`RangeLock::memory_bytes`] afterwards.
+    pub lock_bytes: u64,
+}
+
+/// Serial time per operation and its projection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SerialRecord {
+    /// Lock kind.
+    pub lock: String,
+    /// Mean time of one lock + 4 KiB copy + unlock operation, one thread, ns.
+    pub op_ns: f64,
+    /// Mean time inside `acquire` + `release`, ns.
+    pub lock_call_ns: f64,
+    /// Mean time per operation that a disjoint-range thread must wait out, ns.
+    pub serial_ns: f64,
+    /// `serial_ns / op_ns`.
+    pub serial_fraction: f64,
+    /// Measured operations per second with one thread.
+    pub x1: f64,
+    /// Measured operations per second with two threads on disjoint ranges.
+    pub x2: f64,
+    /// Amdahl speedup at [`PROJECT_CORES`].
+    pub amdahl_speedup: f64,
+    /// Fitted USL coherence coefficient κ.
+    pub usl_kappa: f64,
+    /// USL speedup at [`PROJECT_CORES`].
+    pub usl_speedup: f64,
+    /// Cores the projection is for.
+    pub cores: usize,
+}
+
+/// Everything `manyfs bench --locks` measures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockReport {
+    /// Acquisition latency vs threads.
+    pub latency: Vec<LatencyRecord>,
+    /// Lock memory vs file size.
+    pub memory: Vec<MemoryRecord>,
+    /// Serial time and projection.
+    pub serial: Vec<SerialRecord>,
+}
+
+/// Amdahl speedup with serial fraction `s` on `n` cores.
+pub fn amdahl(s: f64, n: usize) -> f64 {
+    let n = n as f64;
+    n / (1.0 + s.clamp(0.0, 1.0) * (n - 1.0))
+}
+
+/// USL speedup with contention `sigma` and coherence `kappa` on `n` cores.
+pub fn usl(sigma: f64, kappa: f64, n: usize) -> f64 {
+    let n = n as f64;
+    n / (1.0 + sigma.max(0.0) * (n - 1.0) + kappa.max(0.0) * n * (n - 1.0))
+}
+
+/// κ such that the USL with `sigma` reproduces the measured two-thread
+/// speedup `x2 / x1` (clamped at 0).
+pub fn fit_kappa(sigma: f64, x1: f64, x2: f64) -> f64 {
+    if x1 <= 0.0 || x2 <= 0.0 {
+        return 0.0;
+    }
+    ((2.0 * x1 / x2 - 1.0 - sigma) / 2.0).max(0.0)
+}
+
+/// Blocks of the per-thread destination buffer the copies cycle over.
+const DST_BLOCKS: usize = 16;
+
+fn region(thread: usize) -> u64 {
+    thread as u64 * REGION
+}
+
+fn blocks_per_thread() -> u64 {
+    REGION / BLOCK as u64
+}
+
+/// One thread's timed lock-copy-unlock loop.
+struct Timings {
+    acquire: Histogram,
+    acquire_ns: u64,
+    release_ns: u64,
+    serial_ns: u64,
+    ops: u64,
+}
+
+fn timed_cycle(
+    lock: &dyn RangeLock,
+    start: u64,
+    src: &[u8],
+    dst: &mut [u8],
+    t: &mut Timings,
+    kind: LockKind,
+) {
+    let end = start + BLOCK as u64;
+    let t0 = Instant::now();
+    lock.acquire(start, end, Access::Write);
+    let t1 = Instant::now();
+    dst.copy_from_slice(src);
+    std::hint::black_box(&mut *dst);
+    let t2 = Instant::now();
+    lock.release(start, end, Access::Write);
+    let t3 = Instant::now();
+    let acq = (t1 - t0).as_nanos() as u64;
+    let rel = (t3 - t2).as_nanos() as u64;
+    t.acquire.record(acq);
+    t.acquire_ns += acq;
+    t.release_ns += rel;
+    t.serial_ns += match kind {
+        LockKind::Inode => (t3 - t0).as_nanos() as u64,
+        LockKind::Interval => acq + rel,
+        LockKind::SrlArray | LockKind::SrlTree => 0,
+    };
+    t.ops += 1;
+}
+
+/// Run `threads` threads on `lock`: an optional first pass over each
+/// thread's blocks (measured as "initial"), then passes for `duration`.
+fn run_threads(
+    lock: &dyn RangeLock,
+    threads: usize,
+    duration: Duration,
+    pin: bool,
+) -> (Timings, Timings, Duration) {
+    let cpus = allowed_cpus();
+    let barrier = Barrier::new(threads + 1);
+    let initial_done = Barrier::new(threads + 1);
+    let stop = AtomicBool::new(false);
+    let kind = lock.kind();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (barrier, initial_done, stop, cpus) = (&barrier, &initial_done, &stop, &cpus);
+                s.spawn(move || {
+                    if pin {
+                        pin_current_thread(cpus[i % cpus.len()]);
+                    }
+                    let src = AlignedBuf::new(BLOCK);
+                    let mut dst = AlignedBuf::new(DST_BLOCKS * BLOCK);
+                    let new_t = || Timings {
+                        acquire: Histogram::new(),
+                        acquire_ns: 0,
+                        release_ns: 0,
+                        serial_ns: 0,
+                        ops: 0,
+                    };
+                    let (mut first, mut again) = (new_t(), new_t());
+                    barrier.wait();
+                    let n = blocks_per_thread();
+                    for b in 0..n {
+                        let o = (b as usize % DST_BLOCKS) * BLOCK;
+                        timed_cycle(
+                            lock,
+                            region(i) + b * BLOCK as u64,
+                            &src,
+                            &mut dst[o..o + BLOCK],
+                            &mut first,
+                            kind,
+                        );
+                    }
+                    initial_done.wait();
+                    let mut b = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let o = (b as usize % DST_BLOCKS) * BLOCK;
+                        timed_cycle(
+                            lock,
+                            region(i) + b * BLOCK as u64,
+                            &src,
+                            &mut dst[o..o + BLOCK],
+                            &mut again,
+                            kind,
+                        );
+                        b = (b + 1) % n;
+                    }
+                    (first, again)
+                })
+            })
+            .collect();
+        barrier.wait();
+        initial_done.wait();
+        let start = Instant::now();
+        std::thread::sleep(duration);
+        stop.store(true, Ordering::Relaxed);
+        let elapsed = start.elapsed();
+        let mut first = Timings {
+            acquire: Histogram::new(),
+            acquire_ns: 0,
+            release_ns: 0,
+            serial_ns: 0,
+            ops: 0,
+        };
+        let mut again = Timings {
+            acquire: Histogram::new(),
+            acquire_ns: 0,
+            release_ns: 0,
+            serial_ns: 0,
+            ops: 0,
+        };
+        for h in handles {
+            let (f, a) = h.join().expect("lock bench thread");
+            for (into, from) in [(&mut first, f), (&mut again, a)] {
+                into.acquire.merge(&from.acquire);
+                into.acquire_ns += from.acquire_ns;
+                into.release_ns += from.release_ns;
+                into.serial_ns += from.serial_ns;
+                into.ops += from.ops;
+            }
+        }
+        (first, again, elapsed)
+    })
+}
+
+fn latency(kind: LockKind, phase: &str, threads: usize, t: &Timings, secs: f64) -> LatencyRecord {
+    LatencyRecord {
+        lock: kind.to_string(),
+        phase: phase.to_string(),
+        threads,
+        ops: t.ops,
+        mean_ns: t.acquire_ns as f64 / t.ops.max(1) as f64,
+        p50_ns: t.acquire.quantile(0.5),
+        p99_ns: t.acquire.quantile(0.99),
+        ops_per_sec: if secs > 0.0 { t.ops as f64 / secs } else { 0.0 },
+    }
+}
+
+/// Run the lock microbenchmarks; `progress` is called with a message
+/// before each step.
+pub fn run_locks(cfg: &LockConfig, mut progress: impl FnMut(&str)) -> LockReport {
+    let mut rep = LockReport::default();
+    let max_threads = cfg.threads.iter().copied().max().unwrap_or(1).max(2);
+    for &kind in &cfg.kinds {
+        let mut x = [0.0f64; 2];
+        let mut serial = None;
+        for &n in &cfg.threads {
+            progress(&format!("lock latency {kind} {n} threads"));
+            let lock = kind.build(cfg.segment_size, max_threads as u64 * REGION);
+            let t0 = Instant::now();
+            let (first, again, elapsed) = run_threads(&*lock, n, cfg.duration, cfg.pin);
+            // The initial pass ends when the slowest thread finishes it.
+            let initial_secs = (t0.elapsed() - elapsed).as_secs_f64();
+            rep.latency
+                .push(latency(kind, "initial", n, &first, initial_secs));
+            rep.latency
+                .push(latency(kind, "overwrite", n, &again, elapsed.as_secs_f64()));
+            let rate = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+            if n == 1 {
+                x[0] = rate;
+                serial = Some(again);
+            } else if n == 2 {
+                x[1] = rate;
+            }
+        }
+        if x[1] == 0.0 {
+            progress(&format!("lock serial time {kind} 2 threads"));
+            let lock = kind.build(cfg.segment_size, 2 * REGION);
+            let (_, again, elapsed) = run_threads(&*lock, 2, cfg.duration, cfg.pin);
+            x[1] = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+        }
+        let one = match serial {
+            Some(t) => t,
+            None => {
+                progress(&format!("lock serial time {kind} 1 thread"));
+                let lock = kind.build(cfg.segment_size, REGION);
+                let (_, again, elapsed) = run_threads(&*lock, 1, cfg.duration, cfg.pin);
+                x[0] = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+                again
+            }
+        };
+        let ops = one.ops.max(1) as f64;
+        let op_ns = if x[0] > 0.0 { 1e9 / x[0] } else { 0.0 };
+        let serial_ns = one.serial_ns as f64 / ops;
+        let s = if op_ns > 0.0 {
+            (serial_ns / op_ns).min(1.0)
+        } else {
+            0.0
+        };
+        let kappa = fit_kappa(s, x[0], x[1]);
+        rep.serial.push(SerialRecord {
+            lock: kind.to_string(),
+            op_ns,
+            lock_call_ns: (one.acquire_ns + one.release_ns) as f64 / ops,
+            serial_ns,
+            serial_fraction: s,
+            x1: x[0],
+            x2: x[1],
+            amdahl_speedup: amdahl(s, PROJECT_CORES),
+            usl_kappa: kappa,
+            usl_speedup: usl(s, kappa, PROJECT_CORES),
+            cores: PROJECT_CORES,
+        });
+        for &size in &cfg.file_sizes {
+            progress(&format!("lock memory {kind} {size} bytes"));
+            let lock = kind.build(cfg.segment_size, size);
+            let mut off = 0;
+            while off < size {
+                let end = (off + cfg.segment_size).min(size);
+                lock.acquire(off, end, Access::Write);
+                lock.release(off, end, Access::Write);
+                off = end;
+            }
+            rep.memory.push(MemoryRecord {
+                lock: kind.to_string(),
+                file_bytes: size,
+                lock_bytes: lock.memory_bytes() as u64,
+            });
+        }
+    }
+    rep
+}
+
+fn bytes(v: u64) -> String {
+    let f = v as f64;
+    if v >= 1 << 30 {
+        format!("{:.2} GiB", f / (1u64 << 30) as f64)
+    } else if v >= 1 << 20 {
+        format!("{:.2} MiB", f / (1u64 << 20) as f64)
+    } else if v >= 1 << 10 {
+        format!("{:.1} KiB", f / 1024.0)
+    } else {
+        format!("{v} B")
+    }
+}
+
+fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if i == 0 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "{c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(header.to_vec());
+    line(
+        width
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect(),
+    );
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+impl LockReport {
+    /// Write the report as one JSON object (`latency`, `memory`, `serial`).
+    pub fn write_json(&self, path: &std::path::Path) -> crate::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text + "\n").map_err(|e| crate::BenchError::io("write", path, e))
+    }
+
+    /// Render the three result tables and the projection formula.
+    pub fn table(&self) -> String {
+        let mut out = String::from(
+            "Range-lock acquisition latency (4 KiB write lock + 4 KiB copy + unlock, disjoint 8 MiB regions)\n",
+        );
+        let rows: Vec<Vec<String>> = self
+            .latency
+            .iter()
+            .map(|r| {
+                vec![
+                    r.lock.clone(),
+                    r.phase.clone(),
+                    r.threads.to_string(),
+                    format!("{:.0}ns", r.mean_ns),
+                    ns(r.p50_ns),
+                    ns(r.p99_ns),
+                    si(r.ops_per_sec),
+                ]
+            })
+            .collect();
+        out += &aligned(
+            &[
+                "lock",
+                "phase",
+                "threads",
+                "mean acquire",
+                "p50",
+                "p99",
+                "cycles/s",
+            ],
+            &rows,
+        );
+        out += "\nRange-lock memory after locking every segment of a file once\n";
+        let rows: Vec<Vec<String>> = self
+            .memory
+            .iter()
+            .map(|r| vec![r.lock.clone(), bytes(r.file_bytes), bytes(r.lock_bytes)])
+            .collect();
+        out += &aligned(&["lock", "file size", "lock memory"], &rows);
+        out += &format!(
+            "\nSerial time per operation for threads on disjoint ranges, projected to {PROJECT_CORES} cores\n\
+             Amdahl: X(N) = X(1)*N / (1 + s*(N-1)),  s = serial/op\n\
+             USL:    X(N) = X(1)*N / (1 + s*(N-1) + k*N*(N-1)),  k fitted so that X(2) matches the measurement\n"
+        );
+        let rows: Vec<Vec<String>> = self
+            .serial
+            .iter()
+            .map(|r| {
+                vec![
+                    r.lock.clone(),
+                    format!("{:.0}ns", r.op_ns),
+                    format!("{:.0}ns", r.lock_call_ns),
+                    format!("{:.0}ns", r.serial_ns),
+                    format!("{:.3}", r.serial_fraction),
+                    format!("{:.2}", if r.x1 > 0.0 { r.x2 / r.x1 } else { 0.0 }),
+                    format!("{:.1}x", r.amdahl_speedup),
+                    format!("{:.2e}", r.usl_kappa),
+                    format!("{:.1}x", r.usl_speedup),
+                ]
+            })
+            .collect();
+        out += &aligned(
+            &[
+                "lock",
+                "op",
+                "in lock calls",
+                "serial",
+                "s",
+                "X(2)/X(1)",
+                "Amdahl@56",
+                "USL k",
+                "USL@56",
+            ],
+            &rows,
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn laws() {
+        assert!((amdahl(0.0, 56) - 56.0).abs() < 1e-9);
+        assert!((amdahl(1.0, 56) - 1.0).abs() < 1e-9);
+        assert!((usl(0.0, 0.0, 56) - 56.0).abs() < 1e-9);
+        // kappa reproduces the two-thread measurement.
+        let k = fit_kappa(0.1, 100.0, 150.0);
+        assert!((usl(0.1, k, 2) - 1.5).abs() < 1e-9);
+        assert_eq!(fit_kappa(0.5, 100.0, 200.0), 0.0);
+    }
+
+    #[test]
+    fn tiny_lock_run() {
+        let cfg = LockConfig {
+            threads: vec![1, 2, 3],
+            duration: Duration::from_millis(20),
+            file_sizes: vec![1 << 20, 16 << 20],
+            ..Default::default()
+        };
+        let rep = run_locks(&cfg, |_| {});
+        assert_eq!(rep.latency.len(), 4 * 3 * 2);
+        assert_eq!(rep.memory.len(), 4 * 2);
+        assert_eq!(rep.serial.len(), 4);
+        for r in &rep.latency {
+            assert!(r.ops > 0, "{r:?}");
+        }
+        for r in &rep.serial {
+            assert!(r.serial_fraction >= 0.0 && r.serial_fraction <= 1.0);
+            assert!(r.usl_speedup > 0.0 && r.amdahl_speedup >= 1.0 - 1e-9);
+        }
+        let t = rep.table();
+        assert!(t.contains("srl-tree") && t.contains("Amdahl"));
+        let json = serde_json::to_string(&rep).unwrap();
+        let back: LockReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.serial.len(), 4);
+    }
+}

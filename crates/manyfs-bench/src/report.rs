@@ -1,0 +1,267 @@
+//! Aligned text tables and JSON output.
+
+use crate::runner::Record;
+use crate::{BenchError, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// `1234567.0` -> `1.23M`.
+pub fn si(v: f64) -> String {
+    let (d, s) = if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    format!("{:.2}{s}", v / d)
+}
+
+/// Bytes per second in binary units.
+pub fn bytes_rate(v: f64) -> String {
+    if v <= 0.0 {
+        return "-".into();
+    }
+    let gib = (1u64 << 30) as f64;
+    let mib = (1u64 << 20) as f64;
+    if v >= gib {
+        format!("{:.2} GiB/s", v / gib)
+    } else {
+        format!("{:.1} MiB/s", v / mib)
+    }
+}
+
+/// Nanoseconds in the most readable unit.
+pub fn ns(v: u64) -> String {
+    let f = v as f64;
+    if v >= 1_000_000_000 {
+        format!("{:.2}s", f / 1e9)
+    } else if v >= 1_000_000 {
+        format!("{:.2}ms", f / 1e6)
+    } else if v >= 1_000 {
+        format!("{:.2}us", f / 1e3)
+    } else {
+        format!("{v}ns")
+    }
+}
+
+/// The memory-reference record a data workload is compared with: MEM-W for
+/// writes, MEM-R for reads, their mean for mixes. `None` for metadata.
+pub fn memory_fraction(r: &Record, all: &[Record]) -> Option<f64> {
+    let w: crate::Workload = r.workload.parse().ok()?;
+    if !w.moves_data() || w.is_memory() || r.bytes_per_sec <= 0.0 {
+        return None;
+    }
+    let find = |name: &str| {
+        all.iter()
+            .find(|m| m.target == "memory" && m.workload == name && m.threads == r.threads)
+            .map(|m| m.bytes_per_sec)
+    };
+    let reference = match w {
+        crate::Workload::HaccIo | crate::Workload::Mix { .. } => {
+            (find("MEM-W")? + find("MEM-R")?) / 2.0
+        }
+        _ if w.writes() => find("MEM-W")?,
+        _ => find("MEM-R")?,
+    };
+    (reference > 0.0).then(|| r.bytes_per_sec / reference)
+}
+
+/// Render records as an aligned table (one row per point).
+pub fn table(records: &[Record]) -> String {
+    let header = [
+        "workload",
+        "target",
+        "threads",
+        "ops/s",
+        "bandwidth",
+        "p50",
+        "p99",
+        "of mem",
+    ];
+    let rows: Vec<[String; 8]> = records
+        .iter()
+        .map(|r| {
+            [
+                r.workload.clone(),
+                r.target.clone(),
+                r.threads.to_string(),
+                si(r.ops_per_sec),
+                bytes_rate(r.bytes_per_sec),
+                ns(r.p50_ns),
+                ns(r.p99_ns),
+                memory_fraction(r, records)
+                    .map(|f| format!("{:.1}%", f * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[&str]| {
+        for (i, (c, w)) in cells.iter().zip(width).enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if i < 2 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "{c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &header);
+    let total: usize = width.iter().sum::<usize>() + 2 * (width.len() - 1);
+    out.push_str(&"-".repeat(total));
+    out.push('\n');
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&mut out, &cells);
+    }
+    out
+}
+
+/// Write records as a JSON array (one object per point).
+pub fn write_json(path: &Path, records: &[Record]) -> Result<()> {
+    let f = std::fs::File::create(path).map_err(|e| BenchError::io("create", path, e))?;
+    let mut w = std::io::BufWriter::new(f);
+    serde_json::to_writer_pretty(&mut w, records)?;
+    use std::io::Write;
+    w.write_all(b"\n")
+        .and_then(|_| w.flush())
+        .map_err(|e| BenchError::io("write", path, e))
+}
+
+/// Read records written by [`write_json`].
+pub fn read_json(path: &Path) -> Result<Vec<Record>> {
+    let f = std::fs::File::open(path).map_err(|e| BenchError::io("open", path, e))?;
+    Ok(serde_json::from_reader(std::io::BufReader::new(f))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(w: &str, t: &str, threads: usize, bps: f64) -> Record {
+        Record {
+            workload: w.into(),
+            target: t.into(),
+            threads,
+            ops_per_sec: bps / 4096.0,
+            bytes_per_sec: bps,
+            p50_ns: 100,
+            p99_ns: 2000,
+            ops: 10,
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn table_and_fraction() {
+        let rs = vec![
+            rec("MEM-W", "memory", 1, 10e9),
+            rec("MEM-R", "memory", 1, 20e9),
+            rec("DWOM", "lib:srl-tree", 1, 1e9),
+            rec("DRBM", "tmpfs", 1, 2e9),
+            rec("MWCL", "tmpfs", 1, 0.0),
+        ];
+        assert!((memory_fraction(&rs[2], &rs).unwrap() - 0.1).abs() < 1e-9);
+        assert!((memory_fraction(&rs[3], &rs).unwrap() - 0.1).abs() < 1e-9);
+        assert!(memory_fraction(&rs[4], &rs).is_none());
+        let t = table(&rs);
+        assert_eq!(t.lines().count(), 2 + rs.len());
+        assert!(t.contains("lib:srl-tree"));
+        assert!(t.contains("10.0%"));
+    }
+}
+
+/// Ratios the goals are stated in, per workload and in-process target:
+/// speed against the first directory target (tmpfs) at the same thread
+/// count, two-thread over one-thread scaling, and the highest thread count
+/// over two threads.
+pub fn headline(records: &[Record]) -> String {
+    let find = |w: &str, t: &str, n: usize| {
+        records
+            .iter()
+            .find(|r| r.workload == w && r.target == t && r.threads == n)
+            .map(|r| r.ops_per_sec)
+    };
+    let baseline = records
+        .iter()
+        .find(|r| !r.target.starts_with("lib:") && r.target != "memory")
+        .map(|r| r.target.clone());
+    let max_threads = records.iter().map(|r| r.threads).max().unwrap_or(1);
+    let mut workloads: Vec<&str> = Vec::new();
+    let mut targets: Vec<&str> = Vec::new();
+    for r in records {
+        if r.target == "memory" {
+            continue;
+        }
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+        if !targets.contains(&r.target.as_str()) {
+            targets.push(&r.target);
+        }
+    }
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    let base_name = baseline.clone().unwrap_or_else(|| "baseline".into());
+    let header = [
+        "workload".to_string(),
+        "target".to_string(),
+        format!("1t vs {base_name}"),
+        format!("2t vs {base_name}"),
+        "2t/1t".to_string(),
+        format!("{max_threads}t/2t"),
+    ];
+    let mut rows: Vec<[String; 6]> = Vec::new();
+    for w in &workloads {
+        for t in &targets {
+            let b = |n| baseline.as_deref().and_then(|bt| find(w, bt, n));
+            rows.push([
+                w.to_string(),
+                t.to_string(),
+                ratio(find(w, t, 1), b(1)),
+                ratio(find(w, t, 2), b(2)),
+                ratio(find(w, t, 2), find(w, t, 1)),
+                if max_threads > 2 {
+                    ratio(find(w, t, max_threads), find(w, t, 2))
+                } else {
+                    "-".into()
+                },
+            ]);
+        }
+    }
+    let mut width = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(rows.iter()) {
+        for (i, (c, w)) in r.iter().zip(width).enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if i < 2 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "{c:>w$}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,295 @@
+//! Runs workloads on targets at several thread counts and collects one
+//! [`Record`] per point.
+
+use crate::hist::Histogram;
+use crate::sys::{allowed_cpus, pin_current_thread};
+use crate::target::{PoolConfig, Target, TargetEnv};
+use crate::workload::{Op, Workload};
+use crate::{BenchError, Result};
+use serde::{Deserialize, Serialize};
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// The result of one (workload, target, threads) point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Workload name (`DWOM`, `MIX:3:1`, `MEM-W`, ...).
+    pub workload: String,
+    /// Target label (`lib:srl-tree`, `tmpfs`, `dir:/mnt/x`, `memory`).
+    pub target: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Completed operations per second, all threads together.
+    pub ops_per_sec: f64,
+    /// Bytes moved per second, all threads together (0 for metadata ops).
+    pub bytes_per_sec: f64,
+    /// Median operation latency in nanoseconds.
+    pub p50_ns: u64,
+    /// 99th percentile operation latency in nanoseconds.
+    pub p99_ns: u64,
+    /// Operations counted.
+    pub ops: u64,
+    /// Length of the measured window in seconds.
+    pub seconds: f64,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Workloads, in order.
+    pub workloads: Vec<Workload>,
+    /// Targets, in order.
+    pub targets: Vec<Target>,
+    /// Thread counts, in order.
+    pub threads: Vec<usize>,
+    /// Measured time per point.
+    pub duration: Duration,
+    /// Unmeasured time per point before measuring.
+    pub warmup: Duration,
+    /// How in-process pools are made.
+    pub pool: PoolConfig,
+    /// Also run the memory-bandwidth reference rows.
+    pub membw: bool,
+    /// Show a progress bar when stderr is a terminal.
+    pub progress: bool,
+    /// Pin threads round-robin to the allowed CPUs.
+    pub pin: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workloads: Workload::HEADLINE.to_vec(),
+            targets: Target::all_lib(),
+            threads: vec![1, 2],
+            duration: Duration::from_secs(2),
+            warmup: Duration::from_millis(200),
+            pool: PoolConfig::default(),
+            membw: true,
+            progress: true,
+            pin: true,
+        }
+    }
+}
+
+impl Config {
+    /// The `--quick` headline: DWOM and DRBM on every lock kind and tmpfs at
+    /// 1, 2 and 64 threads, 0.5 s per point.
+    pub fn quick() -> Self {
+        let mut targets = Target::all_lib();
+        targets.push(Target::Tmpfs);
+        Config {
+            workloads: vec![Workload::Dwom, Workload::Drbm],
+            targets,
+            threads: vec![1, 2, 64],
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            ..Config::default()
+        }
+    }
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Raw result of [`measure`].
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// Operations completed inside the window.
+    pub ops: u64,
+    /// Bytes those operations moved.
+    pub bytes: u64,
+    /// Window length.
+    pub elapsed: Duration,
+    /// Per-operation latencies.
+    pub hist: Histogram,
+}
+
+/// Run one [`Op`] per thread: all start together, run `warmup` unmeasured,
+/// then `duration` measured. Operations are counted when they *started*
+/// inside the window; the window is extended until every thread has
+/// completed at least one counted operation (so a descheduled thread or a
+/// slow refill never yields an empty point). The first error stops every
+/// thread and is returned.
+pub fn measure(
+    ops: Vec<Box<dyn Op>>,
+    warmup: Duration,
+    duration: Duration,
+    pin: bool,
+) -> Result<Measurement> {
+    let n = ops.len();
+    let cpus = Arc::new(allowed_cpus());
+    let phase = AtomicU8::new(WARMUP);
+    let counted = AtomicUsize::new(0);
+    let barrier = Barrier::new(n + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut op)| {
+                let (phase, barrier, counted, cpus) = (&phase, &barrier, &counted, cpus.clone());
+                s.spawn(move || -> Result<(Histogram, u64, u64)> {
+                    if pin {
+                        pin_current_thread(cpus[i % cpus.len()]);
+                    }
+                    let mut hist = Histogram::new();
+                    let (mut count, mut bytes) = (0u64, 0u64);
+                    barrier.wait();
+                    loop {
+                        let p = phase.load(Ordering::Relaxed);
+                        if p == STOP {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        match op.run() {
+                            Ok(b) => {
+                                if p == MEASURE {
+                                    hist.record(t0.elapsed().as_nanos() as u64);
+                                    count += 1;
+                                    bytes += b;
+                                    if count == 1 {
+                                        counted.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                phase.store(STOP, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok((hist, count, bytes))
+                })
+            })
+            .collect();
+        barrier.wait();
+        sleep_unless_stopped(&phase, warmup);
+        let start = Instant::now();
+        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
+        sleep_unless_stopped(&phase, duration);
+        while counted.load(Ordering::Relaxed) < n && phase.load(Ordering::Relaxed) != STOP {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        phase.store(STOP, Ordering::Relaxed);
+        let elapsed = start.elapsed();
+        let mut m = Measurement {
+            ops: 0,
+            bytes: 0,
+            elapsed,
+            hist: Histogram::new(),
+        };
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok((hist, c, b))) => {
+                    m.hist.merge(&hist);
+                    m.ops += c;
+                    m.bytes += b;
+                }
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(BenchError::Panic);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(m),
+        }
+    })
+}
+
+fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
+    let end = Instant::now() + d;
+    loop {
+        let now = Instant::now();
+        if now >= end || phase.load(Ordering::Relaxed) == STOP {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(10)));
+    }
+}
+
+/// Prepare and measure one point on an already set-up target.
+pub fn run_point(
+    env: &mut TargetEnv,
+    workload: Workload,
+    threads: usize,
+    cfg: &Config,
+) -> Result<Record> {
+    let point = env.point()?;
+    let be = point.backend();
+    let ops = workload.prepare(&be, threads)?;
+    drop(be);
+    let m = measure(ops, cfg.warmup, cfg.duration, cfg.pin)?;
+    point.finish()?;
+    let secs = m.elapsed.as_secs_f64().max(1e-9);
+    Ok(Record {
+        workload: workload.to_string(),
+        target: env.label().to_string(),
+        threads,
+        ops_per_sec: m.ops as f64 / secs,
+        bytes_per_sec: m.bytes as f64 / secs,
+        p50_ns: m.hist.quantile(0.50),
+        p99_ns: m.hist.quantile(0.99),
+        ops: m.ops,
+        seconds: secs,
+    })
+}
+
+/// Run every point of `cfg` (memory reference first, then each workload on
+/// each target at each thread count) and return the records in that order.
+pub fn run(cfg: &Config) -> Result<Vec<Record>> {
+    let mut plan: Vec<(Target, Workload)> = Vec::new();
+    if cfg.membw {
+        plan.push((Target::Memory, Workload::MemWrite));
+        plan.push((Target::Memory, Workload::MemRead));
+    }
+    for w in &cfg.workloads {
+        for t in &cfg.targets {
+            if *t != Target::Memory && !w.is_memory() {
+                plan.push((t.clone(), *w));
+            }
+        }
+    }
+    let total = (plan.len() * cfg.threads.len()) as u64;
+    let bar = if cfg.progress && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    // One environment per target, made once (tmpfs is mounted once).
+    let mut envs: Vec<(Target, TargetEnv)> = Vec::new();
+    let mut records = Vec::with_capacity(total as usize);
+    for (t, w) in plan {
+        let idx = match envs.iter().position(|(x, _)| *x == t) {
+            Some(i) => i,
+            None => {
+                envs.push((t.clone(), TargetEnv::new(&t, &cfg.pool)?));
+                envs.len() - 1
+            }
+        };
+        let env = &mut envs[idx].1;
+        for &n in &cfg.threads {
+            bar.set_message(format!("{w} {} {n} threads", env.label()));
+            let r = run_point(env, w, n, cfg)?;
+            bar.inc(1);
+            records.push(r);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(records)
+}

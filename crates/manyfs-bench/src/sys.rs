@@ -1,0 +1,174 @@
+//! Thread pinning, page-aligned buffers and other thin OS helpers.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// The CPUs this process may run on, in ascending order (at least one).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set, and
+    // sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let mut cpus = Vec::new();
+    if rc == 0 {
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: cpu < CPU_SETSIZE, the bound CPU_ISSET requires.
+            if unsafe { libc::CPU_ISSET(cpu, &set) } {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        cpus = (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    }
+    cpus
+}
+
+/// Pin the calling thread to `cpu`. Returns false when the kernel refused.
+pub fn pin_current_thread(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET is given an index
+    // below CPU_SETSIZE; sched_setaffinity only reads the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// A zero-initialised heap buffer aligned to 4096 bytes (FxMark issues its
+/// I/O through a page-aligned buffer).
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out &[u8], like Vec<u8>.
+unsafe impl Sync for AlignedBuf {}
+
+/// Page alignment of [`AlignedBuf`].
+pub const PAGE: usize = 4096;
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (rounded up to at least one page).
+    pub fn new(len: usize) -> Self {
+        let cap = len.max(1).next_multiple_of(PAGE);
+        let layout = Layout::from_size_align(cap, PAGE).expect("valid layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::from_size_align(self.len.max(1).next_multiple_of(PAGE), PAGE).expect("valid layout")
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr points to an initialised (zeroed) allocation of at least
+        // len bytes that lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with exactly this layout in new().
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout()) }
+    }
+}
+
+/// Parse a duration such as `2s`, `500ms`, `1.5s`, `100us` or `1m`.
+pub fn parse_duration(s: &str) -> crate::Result<std::time::Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| crate::BenchError::InvalidArgument(format!("duration {s:?}")))?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "ns" => v / 1e9,
+        "m" | "min" => v * 60.0,
+        _ => {
+            return Err(crate::BenchError::InvalidArgument(format!(
+                "duration {s:?} (use e.g. 2s, 500ms)"
+            )));
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(crate::BenchError::InvalidArgument(format!(
+            "duration {s:?}"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parse a size such as `4096`, `64K`, `8M`, `2G`, `1GiB`.
+pub fn parse_size(s: &str) -> crate::Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: u64 = num
+        .parse()
+        .map_err(|_| crate::BenchError::InvalidArgument(format!("size {s:?}")))?;
+    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        _ => return Err(crate::BenchError::InvalidArgument(format!("size {s:?}"))),
+    };
+    v.checked_mul(mult)
+        .ok_or_else(|| crate::BenchError::InvalidArgument(format!("size {s:?} overflows")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned() {
+        let mut b = AlignedBuf::new(4096);
+        assert_eq!(b.as_ptr() as usize % PAGE, 0);
+        b[4095] = 7;
+        assert_eq!(b.len(), 4096);
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("2s").unwrap().as_millis(), 2000);
+        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
+        assert!(parse_duration("x").is_err());
+        assert_eq!(parse_size("8M").unwrap(), 8 << 20);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+    }
+
+    #[test]
+    fn cpus() {
+        let c = allowed_cpus();
+        assert!(!c.is_empty());
+        assert!(pin_current_thread(c[0]));
+    }
+}

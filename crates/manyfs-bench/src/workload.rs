@@ -1,0 +1,811 @@
+//! The FxMark workloads (seed 000), HACC-IO's N-to-1 checkpoint, a
+//! read/write mix and the memory-bandwidth reference.
+//!
+//! Every data operation moves one 4 KiB block through a page-aligned buffer
+//! (HACCIO moves 1 MiB records). A workload is prepared once per measured
+//! point: [`Workload::prepare`] builds the files it needs and returns one
+//! [`Op`] per thread; the runner then calls [`Op::run`] in a loop.
+
+use crate::backend::{Backend, BenchFile, Open, read_full, write_full};
+use crate::sys::AlignedBuf;
+use crate::{BenchError, Result};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Size of one data operation.
+pub const BLOCK: usize = 4096;
+/// Size of each thread's region of a shared file (DRBM, DWOM, MIX, HACCIO
+/// partitions are at least this far apart).
+pub const REGION: u64 = 8 << 20;
+/// One HACCIO record.
+pub const HACC_RECORD: usize = 1 << 20;
+/// HACCIO partition per thread.
+pub const HACC_PARTITION: u64 = 8 << 20;
+/// A private append file is cut back to zero when it reaches this size.
+pub const APPEND_CAP: u64 = 4 << 20;
+/// Size a DWTL file is refilled to.
+pub const TRUNC_FILL: usize = 1 << 20;
+/// Files created (MWCL/MWCM) or removed (MWUL/MWUM) per thread before the
+/// batch is cleaned up or refilled.
+pub const META_BATCH: usize = 1000;
+/// Entries in each directory listed by MRDL/MRDM.
+pub const READDIR_ENTRIES: usize = 64;
+/// Blocks of its region each MIX thread cycles over.
+pub const MIX_BLOCKS: u64 = 16;
+
+/// One benchmark workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    /// Read a block of a private file.
+    Drbl,
+    /// Read the first block of the thread's own region of a shared file.
+    Drbm,
+    /// All threads read the same block of a shared file.
+    Drbh,
+    /// Overwrite a block of a private file.
+    Dwol,
+    /// Overwrite the first block of the thread's own region of a shared file.
+    Dwom,
+    /// Append a block to a private file.
+    Dwal,
+    /// Truncate a private file by one block; refill when empty.
+    Dwtl,
+    /// Overwrite a block of a private file and `fdatasync` it.
+    Dwsl,
+    /// Create empty files in a private directory.
+    Mwcl,
+    /// Create empty files in a shared directory.
+    Mwcm,
+    /// Unlink files in a private directory.
+    Mwul,
+    /// Unlink files in a shared directory.
+    Mwum,
+    /// Rename a file within a private directory.
+    Mwrl,
+    /// Rename a file within a shared directory.
+    Mwrm,
+    /// Resolve (stat) a path five levels deep, private per thread.
+    Mrpl,
+    /// Resolve (stat) the same path five levels deep from every thread.
+    Mrpm,
+    /// List a private directory.
+    Mrdl,
+    /// List a shared directory.
+    Mrdm,
+    /// Reads and writes in the ratio `reads:writes` on disjoint regions of a
+    /// shared file.
+    Mix {
+        /// Reads per cycle.
+        reads: u32,
+        /// Writes per cycle.
+        writes: u32,
+    },
+    /// N-to-1 checkpoint: each thread writes its partition of a shared file
+    /// in 1 MiB records, then reads it back and verifies it.
+    HaccIo,
+    /// Reference: 4 KiB copies into a large memory buffer.
+    MemWrite,
+    /// Reference: 4 KiB copies out of a large memory buffer.
+    MemRead,
+}
+
+impl Workload {
+    /// Every file-system workload (MIX with 3:1 and 1:3), in report order.
+    pub const FS_ALL: [Workload; 21] = [
+        Workload::Dwom,
+        Workload::Drbm,
+        Workload::Dwol,
+        Workload::Drbl,
+        Workload::HaccIo,
+        Workload::Mix {
+            reads: 3,
+            writes: 1,
+        },
+        Workload::Mix {
+            reads: 1,
+            writes: 3,
+        },
+        Workload::Drbh,
+        Workload::Dwal,
+        Workload::Dwtl,
+        Workload::Dwsl,
+        Workload::Mwcl,
+        Workload::Mwcm,
+        Workload::Mwul,
+        Workload::Mwum,
+        Workload::Mwrl,
+        Workload::Mwrm,
+        Workload::Mrpl,
+        Workload::Mrpm,
+        Workload::Mrdl,
+        Workload::Mrdm,
+    ];
+
+    /// The default set of `manyfs bench`: the six headline workloads.
+    pub const HEADLINE: [Workload; 6] = [
+        Workload::Dwom,
+        Workload::Drbm,
+        Workload::Dwol,
+        Workload::Drbl,
+        Workload::HaccIo,
+        Workload::Mix {
+            reads: 3,
+            writes: 1,
+        },
+    ];
+
+    /// Every file-system workload.
+    pub fn all_fs() -> Vec<Workload> {
+        Self::FS_ALL.to_vec()
+    }
+
+    /// True for the memory-bandwidth reference workloads.
+    pub fn is_memory(self) -> bool {
+        matches!(self, Workload::MemWrite | Workload::MemRead)
+    }
+
+    /// True when the workload moves data (so bytes/s is meaningful).
+    pub fn moves_data(self) -> bool {
+        !matches!(
+            self,
+            Workload::Mwcl
+                | Workload::Mwcm
+                | Workload::Mwul
+                | Workload::Mwum
+                | Workload::Mwrl
+                | Workload::Mwrm
+                | Workload::Mrpl
+                | Workload::Mrpm
+                | Workload::Mrdl
+                | Workload::Mrdm
+                | Workload::Dwtl
+        )
+    }
+
+    /// True when the operation writes (for matching against the memory
+    /// write or read row).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Workload::Dwol | Workload::Dwom | Workload::Dwal | Workload::Dwsl | Workload::MemWrite
+        )
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Workload::Drbl => "DRBL",
+            Workload::Drbm => "DRBM",
+            Workload::Drbh => "DRBH",
+            Workload::Dwol => "DWOL",
+            Workload::Dwom => "DWOM",
+            Workload::Dwal => "DWAL",
+            Workload::Dwtl => "DWTL",
+            Workload::Dwsl => "DWSL",
+            Workload::Mwcl => "MWCL",
+            Workload::Mwcm => "MWCM",
+            Workload::Mwul => "MWUL",
+            Workload::Mwum => "MWUM",
+            Workload::Mwrl => "MWRL",
+            Workload::Mwrm => "MWRM",
+            Workload::Mrpl => "MRPL",
+            Workload::Mrpm => "MRPM",
+            Workload::Mrdl => "MRDL",
+            Workload::Mrdm => "MRDM",
+            Workload::Mix { reads, writes } => return write!(f, "MIX:{reads}:{writes}"),
+            Workload::HaccIo => "HACCIO",
+            Workload::MemWrite => "MEM-W",
+            Workload::MemRead => "MEM-R",
+        };
+        f.write_str(s)
+    }
+}
+
+impl FromStr for Workload {
+    type Err = BenchError;
+    fn from_str(s: &str) -> Result<Self> {
+        let u = s.trim().to_ascii_uppercase();
+        if let Some(rest) = u.strip_prefix("MIX") {
+            let parts: Vec<&str> = rest.trim_start_matches(':').split(':').collect();
+            let (reads, writes) = match parts.as_slice() {
+                [""] => (3, 1),
+                [r, w] => (
+                    r.parse()
+                        .map_err(|_| BenchError::InvalidArgument(format!("workload {s:?}")))?,
+                    w.parse()
+                        .map_err(|_| BenchError::InvalidArgument(format!("workload {s:?}")))?,
+                ),
+                _ => {
+                    return Err(BenchError::InvalidArgument(format!(
+                        "workload {s:?} (expected MIX:READS:WRITES)"
+                    )));
+                }
+            };
+            if reads + writes == 0 {
+                return Err(BenchError::InvalidArgument(format!(
+                    "workload {s:?}: ratio must not be 0:0"
+                )));
+            }
+            return Ok(Workload::Mix { reads, writes });
+        }
+        let all = Workload::all_fs()
+            .into_iter()
+            .chain([Workload::MemWrite, Workload::MemRead]);
+        for w in all {
+            if w.to_string() == u {
+                return Ok(w);
+            }
+        }
+        if u == "HACC" || u == "HACC-IO" {
+            return Ok(Workload::HaccIo);
+        }
+        Err(BenchError::InvalidArgument(format!(
+            "unknown workload {s:?} (DRBL DRBM DRBH DWOL DWOM DWAL DWTL DWSL MWCL MWCM MWUL MWUM \
+             MWRL MWRM MRPL MRPM MRDL MRDM MIX:R:W HACCIO)"
+        )))
+    }
+}
+
+/// One thread's share of a workload.
+pub trait Op: Send {
+    /// Do one operation; returns the bytes it moved.
+    fn run(&mut self) -> Result<u64>;
+}
+
+/// A per-thread fill pattern: every 8-byte word of a block says who wrote it.
+fn stamp(buf: &mut [u8], thread: usize, record: u64, round: u64) {
+    let tag = ((thread as u64) << 48) ^ (record << 24) ^ round ^ 0x5a5a_0000_0000_0000;
+    for (i, w) in buf.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(tag.wrapping_add(i as u64 / 512)).to_le_bytes());
+    }
+}
+
+fn block_buf(thread: usize) -> AlignedBuf {
+    let mut b = AlignedBuf::new(BLOCK);
+    stamp(&mut b, thread, 0, 0);
+    b
+}
+
+struct ReadAt {
+    file: Arc<dyn BenchFile>,
+    off: u64,
+    buf: AlignedBuf,
+}
+
+impl Op for ReadAt {
+    fn run(&mut self) -> Result<u64> {
+        read_full(&*self.file, &mut self.buf, self.off)?;
+        Ok(BLOCK as u64)
+    }
+}
+
+struct WriteAt {
+    file: Arc<dyn BenchFile>,
+    off: u64,
+    buf: AlignedBuf,
+    sync: bool,
+}
+
+impl Op for WriteAt {
+    fn run(&mut self) -> Result<u64> {
+        write_full(&*self.file, &self.buf, self.off)?;
+        if self.sync {
+            self.file.sync_data()?;
+        }
+        Ok(BLOCK as u64)
+    }
+}
+
+struct Append {
+    file: Arc<dyn BenchFile>,
+    len: u64,
+    buf: AlignedBuf,
+}
+
+impl Op for Append {
+    fn run(&mut self) -> Result<u64> {
+        if self.len >= APPEND_CAP {
+            self.file.set_len(0)?;
+            self.len = 0;
+        }
+        self.file.append(&self.buf)?;
+        self.len += BLOCK as u64;
+        Ok(BLOCK as u64)
+    }
+}
+
+struct Truncate {
+    file: Arc<dyn BenchFile>,
+    len: u64,
+    fill: AlignedBuf,
+}
+
+impl Op for Truncate {
+    fn run(&mut self) -> Result<u64> {
+        if self.len == 0 {
+            write_full(&*self.file, &self.fill, 0)?;
+            self.len = TRUNC_FILL as u64;
+        }
+        self.len -= BLOCK as u64;
+        self.file.set_len(self.len)?;
+        Ok(0)
+    }
+}
+
+struct Create {
+    be: Arc<dyn Backend>,
+    prefix: String,
+    next: usize,
+}
+
+impl Op for Create {
+    fn run(&mut self) -> Result<u64> {
+        if self.next == META_BATCH {
+            for i in 0..META_BATCH {
+                self.be.remove_file(&format!("{}{i}", self.prefix))?;
+            }
+            self.next = 0;
+        }
+        self.be
+            .create_file(&format!("{}{}", self.prefix, self.next))?;
+        self.next += 1;
+        Ok(0)
+    }
+}
+
+struct Unlink {
+    be: Arc<dyn Backend>,
+    prefix: String,
+    next: usize,
+}
+
+impl Unlink {
+    fn refill(&mut self) -> Result<()> {
+        for i in 0..META_BATCH {
+            self.be.create_file(&format!("{}{i}", self.prefix))?;
+        }
+        self.next = 0;
+        Ok(())
+    }
+}
+
+impl Op for Unlink {
+    fn run(&mut self) -> Result<u64> {
+        if self.next == META_BATCH {
+            self.refill()?;
+        }
+        self.be
+            .remove_file(&format!("{}{}", self.prefix, self.next))?;
+        self.next += 1;
+        Ok(0)
+    }
+}
+
+struct Rename {
+    be: Arc<dyn Backend>,
+    prefix: String,
+    generation: u64,
+}
+
+impl Op for Rename {
+    fn run(&mut self) -> Result<u64> {
+        let from = format!("{}{}", self.prefix, self.generation);
+        let to = format!("{}{}", self.prefix, self.generation + 1);
+        self.be.rename(&from, &to)?;
+        self.generation += 1;
+        Ok(0)
+    }
+}
+
+struct Stat {
+    be: Arc<dyn Backend>,
+    path: String,
+}
+
+impl Op for Stat {
+    fn run(&mut self) -> Result<u64> {
+        self.be.stat(&self.path)?;
+        Ok(0)
+    }
+}
+
+struct ReadDir {
+    be: Arc<dyn Backend>,
+    path: String,
+    expect: usize,
+}
+
+impl Op for ReadDir {
+    fn run(&mut self) -> Result<u64> {
+        let n = self.be.read_dir(&self.path)?;
+        if n < self.expect {
+            return Err(BenchError::Verify(format!(
+                "{} lists {n} entries, expected at least {}",
+                self.path, self.expect
+            )));
+        }
+        Ok(0)
+    }
+}
+
+struct Mix {
+    file: Arc<dyn BenchFile>,
+    base: u64,
+    reads: u32,
+    cycle: u32,
+    k: u64,
+    buf: AlignedBuf,
+}
+
+impl Op for Mix {
+    fn run(&mut self) -> Result<u64> {
+        let off = self.base + (self.k % MIX_BLOCKS) * BLOCK as u64;
+        let read = (self.k % self.cycle as u64) < self.reads as u64;
+        self.k += 1;
+        if read {
+            read_full(&*self.file, &mut self.buf, off)?;
+        } else {
+            write_full(&*self.file, &self.buf, off)?;
+        }
+        Ok(BLOCK as u64)
+    }
+}
+
+/// HACC-IO style checkpoint/restart of one partition of a shared file.
+struct Hacc {
+    file: Arc<dyn BenchFile>,
+    thread: usize,
+    base: u64,
+    records: u64,
+    /// 0..records: writing record i; records..2*records: reading back.
+    step: u64,
+    round: u64,
+    buf: AlignedBuf,
+    expect: AlignedBuf,
+}
+
+impl Op for Hacc {
+    fn run(&mut self) -> Result<u64> {
+        if self.step < self.records {
+            let r = self.step;
+            stamp(&mut self.buf, self.thread, r, self.round);
+            write_full(&*self.file, &self.buf, self.base + r * HACC_RECORD as u64)?;
+        } else {
+            let r = self.step - self.records;
+            let off = self.base + r * HACC_RECORD as u64;
+            read_full(&*self.file, &mut self.buf, off)?;
+            stamp(&mut self.expect, self.thread, r, self.round);
+            if self.buf[..] != self.expect[..] {
+                let at = self
+                    .buf
+                    .iter()
+                    .zip(self.expect.iter())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                return Err(BenchError::Verify(format!(
+                    "HACCIO thread {} record {r} round {}: byte {at} of the record at offset {off} differs",
+                    self.thread, self.round
+                )));
+            }
+        }
+        self.step += 1;
+        if self.step == 2 * self.records {
+            self.step = 0;
+            self.round += 1;
+        }
+        Ok(HACC_RECORD as u64)
+    }
+}
+
+struct MemCopy {
+    mem: Arc<SharedMem>,
+    start: usize,
+    blocks: usize,
+    k: usize,
+    write: bool,
+    buf: AlignedBuf,
+}
+
+/// A large buffer the memory-bandwidth threads copy into and out of, each in
+/// its own slice.
+pub struct SharedMem {
+    buf: std::cell::UnsafeCell<AlignedBuf>,
+}
+
+// SAFETY: each MemCopy touches only its own disjoint block range
+// [start, start + blocks) of the buffer (see prepare_memory), so no two
+// threads access the same bytes.
+unsafe impl Sync for SharedMem {}
+
+impl Op for MemCopy {
+    fn run(&mut self) -> Result<u64> {
+        let off = (self.start + self.k % self.blocks) * BLOCK;
+        self.k += 1;
+        let base = self.mem.buf.get();
+        // SAFETY: off..off+BLOCK lies inside this thread's disjoint slice of
+        // the buffer (start + blocks <= total blocks), which no other thread
+        // touches, and the buffer outlives the op through the Arc.
+        unsafe {
+            let p = (*base).as_ptr().add(off) as *mut u8;
+            if self.write {
+                std::ptr::copy_nonoverlapping(self.buf.as_ptr(), p, BLOCK);
+            } else {
+                std::ptr::copy_nonoverlapping(p, self.buf.as_mut_ptr(), BLOCK);
+            }
+        }
+        std::hint::black_box(&mut self.buf);
+        Ok(BLOCK as u64)
+    }
+}
+
+/// Size of the memory-bandwidth buffer (larger than any last-level cache).
+pub const MEM_BYTES: usize = 256 << 20;
+
+fn prepare_memory(write: bool, threads: usize) -> Vec<Box<dyn Op>> {
+    let total_blocks = MEM_BYTES / BLOCK;
+    let mut big = AlignedBuf::new(MEM_BYTES);
+    // Touch every page so page faults are not measured.
+    for page in big.chunks_mut(BLOCK) {
+        page[0] = 1;
+    }
+    let mem = Arc::new(SharedMem {
+        buf: std::cell::UnsafeCell::new(big),
+    });
+    let per = (total_blocks / threads).max(1);
+    (0..threads)
+        .map(|t| {
+            let start = (t * per) % total_blocks;
+            let blocks = per.min(total_blocks - start);
+            Box::new(MemCopy {
+                mem: mem.clone(),
+                start,
+                blocks,
+                k: 0,
+                write,
+                buf: block_buf(t),
+            }) as Box<dyn Op>
+        })
+        .collect()
+}
+
+impl Workload {
+    /// Create the files this workload needs on `be` and return one [`Op`]
+    /// per thread. Memory workloads ignore `be`.
+    pub fn prepare(self, be: &Arc<dyn Backend>, threads: usize) -> Result<Vec<Box<dyn Op>>> {
+        assert!(threads > 0);
+        let mut ops: Vec<Box<dyn Op>> = Vec::with_capacity(threads);
+        match self {
+            Workload::MemWrite | Workload::MemRead => {
+                return Ok(prepare_memory(self == Workload::MemWrite, threads));
+            }
+            Workload::Drbl | Workload::Dwol | Workload::Dwsl => {
+                for t in 0..threads {
+                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
+                    let buf = block_buf(t);
+                    write_full(&*f, &buf, 0)?;
+                    ops.push(match self {
+                        Workload::Drbl => Box::new(ReadAt {
+                            file: f,
+                            off: 0,
+                            buf,
+                        }),
+                        _ => Box::new(WriteAt {
+                            file: f,
+                            off: 0,
+                            buf,
+                            sync: self == Workload::Dwsl,
+                        }),
+                    });
+                }
+            }
+            Workload::Drbm | Workload::Dwom | Workload::Drbh => {
+                let f = be.open("/shared", Open::CREATE)?;
+                for t in 0..threads {
+                    let buf = block_buf(t);
+                    let off = t as u64 * REGION;
+                    write_full(&*f, &buf, off)?;
+                    let off = if self == Workload::Drbh { 0 } else { off };
+                    ops.push(match self {
+                        Workload::Dwom => Box::new(WriteAt {
+                            file: f.clone(),
+                            off,
+                            buf,
+                            sync: false,
+                        }),
+                        _ => Box::new(ReadAt {
+                            file: f.clone(),
+                            off,
+                            buf,
+                        }),
+                    });
+                }
+            }
+            Workload::Dwal => {
+                for t in 0..threads {
+                    let f = be.open(
+                        &format!("/private-{t}"),
+                        Open {
+                            create: true,
+                            truncate: true,
+                            append: true,
+                        },
+                    )?;
+                    ops.push(Box::new(Append {
+                        file: f,
+                        len: 0,
+                        buf: block_buf(t),
+                    }));
+                }
+            }
+            Workload::Dwtl => {
+                for t in 0..threads {
+                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
+                    let mut fill = AlignedBuf::new(TRUNC_FILL);
+                    stamp(&mut fill, t, 0, 0);
+                    write_full(&*f, &fill, 0)?;
+                    ops.push(Box::new(Truncate {
+                        file: f,
+                        len: TRUNC_FILL as u64,
+                        fill,
+                    }));
+                }
+            }
+            Workload::Mwcl | Workload::Mwcm | Workload::Mwul | Workload::Mwum => {
+                let private = matches!(self, Workload::Mwcl | Workload::Mwul);
+                if !private {
+                    be.create_dir_all("/shared-dir")?;
+                }
+                for t in 0..threads {
+                    let prefix = if private {
+                        be.create_dir_all(&format!("/p{t}"))?;
+                        format!("/p{t}/f")
+                    } else {
+                        format!("/shared-dir/t{t}-f")
+                    };
+                    if matches!(self, Workload::Mwcl | Workload::Mwcm) {
+                        ops.push(Box::new(Create {
+                            be: be.clone(),
+                            prefix,
+                            next: 0,
+                        }));
+                    } else {
+                        let mut u = Unlink {
+                            be: be.clone(),
+                            prefix,
+                            next: 0,
+                        };
+                        u.refill()?;
+                        ops.push(Box::new(u));
+                    }
+                }
+            }
+            Workload::Mwrl | Workload::Mwrm => {
+                if self == Workload::Mwrm {
+                    be.create_dir_all("/shared-dir")?;
+                }
+                for t in 0..threads {
+                    let prefix = if self == Workload::Mwrl {
+                        be.create_dir_all(&format!("/p{t}"))?;
+                        format!("/p{t}/r")
+                    } else {
+                        format!("/shared-dir/t{t}-r")
+                    };
+                    be.create_file(&format!("{prefix}0"))?;
+                    ops.push(Box::new(Rename {
+                        be: be.clone(),
+                        prefix,
+                        generation: 0,
+                    }));
+                }
+            }
+            Workload::Mrpl | Workload::Mrpm => {
+                let shared = "/shared-dir/a/b/c/d";
+                if self == Workload::Mrpm {
+                    be.create_dir_all(shared)?;
+                    let f = be.open(&format!("{shared}/file"), Open::CREATE)?;
+                    write_full(&*f, &block_buf(0), 0)?;
+                }
+                for t in 0..threads {
+                    let path = if self == Workload::Mrpl {
+                        let d = format!("/p{t}/a/b/c/d");
+                        be.create_dir_all(&d)?;
+                        let f = be.open(&format!("{d}/file"), Open::CREATE)?;
+                        write_full(&*f, &block_buf(t), 0)?;
+                        format!("{d}/file")
+                    } else {
+                        format!("{shared}/file")
+                    };
+                    ops.push(Box::new(Stat {
+                        be: be.clone(),
+                        path,
+                    }));
+                }
+            }
+            Workload::Mrdl | Workload::Mrdm => {
+                if self == Workload::Mrdm {
+                    be.create_dir_all("/shared-dir")?;
+                    for i in 0..READDIR_ENTRIES {
+                        be.create_file(&format!("/shared-dir/e{i}"))?;
+                    }
+                }
+                for t in 0..threads {
+                    let path = if self == Workload::Mrdl {
+                        let d = format!("/p{t}");
+                        be.create_dir_all(&d)?;
+                        for i in 0..READDIR_ENTRIES {
+                            be.create_file(&format!("{d}/e{i}"))?;
+                        }
+                        d
+                    } else {
+                        "/shared-dir".to_string()
+                    };
+                    ops.push(Box::new(ReadDir {
+                        be: be.clone(),
+                        path,
+                        expect: READDIR_ENTRIES,
+                    }));
+                }
+            }
+            Workload::Mix { reads, writes } => {
+                let f = be.open("/shared", Open::CREATE)?;
+                for t in 0..threads {
+                    let buf = block_buf(t);
+                    let base = t as u64 * REGION;
+                    for b in 0..MIX_BLOCKS {
+                        write_full(&*f, &buf, base + b * BLOCK as u64)?;
+                    }
+                    ops.push(Box::new(Mix {
+                        file: f.clone(),
+                        base,
+                        reads,
+                        cycle: reads + writes,
+                        k: 0,
+                        buf,
+                    }));
+                }
+            }
+            Workload::HaccIo => {
+                let f = be.open("/checkpoint", Open::CREATE)?;
+                for t in 0..threads {
+                    ops.push(Box::new(Hacc {
+                        file: f.clone(),
+                        thread: t,
+                        base: t as u64 * HACC_PARTITION,
+                        records: HACC_PARTITION / HACC_RECORD as u64,
+                        step: 0,
+                        round: 0,
+                        buf: AlignedBuf::new(HACC_RECORD),
+                        expect: AlignedBuf::new(HACC_RECORD),
+                    }));
+                }
+            }
+        }
+        Ok(ops)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for w in Workload::all_fs()
+            .into_iter()
+            .chain([Workload::MemRead, Workload::MemWrite])
+        {
+            assert_eq!(w.to_string().parse::<Workload>().unwrap(), w);
+        }
+        assert_eq!(
+            "mix:1:3".parse::<Workload>().unwrap(),
+            Workload::Mix {
+                reads: 1,
+                writes: 3
+            }
+        );
+        assert!("nope".parse::<Workload>().is_err());
+        assert!("MIX:0:0".parse::<Workload>().is_err());
+    }
+}

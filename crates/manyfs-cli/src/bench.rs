@@ -1,0 +1,178 @@
+//! `manyfs bench`: a thin command-line layer over the `manyfs-bench` crate.
+
+use anyhow::{Result, bail};
+use manyfs_bench::locks::{LockConfig, run_locks};
+use manyfs_bench::report::{headline, table, write_json};
+use manyfs_bench::sys::{parse_duration, parse_size};
+use manyfs_bench::{Config, Target, Workload};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Run FxMark-style workloads against in-process manyfs (each range lock)
+/// and directories, or the range-lock microbenchmarks.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Workloads, comma-separated: DWOM DRBM DWOL DRBL HACCIO MIX:R:W DRBH
+    /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM, or
+    /// `all` [default: DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1]
+    #[arg(long, short = 'w', value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Targets, comma-separated: lib:inode lib:interval lib:srl-array
+    /// lib:srl-tree lib:all dir:PATH tmpfs [default: lib:all,tmpfs]
+    #[arg(long, short = 't', value_delimiter = ',')]
+    targets: Vec<String>,
+    /// Thread counts, comma-separated [default: 1,2; 1,2,64 with --quick
+    /// and --locks]
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Measured time per point, e.g. 2s, 500ms [default: 2s; 0.5s with
+    /// --quick and --locks]
+    #[arg(long)]
+    duration: Option<String>,
+    /// Unmeasured warm-up per point [default: 200ms; 100ms with --quick]
+    #[arg(long)]
+    warmup: Option<String>,
+    /// Write the results as JSON (one record per point).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a throughput-vs-threads plot (.svg or .png)
+    /// [default with --quick: manyfs-bench-quick.svg].
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Pool file for lib: targets, re-created for every point (its contents
+    /// are destroyed) [default: a temporary pool in /dev/shm].
+    #[arg(long)]
+    pool: Option<PathBuf>,
+    /// Durability of lib: pools: pm, file or dram.
+    #[arg(long, default_value = "dram")]
+    durability: String,
+    /// Size of lib: pools.
+    #[arg(long, default_value = "2G")]
+    pool_size: String,
+    /// Segment size of the segment range locks.
+    #[arg(long, default_value = "4096")]
+    segment_size: String,
+    /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
+    /// 64 threads, 0.5 s per point, table and plot.
+    #[arg(long)]
+    quick: bool,
+    /// Range-lock microbenchmarks: acquisition latency vs threads, lock
+    /// memory vs file size, serial time per operation projected to 56 cores.
+    #[arg(long, conflicts_with = "quick")]
+    locks: bool,
+    /// Skip the memory-bandwidth reference rows.
+    #[arg(long)]
+    no_membw: bool,
+    /// Do not pin threads to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+fn parse_workloads(list: &[String]) -> Result<Vec<Workload>> {
+    let mut out = Vec::new();
+    for w in list {
+        if w.eq_ignore_ascii_case("all") {
+            out.extend(Workload::all_fs());
+        } else {
+            out.push(w.parse::<Workload>()?);
+        }
+    }
+    Ok(out)
+}
+
+fn parse_targets(list: &[String]) -> Result<Vec<Target>> {
+    let mut out = Vec::new();
+    for t in list {
+        if t == "lib:all" {
+            out.extend(Target::all_lib());
+        } else {
+            out.push(t.parse::<Target>()?);
+        }
+    }
+    Ok(out)
+}
+
+/// Run `manyfs bench`.
+pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    let tty = std::io::stderr().is_terminal();
+    let segment_size = parse_size(&args.segment_size)?;
+    if args.locks {
+        let mut cfg = LockConfig {
+            segment_size,
+            pin: !args.no_pin,
+            ..LockConfig::default()
+        };
+        if let Some(t) = &args.threads {
+            cfg.threads = t.clone();
+        }
+        if let Some(d) = &args.duration {
+            cfg.duration = parse_duration(d)?;
+        }
+        let rep = run_locks(&cfg, |m| {
+            if tty {
+                eprint!("\r\x1b[K{m}");
+            }
+        });
+        if tty {
+            eprint!("\r\x1b[K");
+        }
+        print!("{}", rep.table());
+        if let Some(p) = &args.json {
+            rep.write_json(p)?;
+            eprintln!("wrote {}", p.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut cfg = if args.quick {
+        Config::quick()
+    } else {
+        Config::default()
+    };
+    if !args.workloads.is_empty() {
+        cfg.workloads = parse_workloads(&args.workloads)?;
+    }
+    if !args.targets.is_empty() {
+        cfg.targets = parse_targets(&args.targets)?;
+    } else if !args.quick {
+        cfg.targets.push(Target::Tmpfs);
+    }
+    if let Some(t) = &args.threads {
+        if t.is_empty() || t.contains(&0) {
+            bail!("--threads needs positive counts");
+        }
+        cfg.threads = t.clone();
+    }
+    if let Some(d) = &args.duration {
+        cfg.duration = parse_duration(d)?;
+    }
+    if let Some(d) = &args.warmup {
+        cfg.warmup = parse_duration(d)?;
+    }
+    cfg.pool.pool = args.pool.clone();
+    cfg.pool.durability = args
+        .durability
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
+    cfg.pool.size = parse_size(&args.pool_size)?;
+    cfg.pool.segment_size = segment_size;
+    cfg.membw = !args.no_membw;
+    cfg.pin = !args.no_pin;
+    let records = manyfs_bench::run(&cfg)?;
+    print!("{}", table(&records));
+    println!();
+    print!("{}", headline(&records));
+    if let Some(p) = &args.json {
+        write_json(p, &records)?;
+        eprintln!("wrote {}", p.display());
+    }
+    let plot = args
+        .plot
+        .clone()
+        .or_else(|| args.quick.then(|| PathBuf::from("manyfs-bench-quick.svg")));
+    if let Some(p) = plot {
+        manyfs_bench::plot::write_plot(&p, &records)?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

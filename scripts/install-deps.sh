@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian packages that manyfs's tests and tools need.
+#
+# Idempotent and quiet: it only runs `apt-get update` when a package is
+# missing, and then installs only the missing ones. Runs as root with no stdin.
+set -euo pipefail
+
+# fuse3:   fusermount3 and the FUSE runtime for `manyfs mount` and its tests
+# fio:     the shared-file workload of the FUSE integration tests
+# sqlite3: the database workload of the FUSE integration tests
+# fonts-dejavu-core: the TrueType font `manyfs bench --plot` draws its text with
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq </dev/null >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
