@@ -47,9 +47,15 @@ pub fn ns(v: u64) -> String {
     }
 }
 
-/// The memory-reference record a data workload is compared with: MEM-W for
-/// writes, MEM-R for reads, their mean for mixes. `None` for metadata.
-pub fn memory_fraction(r: &Record, all: &[Record]) -> Option<f64> {
+/// This record's bytes/s as a fraction of the memory reference at the same
+/// thread count: MEM-W (or MEMHOT-W when `hot`) for writes, MEM-R
+/// (MEMHOT-R) for reads, their mean for mixes. `None` for metadata.
+pub fn memory_fraction(r: &Record, all: &[Record], hot: bool) -> Option<f64> {
+    let (mw, mr) = if hot {
+        ("MEMHOT-W", "MEMHOT-R")
+    } else {
+        ("MEM-W", "MEM-R")
+    };
     let w: crate::Workload = r.workload.parse().ok()?;
     if !w.moves_data() || w.is_memory() || r.bytes_per_sec <= 0.0 {
         return None;
@@ -60,11 +66,9 @@ pub fn memory_fraction(r: &Record, all: &[Record]) -> Option<f64> {
             .map(|m| m.bytes_per_sec)
     };
     let reference = match w {
-        crate::Workload::HaccIo | crate::Workload::Mix { .. } => {
-            (find("MEM-W")? + find("MEM-R")?) / 2.0
-        }
-        _ if w.writes() => find("MEM-W")?,
-        _ => find("MEM-R")?,
+        crate::Workload::HaccIo | crate::Workload::Mix { .. } => (find(mw)? + find(mr)?) / 2.0,
+        _ if w.writes() => find(mw)?,
+        _ => find(mr)?,
     };
     (reference > 0.0).then(|| r.bytes_per_sec / reference)
 }
@@ -79,9 +83,14 @@ pub fn table(records: &[Record]) -> String {
         "bandwidth",
         "p50",
         "p99",
-        "of mem",
+        "of DRAM copy",
+        "of cached copy",
     ];
-    let rows: Vec<[String; 8]> = records
+    let pct = |f: Option<f64>| {
+        f.map(|f| format!("{:.1}%", f * 100.0))
+            .unwrap_or_else(|| "-".into())
+    };
+    let rows: Vec<[String; 9]> = records
         .iter()
         .map(|r| {
             [
@@ -92,9 +101,8 @@ pub fn table(records: &[Record]) -> String {
                 bytes_rate(r.bytes_per_sec),
                 ns(r.p50_ns),
                 ns(r.p99_ns),
-                memory_fraction(r, records)
-                    .map(|f| format!("{:.1}%", f * 100.0))
-                    .unwrap_or_else(|| "-".into()),
+                pct(memory_fraction(r, records, false)),
+                pct(memory_fraction(r, records, true)),
             ]
         })
         .collect();
@@ -144,43 +152,6 @@ pub fn write_json(path: &Path, records: &[Record]) -> Result<()> {
 pub fn read_json(path: &Path) -> Result<Vec<Record>> {
     let f = std::fs::File::open(path).map_err(|e| BenchError::io("open", path, e))?;
     Ok(serde_json::from_reader(std::io::BufReader::new(f))?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(w: &str, t: &str, threads: usize, bps: f64) -> Record {
-        Record {
-            workload: w.into(),
-            target: t.into(),
-            threads,
-            ops_per_sec: bps / 4096.0,
-            bytes_per_sec: bps,
-            p50_ns: 100,
-            p99_ns: 2000,
-            ops: 10,
-            seconds: 1.0,
-        }
-    }
-
-    #[test]
-    fn table_and_fraction() {
-        let rs = vec![
-            rec("MEM-W", "memory", 1, 10e9),
-            rec("MEM-R", "memory", 1, 20e9),
-            rec("DWOM", "lib:srl-tree", 1, 1e9),
-            rec("DRBM", "tmpfs", 1, 2e9),
-            rec("MWCL", "tmpfs", 1, 0.0),
-        ];
-        assert!((memory_fraction(&rs[2], &rs).unwrap() - 0.1).abs() < 1e-9);
-        assert!((memory_fraction(&rs[3], &rs).unwrap() - 0.1).abs() < 1e-9);
-        assert!(memory_fraction(&rs[4], &rs).is_none());
-        let t = table(&rs);
-        assert_eq!(t.lines().count(), 2 + rs.len());
-        assert!(t.contains("lib:srl-tree"));
-        assert!(t.contains("10.0%"));
-    }
 }
 
 /// Ratios the goals are stated in, per workload and in-process target:
@@ -264,4 +235,42 @@ pub fn headline(records: &[Record]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(w: &str, t: &str, threads: usize, bps: f64) -> Record {
+        Record {
+            workload: w.into(),
+            target: t.into(),
+            threads,
+            ops_per_sec: bps / 4096.0,
+            bytes_per_sec: bps,
+            p50_ns: 100,
+            p99_ns: 2000,
+            ops: 10,
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn table_and_fraction() {
+        let rs = vec![
+            rec("MEM-W", "memory", 1, 10e9),
+            rec("MEM-R", "memory", 1, 20e9),
+            rec("DWOM", "lib:srl-tree", 1, 1e9),
+            rec("DRBM", "tmpfs", 1, 2e9),
+            rec("MWCL", "tmpfs", 1, 0.0),
+        ];
+        assert!((memory_fraction(&rs[2], &rs, false).unwrap() - 0.1).abs() < 1e-9);
+        assert!((memory_fraction(&rs[3], &rs, false).unwrap() - 0.1).abs() < 1e-9);
+        assert!(memory_fraction(&rs[3], &rs, true).is_none());
+        assert!(memory_fraction(&rs[4], &rs, false).is_none());
+        let t = table(&rs);
+        assert_eq!(t.lines().count(), 2 + rs.len());
+        assert!(t.contains("lib:srl-tree"));
+        assert!(t.contains("10.0%"));
+    }
 }

@@ -247,8 +247,9 @@ pub fn run_point(
 pub fn run(cfg: &Config) -> Result<Vec<Record>> {
     let mut plan: Vec<(Target, Workload)> = Vec::new();
     if cfg.membw {
-        plan.push((Target::Memory, Workload::MemWrite));
-        plan.push((Target::Memory, Workload::MemRead));
+        for w in Workload::MEMORY {
+            plan.push((Target::Memory, w));
+        }
     }
     for w in &cfg.workloads {
         for t in &cfg.targets {

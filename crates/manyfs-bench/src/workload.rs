@@ -88,6 +88,11 @@ pub enum Workload {
     MemWrite,
     /// Reference: 4 KiB copies out of a large memory buffer.
     MemRead,
+    /// Reference: 4 KiB copies into one cache-resident block per thread
+    /// (the upper bound for workloads that rewrite one block).
+    MemWriteHot,
+    /// Reference: 4 KiB copies out of one cache-resident block per thread.
+    MemReadHot,
 }
 
 impl Workload {
@@ -142,8 +147,19 @@ impl Workload {
 
     /// True for the memory-bandwidth reference workloads.
     pub fn is_memory(self) -> bool {
-        matches!(self, Workload::MemWrite | Workload::MemRead)
+        matches!(
+            self,
+            Workload::MemWrite | Workload::MemRead | Workload::MemWriteHot | Workload::MemReadHot
+        )
     }
+
+    /// The memory-reference workloads, in report order.
+    pub const MEMORY: [Workload; 4] = [
+        Workload::MemWrite,
+        Workload::MemRead,
+        Workload::MemWriteHot,
+        Workload::MemReadHot,
+    ];
 
     /// True when the workload moves data (so bytes/s is meaningful).
     pub fn moves_data(self) -> bool {
@@ -168,7 +184,12 @@ impl Workload {
     pub fn writes(self) -> bool {
         matches!(
             self,
-            Workload::Dwol | Workload::Dwom | Workload::Dwal | Workload::Dwsl | Workload::MemWrite
+            Workload::Dwol
+                | Workload::Dwom
+                | Workload::Dwal
+                | Workload::Dwsl
+                | Workload::MemWrite
+                | Workload::MemWriteHot
         )
     }
 }
@@ -198,6 +219,8 @@ impl fmt::Display for Workload {
             Workload::HaccIo => "HACCIO",
             Workload::MemWrite => "MEM-W",
             Workload::MemRead => "MEM-R",
+            Workload::MemWriteHot => "MEMHOT-W",
+            Workload::MemReadHot => "MEMHOT-R",
         };
         f.write_str(s)
     }
@@ -230,9 +253,7 @@ impl FromStr for Workload {
             }
             return Ok(Workload::Mix { reads, writes });
         }
-        let all = Workload::all_fs()
-            .into_iter()
-            .chain([Workload::MemWrite, Workload::MemRead]);
+        let all = Workload::all_fs().into_iter().chain(Workload::MEMORY);
         for w in all {
             if w.to_string() == u {
                 return Ok(w);
@@ -543,9 +564,10 @@ impl Op for MemCopy {
 /// Size of the memory-bandwidth buffer (larger than any last-level cache).
 pub const MEM_BYTES: usize = 256 << 20;
 
-fn prepare_memory(write: bool, threads: usize) -> Vec<Box<dyn Op>> {
-    let total_blocks = MEM_BYTES / BLOCK;
-    let mut big = AlignedBuf::new(MEM_BYTES);
+fn prepare_memory(write: bool, hot: bool, threads: usize) -> Vec<Box<dyn Op>> {
+    let bytes = if hot { threads * BLOCK } else { MEM_BYTES };
+    let total_blocks = bytes / BLOCK;
+    let mut big = AlignedBuf::new(bytes);
     // Touch every page so page faults are not measured.
     for page in big.chunks_mut(BLOCK) {
         page[0] = 1;
@@ -577,8 +599,15 @@ impl Workload {
         assert!(threads > 0);
         let mut ops: Vec<Box<dyn Op>> = Vec::with_capacity(threads);
         match self {
-            Workload::MemWrite | Workload::MemRead => {
-                return Ok(prepare_memory(self == Workload::MemWrite, threads));
+            Workload::MemWrite
+            | Workload::MemRead
+            | Workload::MemWriteHot
+            | Workload::MemReadHot => {
+                return Ok(prepare_memory(
+                    self.writes(),
+                    matches!(self, Workload::MemWriteHot | Workload::MemReadHot),
+                    threads,
+                ));
             }
             Workload::Drbl | Workload::Dwol | Workload::Dwsl => {
                 for t in 0..threads {
@@ -792,10 +821,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for w in Workload::all_fs()
-            .into_iter()
-            .chain([Workload::MemRead, Workload::MemWrite])
-        {
+        for w in Workload::all_fs().into_iter().chain(Workload::MEMORY) {
             assert_eq!(w.to_string().parse::<Workload>().unwrap(), w);
         }
         assert_eq!(

@@ -78,7 +78,7 @@ fn memory_reference_rows() {
     let mut cfg = tiny(vec![], vec![], vec![1, 2]);
     cfg.membw = true;
     let recs = manyfs_bench::run(&cfg).unwrap();
-    assert_eq!(recs.len(), 4);
+    assert_eq!(recs.len(), 8);
     for r in &recs {
         sane(r);
         assert_eq!(r.target, "memory");
