@@ -170,6 +170,10 @@ pub fn headline(records: &[Record]) -> String {
         .find(|r| !r.target.starts_with("lib:") && r.target != "memory")
         .map(|r| r.target.clone());
     let max_threads = records.iter().map(|r| r.threads).max().unwrap_or(1);
+    let has = |n: usize| records.iter().any(|r| r.threads == n);
+    if baseline.is_none() && !(has(1) && has(2)) {
+        return String::new();
+    }
     let mut workloads: Vec<&str> = Vec::new();
     let mut targets: Vec<&str> = Vec::new();
     for r in records {
