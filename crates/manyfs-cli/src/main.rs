@@ -1,6 +1,7 @@
 //! The `manyfs` command: create, check, inspect, mount and benchmark pools.
 
 mod bench;
+mod crashtest;
 mod demo;
 
 use anyhow::{Context, Result};
@@ -47,6 +48,9 @@ enum Command {
     /// Write and read one shared file from several threads on a temporary
     /// pool, remount, verify and fsck it, and report throughput.
     Demo(demo::DemoArgs),
+    /// Explore the images a power cut could leave during many workloads and
+    /// check every one recovers to a state the workload allows.
+    Crashtest(crashtest::CrashtestArgs),
     /// Benchmark in-process manyfs (each range lock) and directories with
     /// FxMark-style workloads, or the range locks themselves (--locks).
     Bench(bench::BenchArgs),
@@ -194,6 +198,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Crashtest(args) => crashtest::run(&args),
     }
 }
 

@@ -151,8 +151,21 @@ impl Fs {
 
     /// Mount an existing pool, rebuilding DRAM state from the media.
     pub fn mount(pool: &Path, opts: &MountOptions) -> Result<Fs> {
+        Self::mount_recorded(pool, opts, None)
+    }
+
+    /// Mount with every persistence event (recovery's included) recorded by
+    /// `recorder`, for the crash explorer.
+    pub fn mount_recorded(
+        pool: &Path,
+        opts: &MountOptions,
+        recorder: Option<Arc<crate::media::Recorder>>,
+    ) -> Result<Fs> {
         opts.validate()?;
-        let media = Media::open(pool, opts.durability, !opts.read_only)?;
+        let mut media = Media::open(pool, opts.durability, !opts.read_only)?;
+        if let Some(r) = recorder {
+            media.attach_recorder(r);
+        }
         let rebuilt = recovery::rebuild(&media)?;
         let core = build_core(media, rebuilt, opts.clone())?;
         Ok(Fs {
@@ -164,6 +177,20 @@ impl Fs {
     /// handle is dropped, without the error report).
     pub fn unmount(self) -> Result<()> {
         self.core.sync()
+    }
+
+    /// With a recorder attached: record the marker `tag`, then a crash point
+    /// (the state a power cut right after the marker leaves). Without one:
+    /// nothing.
+    pub fn record_marker(&self, tag: u64) {
+        if let Some(r) = self.core.media.recorder() {
+            r.note(tag);
+            r.crash_point(|off| {
+                let mut l = [0u8; 64];
+                let _ = self.core.media.read(off, &mut l);
+                l
+            });
+        }
     }
 
     /// Mount options in force.

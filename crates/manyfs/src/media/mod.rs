@@ -7,13 +7,16 @@
 //! corrupt offset read from the pool becomes an error instead of a wild access.
 
 mod flush;
+pub mod recorder;
 
 pub use flush::FlushInstr;
+pub use recorder::Recorder;
 
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Size of a CPU cache line, the unit of flushing and of failure atomicity
@@ -67,6 +70,7 @@ pub struct Media {
     flush: FlushInstr,
     writable: bool,
     path: PathBuf,
+    recorder: Option<Arc<Recorder>>,
     // Held open for the lifetime of the mapping: it carries the flock that
     // keeps a second process from mounting the same pool.
     _file: File,
@@ -154,8 +158,28 @@ impl Media {
             flush: FlushInstr::detect(),
             writable,
             path: path.to_path_buf(),
+            recorder: None,
             _file: file,
         })
+    }
+
+    /// Record every persistence event from now on (crash explorer). The
+    /// hardware flushes are skipped: the recorder models them.
+    pub fn attach_recorder(&mut self, recorder: Arc<Recorder>) {
+        self.recorder = Some(recorder);
+    }
+
+    /// The attached recorder, if any.
+    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
+        self.recorder.as_ref()
+    }
+
+    fn line(&self, off: u64) -> recorder::Line {
+        let mut l = [0u8; 64];
+        // Lines come from offsets already bounds-checked by the store that
+        // dirtied them.
+        let _ = self.read(off, &mut l);
+        l
     }
 
     /// Length of the mapping in bytes.
@@ -237,6 +261,9 @@ impl Media {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
         }
+        if let Some(r) = &self.recorder {
+            r.on_store(off, data.len());
+        }
         Ok(())
     }
 
@@ -246,6 +273,9 @@ impl Media {
         let start = self.check(off, len)?;
         // SAFETY: bounds checked above.
         unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
+        if let Some(r) = &self.recorder {
+            r.on_store(off, len);
+        }
         Ok(())
     }
 
@@ -255,6 +285,14 @@ impl Media {
     pub fn nt_copy(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, data.len())?;
+        if let Some(r) = &self.recorder {
+            // SAFETY: bounds checked above; source is a distinct allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
+            }
+            r.on_nt_store(off, data.len());
+            return Ok(());
+        }
         #[cfg(target_arch = "x86_64")]
         if self.mode == Durability::Pm && start % 8 == 0 {
             let words = data.len() / 8;
@@ -284,6 +322,10 @@ impl Media {
     /// Write back every cache line overlapping `[off, off+len)`.
     pub fn flush(&self, off: u64, len: usize) -> Result<()> {
         let start = self.check(off, len)?;
+        if let Some(r) = &self.recorder {
+            r.on_flush(off, len);
+            return Ok(());
+        }
         if self.mode == Durability::Dram || len == 0 {
             return Ok(());
         }
@@ -300,6 +342,10 @@ impl Media {
 
     /// Order earlier flushes and non-temporal stores before later stores.
     pub fn fence(&self) {
+        if let Some(r) = &self.recorder {
+            r.on_fence(|l| self.line(l));
+            return;
+        }
         if self.mode != Durability::Dram {
             self.flush.store_fence();
         }
@@ -336,6 +382,9 @@ impl Media {
     pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
         self.check_writable()?;
         self.atomic_u64(off)?.store(value, Ordering::Release);
+        if let Some(r) = &self.recorder {
+            r.on_store(off, 8);
+        }
         Ok(())
     }
 

@@ -1,0 +1,321 @@
+//! Workloads for the crash explorer: every single operation and pairs of
+//! operations on a small populated tree (ACE-style), random longer
+//! sequences, and concurrent writers to one file.
+
+use super::WRITE_RETURNED;
+use crate::{Fs, OpenOptions, Result};
+
+/// One file-system operation of a workload.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Create an empty file.
+    Create(&'static str),
+    /// Write `len` bytes of `byte` at `off`.
+    Write(&'static str, u64, usize, u8),
+    /// Append `len` bytes of `byte`.
+    Append(&'static str, usize, u8),
+    /// Set the size.
+    Truncate(&'static str, u64),
+    /// Hard link.
+    Link(&'static str, &'static str),
+    /// Remove a file.
+    Unlink(&'static str),
+    /// Rename (over an existing target where there is one).
+    Rename(&'static str, &'static str),
+    /// Create a directory.
+    Mkdir(&'static str),
+    /// Remove a directory.
+    Rmdir(&'static str),
+    /// Create a symlink.
+    Symlink(&'static str, &'static str),
+    /// Change permissions.
+    Chmod(&'static str, u32),
+    /// fsync a file.
+    Fsync(&'static str),
+}
+
+impl Op {
+    /// Run it (errors such as "not empty" are part of the workload).
+    pub fn apply(&self, fs: &Fs) -> Result<()> {
+        match *self {
+            Op::Create(p) => OpenOptions::new()
+                .write(true)
+                .create(true)
+                .open(fs, p)
+                .map(|_| ()),
+            // Writes open without O_CREAT: creating is its own operation,
+            // so each op is one atomic step.
+            Op::Write(p, off, len, b) => {
+                let f = OpenOptions::new().write(true).open(fs, p)?;
+                f.write_at(&vec![b; len], off).map(|_| ())
+            }
+            Op::Append(p, len, b) => {
+                let f = OpenOptions::new().append(true).open(fs, p)?;
+                f.append(&vec![b; len]).map(|_| ())
+            }
+            Op::Truncate(p, len) => fs.set_len(p, len),
+            Op::Link(a, b) => fs.hard_link(a, b),
+            Op::Unlink(p) => fs.remove_file(p),
+            Op::Rename(a, b) => fs.rename(a, b),
+            Op::Mkdir(p) => fs.create_dir(p),
+            Op::Rmdir(p) => fs.remove_dir(p),
+            Op::Symlink(t, l) => fs.symlink(t, l),
+            Op::Chmod(p, m) => fs.set_permissions(p, m),
+            Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
+        }
+    }
+}
+
+/// A workload: a tree to start from, then operations to crash in.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Name (for replaying a violation).
+    pub name: String,
+    /// Pool size.
+    pub pool_size: u64,
+    /// Operations run before recording starts.
+    pub setup: Vec<Op>,
+    /// Operations whose every crash state is checked.
+    pub ops: Vec<Op>,
+    /// Or: concurrent writers.
+    pub concurrent: Option<Concurrent>,
+}
+
+fn populated() -> Vec<Op> {
+    vec![
+        Op::Create("/A"),
+        Op::Write("/A", 0, 8192, 0xA1),
+        Op::Create("/B"),
+        Op::Write("/B", 0, 100, 0xB1),
+        Op::Mkdir("/D"),
+        Op::Create("/D/x"),
+        Op::Write("/D/x", 0, 5000, 0xD1),
+        Op::Symlink("/A", "/S"),
+    ]
+}
+
+/// The single operations explored in every state.
+pub fn single_ops() -> Vec<Op> {
+    vec![
+        Op::Create("/C"),
+        Op::Write("/A", 100, 5000, 0x11),
+        Op::Write("/A", 0, 4096, 0x12),
+        Op::Write("/B", 20000, 3000, 0x13),
+        Op::Append("/B", 3000, 0x14),
+        Op::Truncate("/A", 1000),
+        Op::Truncate("/B", 20000),
+        Op::Link("/A", "/D/alink"),
+        Op::Unlink("/A"),
+        Op::Rename("/B", "/A"),
+        Op::Rename("/D/x", "/y"),
+        Op::Rename("/D", "/E"),
+        Op::Mkdir("/F"),
+        Op::Rmdir("/D"),
+        Op::Symlink("/D/x", "/T"),
+        Op::Chmod("/A", 0o600),
+        Op::Fsync("/A"),
+        Op::Write("/D/x", 4000, 200, 0x15),
+    ]
+}
+
+/// ACE-style workloads: each single operation, and each ordered pair, on
+/// the populated tree; plus a few three-operation sequences.
+pub fn ace_workloads() -> Vec<Workload> {
+    let ops = single_ops();
+    let mut out = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        out.push(Workload {
+            name: format!("ace1-{i}"),
+            pool_size: 512 << 10,
+            setup: populated(),
+            ops: vec![op.clone()],
+            concurrent: None,
+        });
+    }
+    for (i, a) in ops.iter().enumerate() {
+        for (j, b) in ops.iter().enumerate() {
+            out.push(Workload {
+                name: format!("ace2-{i}-{j}"),
+                pool_size: 512 << 10,
+                setup: populated(),
+                ops: vec![a.clone(), b.clone()],
+                concurrent: None,
+            });
+        }
+    }
+    // From an empty pool: create, write, rename over, unlink.
+    out.push(Workload {
+        name: "ace3-empty".into(),
+        pool_size: 512 << 10,
+        setup: vec![],
+        ops: vec![
+            Op::Create("/n"),
+            Op::Write("/n", 0, 6000, 1),
+            Op::Mkdir("/d"),
+            Op::Rename("/n", "/d/n"),
+        ],
+        concurrent: None,
+    });
+    out
+}
+
+/// Random sequences of `len` operations over a small name space.
+pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
+    let ops = single_ops();
+    let mut x = seed | 1;
+    (0..count)
+        .map(|k| {
+            let seq = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ops[(x % ops.len() as u64) as usize].clone()
+                })
+                .collect();
+            Workload {
+                name: format!("random-{seed}-{k}"),
+                pool_size: 512 << 10,
+                setup: populated(),
+                ops: seq,
+                concurrent: None,
+            }
+        })
+        .collect()
+}
+
+/// Concurrent writers on one file, each in its own region of blocks.
+#[derive(Debug, Clone)]
+pub struct Concurrent {
+    /// Writer threads.
+    pub threads: u64,
+    /// Writes per thread.
+    pub writes: u64,
+    /// Blocks per thread's region.
+    pub region: u64,
+}
+
+const BLOCK: usize = 4096;
+
+impl Concurrent {
+    fn plan(&self, t: u64, seq: u64) -> (u64, u64) {
+        let h =
+            (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seq.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let n = 1 + (h >> 7) % 2;
+        let first = (h >> 17) % (self.region - n + 1);
+        (first, n)
+    }
+
+    fn fill(t: u64, seq: u64, first: u64, buf: &mut [u8]) {
+        for (i, b) in buf.chunks_mut(BLOCK).enumerate() {
+            b[..8].copy_from_slice(&(t + 1).to_le_bytes());
+            b[8..16].copy_from_slice(&seq.to_le_bytes());
+            b[16..24].copy_from_slice(&(first + i as u64).to_le_bytes());
+            for (j, x) in b[24..].iter_mut().enumerate() {
+                *x = (seq as usize * 3 + j + t as usize) as u8;
+            }
+        }
+    }
+
+    /// Run the writers; returns the number of writes.
+    pub fn run(&self, fs: &Fs) -> Result<u64> {
+        let f = OpenOptions::new().read(true).write(true).open(fs, "/c")?;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..self.threads)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || -> Result<()> {
+                        for seq in 1..=self.writes {
+                            let (first, n) = self.plan(t, seq);
+                            let mut buf = vec![0u8; n as usize * BLOCK];
+                            Self::fill(t, seq, first, &mut buf);
+                            f.write_at(&buf, (t * self.region + first) * BLOCK as u64)?;
+                            fs.record_marker(WRITE_RETURNED | (t << 32) | seq);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().expect("writer")?;
+            }
+            Ok::<(), crate::Error>(())
+        })?;
+        Ok(self.threads * self.writes)
+    }
+
+    /// Every block is a whole write (or never written), no older than the
+    /// newest write that had returned.
+    pub fn check(
+        &self,
+        fs: &Fs,
+        returned: &std::collections::HashSet<u64>,
+    ) -> std::result::Result<(), String> {
+        let data = fs.read("/c").map_err(|e| format!("read: {e}"))?;
+        for t in 0..self.threads {
+            let mut newest = vec![0u64; self.region as usize];
+            for seq in 1..=self.writes {
+                if returned.contains(&((t << 32) | seq)) {
+                    let (first, n) = self.plan(t, seq);
+                    for b in first..first + n {
+                        newest[b as usize] = newest[b as usize].max(seq);
+                    }
+                }
+            }
+            for b in 0..self.region {
+                let at = ((t * self.region + b) as usize) * BLOCK;
+                let blk = data.get(at..at + BLOCK).ok_or("file too short")?;
+                let w = |k: usize| u64::from_le_bytes(blk[k * 8..k * 8 + 8].try_into().expect("8"));
+                if w(0) == 0 {
+                    if blk.iter().any(|&x| x != 0) {
+                        return Err(format!("thread {t} block {b}: torn (no header, data)"));
+                    }
+                    if newest[b as usize] != 0 {
+                        return Err(format!(
+                            "thread {t} block {b}: returned write {} lost",
+                            newest[b as usize]
+                        ));
+                    }
+                    continue;
+                }
+                let (th, seq, idx) = (w(0) - 1, w(1), w(2));
+                if th != t || idx != b {
+                    return Err(format!(
+                        "thread {t} block {b}: holds block {idx} of thread {th}"
+                    ));
+                }
+                if blk[24..]
+                    .iter()
+                    .enumerate()
+                    .any(|(j, &x)| x != (seq as usize * 3 + j + t as usize) as u8)
+                {
+                    return Err(format!("thread {t} block {b}: torn write {seq}"));
+                }
+                if seq < newest[b as usize] {
+                    return Err(format!(
+                        "thread {t} block {b}: has write {seq}, write {} had returned",
+                        newest[b as usize]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Concurrent-writer workloads.
+pub fn concurrent_workloads() -> Vec<Workload> {
+    (0..3)
+        .map(|k| Workload {
+            name: format!("concurrent-{k}"),
+            pool_size: 1 << 20,
+            setup: vec![Op::Create("/c"), Op::Truncate("/c", 3 * 6 * 4096)],
+            ops: vec![],
+            concurrent: Some(Concurrent {
+                threads: 3,
+                writes: 4 + k,
+                region: 6,
+            }),
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! The recording media mode: every store, non-temporal store, cache-line
+//! flush and fence is tracked at 64-byte line granularity with x86
+//! persistence semantics, so the crash explorer can rebuild every image a
+//! power cut could leave.
+//!
+//! - A plain store makes its lines *dirty*: they may reach media at any
+//!   moment (cache eviction), or never until flushed.
+//! - `clwb`/`clflushopt` (our `flush`) and non-temporal stores put the lines
+//!   on the calling thread's *flushed* list: they are durable once that
+//!   thread fences.
+//! - A fence first emits a crash point (the state just before it: every dirty
+//!   and flushed line is in flight), then makes the thread's flushed lines
+//!   durable with their contents at that moment.
+//! - Only aligned 8-byte stores are failure-atomic: the explorer may persist
+//!   any mix of an in-flight line's 8-byte words.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::thread::ThreadId;
+
+/// A 64-byte cache line's contents.
+pub type Line = [u8; 64];
+
+/// What happened, in order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// These lines became durable with these contents.
+    Persist(Vec<(u64, Line)>),
+    /// A power cut here could persist any subset of these lines (offset and
+    /// contents at this moment) on top of what is durable.
+    Crash(Vec<(u64, Line)>),
+    /// A marker from the workload (operation start/end, returned writes).
+    Note(u64),
+}
+
+#[derive(Default)]
+struct State {
+    events: Vec<Event>,
+    dirty: BTreeSet<u64>,
+    flushed: HashMap<ThreadId, BTreeSet<u64>>,
+    drop_short_flushes: bool,
+}
+
+/// Records the persistence events of one [`crate::media::Media`].
+#[derive(Default)]
+pub struct Recorder {
+    state: Mutex<State>,
+}
+
+fn lines(off: u64, len: usize) -> impl Iterator<Item = u64> {
+    let first = off & !63;
+    let end = off + len as u64;
+    (first..end).step_by(64)
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state();
+        f.debug_struct("Recorder")
+            .field("events", &s.events.len())
+            .field("dirty", &s.dirty.len())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// A recorder with no events.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Plant a bug for testing the explorer: ignore every flush of fewer
+    /// than 64 bytes (commit words and chain links are flushed that way).
+    pub fn drop_short_flushes(&self, on: bool) {
+        self.state().drop_short_flushes = on;
+    }
+
+    /// A cached store to `[off, off+len)`.
+    pub fn on_store(&self, off: u64, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut s = self.state();
+        for l in lines(off, len) {
+            s.dirty.insert(l);
+        }
+    }
+
+    /// A non-temporal store: durable at this thread's next fence.
+    pub fn on_nt_store(&self, off: u64, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut s = self.state();
+        let me = std::thread::current().id();
+        for l in lines(off, len) {
+            s.dirty.insert(l);
+            s.flushed.entry(me).or_default().insert(l);
+        }
+    }
+
+    /// A cache-line flush of `[off, off+len)`.
+    pub fn on_flush(&self, off: u64, len: usize) {
+        let mut s = self.state();
+        if len == 0 || (s.drop_short_flushes && len < 64) {
+            return;
+        }
+        let me = std::thread::current().id();
+        for l in lines(off, len) {
+            if s.dirty.contains(&l) {
+                s.flushed.entry(me).or_default().insert(l);
+            }
+        }
+    }
+
+    /// A fence by the calling thread. `read_line` returns a line's current
+    /// contents.
+    pub fn on_fence(&self, read_line: impl Fn(u64) -> Line) {
+        let mut s = self.state();
+        let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
+        s.events.push(Event::Crash(inflight));
+        let me = std::thread::current().id();
+        let mine = s.flushed.remove(&me).unwrap_or_default();
+        if mine.is_empty() {
+            return;
+        }
+        let mut persisted = Vec::with_capacity(mine.len());
+        for l in mine {
+            s.dirty.remove(&l);
+            for set in s.flushed.values_mut() {
+                set.remove(&l);
+            }
+            persisted.push((l, read_line(l)));
+        }
+        s.events.push(Event::Persist(persisted));
+    }
+
+    /// A crash point outside any fence (e.g. between operations).
+    pub fn crash_point(&self, read_line: impl Fn(u64) -> Line) {
+        let mut s = self.state();
+        let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
+        s.events.push(Event::Crash(inflight));
+    }
+
+    /// Record a workload marker.
+    pub fn note(&self, tag: u64) {
+        self.state().events.push(Event::Note(tag));
+    }
+
+    /// Take the events recorded so far.
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.state().events)
+    }
+
+    /// Lines still dirty (never made durable) and their count, for reports.
+    pub fn dirty_lines(&self) -> usize {
+        self.state().dirty.len()
+    }
+}
+
+/// Apply persisted lines to an image.
+pub fn apply(image: &mut [u8], lines: &[(u64, Line)]) {
+    for (off, data) in lines {
+        let o = *off as usize;
+        if o + 64 <= image.len() {
+            image[o..o + 64].copy_from_slice(data);
+        }
+    }
+}
+
+/// Group lines by the 4 KiB block they fall in (for reports).
+pub fn by_block(lines: &[(u64, Line)]) -> BTreeMap<u64, usize> {
+    let mut m = BTreeMap::new();
+    for (off, _) in lines {
+        *m.entry(off / 4096).or_default() += 1;
+    }
+    m
+}
