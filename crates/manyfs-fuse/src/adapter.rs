@@ -1,0 +1,932 @@
+//! The FUSE request handlers: each kernel request becomes one call of the
+//! library's inode-level API.
+//!
+//! Files are opened with `FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES`:
+//! the kernel keeps no page cache of file data (manyfs *is* the cache: its
+//! data lives in the mapped pool), and writes that do not extend a file are
+//! sent to the daemon under a shared inode lock, so several processes writing
+//! disjoint ranges of one file reach the library's range lock concurrently.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crossbeam_utils::CachePadded;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
+};
+use manyfs::layout::FileKind;
+use manyfs::{DirEntry, File, Fs, Metadata, SetAttr};
+use parking_lot::{Mutex, RwLock};
+
+/// How long the kernel may cache attributes and directory entries. Every
+/// change goes through this daemon, which the kernel invalidates itself on
+/// each change it forwards, so a short TTL only bounds staleness for
+/// changes made by other in-process users of the same [`Fs`].
+const TTL: Duration = Duration::from_secs(1);
+
+/// Open-reply flags: no page cache, parallel non-extending direct writes.
+const FOPEN_FLAGS: FopenFlags =
+    FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
+
+/// Number of shards of the open-handle table (a power of two).
+const HANDLE_SHARDS: usize = 64;
+
+/// Counters that the adapter publishes about itself. Shared between the
+/// serving threads and whoever mounted the file system
+/// ([`crate::MountedFs::stats`]).
+#[derive(Debug, Default)]
+pub struct FuseStats {
+    /// Highest number of writes ever seen in flight at once on one inode.
+    max_inflight_writes: AtomicU32,
+    /// Requests whose handler panicked (answered with EIO instead).
+    panics: AtomicU64,
+}
+
+impl FuseStats {
+    /// The largest number of `write` requests that were ever being served at
+    /// the same time *for one inode*. A value above 1 proves that writes to
+    /// one file from several processes ran concurrently in the daemon.
+    pub fn max_concurrent_writes(&self) -> u32 {
+        self.max_inflight_writes.load(Ordering::Relaxed)
+    }
+
+    /// Number of requests whose handler panicked; each was answered with
+    /// `EIO` and the daemon kept serving. Should always be 0.
+    pub fn handler_panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
+    }
+
+    fn observe_inflight(&self, n: u32) {
+        // Read first so the common case (no new maximum) does not write the
+        // shared line.
+        if n > self.max_inflight_writes.load(Ordering::Relaxed) {
+            self.max_inflight_writes.fetch_max(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// In-flight write counter of one inode, shared by all its open handles.
+#[derive(Debug, Default)]
+struct InodeIo {
+    inflight: AtomicU32,
+}
+
+/// An open regular file.
+struct FileHandleState {
+    file: File,
+    append: bool,
+    io: Arc<InodeIo>,
+}
+
+/// An open directory: a snapshot of its entries taken at `opendir` (and
+/// again on every `readdir` from offset 0, i.e. `rewinddir`), so offsets stay
+/// stable while entries are added or removed during the listing.
+struct DirHandleState {
+    ino: u64,
+    parent: u64,
+    entries: Mutex<Arc<Vec<DirEntry>>>,
+}
+
+enum Handle {
+    File(FileHandleState),
+    Dir(DirHandleState),
+}
+
+/// One shard of the handle table, on its own cache line(s).
+type Shard = CachePadded<RwLock<HashMap<u64, Arc<Handle>>>>;
+
+/// Sharded map of open handles (`fh -> handle`), so opens and lookups from
+/// different threads rarely share a lock word.
+struct HandleTable {
+    shards: Box<[Shard]>,
+    next: CachePadded<AtomicU64>,
+}
+
+impl HandleTable {
+    fn new() -> HandleTable {
+        HandleTable {
+            shards: (0..HANDLE_SHARDS)
+                .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
+                .collect(),
+            next: CachePadded::new(AtomicU64::new(1)),
+        }
+    }
+
+    fn shard(&self, fh: u64) -> &Shard {
+        &self.shards[(fh as usize) & (HANDLE_SHARDS - 1)]
+    }
+
+    fn insert(&self, h: Handle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        self.shard(fh).write().insert(fh, Arc::new(h));
+        fh
+    }
+
+    fn get(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.shard(fh).read().get(&fh).cloned()
+    }
+
+    fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.shard(fh).write().remove(&fh)
+    }
+
+    fn clear(&self) {
+        for s in self.shards.iter() {
+            s.write().clear();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+}
+
+/// What the adapter hands back to the code that mounted it once the session
+/// ends: the statistics and the outcome of the library's unmount.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Live counters.
+    pub stats: FuseStats,
+    unmount: Mutex<Option<manyfs::Result<()>>>,
+}
+
+impl Shared {
+    /// The result of [`Fs::unmount`], once the session has ended
+    /// (`None` while still mounted).
+    pub fn take_unmount_result(&self) -> Option<manyfs::Result<()>> {
+        self.unmount.lock().take()
+    }
+}
+
+/// A [`fuser::Filesystem`] over a mounted manyfs [`Fs`].
+pub struct ManyFuse {
+    fs: Option<Fs>,
+    read_only: bool,
+    handles: HandleTable,
+    inode_io: Mutex<HashMap<u64, std::sync::Weak<InodeIo>>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ManyFuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManyFuse")
+            .field("read_only", &self.read_only)
+            .field("open_handles", &self.handles.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManyFuse {
+    /// Serve `fs`. `read_only` makes every modifying request fail with
+    /// `EROFS` before it reaches the library.
+    pub fn new(fs: Fs, read_only: bool) -> ManyFuse {
+        ManyFuse {
+            fs: Some(fs),
+            read_only,
+            handles: HandleTable::new(),
+            inode_io: Mutex::new(HashMap::new()),
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// The statistics and unmount outcome, shared with the serving threads.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    fn fs(&self) -> Result<&Fs, Errno> {
+        self.fs.as_ref().ok_or(Errno::EIO)
+    }
+
+    fn writable(&self) -> Result<(), Errno> {
+        if self.read_only {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn io_for(&self, ino: u64) -> Arc<InodeIo> {
+        let mut map = self.inode_io.lock();
+        if let Some(io) = map.get(&ino).and_then(std::sync::Weak::upgrade) {
+            return io;
+        }
+        let io = Arc::new(InodeIo::default());
+        map.insert(ino, Arc::downgrade(&io));
+        // Keep the map from growing without bound: drop dead entries now
+        // and then (amortised O(1) per open).
+        if map.len() > 1024 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        io
+    }
+
+    fn file_handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
+        match self.handles.get(fh.0) {
+            Some(h) if matches!(*h, Handle::File(_)) => Ok(h),
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// Open `ino` and register a handle; returns the handle number.
+    fn open_handle(&self, ino: u64, flags: i32) -> Result<u64, Errno> {
+        let fs = self.fs()?;
+        let (read, write) = match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => (true, false),
+            libc::O_WRONLY => (false, true),
+            _ => (true, true),
+        };
+        if write {
+            self.writable()?;
+        }
+        let file = fs.open_ino(ino, read, write).map_err(errno)?;
+        if write && flags & libc::O_TRUNC != 0 {
+            file.set_len(0).map_err(errno)?;
+        }
+        let h = FileHandleState {
+            file,
+            append: flags & libc::O_APPEND != 0,
+            io: self.io_for(ino),
+        };
+        Ok(self.handles.insert(Handle::File(h)))
+    }
+
+    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let h = self.file_handle(fh)?;
+        let Handle::File(h) = &*h else {
+            return Err(Errno::EBADF);
+        };
+        let len = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
+        let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.shared.stats.observe_inflight(now);
+        let res = if h.append {
+            h.file.append(data).map(|_| ())
+        } else {
+            write_all_at(&h.file, data, offset)
+        };
+        h.io.inflight.fetch_sub(1, Ordering::AcqRel);
+        res.map_err(errno)?;
+        Ok(len)
+    }
+
+    fn do_read(&self, fh: FileHandle, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let h = self.file_handle(fh)?;
+        let Handle::File(h) = &*h else {
+            return Err(Errno::EBADF);
+        };
+        let mut buf = vec![0u8; size as usize];
+        let mut done = 0usize;
+        while done < buf.len() {
+            let off = offset.checked_add(done as u64).ok_or(Errno::EINVAL)?;
+            let n = h.file.read_at(&mut buf[done..], off).map_err(errno)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
+        self.writable()?;
+        let md = self.fs()?.setattr(ino, attr).map_err(errno)?;
+        Ok(to_attr(&md))
+    }
+
+    fn do_readdir(
+        &self,
+        fh: FileHandle,
+        ino: u64,
+        offset: u64,
+        reply: &mut ReplyDirectory,
+    ) -> Result<(), Errno> {
+        let fs = self.fs()?;
+        let h = self.handles.get(fh.0).ok_or(Errno::EBADF)?;
+        let Handle::Dir(d) = &*h else {
+            return Err(Errno::EBADF);
+        };
+        if d.ino != ino {
+            return Err(Errno::EBADF);
+        }
+        let entries = {
+            let mut snap = d.entries.lock();
+            if offset == 0 {
+                *snap = Arc::new(fs.readdir_ino(ino).map_err(errno)?);
+            }
+            snap.clone()
+        };
+        // Index 0 is ".", 1 is "..", then the entries; an entry's offset is
+        // its index + 1, i.e. where the next call resumes.
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let total = entries.len().saturating_add(2);
+        for idx in start..total {
+            let next = idx as u64 + 1;
+            let full = match idx {
+                0 => reply.add(INodeNo(d.ino), next, FileType::Directory, "."),
+                1 => reply.add(INodeNo(d.parent), next, FileType::Directory, ".."),
+                i => {
+                    let e = &entries[i - 2];
+                    reply.add(INodeNo(e.ino), next, file_type(e.kind), &e.name)
+                }
+            };
+            if full {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Map a library error to its errno.
+fn errno(e: manyfs::Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn write_all_at(file: &File, mut data: &[u8], mut offset: u64) -> manyfs::Result<()> {
+    while !data.is_empty() {
+        let n = file.write_at(data, offset)?;
+        if n == 0 {
+            return Err(manyfs::Error::NoSpace("short write"));
+        }
+        data = &data[n.min(data.len())..];
+        offset = offset.saturating_add(n as u64);
+    }
+    Ok(())
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::File => FileType::RegularFile,
+        FileKind::Dir => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+fn to_attr(md: &Metadata) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(md.ino),
+        size: md.size,
+        blocks: md.blocks,
+        atime: md.atime,
+        mtime: md.mtime,
+        ctime: md.ctime,
+        crtime: md.ctime,
+        kind: file_type(md.kind),
+        perm: (md.mode & 0o7777) as u16,
+        nlink: md.nlink,
+        uid: md.uid,
+        gid: md.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// Run a handler, turning a panic into an `EIO` answer (the reply captured
+/// by the closure is dropped during unwinding, which sends `EIO`) instead of
+/// killing a serving thread.
+fn guard(stats: &FuseStats, f: impl FnOnce()) {
+    if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+        stats.panics.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn reply_entry(reply: ReplyEntry, r: Result<Metadata, Errno>) {
+    match r {
+        Ok(md) => reply.entry(&TTL, &to_attr(&md), Generation(u64::from(md.generation))),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
+    match r {
+        Ok(a) => reply.attr(&TTL, &a),
+        Err(e) => reply.error(e),
+    }
+}
+
+impl Filesystem for ManyFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Each capability is optional: a kernel without it just ignores it.
+        for cap in [
+            // Shared mmap of direct-io files (SQLite's WAL index, ...).
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+            // Lookups and readdir of one directory in parallel.
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            // O_TRUNC handled in `open` instead of a separate setattr.
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            // Asynchronous direct I/O (libaio, io_uring) stays asynchronous.
+            InitFlags::FUSE_ASYNC_DIO,
+        ] {
+            let _ = config.add_capabilities(cap);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.handles.clear();
+        self.inode_io.lock().clear();
+        if let Some(fs) = self.fs.take() {
+            let r = fs.unmount();
+            *self.shared.unmount.lock() = Some(r);
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        guard(&self.shared.stats, || {
+            let r = self
+                .fs()
+                .and_then(|fs| fs.lookup(parent.0, name).map_err(errno));
+            reply_entry(reply, r);
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                if let Some(fh) = fh
+                    && let Some(h) = self.handles.get(fh.0)
+                    && let Handle::File(f) = &*h
+                    && f.file.ino() == ino.0
+                {
+                    return f.file.metadata().map_err(errno).map(|m| to_attr(&m));
+                }
+                let fs = self.fs()?;
+                fs.stat(ino.0).map_err(errno).map(|m| to_attr(&m))
+            })();
+            reply_attr(reply, r);
+        });
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        guard(&self.shared.stats, || {
+            let to_time = |t: TimeOrNow| match t {
+                TimeOrNow::SpecificTime(t) => t,
+                TimeOrNow::Now => SystemTime::now(),
+            };
+            let attr = SetAttr {
+                mode: mode.map(|m| m & 0o7777),
+                uid,
+                gid,
+                size,
+                atime: atime.map(to_time),
+                mtime: mtime.map(to_time),
+            };
+            let r = self.do_setattr(ino.0, &attr);
+            reply_attr(reply, r);
+        });
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        guard(&self.shared.stats, || {
+            match self
+                .fs()
+                .and_then(|fs| fs.readlink_ino(ino.0).map_err(errno))
+            {
+                Ok(p) => reply.data(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                let kind = mode & libc::S_IFMT;
+                if kind != 0 && kind != libc::S_IFREG {
+                    // Only regular files exist in manyfs (mknod(2): EPERM
+                    // when the file system does not support the node type).
+                    return Err(Errno::EPERM);
+                }
+                self.writable()?;
+                self.fs()?
+                    .create(parent.0, name, mode & 0o7777, req.uid(), req.gid())
+                    .map_err(errno)
+            })();
+            reply_entry(reply, r);
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.writable().and_then(|()| {
+                self.fs()?
+                    .mkdir(parent.0, name, mode & 0o7777, req.uid(), req.gid())
+                    .map_err(errno)
+            });
+            reply_entry(reply, r);
+        });
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        guard(&self.shared.stats, || {
+            let r = self
+                .writable()
+                .and_then(|()| self.fs()?.unlink_at(parent.0, name).map_err(errno));
+            reply_empty(reply, r);
+        });
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        guard(&self.shared.stats, || {
+            let r = self
+                .writable()
+                .and_then(|()| self.fs()?.rmdir_at(parent.0, name).map_err(errno));
+            reply_empty(reply, r);
+        });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.writable().and_then(|()| {
+                self.fs()?
+                    .symlink_at(parent.0, link_name, target, req.uid(), req.gid())
+                    .map_err(errno)
+            });
+            reply_entry(reply, r);
+        });
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
+                    // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported.
+                    return Err(Errno::EINVAL);
+                }
+                self.writable()?;
+                let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+                self.fs()?
+                    .rename_at(parent.0, name, newparent.0, newname, no_replace)
+                    .map_err(errno)
+            })();
+            reply_empty(reply, r);
+        });
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.writable().and_then(|()| {
+                self.fs()?
+                    .link_at(ino.0, newparent.0, newname)
+                    .map_err(errno)
+            });
+            reply_entry(reply, r);
+        });
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        guard(&self.shared.stats, || {
+            match self.open_handle(ino.0, flags.0) {
+                Ok(fh) => reply.opened(FileHandle(fh), FOPEN_FLAGS),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        guard(&self.shared.stats, || {
+            match self.do_read(fh, offset, size) {
+                Ok(buf) => reply.data(&buf),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        guard(&self.shared.stats, || {
+            match self.do_write(fh, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Data is in the pool as soon as `write` returns; nothing to push.
+        guard(&self.shared.stats, || {
+            reply_empty(reply, self.file_handle(fh).map(|_| ()));
+        });
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.handles.remove(fh.0).map(|_| ()).ok_or(Errno::EBADF);
+            reply_empty(reply, r);
+        });
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.file_handle(fh).and_then(|h| {
+                let Handle::File(h) = &*h else {
+                    return Err(Errno::EBADF);
+                };
+                if datasync {
+                    h.file.sync_data().map_err(errno)
+                } else {
+                    h.file.sync_all().map_err(errno)
+                }
+            });
+            reply_empty(reply, r);
+        });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                let fs = self.fs()?;
+                let entries = fs.readdir_ino(ino.0).map_err(errno)?;
+                let parent = if ino.0 == manyfs::layout::ROOT_INO {
+                    ino.0
+                } else {
+                    fs.lookup(ino.0, OsStr::new(".."))
+                        .map(|m| m.ino)
+                        .unwrap_or(ino.0)
+                };
+                Ok(self.handles.insert(Handle::Dir(DirHandleState {
+                    ino: ino.0,
+                    parent,
+                    entries: Mutex::new(Arc::new(entries)),
+                })))
+            })();
+            match r {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        guard(&self.shared.stats, || {
+            match self.do_readdir(fh, ino.0, offset, &mut reply) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.handles.remove(fh.0).map(|_| ()).ok_or(Errno::EBADF);
+            reply_empty(reply, r);
+        });
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = self.fs().and_then(|fs| fs.sync().map_err(errno));
+            reply_empty(reply, r);
+        });
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        guard(&self.shared.stats, || match self.fs() {
+            Ok(fs) => {
+                let s = fs.statfs();
+                let bsize = u32::try_from(s.block_size).unwrap_or(4096);
+                let namelen = u32::try_from(s.name_max).unwrap_or(255);
+                reply.statfs(
+                    s.total_blocks,
+                    s.free_blocks,
+                    s.free_blocks,
+                    s.total_inodes,
+                    s.free_inodes,
+                    bsize,
+                    namelen,
+                    bsize,
+                );
+            }
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Permission checks are done by the kernel (`default_permissions`);
+        // this is only reached without it: report whether the inode exists.
+        guard(&self.shared.stats, || {
+            let r = self
+                .fs()
+                .and_then(|fs| fs.stat(ino.0).map(|_| ()).map_err(errno));
+            reply_empty(reply, r);
+        });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                self.writable()?;
+                let fs = self.fs()?;
+                let md = match fs.create(parent.0, name, mode & 0o7777, req.uid(), req.gid()) {
+                    Ok(md) => md,
+                    // Lost a race with another creator: without O_EXCL,
+                    // open what is there (open(2) semantics).
+                    Err(e) if e.errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+                        fs.lookup(parent.0, name).map_err(errno)?
+                    }
+                    Err(e) => return Err(errno(e)),
+                };
+                if md.kind == FileKind::Dir {
+                    return Err(Errno::EISDIR);
+                }
+                let fh = self.open_handle(md.ino, flags)?;
+                // O_TRUNC may have changed the size.
+                let md = if flags & libc::O_TRUNC != 0 {
+                    fs.stat(md.ino).map_err(errno)?
+                } else {
+                    md
+                };
+                Ok((md, fh))
+            })();
+            match r {
+                Ok((md, fh)) => reply.created(
+                    &TTL,
+                    &to_attr(&md),
+                    Generation(u64::from(md.generation)),
+                    FileHandle(fh),
+                    FOPEN_FLAGS,
+                ),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        guard(&self.shared.stats, || {
+            let r = (|| {
+                if mode != 0 {
+                    // Only plain preallocation (which may extend the file).
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                self.writable()?;
+                let h = self.file_handle(fh)?;
+                let Handle::File(h) = &*h else {
+                    return Err(Errno::EBADF);
+                };
+                let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
+                let size = h.file.metadata().map_err(errno)?.size;
+                if end > size {
+                    h.file.set_len(end).map_err(errno)?;
+                }
+                Ok(())
+            })();
+            reply_empty(reply, r);
+        });
+    }
+}

@@ -1,0 +1,273 @@
+//! Mounting a [`manyfs::Fs`] through FUSE, in this process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{Config, MountOption, Session, SessionACL};
+use manyfs::Fs;
+
+use crate::adapter::{FuseStats, ManyFuse, Shared};
+use crate::error::{FuseError, Result};
+use crate::options::FuseConfig;
+
+/// Build the fuser session configuration for `cfg`.
+fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
+    let mut c = Config::default();
+    let fsname = pool.map_or_else(|| "manyfs".to_string(), |p| p.display().to_string());
+    // fsname ends up in /proc/mounts, where ',' and whitespace would break
+    // the option list.
+    let fsname: String = fsname
+        .chars()
+        .map(|ch| {
+            if ch == ',' || ch.is_whitespace() {
+                '_'
+            } else {
+                ch
+            }
+        })
+        .collect();
+    c.mount_options = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype("manyfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        if cfg.fs.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    c.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(cfg.threads.max(1));
+    // One /dev/fuse descriptor per thread: threads do not queue behind one
+    // another when reading requests.
+    c.clone_fd = cfg.threads > 1;
+    c
+}
+
+/// Check that `mountpoint` exists and is a directory.
+pub fn check_mountpoint(mountpoint: &Path) -> Result<()> {
+    match std::fs::metadata(mountpoint) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(FuseError::MountpointNotDir(mountpoint.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(FuseError::NoMountpoint(mountpoint.to_path_buf()))
+        }
+        Err(e) => Err(FuseError::io(format!("{}", mountpoint.display()), e)),
+    }
+}
+
+/// A FUSE session that has mounted and finished its handshake with the
+/// kernel, but does not serve requests yet: call [`ReadySession::run`]
+/// (blocking) or [`ReadySession::spawn`] (background threads).
+pub struct ReadySession {
+    session: Session<ManyFuse>,
+    shared: Arc<Shared>,
+    mountpoint: PathBuf,
+}
+
+impl std::fmt::Debug for ReadySession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadySession")
+            .field("mountpoint", &self.mountpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Something that can unmount a running session from another thread (a
+/// signal handler thread, a test).
+#[derive(Debug)]
+pub struct Unmounter {
+    inner: fuser::SessionUnmounter,
+    mountpoint: PathBuf,
+}
+
+impl Unmounter {
+    /// Unmount. Fails with `EBUSY` while files are in use; see
+    /// [`Unmounter::unmount_lazy`].
+    pub fn unmount(&mut self) -> Result<()> {
+        self.inner.unmount().map_err(|source| FuseError::Unmount {
+            mountpoint: self.mountpoint.clone(),
+            source,
+        })
+    }
+
+    /// Detach the mount now (`umount -l`); the daemon keeps serving the
+    /// processes that still use it and stops when the last one is done.
+    pub fn unmount_lazy(&mut self) -> Result<()> {
+        lazy_unmount(&self.mountpoint)
+    }
+}
+
+/// `umount2(mountpoint, MNT_DETACH)`, falling back to `fusermount3 -u -z`.
+pub fn lazy_unmount(mountpoint: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| FuseError::MountpointNotDir(mountpoint.to_path_buf()))?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call;
+    // umount2 does not retain the pointer.
+    let rc = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    let status = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mountpoint)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        _ => Err(FuseError::Unmount {
+            mountpoint: mountpoint.to_path_buf(),
+            source: err,
+        }),
+    }
+}
+
+impl ReadySession {
+    /// Mount `fs` on `mountpoint`. Returns once the kernel has accepted the
+    /// mount and finished the FUSE handshake. `pool` only names the mount in
+    /// `/proc/mounts`.
+    pub fn mount(
+        fs: Fs,
+        mountpoint: &Path,
+        cfg: &FuseConfig,
+        pool: Option<&Path>,
+    ) -> Result<ReadySession> {
+        check_mountpoint(mountpoint)?;
+        let fuse = ManyFuse::new(fs, cfg.fs.read_only);
+        let shared = fuse.shared();
+        let config = session_config(cfg, pool);
+        // On failure the session drops the adapter, whose `destroy`
+        // unmounts the library.
+        let session =
+            Session::new(fuse, mountpoint, &config).map_err(|source| FuseError::Mount {
+                mountpoint: mountpoint.to_path_buf(),
+                source,
+            })?;
+        Ok(ReadySession {
+            session,
+            shared,
+            mountpoint: mountpoint.to_path_buf(),
+        })
+    }
+
+    /// A handle that unmounts this session from another thread.
+    pub fn unmounter(&mut self) -> Unmounter {
+        Unmounter {
+            inner: self.session.unmount_callable(),
+            mountpoint: self.mountpoint.clone(),
+        }
+    }
+
+    /// The adapter's statistics.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Serve requests on this thread until the file system is unmounted,
+    /// then unmount the library (flushing it) and report its outcome.
+    pub fn run(self) -> Result<()> {
+        let shared = self.shared.clone();
+        let mountpoint = self.mountpoint.clone();
+        let served = self.session.run();
+        finish(&shared, &mountpoint, served)
+    }
+
+    /// Serve requests on background threads.
+    pub fn spawn(mut self) -> Result<MountedFs> {
+        let unmounter = self.unmounter();
+        let shared = self.shared.clone();
+        let mountpoint = self.mountpoint.clone();
+        let session = self.session;
+        let thread = std::thread::Builder::new()
+            .name("manyfs-fuse".into())
+            .spawn(move || session.run())
+            .map_err(|e| FuseError::io("spawning the FUSE session thread", e))?;
+        Ok(MountedFs {
+            thread: Some(thread),
+            unmounter,
+            shared,
+            mountpoint,
+        })
+    }
+}
+
+fn finish(shared: &Shared, mountpoint: &Path, served: std::io::Result<()>) -> Result<()> {
+    let fs_result = shared.take_unmount_result();
+    served.map_err(|e| FuseError::io(format!("serving {}", mountpoint.display()), e))?;
+    match fs_result {
+        Some(r) => r.map_err(FuseError::Fs),
+        None => Ok(()),
+    }
+}
+
+/// A manyfs pool mounted through FUSE and served by background threads of
+/// this process. Unmounts when dropped (errors are then ignored: call
+/// [`MountedFs::unmount`] to see them).
+#[derive(Debug)]
+pub struct MountedFs {
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    unmounter: Unmounter,
+    shared: Arc<Shared>,
+    mountpoint: PathBuf,
+}
+
+impl MountedFs {
+    /// Mount `fs` on `mountpoint` and serve it from background threads.
+    pub fn spawn(fs: Fs, mountpoint: &Path, cfg: &FuseConfig) -> Result<MountedFs> {
+        ReadySession::mount(fs, mountpoint, cfg, None)?.spawn()
+    }
+
+    /// The mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Live statistics of the adapter.
+    pub fn stats(&self) -> &FuseStats {
+        &self.shared.stats
+    }
+
+    /// Unmount, wait for the serving threads, unmount the library and report
+    /// the first error.
+    ///
+    /// If the mount is busy (a process, possibly this one, still has a file
+    /// or directory open in it), it is detached lazily instead: the serving
+    /// threads go on until the last user is gone and then unmount the
+    /// library, and this returns the `EBUSY` error without waiting.
+    pub fn unmount(mut self) -> Result<()> {
+        self.do_unmount()
+    }
+
+    fn do_unmount(&mut self) -> Result<()> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        if let Err(e) = self.unmounter.unmount() {
+            // Busy: detach so the serving threads end once unused; waiting
+            // for them here could wait forever on our own open files.
+            let _ = self.unmounter.unmount_lazy();
+            return Err(e);
+        }
+        let served = thread
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("FUSE session thread panicked")));
+        finish(&self.shared, &self.mountpoint, served)
+    }
+}
+
+impl Drop for MountedFs {
+    fn drop(&mut self) {
+        let _ = self.do_unmount();
+    }
+}
