@@ -3,6 +3,7 @@
 mod bench;
 mod crashtest;
 mod demo;
+mod mount;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -54,6 +55,9 @@ enum Command {
     /// Benchmark in-process manyfs (each range lock) and directories with
     /// FxMark-style workloads, or the range locks themselves (--locks).
     Bench(bench::BenchArgs),
+    /// Mount a pool through FUSE; returns once the mount is usable
+    /// (`--foreground` keeps serving in this process).
+    Mount(mount::MountArgs),
 }
 
 /// Parse sizes like `4096`, `64K`, `512M`, `2G`.
@@ -198,6 +202,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Mount(args) => mount::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Crashtest(args) => crashtest::run(&args),
     }
 }
