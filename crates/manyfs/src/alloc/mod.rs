@@ -25,10 +25,17 @@ pub enum Purpose {
     Meta,
 }
 
+/// Single blocks kept out of the extent map per pool: a write that replaces
+/// one page frees one block and allocates one, so a small LIFO stack turns
+/// both into a push and a pop.
+const SINGLES: usize = 64;
+
 #[derive(Default)]
 struct FreeExtents {
     /// start -> length of each free extent.
     extents: BTreeMap<u64, u64>,
+    /// Recently freed single blocks (also counted in `free`).
+    singles: Vec<u64>,
     free: u64,
 }
 
@@ -52,7 +59,18 @@ impl FreeExtents {
     }
 
     fn take(&mut self, want: u64) -> Option<(u64, u64)> {
-        let (&start, &len) = self.extents.iter().next()?;
+        if want == 1 {
+            if let Some(b) = self.singles.pop() {
+                self.free -= 1;
+                return Some((b, 1));
+            }
+        }
+        let Some((&start, &len)) = self.extents.iter().next() else {
+            // Only singles left: hand one out.
+            let b = self.singles.pop()?;
+            self.free -= 1;
+            return Some((b, 1));
+        };
         let got = len.min(want);
         self.extents.remove(&start);
         if got < len {
@@ -137,7 +155,11 @@ impl BlockAllocator {
             let pool_end = (self.start + (pool as u64 + 1) * self.per_pool).min(self.end);
             let stop = end.min(pool_end);
             let mut p = self.pools[pool].lock();
-            p.insert(b, stop - b);
+            if stop - b == 1 && p.singles.len() < SINGLES {
+                p.singles.push(b);
+            } else {
+                p.insert(b, stop - b);
+            }
             p.free += stop - b;
             b = stop;
         }
@@ -148,21 +170,25 @@ impl BlockAllocator {
         self.pools.iter().map(|p| p.lock().free).sum()
     }
 
-    /// Free extents of every pool, merged and sorted (for fsck and tests).
+    /// Free extents of every pool (neighbours merged within a pool), sorted.
     pub fn free_extents(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self
-            .pools
-            .iter()
-            .flat_map(|p| {
-                p.lock()
-                    .extents
-                    .iter()
-                    .map(|(&s, &l)| (s, l))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        v.sort_unstable();
-        v
+        let mut out = Vec::new();
+        for p in self.pools.iter() {
+            let p = p.lock();
+            let mut v: Vec<(u64, u64)> = p.extents.iter().map(|(&s, &l)| (s, l)).collect();
+            v.extend(p.singles.iter().map(|&b| (b, 1)));
+            v.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+            for (s, l) in v {
+                match merged.last_mut() {
+                    Some((ms, ml)) if *ms + *ml == s => *ml += l,
+                    _ => merged.push((s, l)),
+                }
+            }
+            out.extend(merged);
+        }
+        out.sort_unstable();
+        out
     }
 
     /// First block managed.

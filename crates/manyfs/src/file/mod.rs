@@ -24,6 +24,7 @@ use crate::options::MountOptions;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 const PAGE: u64 = BLOCK_SIZE;
 
@@ -137,11 +138,14 @@ fn write_locked(
     let npages = last_pg - first_pg + 1;
     let size_now = f.size();
 
-    let old: Vec<PageMapping> = (first_pg..=last_pg).map(|p| f.index.lookup(p)).collect();
+    // One walk of the index per page: the slots are reused to publish.
+    let slots: SmallVec<[&crate::index::PageSlot; 4]> =
+        (first_pg..=last_pg).map(|p| f.index.slot(p)).collect();
+    let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
     let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
 
     // Allocate new pages (possibly in several extents).
-    let mut extents: Vec<(u64, u64)> = Vec::new();
+    let mut extents: SmallVec<[(u64, u64); 2]> = SmallVec::new();
     let mut got = 0;
     while got < npages {
         match core.blocks.alloc(npages - got, Purpose::Data) {
@@ -192,7 +196,7 @@ fn write_locked(
     };
     let now = crate::time::now_ns();
     let extends = end > size_now;
-    let mut entries = Vec::with_capacity(extents.len());
+    let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
     let mut pg = first_pg;
     for (i, &(block, n)) in extents.iter().enumerate() {
         let weight = n as u32 + u32::from(extends && i + 1 == extents.len());
@@ -227,15 +231,17 @@ fn write_locked(
 
     // Publish in the index, then retire what was replaced (its entry is
     // superseded by a committed one, so its block may be reused).
-    let mut pg = first_pg;
+    let mut slot_iter = slots.iter();
     for (&(block, n), &loc) in extents.iter().zip(&locs) {
         for i in 0..n {
-            f.index.slot(pg).set(PageMapping {
-                block: block + i,
-                entry: loc,
-                version,
-            });
-            pg += 1;
+            slot_iter
+                .next()
+                .expect("one slot per page")
+                .set(PageMapping {
+                    block: block + i,
+                    entry: loc,
+                    version,
+                });
         }
     }
     for m in old.iter().filter(|m| m.block != 0) {

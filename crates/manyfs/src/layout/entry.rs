@@ -117,12 +117,14 @@ pub enum Entry {
     },
 }
 
-/// An entry ready to be written: the bytes of every slot (commit word zero)
-/// and the commit word to store last.
+/// An entry ready to be written: the bytes of every slot and the commit
+/// word to store last.
 #[derive(Debug, Clone)]
 pub struct EncodedEntry {
-    /// All slots, with bytes 56..64 of the first slot zero.
-    pub body: Vec<u8>,
+    /// All slots. Bytes 56..64 of the first slot are zero for the last entry
+    /// of a group (its commit word is stored separately, last) and hold the
+    /// commit word for earlier entries of a group.
+    pub body: smallvec::SmallVec<[u8; 128]>,
     /// The 8-byte commit word (checksum and commit mark).
     pub commit_word: u64,
 }
@@ -138,7 +140,7 @@ impl Entry {
     /// Encode; `continues` marks that the next entry of this sub-log belongs
     /// to the same atomic group.
     pub fn encode(&self, continues: bool) -> EncodedEntry {
-        let mut extra: Vec<u8> = Vec::new();
+        let mut extra: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::new();
         let mut h = [0u8; 64];
         let (kind, epoch, seq) = match self {
             Entry::FileWrite {
@@ -231,11 +233,15 @@ impl Entry {
         put_u16(&mut h, 2, if continues { FLAG_GROUP_CONTINUES } else { 0 });
         put_u32(&mut h, 4, epoch);
         put_u64(&mut h, 8, seq);
-        let mut body = vec![0u8; nslots * SLOT_SIZE as usize];
+        let mut body: smallvec::SmallVec<[u8; 128]> =
+            smallvec::smallvec![0u8; nslots * SLOT_SIZE as usize];
         body[..64].copy_from_slice(&h);
         body[64..64 + extra.len()].copy_from_slice(&extra);
         let crc = crc32fast::hash(&body);
         let commit_word = u64::from(crc) | (u64::from(COMMIT_MAGIC) << 32);
+        if continues {
+            body[56..64].copy_from_slice(&commit_word.to_le_bytes());
+        }
         EncodedEntry { body, commit_word }
     }
 
@@ -393,7 +399,7 @@ mod tests {
     }
 
     fn committed(e: &EncodedEntry) -> Vec<u8> {
-        let mut b = e.body.clone();
+        let mut b = e.body.to_vec();
         b[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
         b
     }

@@ -25,9 +25,13 @@ use crate::layout::*;
 use crate::media::Media;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 /// Where an entry lives: `log page block * 64 + slot`.
 pub type EntryLoc = u64;
+
+/// The locations of one appended group.
+pub type EntryLocs = SmallVec<[EntryLoc; 4]>;
 
 /// Pack a location.
 pub fn entry_loc(page: u64, slot: u64) -> EntryLoc {
@@ -159,9 +163,9 @@ impl InodeLog {
         sublog: usize,
         entries: &[(Entry, u32)],
         mtime_ns: u64,
-    ) -> Result<Vec<EntryLoc>> {
+    ) -> Result<EntryLocs> {
         let media = space.media();
-        let encoded: Vec<EncodedEntry> = entries
+        let encoded: SmallVec<[EncodedEntry; 2]> = entries
             .iter()
             .enumerate()
             .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
@@ -173,9 +177,9 @@ impl InodeLog {
 
         // Place every entry first, linking new pages as needed, so that a
         // full pool fails before any entry byte is written.
-        let mut places = Vec::with_capacity(encoded.len());
+        let mut places: EntryLocs = SmallVec::new();
         let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
-        let mut new_pages = Vec::new();
+        let mut new_pages: SmallVec<[u64; 2]> = SmallVec::new();
         for e in &encoded {
             if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
                 match space.alloc_meta_block() {
@@ -203,15 +207,10 @@ impl InodeLog {
             self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page)?;
         }
 
-        for (i, (e, loc)) in encoded.iter().zip(&places).enumerate() {
+        for (e, loc) in encoded.iter().zip(&places) {
             let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
-            let last = i + 1 == encoded.len();
-            let mut body = e.body.clone();
-            if !last {
-                body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
-            }
-            media.store(off, &body)?;
-            media.flush(off, body.len())?;
+            media.store(off, &e.body)?;
+            media.flush(off, e.body.len())?;
         }
         media.fence();
         let last_loc = *places.last().expect("at least one entry");
