@@ -55,14 +55,16 @@ impl Scratch {
         let pool = dir.path().join("test.pool");
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).expect("mkdir mnt");
-        let fs = Fs::mkfs(
-            &pool,
-            &MkfsOptions {
-                size: POOL_SIZE,
-                ..MkfsOptions::default()
-            },
-            &MountOptions::default(),
-        )
+        let fs = retry_busy(|| {
+            Fs::mkfs(
+                &pool,
+                &MkfsOptions {
+                    size: POOL_SIZE,
+                    ..MkfsOptions::default()
+                },
+                &MountOptions::default(),
+            )
+        })
         .expect("mkfs");
         fs.unmount().expect("unmount after mkfs");
         Scratch { dir, pool, mnt }
@@ -71,10 +73,30 @@ impl Scratch {
     /// Mount the pool through FUSE in this process.
     pub fn mount(&self, options: &[&str]) -> MountedFs {
         let cfg = FuseConfig::parse_options(options).expect("options");
-        let fs = Fs::mount(&self.pool, &cfg.fs).expect("library mount");
+        let fs = retry_busy(|| Fs::mount(&self.pool, &cfg.fs)).expect("library mount");
         let m = MountedFs::spawn(fs, &self.mnt, &cfg).expect("FUSE mount");
         assert!(is_mounted(&self.mnt), "mount point not in mountinfo");
         m
+    }
+}
+
+/// Retry `f` while it reports a busy pool, for up to 2 s.
+///
+/// The library's pool lock is an `flock` on the pool's open file
+/// description. When another thread of this (multi-threaded) test process
+/// spawns a child (cp, fio, ...) while a pool descriptor is open, the child
+/// holds a duplicate of that descriptor until its `exec`, so the lock
+/// outlives the library's unmount by a few microseconds and an immediate
+/// re-mount sees `Busy`. A real second mounter keeps it busy for longer.
+pub fn retry_busy<T>(mut f: impl FnMut() -> manyfs::Result<T>) -> manyfs::Result<T> {
+    let start = Instant::now();
+    loop {
+        match f() {
+            Err(manyfs::Error::Busy { .. }) if start.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
     }
 }
 
