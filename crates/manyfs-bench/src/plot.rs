@@ -50,20 +50,54 @@ fn register_font() -> std::result::Result<(), String> {
     .clone()
 }
 
-/// Distinct values in first-seen order.
-fn uniq<'a>(it: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for s in it {
-        if !v.iter().any(|x| x == s) {
-            v.push(s.to_string());
+/// Panel name of the memory-reference rows (drawn as one panel whose lines
+/// are the four copy kinds).
+pub const MEMORY_PANEL: &str = "memory reference (4 KiB copies)";
+
+/// One panel: a title and its lines (name, points sorted by threads).
+struct Panel {
+    title: String,
+    lines: Vec<(String, Vec<(usize, f64)>)>,
+}
+
+fn panels(records: &[Record]) -> Vec<Panel> {
+    let mut out: Vec<Panel> = Vec::new();
+    for r in records {
+        let (title, line) = if r.target == "memory" {
+            (MEMORY_PANEL.to_string(), r.workload.clone())
+        } else {
+            (r.workload.clone(), r.target.clone())
+        };
+        let p = match out.iter_mut().position(|p| p.title == title) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(Panel {
+                    title,
+                    lines: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        match p.lines.iter_mut().find(|(n, _)| *n == line) {
+            Some((_, pts)) => pts.push((r.threads.max(1), r.ops_per_sec)),
+            None => p
+                .lines
+                .push((line, vec![(r.threads.max(1), r.ops_per_sec)])),
         }
     }
-    v
+    // Data panels first, the memory reference last.
+    out.sort_by_key(|p| p.title == MEMORY_PANEL);
+    for p in &mut out {
+        for (_, pts) in &mut p.lines {
+            pts.sort_by_key(|x| x.0);
+        }
+    }
+    out
 }
 
 /// Write a plot of `records` to `path` (`.svg` or `.png`): one panel per
-/// workload, throughput (ops/s) against threads on a log axis, one line per
-/// target.
+/// workload, throughput (ops/s) against threads on a log2 axis, one line per
+/// target, and one panel for the memory reference rows.
 pub fn write_plot(path: &Path, records: &[Record]) -> Result<()> {
     let err = |msg: String| BenchError::Plot {
         path: path.to_path_buf(),
@@ -73,9 +107,9 @@ pub fn write_plot(path: &Path, records: &[Record]) -> Result<()> {
         return Err(err("no records to plot".into()));
     }
     register_font().map_err(err)?;
-    let workloads = uniq(records.iter().map(|r| r.workload.as_str()));
-    let cols = workloads.len().min(3);
-    let rows = workloads.len().div_ceil(cols);
+    let panels = panels(records);
+    let cols = panels.len().min(3);
+    let rows = panels.len().div_ceil(cols);
     let size = (cols as u32 * 520, rows as u32 * 380 + 40);
     let ext = path
         .extension()
@@ -85,14 +119,12 @@ pub fn write_plot(path: &Path, records: &[Record]) -> Result<()> {
     match ext.as_str() {
         "svg" => draw(
             SVGBackend::new(path, size).into_drawing_area(),
-            records,
-            &workloads,
+            &panels,
             (rows, cols),
         ),
         "png" => draw(
             BitMapBackend::new(path, size).into_drawing_area(),
-            records,
-            &workloads,
+            &panels,
             (rows, cols),
         ),
         _ => Err(format!("unknown plot format {ext:?} (use .svg or .png)")),
@@ -102,8 +134,7 @@ pub fn write_plot(path: &Path, records: &[Record]) -> Result<()> {
 
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    records: &[Record],
-    workloads: &[String],
+    panels: &[Panel],
     grid: (usize, usize),
 ) -> std::result::Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
@@ -114,46 +145,46 @@ fn draw<DB: DrawingBackend>(
             (FONT, 22),
         )
         .map_err(e)?;
-    let targets = uniq(records.iter().map(|r| r.target.as_str()));
-    let panels = root.split_evenly(grid);
-    for (panel, w) in panels.iter().zip(workloads) {
-        let rs: Vec<&Record> = records.iter().filter(|r| &r.workload == w).collect();
-        let tmin = rs.iter().map(|r| r.threads).min().unwrap_or(1).max(1) as f64;
-        let tmax = rs.iter().map(|r| r.threads).max().unwrap_or(1).max(1) as f64;
-        let ymax = rs.iter().map(|r| r.ops_per_sec).fold(0.0f64, f64::max);
-        let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
-        let mut chart = ChartBuilder::on(panel)
-            .caption(w, (FONT, 18))
+    let areas = root.split_evenly(grid);
+    for (area, panel) in areas.iter().zip(panels) {
+        let all = panel.lines.iter().flat_map(|(_, p)| p.iter());
+        let tmin = all.clone().map(|p| p.0).min().unwrap_or(1) as f64;
+        let tmax = all.clone().map(|p| p.0).max().unwrap_or(1) as f64;
+        let ymax = all.map(|p| p.1).fold(0.0f64, f64::max);
+        // Head room for the legend.
+        let ymax = if ymax > 0.0 { ymax * 1.45 } else { 1.0 };
+        let (x0, x1) = (tmin.log2() - 0.3, tmax.log2() + 0.3);
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, (FONT, 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((tmin * 0.8..tmax * 1.25).log_scale(), 0f64..ymax)
+            .build_cartesian_2d(x0..x1, 0f64..ymax)
             .map_err(e)?;
         chart
             .configure_mesh()
-            .x_desc("threads (count, log scale)")
+            .x_desc("threads (log2 scale)")
             .y_desc("throughput (ops/s)")
-            .x_label_formatter(&|v| format!("{v:.0}"))
+            .x_labels(((x1 - x0).ceil() as usize + 1).max(2))
+            .x_label_formatter(&|v| {
+                if (v - v.round()).abs() < 1e-6 {
+                    format!("{:.0}", 2f64.powf(v.round()))
+                } else {
+                    String::new()
+                }
+            })
             .y_label_formatter(&|v| si(*v))
             .label_style((FONT, 12))
             .axis_desc_style((FONT, 13))
             .draw()
             .map_err(e)?;
-        for (i, t) in targets.iter().enumerate() {
-            let mut pts: Vec<(f64, f64)> = rs
-                .iter()
-                .filter(|r| &r.target == t)
-                .map(|r| (r.threads.max(1) as f64, r.ops_per_sec))
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (i, (name, pts)) in panel.lines.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = pts.iter().map(|&(t, y)| ((t as f64).log2(), y)).collect();
             let color = Palette99::pick(i).to_rgba();
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                 .map_err(e)?
-                .label(t.as_str())
+                .label(name.as_str())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });

@@ -193,7 +193,9 @@ fn json_table_and_plots() {
     for series in [
         "lib:inode",
         dir_label.as_str(),
-        "memory",
+        "MEM-W",
+        "MEMHOT-R",
+        "memory reference",
         "DWOM",
         "MIX:1:3",
         "threads",
