@@ -23,8 +23,7 @@ pub mod scan;
 use crate::error::Result;
 use crate::layout::*;
 use crate::media::Media;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use parking_lot::Mutex;
+use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use smallvec::SmallVec;
 
 /// Where an entry lives: `log page block * 64 + slot`.
@@ -49,6 +48,12 @@ pub fn loc_slot(loc: EntryLoc) -> u64 {
 /// Commit word that marks an abandoned (incomplete-group) entry: recovery
 /// skips it by its slot count.
 pub const VOID_MAGIC: u32 = 0x0B50_1E7E;
+
+/// Take a sub-log's mutex. A panic while holding it cannot leave the
+/// media inconsistent (entries commit atomically), so poisoning is ignored.
+fn lock(m: &Mutex<SubLog>) -> MutexGuard<'_, SubLog> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Services a log needs from the mounted file system.
 pub trait LogSpace {
@@ -128,7 +133,7 @@ impl InodeLog {
     pub fn last_mtime_ns(&self) -> u64 {
         self.sublogs
             .iter()
-            .map(|s| s.lock().last_mtime_ns)
+            .map(|s| lock(s).last_mtime_ns)
             .max()
             .unwrap_or(0)
     }
@@ -136,7 +141,7 @@ impl InodeLog {
     /// Forget write mtimes (after utimes set an explicit time).
     pub fn reset_mtime(&self) {
         for s in self.sublogs.iter() {
-            s.lock().last_mtime_ns = 0;
+            lock(s).last_mtime_ns = 0;
         }
     }
 
@@ -144,14 +149,14 @@ impl InodeLog {
     pub fn owned_blocks(&self) -> Vec<u64> {
         let mut v = vec![self.array_block];
         for s in self.sublogs.iter() {
-            v.extend_from_slice(&s.lock().pages);
+            v.extend_from_slice(&lock(s).pages);
         }
         v
     }
 
     /// Log pages in use, summed over sub-logs.
     pub fn page_count(&self) -> usize {
-        self.sublogs.iter().map(|s| s.lock().pages.len()).sum()
+        self.sublogs.iter().map(|s| lock(s).pages.len()).sum()
     }
 
     /// Append `entries` (each with the number of live references it starts
@@ -170,7 +175,7 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
             .collect();
-        let mut sub = self.sublogs[sublog % self.sublogs.len()].lock();
+        let mut sub = lock(&self.sublogs[sublog % self.sublogs.len()]);
         if self.dead_pages.load(Ordering::Relaxed) > 0 {
             self.collect_dead_pages(space, sublog % self.sublogs.len(), &mut sub)?;
         }
