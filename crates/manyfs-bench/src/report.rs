@@ -256,7 +256,25 @@ mod tests {
             p99_ns: 2000,
             ops: 10,
             seconds: 1.0,
+            runs: 1,
+            ops_per_sec_min: bps / 4096.0,
+            ops_per_sec_max: bps / 4096.0,
         }
+    }
+
+    #[test]
+    fn median_of_runs() {
+        let runs = vec![
+            rec("DWOM", "tmpfs", 1, 3.0),
+            rec("DWOM", "tmpfs", 1, 1.0),
+            rec("DWOM", "tmpfs", 1, 2.0),
+        ];
+        let m = crate::runner::median_record(runs).unwrap();
+        assert_eq!(m.bytes_per_sec, 2.0);
+        assert_eq!(m.runs, 3);
+        assert_eq!(m.ops_per_sec_min, 1.0 / 4096.0);
+        assert_eq!(m.ops_per_sec_max, 3.0 / 4096.0);
+        assert!(crate::runner::median_record(vec![]).is_none());
     }
 
     #[test]

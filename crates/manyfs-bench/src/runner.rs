@@ -33,6 +33,19 @@ pub struct Record {
     pub ops: u64,
     /// Length of the measured window in seconds.
     pub seconds: f64,
+    /// Runs of this point; the record is the run with the median ops/s.
+    #[serde(default = "one")]
+    pub runs: usize,
+    /// Lowest ops/s over the runs.
+    #[serde(default)]
+    pub ops_per_sec_min: f64,
+    /// Highest ops/s over the runs.
+    #[serde(default)]
+    pub ops_per_sec_max: f64,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What to run.
@@ -56,6 +69,9 @@ pub struct Config {
     pub progress: bool,
     /// Pin threads round-robin to the allowed CPUs.
     pub pin: bool,
+    /// Runs per point (interleaved rounds over the whole plan); each
+    /// reported record is the run with the median ops/s.
+    pub repeats: usize,
 }
 
 impl Default for Config {
@@ -70,6 +86,7 @@ impl Default for Config {
             membw: true,
             progress: true,
             pin: true,
+            repeats: 1,
         }
     }
 }
@@ -259,7 +276,27 @@ pub fn run_point(
         p99_ns: m.hist.quantile(0.99),
         ops: m.ops,
         seconds: secs,
+        runs: 1,
+        ops_per_sec_min: m.ops as f64 / secs,
+        ops_per_sec_max: m.ops as f64 / secs,
     })
+}
+
+/// The run with the median ops/s (the lower middle one for an even count),
+/// carrying the spread of all runs.
+pub fn median_record(mut runs: Vec<Record>) -> Option<Record> {
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    let min = runs[0].ops_per_sec;
+    let max = runs[runs.len() - 1].ops_per_sec;
+    let n = runs.len();
+    let mut m = runs.swap_remove((n - 1) / 2);
+    m.runs = n;
+    m.ops_per_sec_min = min;
+    m.ops_per_sec_max = max;
+    Some(m)
 }
 
 /// Run every point of `cfg` (memory reference first, then each workload on
@@ -278,7 +315,8 @@ pub fn run(cfg: &Config) -> Result<Vec<Record>> {
             }
         }
     }
-    let total = (plan.len() * cfg.threads.len()) as u64;
+    let repeats = cfg.repeats.max(1);
+    let total = (plan.len() * cfg.threads.len() * repeats) as u64;
     let bar = if cfg.progress && std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
@@ -294,23 +332,32 @@ pub fn run(cfg: &Config) -> Result<Vec<Record>> {
     };
     // One environment per target, made once (tmpfs is mounted once).
     let mut envs: Vec<(Target, TargetEnv)> = Vec::new();
-    let mut records = Vec::with_capacity(total as usize);
-    for (t, w) in plan {
-        let idx = match envs.iter().position(|(x, _)| *x == t) {
-            Some(i) => i,
-            None => {
-                envs.push((t.clone(), TargetEnv::new(&t, &cfg.pool)?));
-                envs.len() - 1
-            }
-        };
-        let env = &mut envs[idx].1;
-        for &n in &cfg.threads {
-            bar.set_message(format!("{w} {} {n} threads", env.label()));
-            let r = run_point(env, w, n, cfg)?;
+    let points: Vec<(Target, Workload, usize)> = plan
+        .iter()
+        .flat_map(|(t, w)| cfg.threads.iter().map(move |&n| (t.clone(), *w, n)))
+        .collect();
+    let mut runs: Vec<Vec<Record>> = vec![Vec::new(); points.len()];
+    for round in 0..repeats {
+        for (i, (t, w, n)) in points.iter().enumerate() {
+            let idx = match envs.iter().position(|(x, _)| x == t) {
+                Some(i) => i,
+                None => {
+                    envs.push((t.clone(), TargetEnv::new(t, &cfg.pool)?));
+                    envs.len() - 1
+                }
+            };
+            let env = &mut envs[idx].1;
+            let r = if repeats > 1 {
+                format!(" (run {}/{repeats})", round + 1)
+            } else {
+                String::new()
+            };
+            bar.set_message(format!("{w} {} {n} threads{r}", env.label()));
+            runs[i].push(run_point(env, *w, *n, cfg)?);
             bar.inc(1);
-            records.push(r);
         }
     }
+    let records = runs.into_iter().filter_map(median_record).collect();
     bar.finish_and_clear();
     Ok(records)
 }

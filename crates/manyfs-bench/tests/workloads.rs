@@ -23,6 +23,7 @@ fn tiny(workloads: Vec<Workload>, targets: Vec<Target>, threads: Vec<usize>) -> 
         membw: false,
         progress: false,
         pin: true,
+        repeats: 1,
     }
 }
 
@@ -74,14 +75,17 @@ fn headline_workloads_on_every_lock_kind() {
 }
 
 #[test]
-fn memory_reference_rows() {
+fn memory_reference_rows_with_repeats() {
     let mut cfg = tiny(vec![], vec![], vec![1, 2]);
     cfg.membw = true;
+    cfg.repeats = 3;
     let recs = manyfs_bench::run(&cfg).unwrap();
     assert_eq!(recs.len(), 8);
     for r in &recs {
         sane(r);
         assert_eq!(r.target, "memory");
+        assert_eq!(r.runs, 3);
+        assert!(r.ops_per_sec_min <= r.ops_per_sec && r.ops_per_sec <= r.ops_per_sec_max);
     }
 }
 

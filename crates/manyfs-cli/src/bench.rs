@@ -57,10 +57,18 @@ pub struct BenchArgs {
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
     quick: bool,
-    /// Range-lock microbenchmarks: acquisition latency vs threads, lock
+    /// Range-lock microbenchmarks only: acquisition latency vs threads, lock
     /// memory vs file size, serial time per operation projected to 56 cores.
-    #[arg(long, conflicts_with = "quick")]
+    #[arg(long, conflicts_with_all = ["quick", "with_locks"])]
     locks: bool,
+    /// Run the workloads, then the range-lock microbenchmarks in the same
+    /// run (their JSON goes to FILE.locks.json beside --json FILE).
+    #[arg(long)]
+    with_locks: bool,
+    /// Runs per point, interleaved over the whole plan; the median run (by
+    /// ops/s) is reported with the min..max spread in the JSON.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Skip the memory-bandwidth reference rows.
     #[arg(long)]
     no_membw: bool,
@@ -98,26 +106,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let tty = std::io::stderr().is_terminal();
     let segment_size = parse_size(&args.segment_size)?;
     if args.locks {
-        let mut cfg = LockConfig {
-            segment_size,
-            pin: !args.no_pin,
-            ..LockConfig::default()
-        };
-        if let Some(t) = &args.threads {
-            cfg.threads = t.clone();
-        }
-        if let Some(d) = &args.duration {
-            cfg.duration = parse_duration(d)?;
-        }
-        let rep = run_locks(&cfg, |m| {
-            if tty {
-                eprint!("\r\x1b[K{m}");
-            }
-        });
-        if tty {
-            eprint!("\r\x1b[K");
-        }
-        print!("{}", rep.table());
+        let rep = run_lock_bench(args, segment_size, tty)?;
         if let Some(p) = &args.json {
             rep.write_json(p)?;
             eprintln!("wrote {}", p.display());
@@ -158,6 +147,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     cfg.pool.segment_size = segment_size;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    cfg.repeats = args.repeat;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));
     println!();
@@ -174,5 +167,42 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         manyfs_bench::plot::write_plot(&p, &records)?;
         eprintln!("wrote {}", p.display());
     }
+    if args.with_locks {
+        println!();
+        let rep = run_lock_bench(args, segment_size, tty)?;
+        if let Some(p) = &args.json {
+            let p = p.with_extension("locks.json");
+            rep.write_json(&p)?;
+            eprintln!("wrote {}", p.display());
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_lock_bench(
+    args: &BenchArgs,
+    segment_size: u64,
+    tty: bool,
+) -> Result<manyfs_bench::locks::LockReport> {
+    let mut cfg = LockConfig {
+        segment_size,
+        pin: !args.no_pin,
+        ..LockConfig::default()
+    };
+    if let Some(t) = &args.threads {
+        cfg.threads = t.clone();
+    }
+    if let Some(d) = &args.duration {
+        cfg.duration = parse_duration(d)?;
+    }
+    let rep = run_locks(&cfg, |m| {
+        if tty {
+            eprint!("\r\x1b[K{m}");
+        }
+    });
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    print!("{}", rep.table());
+    Ok(rep)
 }
