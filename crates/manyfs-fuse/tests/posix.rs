@@ -322,6 +322,7 @@ fn basic_posix_operations() {
     assert_eq!(m.stats().handler_panics(), 0);
     m.unmount().expect("clean unmount");
     assert!(!is_mounted(&s.mnt));
+    s.fsck();
 }
 
 #[test]
@@ -365,6 +366,7 @@ fn readdir_offsets_with_many_entries_and_removal() {
     run_ok(Command::new("rm").arg("-rf").arg(s.mnt.join("t")));
     assert!(!s.mnt.join("t").exists());
     m.unmount().unwrap();
+    s.fsck();
 }
 
 /// Build a tree with files of awkward sizes, nested directories and symlinks.
@@ -480,4 +482,5 @@ fn copy_tree_in_and_out_byte_for_byte() {
     assert_eq!(t_src.mtime(), t_mnt.mtime());
     assert_eq!(m.stats().handler_panics(), 0);
     m.unmount().unwrap();
+    s.fsck();
 }

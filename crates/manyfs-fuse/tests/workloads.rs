@@ -69,6 +69,7 @@ fn fio_shared_file_disjoint_regions_verify() {
     eprintln!("fio: max concurrent writes on the shared inode = {conc}");
     assert_eq!(m.stats().handler_panics(), 0);
     m.unmount().unwrap();
+    s.fsck();
 }
 
 /// Several processes (dd) write disjoint ranges of one pre-sized file; the
@@ -126,6 +127,7 @@ fn disjoint_writes_from_processes_run_concurrently() {
     );
     assert_eq!(fs::metadata(&file).unwrap().len(), procs * chunk * count);
     m.unmount().unwrap();
+    s.fsck();
 }
 
 fn sqlite(db: &std::path::Path, sql: &str) -> String {
@@ -226,4 +228,5 @@ fn sqlite_rollback_journal_and_wal() {
     let out = sqlite(&wal, "PRAGMA integrity_check;\nSELECT count(*) FROM t;\n");
     assert_eq!(out, "ok\n100000\n");
     m.unmount().unwrap();
+    s.fsck();
 }

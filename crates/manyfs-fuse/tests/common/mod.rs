@@ -70,6 +70,12 @@ impl Scratch {
         Scratch { dir, pool, mnt }
     }
 
+    /// Check the (unmounted) pool with the library's fsck; fail on errors.
+    pub fn fsck(&self) {
+        let report = retry_busy(|| manyfs::fsck::check(&self.pool)).expect("fsck");
+        assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
+    }
+
     /// Mount the pool through FUSE in this process.
     pub fn mount(&self, options: &[&str]) -> MountedFs {
         let cfg = FuseConfig::parse_options(options).expect("options");
