@@ -36,6 +36,9 @@ const TTL: Duration = Duration::from_secs(1);
 const FOPEN_FLAGS: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
 
+/// Largest read served in one request.
+const MAX_READ: usize = 64 << 20;
+
 /// Number of shards of the open-handle table (a power of two).
 const HANDLE_SHARDS: usize = 64;
 
@@ -282,7 +285,9 @@ impl ManyFuse {
         let Handle::File(h) = &*h else {
             return Err(Errno::EBADF);
         };
-        let mut buf = vec![0u8; size as usize];
+        // The kernel never asks for more than max_read (about 1 MiB); cap it
+        // anyway so a bogus request cannot make us allocate gigabytes.
+        let mut buf = vec![0u8; (size as usize).min(MAX_READ)];
         let mut done = 0usize;
         while done < buf.len() {
             let off = offset.checked_add(done as u64).ok_or(Errno::EINVAL)?;
