@@ -191,34 +191,40 @@ pub fn headline(records: &[Record]) -> String {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "-".into(),
     };
-    let base_name = baseline.clone().unwrap_or_else(|| "baseline".into());
-    let header = [
-        "workload".to_string(),
-        "target".to_string(),
-        format!("1t vs {base_name}"),
-        format!("2t vs {base_name}"),
-        "2t/1t".to_string(),
-        format!("{max_threads}t/2t"),
-    ];
-    let mut rows: Vec<[String; 6]> = Vec::new();
-    for w in &workloads {
-        for t in &targets {
-            let b = |n| baseline.as_deref().and_then(|bt| find(w, bt, n));
-            rows.push([
-                w.to_string(),
-                t.to_string(),
-                ratio(find(w, t, 1), b(1)),
-                ratio(find(w, t, 2), b(2)),
-                ratio(find(w, t, 2), find(w, t, 1)),
-                if max_threads > 2 {
-                    ratio(find(w, t, max_threads), find(w, t, 2))
-                } else {
-                    "-".into()
-                },
-            ]);
+    // (header, which thread count, versus baseline or versus own count)
+    let mut cols: Vec<(String, usize, Option<usize>)> = Vec::new();
+    if let Some(b) = &baseline {
+        for n in [1, 2] {
+            if has(n) {
+                cols.push((format!("{n}t vs {b}"), n, None));
+            }
         }
     }
-    let mut width = header.clone().map(|h| h.len());
+    if has(1) && has(2) {
+        cols.push(("2t/1t".into(), 2, Some(1)));
+    }
+    if max_threads > 2 && has(2) {
+        cols.push((format!("{max_threads}t/2t"), max_threads, Some(2)));
+    }
+    let mut header = vec!["workload".to_string(), "target".to_string()];
+    header.extend(cols.iter().map(|c| c.0.clone()));
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for w in &workloads {
+        for t in &targets {
+            let mut row = vec![w.to_string(), t.to_string()];
+            for (_, n, versus) in &cols {
+                row.push(match versus {
+                    None => ratio(
+                        find(w, t, *n),
+                        baseline.as_deref().and_then(|bt| find(w, bt, *n)),
+                    ),
+                    Some(m) => ratio(find(w, t, *n), find(w, t, *m)),
+                });
+            }
+            rows.push(row);
+        }
+    }
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.len());
@@ -226,7 +232,7 @@ pub fn headline(records: &[Record]) -> String {
     }
     let mut out = String::new();
     for r in std::iter::once(&header).chain(rows.iter()) {
-        for (i, (c, w)) in r.iter().zip(width).enumerate() {
+        for (i, (c, &w)) in r.iter().zip(&width).enumerate() {
             if i > 0 {
                 out.push_str("  ");
             }
@@ -260,6 +266,22 @@ mod tests {
             ops_per_sec_min: bps / 4096.0,
             ops_per_sec_max: bps / 4096.0,
         }
+    }
+
+    #[test]
+    fn headline_ratios() {
+        let rs = vec![
+            rec("DWOM", "lib:srl-tree", 1, 4.0),
+            rec("DWOM", "lib:srl-tree", 2, 8.0),
+            rec("DWOM", "tmpfs", 1, 2.0),
+            rec("DWOM", "tmpfs", 2, 2.0),
+        ];
+        let h = headline(&rs);
+        assert!(h.contains("1t vs tmpfs") && h.contains("2t/1t"), "{h}");
+        assert!(!h.contains("2t/2t"));
+        let line = h.lines().find(|l| l.contains("lib:srl-tree")).unwrap();
+        assert!(line.contains("2.00x") && line.contains("4.00x"), "{line}");
+        assert_eq!(headline(&rs[1..2]), "");
     }
 
     #[test]
