@@ -193,6 +193,13 @@ impl Fs {
         }
     }
 
+    /// Make every later durability point fail as a failing `msync` would
+    /// (for testing how errors surface). After the first failure the file
+    /// system refuses changes with EIO.
+    pub fn inject_sync_failure(&self) {
+        self.core.media.inject_sync_failure();
+    }
+
     /// Mount options in force.
     pub fn options(&self) -> &MountOptions {
         &self.core.opts

@@ -114,10 +114,15 @@ impl FsCore {
     /// Refuse changes on a read-only mount.
     pub fn check_writable(&self) -> Result<()> {
         if self.opts.read_only {
-            Err(Error::ReadOnly)
-        } else {
-            Ok(())
+            return Err(Error::ReadOnly);
         }
+        if self.media.has_failed() {
+            return Err(Error::io(
+                "an earlier sync of the pool failed; refusing further changes",
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
+        Ok(())
     }
 
     /// Build the DRAM inode for a record (new or recovered).

@@ -71,6 +71,11 @@ pub struct Media {
     writable: bool,
     path: PathBuf,
     recorder: Option<Arc<Recorder>>,
+    /// Set once a durability point failed: the media's state on disk is
+    /// unknown from then on, so every later store and sync fails too.
+    failed: std::sync::atomic::AtomicBool,
+    /// Test hook: make the next durability points fail as `msync` would.
+    inject_sync_failure: std::sync::atomic::AtomicBool,
     // Held open for the lifetime of the mapping: it carries the flock that
     // keeps a second process from mounting the same pool.
     _file: File,
@@ -97,6 +102,19 @@ impl Media {
         file.set_len(0)
             .and_then(|_| file.set_len(size))
             .map_err(|e| Error::io(format!("size pool {}", path.display()), e))?;
+        // Reserve the space now: a store into a hole the file system cannot
+        // fill would kill the process with SIGBUS instead of returning ENOSPC.
+        let len = libc::off_t::try_from(size)
+            .map_err(|_| Error::InvalidArgument(format!("pool size {size} too large")))?;
+        // SAFETY: posix_fallocate on a descriptor we own; no memory involved.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            let _ = std::fs::remove_file(path);
+            return Err(Error::io(
+                format!("reserve {size} bytes for pool {}", path.display()),
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
         Self::map(file, path, mode, true)
     }
 
@@ -159,6 +177,8 @@ impl Media {
             writable,
             path: path.to_path_buf(),
             recorder: None,
+            failed: std::sync::atomic::AtomicBool::new(false),
+            inject_sync_failure: std::sync::atomic::AtomicBool::new(false),
             _file: file,
         })
     }
@@ -227,11 +247,29 @@ impl Media {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::ReadOnly)
+        if !self.writable {
+            return Err(Error::ReadOnly);
         }
+        if self.failed.load(Ordering::Relaxed) {
+            return Err(Error::io(
+                format!(
+                    "{}: an earlier sync failed; refusing further changes",
+                    self.path.display()
+                ),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Make durability points fail from now on (tests of error handling).
+    pub fn inject_sync_failure(&self) {
+        self.inject_sync_failure.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a durability point has failed.
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Copy `buf.len()` bytes at `off` into `buf`.
@@ -396,6 +434,13 @@ impl Media {
             return Ok(());
         }
         let start = self.check(off, len)?;
+        if self.inject_sync_failure.load(Ordering::Relaxed) {
+            self.failed.store(true, Ordering::Relaxed);
+            return Err(Error::io(
+                format!("msync {} (injected)", self.path.display()),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
         let page = page_size();
         let aligned = start & !(page - 1);
         let end = start + len;
@@ -404,6 +449,7 @@ impl Media {
         let rc =
             unsafe { libc::msync(self.base.add(aligned).cast(), end - aligned, libc::MS_SYNC) };
         if rc != 0 {
+            self.failed.store(true, Ordering::Relaxed);
             return Err(Error::io(
                 format!("msync {}", self.path.display()),
                 std::io::Error::last_os_error(),

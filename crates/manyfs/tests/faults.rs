@@ -1,0 +1,134 @@
+//! Faults: a full pool under concurrent writers, and failing durability points.
+
+use manyfs::{Error, Fs, MkfsOptions, MountOptions, OpenOptions};
+
+#[test]
+fn full_pool_under_concurrent_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: 8 << 20,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    let shared = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/shared")
+        .unwrap();
+    let nospc = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let (fs, shared, nospc) = (&fs, &shared, &nospc);
+            s.spawn(move || {
+                let own = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .open(fs, format!("/t{t}"))
+                    .unwrap();
+                for i in 0..4000u64 {
+                    let r = if i % 2 == 0 {
+                        own.write_at(&[t as u8; 8192], i * 8192)
+                    } else {
+                        shared.write_at(&[t as u8; 4096], (t * 4000 + i) * 4096)
+                    };
+                    match r {
+                        Ok(_) => {}
+                        Err(e) => {
+                            assert_eq!(e.errno(), libc::ENOSPC, "{e}");
+                            nospc.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        nospc.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the pool never filled"
+    );
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    let free_full = fs.statfs().free_blocks;
+    for t in 0..8 {
+        fs.remove_file(format!("/t{t}")).unwrap();
+    }
+    assert!(
+        fs.statfs().free_blocks > free_full + 512,
+        "delete freed space"
+    );
+    // Writing works again, and everything is consistent after a remount.
+    shared.write_at(&[9u8; 65536], 0).unwrap();
+    drop(shared);
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
+    assert_eq!(&fs.read("/shared").unwrap()[..65536], &[9u8; 65536][..]);
+}
+
+#[test]
+fn failed_sync_is_reported_and_later_writes_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: 8 << 20,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/f")
+        .unwrap();
+    f.write_at(b"before", 0).unwrap();
+    f.sync_all().unwrap();
+    fs.inject_sync_failure();
+    f.write_at(b"during", 0).unwrap();
+    let err = f.sync_all().unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(err.to_string().contains("msync"), "{err}");
+    let err = f.write_at(b"after", 0).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(matches!(fs.create_dir("/d"), Err(Error::Io { .. })));
+    // Reads still work.
+    let mut buf = [0u8; 6];
+    f.read_exact_at(&mut buf, 0).unwrap();
+}
+
+#[test]
+fn mkfs_on_a_full_file_system_fails_cleanly() {
+    // A pool larger than the space under it must be refused at mkfs, not
+    // crash later with SIGBUS when a store hits an unbacked page.
+    let dir = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
+    let avail = {
+        let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid C string and out-pointer.
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_bavail as u64 * st.f_frsize as u64
+    };
+    let size = (avail + (1 << 30)).next_multiple_of(1 << 20);
+    let err = Fs::mkfs(
+        &dir.path().join("huge"),
+        &MkfsOptions {
+            size,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .err()
+    .expect("mkfs of a pool larger than the file system must fail");
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+}
