@@ -45,6 +45,10 @@ pub enum Error {
     /// The handle was not opened for this kind of access.
     #[error("bad file handle: {0}")]
     BadHandle(&'static str),
+    /// The operation is not permitted for this caller (sticky directories,
+    /// hard links to directories).
+    #[error("{0}: operation not permitted")]
+    NotPermitted(String),
     /// The file system is mounted read-only.
     #[error("read-only file system")]
     ReadOnly,
@@ -88,6 +92,7 @@ impl Error {
             Error::FileTooLarge(_) => libc::EFBIG,
             Error::Loop(_) => libc::ELOOP,
             Error::BadHandle(_) => libc::EBADF,
+            Error::NotPermitted(_) => libc::EPERM,
             Error::ReadOnly => libc::EROFS,
             Error::Busy { .. } => libc::EBUSY,
             Error::Corrupt { .. } => libc::EIO,

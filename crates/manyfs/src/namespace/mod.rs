@@ -213,7 +213,7 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
     core.check_writable()?;
     check_name(name)?;
     if inode.is_dir() {
-        return Err(Error::InvalidArgument(
+        return Err(Error::NotPermitted(
             "hard links to directories are not allowed".into(),
         ));
     }
@@ -251,10 +251,10 @@ fn check_sticky(parent: &Inode, child: &Inode, caller_uid: Option<u32>) -> Resul
     let Some(uid) = caller_uid else { return Ok(()) };
     let pa = parent.attrs.lock().clone();
     if pa.mode & S_ISVTX != 0 && uid != 0 && uid != pa.uid && uid != child.attrs.lock().uid {
-        return Err(Error::Io {
-            context: "sticky directory".into(),
-            source: std::io::Error::from_raw_os_error(libc::EPERM),
-        });
+        return Err(Error::NotPermitted(format!(
+            "sticky directory {}: only the owner may remove or rename entries",
+            parent.ino
+        )));
     }
     Ok(())
 }
