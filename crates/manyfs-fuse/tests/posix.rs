@@ -369,6 +369,78 @@ fn readdir_offsets_with_many_entries_and_removal() {
     s.fsck();
 }
 
+#[test]
+fn library_errors_reach_programs_as_errno() {
+    if !fuse_available("library_errors_reach_programs_as_errno") {
+        return;
+    }
+    let s = Scratch::with_size(32 << 20);
+    let m = s.mount(&[]);
+    let root = s.mnt.as_path();
+
+    // ENAMETOOLONG
+    let long = "n".repeat(300);
+    let err = fs::write(root.join(&long), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG), "{err}");
+
+    // ENOTDIR
+    fs::write(root.join("plain"), b"x").unwrap();
+    let err = fs::create_dir(root.join("plain/sub")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{err}");
+
+    // ENOSPC: fill the 32 MiB pool, then free the space again
+    let chunk = vec![0x5Au8; 1 << 20];
+    let mut written = 0usize;
+    let err = {
+        let mut f = fs::File::create(root.join("filler")).unwrap();
+        loop {
+            match f.write_all(&chunk) {
+                Ok(()) => written += chunk.len(),
+                Err(e) => break e,
+            }
+            assert!(
+                written <= 64 << 20,
+                "a 32 MiB pool accepted {written} bytes"
+            );
+        }
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    assert!(written >= 8 << 20, "only {written} bytes fit");
+    fs::remove_file(root.join("filler")).unwrap();
+    fs::write(root.join("after"), &chunk).expect("space is reusable after unlink");
+    assert_eq!(fs::read(root.join("after")).unwrap(), chunk);
+
+    // unsupported node types and rename flags
+    let fifo = cstr(&root.join("fifo"));
+    // SAFETY: valid NUL-terminated path.
+    let rc = unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) };
+    assert_eq!(rc, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EPERM)
+    );
+    let (a, b) = (cstr(&root.join("plain")), cstr(&root.join("after")));
+    // SAFETY: valid NUL-terminated paths.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    assert_eq!(rc, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+
+    assert_eq!(m.stats().handler_panics(), 0);
+    m.unmount().unwrap();
+    s.fsck();
+}
+
 /// Build a tree with files of awkward sizes, nested directories and symlinks.
 fn make_tree(root: &Path) {
     let sizes = [

@@ -48,6 +48,11 @@ impl Scratch {
     /// Create the directory, make a fresh pool (left unmounted) and an
     /// empty mount point.
     pub fn new() -> Scratch {
+        Scratch::with_size(POOL_SIZE)
+    }
+
+    /// Like [`Scratch::new`] with a pool of `size` bytes.
+    pub fn with_size(size: u64) -> Scratch {
         let dir = tempfile::Builder::new()
             .prefix("manyfs-fuse-test")
             .tempdir()
@@ -59,7 +64,7 @@ impl Scratch {
             Fs::mkfs(
                 &pool,
                 &MkfsOptions {
-                    size: POOL_SIZE,
+                    size,
                     ..MkfsOptions::default()
                 },
                 &MountOptions::default(),
