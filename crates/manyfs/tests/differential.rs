@@ -1,0 +1,817 @@
+//! Differential test: random sequences of namespace and file operations are
+//! applied to manyfs and to a real directory on tmpfs (through `std::fs`),
+//! and every result is compared: both succeed with equal outputs, or both
+//! fail with the same errno. At remount points (chosen by proptest, and at
+//! the end) manyfs is unmounted and mounted again and its whole tree is
+//! compared with the tmpfs tree; `Fs::verify()` must report no differences
+//! and the final pool must pass fsck.
+
+use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
+use proptest::prelude::*;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Names every path component is drawn from: small, so operations collide.
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+const PAGE: u64 = 4096;
+
+/// A path of depth 1 or 2 below the root, as indices into [`NAMES`].
+#[derive(Clone)]
+struct P(Vec<usize>);
+
+impl P {
+    fn rel(&self) -> String {
+        self.0
+            .iter()
+            .map(|&i| NAMES[i])
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+    /// Whether this path lies strictly below `other` (by name).
+    fn is_under(&self, other: &P) -> bool {
+        self.0.len() > other.0.len() && self.0.starts_with(&other.0)
+    }
+}
+
+impl std::fmt::Debug for P {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"/{}\"", self.rel())
+    }
+}
+
+/// Deterministic file contents: `len` bytes derived from `seed`.
+#[derive(Clone, Copy)]
+struct Data {
+    len: usize,
+    seed: u8,
+}
+
+impl Data {
+    fn bytes(&self) -> Vec<u8> {
+        (0..self.len)
+            .map(|i| self.seed.wrapping_add((i % 251) as u8).wrapping_mul(3) | 1)
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Data {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Data{{len:{},seed:{}}}", self.len, self.seed)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op<T = P> {
+    CreateDir(T),
+    RemoveDir(T),
+    /// Create or replace the whole file.
+    Write(T, Data),
+    /// Open an existing file for writing and write at an offset.
+    WriteAt(T, u64, Data),
+    SetLen(T, u64),
+    RemoveFile(T),
+    Rename(T, T),
+    HardLink(T, T),
+    /// `Symlink(target, link)`; targets are relative and stay inside the tree.
+    Symlink(String, T),
+    ReadLink(T),
+    Read(T),
+    /// Read `len` bytes at `off` from an existing file.
+    ReadAt(T, u64, usize),
+    ReadDir(T),
+    Metadata(T),
+    SymlinkMetadata(T),
+    /// Unmount and mount manyfs again, then compare the whole tree.
+    Remount,
+}
+
+impl<T> Op<T> {
+    fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> Op<U> {
+        match self {
+            Op::CreateDir(p) => Op::CreateDir(f(p)),
+            Op::RemoveDir(p) => Op::RemoveDir(f(p)),
+            Op::Write(p, d) => Op::Write(f(p), *d),
+            Op::WriteAt(p, o, d) => Op::WriteAt(f(p), *o, *d),
+            Op::SetLen(p, l) => Op::SetLen(f(p), *l),
+            Op::RemoveFile(p) => Op::RemoveFile(f(p)),
+            Op::Rename(a, b) => Op::Rename(f(a), f(b)),
+            Op::HardLink(a, b) => Op::HardLink(f(a), f(b)),
+            Op::Symlink(t, p) => Op::Symlink(t.clone(), f(p)),
+            Op::ReadLink(p) => Op::ReadLink(f(p)),
+            Op::Read(p) => Op::Read(f(p)),
+            Op::ReadAt(p, o, n) => Op::ReadAt(f(p), *o, *n),
+            Op::ReadDir(p) => Op::ReadDir(f(p)),
+            Op::Metadata(p) => Op::Metadata(f(p)),
+            Op::SymlinkMetadata(p) => Op::SymlinkMetadata(f(p)),
+            Op::Remount => Op::Remount,
+        }
+    }
+}
+
+/// How a generated operation picks a path: a fixed one, or (to make most
+/// operations meet something that exists) the n-th path that exists in the
+/// tree when the operation runs.
+#[derive(Clone, Debug)]
+enum Sel {
+    Fixed(P),
+    Existing(usize),
+}
+
+fn sel() -> impl Strategy<Value = Sel> {
+    prop_oneof![
+        1 => path().prop_map(Sel::Fixed),
+        1 => any::<usize>().prop_map(Sel::Existing),
+    ]
+}
+
+fn path() -> impl Strategy<Value = P> {
+    prop::collection::vec(0..NAMES.len(), 1..=2).prop_map(P)
+}
+
+fn data() -> impl Strategy<Value = Data> {
+    // Mostly small, sometimes several pages, sometimes exactly page sized.
+    let len = prop_oneof![
+        4 => 0usize..200,
+        3 => 0usize..(3 * PAGE as usize + 100),
+        1 => Just(PAGE as usize),
+        1 => Just(2 * PAGE as usize),
+    ];
+    (len, any::<u8>()).prop_map(|(len, seed)| Data { len, seed })
+}
+
+fn offset() -> impl Strategy<Value = u64> {
+    // Unaligned, page aligned, just before/after page boundaries, and far
+    // beyond any size the files reach (making holes).
+    prop_oneof![
+        3 => 0u64..(5 * PAGE),
+        1 => (0u64..6).prop_map(|p| p * PAGE),
+        1 => (1u64..6, 1u64..8).prop_map(|(p, d)| p * PAGE - d),
+        1 => (8u64..40).prop_map(|p| p * PAGE + 17),
+    ]
+}
+
+fn target() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => path().prop_map(|p| p.rel()),
+        1 => Just(".".to_string()),
+        1 => Just("zz".to_string()),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op<Sel>> {
+    prop_oneof![
+        5 => sel().prop_map(Op::CreateDir),
+        2 => sel().prop_map(Op::RemoveDir),
+        6 => (sel(), data()).prop_map(|(p, d)| Op::Write(p, d)),
+        5 => (sel(), offset(), data()).prop_map(|(p, o, d)| Op::WriteAt(p, o, d)),
+        3 => (sel(), offset()).prop_map(|(p, o)| Op::SetLen(p, o)),
+        2 => sel().prop_map(Op::RemoveFile),
+        4 => (sel(), sel()).prop_map(|(a, b)| Op::Rename(a, b)),
+        2 => (sel(), sel()).prop_map(|(a, b)| Op::HardLink(a, b)),
+        2 => (target(), sel()).prop_map(|(t, p)| Op::Symlink(t, p)),
+        1 => sel().prop_map(Op::ReadLink),
+        3 => sel().prop_map(Op::Read),
+        2 => (sel(), offset(), 0usize..9000).prop_map(|(p, o, n)| Op::ReadAt(p, o, n)),
+        2 => sel().prop_map(Op::ReadDir),
+        2 => sel().prop_map(Op::Metadata),
+        1 => sel().prop_map(Op::SymlinkMetadata),
+        1 => Just(Op::Remount),
+    ]
+}
+
+/// What a successful operation returned, in a form both sides can produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Out {
+    Unit,
+    Count(usize),
+    Bytes(Vec<u8>),
+    Link(PathBuf),
+    Entries(Vec<(String, Kind)>),
+    Meta(MetaOut),
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MetaOut {
+    kind: Kind,
+    /// `None` for directories: manyfs reports entries*32, tmpfs its own
+    /// formula; neither is specified by POSIX.
+    size: Option<u64>,
+    nlink: u64,
+}
+
+type R = Result<Out, i32>;
+
+fn kind_of(k: FileKind) -> Kind {
+    match k {
+        FileKind::File => Kind::File,
+        FileKind::Dir => Kind::Dir,
+        FileKind::Symlink => Kind::Symlink,
+    }
+}
+
+fn std_kind(t: std::fs::FileType) -> Kind {
+    if t.is_dir() {
+        Kind::Dir
+    } else if t.is_symlink() {
+        Kind::Symlink
+    } else {
+        Kind::File
+    }
+}
+
+fn m_meta(m: manyfs::Metadata) -> Out {
+    let kind = kind_of(m.kind);
+    Out::Meta(MetaOut {
+        kind,
+        size: (kind != Kind::Dir).then_some(m.size),
+        nlink: u64::from(m.nlink),
+    })
+}
+
+fn s_meta(m: std::fs::Metadata) -> Out {
+    let kind = std_kind(m.file_type());
+    Out::Meta(MetaOut {
+        kind,
+        size: (kind != Kind::Dir).then_some(m.len()),
+        nlink: m.nlink(),
+    })
+}
+
+fn me<T>(r: manyfs::Result<T>) -> Result<T, i32> {
+    r.map_err(|e| e.errno())
+}
+
+fn se<T>(r: io::Result<T>) -> Result<T, i32> {
+    r.map_err(|e| e.raw_os_error().unwrap_or(-1))
+}
+
+/// Operations failed alike, operations succeeded, cases run.
+static TOTALS: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    pool: PathBuf,
+    fs: Option<Fs>,
+    root: PathBuf,
+    /// Operations run so far; shared with the watchdog that reports hangs.
+    trace: Arc<Mutex<Vec<String>>>,
+    /// Reference-tree inode numbers of files that were shrunk (BUG 1).
+    shrunk: std::collections::HashSet<u64>,
+    /// Operations that failed (on both sides alike) and that succeeded.
+    outcomes: [usize; 2],
+}
+
+fn scratch_dir() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir()
+        && let Ok(d) = tempfile::tempdir_in("/dev/shm")
+    {
+        return d;
+    }
+    tempfile::tempdir().unwrap()
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let dir = scratch_dir();
+        let pool = dir.path().join("pool");
+        let root = dir.path().join("ref");
+        std::fs::create_dir(&root).unwrap();
+        let fs = Fs::mkfs(
+            &pool,
+            &MkfsOptions {
+                size: 32 << 20,
+                ..Default::default()
+            },
+            &MountOptions::default(),
+        )
+        .unwrap();
+        Harness {
+            _dir: dir,
+            pool,
+            fs: Some(fs),
+            root,
+            trace: Default::default(),
+            shrunk: Default::default(),
+            outcomes: [0; 2],
+        }
+    }
+
+    fn fs(&self) -> &Fs {
+        self.fs.as_ref().expect("mounted")
+    }
+
+    fn m(&self, p: &P) -> String {
+        format!("/{}", p.rel())
+    }
+
+    fn s(&self, p: &P) -> PathBuf {
+        self.root.join(p.rel())
+    }
+
+    fn remount(&mut self) {
+        let fs = self.fs.take().expect("mounted");
+        fs.unmount().unwrap();
+        self.fs = Some(Fs::mount(&self.pool, &MountOptions::default()).unwrap());
+    }
+
+    fn apply_manyfs(&self, op: &Op) -> R {
+        let fs = self.fs();
+        match op {
+            Op::CreateDir(p) => me(fs.create_dir(self.m(p))).map(|_| Out::Unit),
+            Op::RemoveDir(p) => me(fs.remove_dir(self.m(p))).map(|_| Out::Unit),
+            Op::Write(p, d) => me(fs.write(self.m(p), &d.bytes())).map(|_| Out::Unit),
+            Op::WriteAt(p, off, d) => {
+                let f = me(OpenOptions::new().write(true).open(fs, self.m(p)))?;
+                me(f.write_at(&d.bytes(), *off)).map(Out::Count)
+            }
+            Op::SetLen(p, len) => me(fs.set_len(self.m(p), *len)).map(|_| Out::Unit),
+            Op::RemoveFile(p) => me(fs.remove_file(self.m(p))).map(|_| Out::Unit),
+            Op::Rename(a, b) => me(fs.rename(self.m(a), self.m(b))).map(|_| Out::Unit),
+            Op::HardLink(a, b) => me(fs.hard_link(self.m(a), self.m(b))).map(|_| Out::Unit),
+            Op::Symlink(t, p) => me(fs.symlink(t, self.m(p))).map(|_| Out::Unit),
+            Op::ReadLink(p) => me(fs.read_link(self.m(p))).map(Out::Link),
+            Op::Read(p) => me(fs.read(self.m(p))).map(Out::Bytes),
+            Op::ReadAt(p, off, n) => {
+                let f = me(OpenOptions::new().read(true).open(fs, self.m(p)))?;
+                let mut buf = vec![0u8; *n];
+                let got = me(f.read_at(&mut buf, *off))?;
+                buf.truncate(got);
+                Ok(Out::Bytes(buf))
+            }
+            Op::ReadDir(p) => me(fs.read_dir(self.m(p))).map(|v| {
+                Out::Entries(
+                    v.into_iter()
+                        .map(|e| (e.name.to_string_lossy().into_owned(), kind_of(e.kind)))
+                        .collect(),
+                )
+            }),
+            Op::Metadata(p) => me(fs.metadata(self.m(p))).map(m_meta),
+            Op::SymlinkMetadata(p) => me(fs.symlink_metadata(self.m(p))).map(m_meta),
+            Op::Remount => unreachable!(),
+        }
+    }
+
+    fn apply_std(&self, op: &Op) -> R {
+        match op {
+            Op::CreateDir(p) => se(std::fs::create_dir(self.s(p))).map(|_| Out::Unit),
+            Op::RemoveDir(p) => se(std::fs::remove_dir(self.s(p))).map(|_| Out::Unit),
+            Op::Write(p, d) => se(std::fs::write(self.s(p), d.bytes())).map(|_| Out::Unit),
+            Op::WriteAt(p, off, d) => {
+                let f = se(std::fs::OpenOptions::new().write(true).open(self.s(p)))?;
+                se(f.write_at(&d.bytes(), *off)).map(Out::Count)
+            }
+            Op::SetLen(p, len) => {
+                let f = se(std::fs::OpenOptions::new().write(true).open(self.s(p)))?;
+                se(f.set_len(*len)).map(|_| Out::Unit)
+            }
+            Op::RemoveFile(p) => se(std::fs::remove_file(self.s(p))).map(|_| Out::Unit),
+            Op::Rename(a, b) => se(std::fs::rename(self.s(a), self.s(b))).map(|_| Out::Unit),
+            Op::HardLink(a, b) => se(std::fs::hard_link(self.s(a), self.s(b))).map(|_| Out::Unit),
+            Op::Symlink(t, p) => se(std::os::unix::fs::symlink(t, self.s(p))).map(|_| Out::Unit),
+            Op::ReadLink(p) => se(std::fs::read_link(self.s(p))).map(Out::Link),
+            Op::Read(p) => se(std::fs::read(self.s(p))).map(Out::Bytes),
+            Op::ReadAt(p, off, n) => {
+                let f = se(std::fs::File::open(self.s(p)))?;
+                let mut buf = vec![0u8; *n];
+                // std's read_at may return short counts; loop like manyfs's
+                // single call, which reads everything up to EOF.
+                let mut got = 0;
+                while got < *n {
+                    let k = se(f.read_at(&mut buf[got..], *off + got as u64))?;
+                    if k == 0 {
+                        break;
+                    }
+                    got += k;
+                }
+                buf.truncate(got);
+                Ok(Out::Bytes(buf))
+            }
+            Op::ReadDir(p) => {
+                let mut v = Vec::new();
+                for e in se(std::fs::read_dir(self.s(p)))? {
+                    let e = se(e)?;
+                    v.push((
+                        e.file_name().to_string_lossy().into_owned(),
+                        std_kind(se(e.file_type())?),
+                    ));
+                }
+                v.sort();
+                Ok(Out::Entries(v))
+            }
+            Op::Metadata(p) => se(std::fs::metadata(self.s(p))).map(s_meta),
+            Op::SymlinkMetadata(p) => se(std::fs::symlink_metadata(self.s(p))).map(s_meta),
+            Op::Remount => unreachable!(),
+        }
+    }
+
+    /// Apply one operation to both sides and compare.
+    fn step(&mut self, i: usize, op: &Op) -> Result<(), TestCaseError> {
+        self.trace.lock().unwrap().push(format!("op {i}: {op:?}"));
+        if let Op::Remount = op {
+            self.remount();
+            self.check_all(&format!("after remount at op {i}"))?;
+            return Ok(());
+        }
+        if !all_bugs() && self.hits_known_bug(op) {
+            return Ok(());
+        }
+        let got = self.apply_manyfs(op);
+        let want = self.apply_std(op);
+        let (got, want) = normalise(op, got, want);
+        self.outcomes[usize::from(want.is_ok())] += 1;
+        prop_assert_eq!(
+            &got,
+            &want,
+            "op {}: {:?}\nsequence:\n{}",
+            i,
+            op,
+            self.trace()
+        );
+        let diffs = self.fs().verify().unwrap();
+        prop_assert!(
+            diffs.is_empty(),
+            "op {}: {:?}: verify: {:?}\nsequence:\n{}",
+            i,
+            op,
+            diffs,
+            self.trace()
+        );
+        Ok(())
+    }
+
+    /// Whether `op` would trigger a manyfs bug already reported (see the
+    /// notes at [`all_bugs`]); such operations are skipped on both sides.
+    fn hits_known_bug(&mut self, op: &Op) -> bool {
+        let ino_size = |p: &P| {
+            std::fs::metadata(self.s(p))
+                .ok()
+                .map(|m| (m.ino(), m.len()))
+        };
+        match op {
+            // BUG 1: once a file was shrunk (set_len, or a whole-file write
+            // truncating it), a later set_len brings the pages cut off back
+            // on media (seen after remount and by `verify`), even pointing
+            // at blocks reused since. So set_len runs only on files never
+            // shrunk; the first shrink is still tested.
+            Op::SetLen(p, len) => match ino_size(p) {
+                Some((ino, _)) if self.shrunk.contains(&ino) => true,
+                Some((ino, size)) if *len < size => {
+                    self.shrunk.insert(ino);
+                    false
+                }
+                _ => false,
+            },
+            // BUG 3: creating through a dangling symlink opens the symlink
+            // inode itself and truncates/writes its target text instead of
+            // creating the file the link points to.
+            Op::Write(p, _) => {
+                if let Some((ino, size)) = ino_size(p)
+                    && size > 0
+                {
+                    self.shrunk.insert(ino);
+                }
+                std::fs::symlink_metadata(self.s(p)).is_ok_and(|m| m.file_type().is_symlink())
+                    && std::fs::metadata(self.s(p)).is_err()
+            }
+            // BUG 4: renaming a directory onto its own parent (`/a/b` ->
+            // `/a`) deadlocks: rename read-locks the target directory, which
+            // is the source directory it already holds write-locked.
+            Op::Rename(a, b) => {
+                let src = self.s(a);
+                let parent = src.parent().and_then(|d| std::fs::metadata(d).ok());
+                std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir())
+                    && std::fs::symlink_metadata(self.s(b))
+                        .is_ok_and(|t| t.is_dir() && parent.is_some_and(|p| p.ino() == t.ino()))
+            }
+            _ => false,
+        }
+    }
+
+    /// The operations run so far, one per line, for failure messages.
+    fn trace(&self) -> String {
+        render(&self.trace.lock().unwrap())
+    }
+
+    /// Paths (depth 1 and 2) that exist in the reference tree, sorted.
+    fn existing(&self) -> Vec<P> {
+        let mut out = Vec::new();
+        let idx = |n: &std::ffi::OsStr| NAMES.iter().position(|&x| n == x).expect("known name");
+        for (i, n1) in NAMES.iter().enumerate() {
+            let p1 = self.root.join(n1);
+            let Ok(m) = std::fs::symlink_metadata(&p1) else {
+                continue;
+            };
+            out.push(P(vec![i]));
+            if m.is_dir() {
+                let mut kids: Vec<_> = std::fs::read_dir(&p1)
+                    .unwrap()
+                    .map(|e| idx(&e.unwrap().file_name()))
+                    .collect();
+                kids.sort();
+                out.extend(kids.into_iter().map(|k| P(vec![i, k])));
+            }
+        }
+        out
+    }
+
+    fn resolve(&self, op: &Op<Sel>) -> Op {
+        let existing = self.existing();
+        op.map(|s| match s {
+            Sel::Fixed(p) => p.clone(),
+            Sel::Existing(n) if existing.is_empty() => P(vec![n % NAMES.len()]),
+            Sel::Existing(n) => existing[n % existing.len()].clone(),
+        })
+    }
+
+    /// Compare the whole tree and run `verify`.
+    fn check_all(&self, when: &str) -> Result<(), TestCaseError> {
+        let got = m_tree(self.fs(), "/");
+        let want = s_tree(&self.root, "/");
+        prop_assert_eq!(
+            &got,
+            &want,
+            "tree differs {}\nsequence:\n{}",
+            when,
+            self.trace()
+        );
+        let diffs = self.fs().verify().unwrap();
+        prop_assert!(
+            diffs.is_empty(),
+            "verify {}: {:?}\nsequence:\n{}",
+            when,
+            diffs,
+            self.trace()
+        );
+        Ok(())
+    }
+
+    /// Unmount for good and fsck the pool.
+    fn finish(mut self) -> Result<(), TestCaseError> {
+        self.fs.take().expect("mounted").unmount().unwrap();
+        let report = manyfs::fsck::check(&self.pool).unwrap();
+        prop_assert!(report.is_clean(), "fsck: {:?}", report.errors);
+        Ok(())
+    }
+}
+
+/// Set `MANYFS_DIFF_ALL_BUGS=1` to also run the operations that trigger
+/// the manyfs bugs reported so far (skipped by default so the rest of the
+/// test keeps guarding):
+///
+/// 1. `set_len` extending a file that was shrunk before resurrects the old
+///    pages (on media; visible after remount and in `verify`).
+/// 2. (fixed in 495eb37: `hard_link` to a directory gave EINVAL, not EPERM.)
+/// 3. Writing (open with create) through a dangling symlink rewrites the
+///    symlink's own target instead of creating the file it points to.
+/// 4. Renaming a directory onto its parent (`/a/b` -> `/a`) hangs forever.
+fn all_bugs() -> bool {
+    std::env::var_os("MANYFS_DIFF_ALL_BUGS").is_some_and(|v| v == "1")
+}
+
+/// Explicit normalisations where Linux legitimately differs from manyfs in a
+/// way the test cannot model; everything else must match exactly.
+fn normalise(op: &Op, got: R, want: R) -> (R, R) {
+    let want = match (op, want) {
+        // rename(2): replacing a non-empty directory may fail with ENOTEMPTY
+        // or EEXIST; both are POSIX. manyfs always says ENOTEMPTY.
+        (Op::Rename(..), Err(libc::EEXIST)) if got == Err(libc::ENOTEMPTY) => Err(libc::ENOTEMPTY),
+        // rename(2) of a directory into its own subtree onto an existing
+        // target: POSIX allows EINVAL (new path has old as a prefix) and
+        // ENOTDIR/ENOTEMPTY (target kind); Linux checks the subtree first,
+        // manyfs the target first. Both orders are valid.
+        (Op::Rename(a, b), Err(libc::EINVAL))
+            if b.is_under(a) && matches!(got, Err(libc::ENOTDIR) | Err(libc::ENOTEMPTY)) =>
+        {
+            got.clone()
+        }
+        // Renaming a non-directory onto its own (non-empty) parent: Linux
+        // says ENOTEMPTY (target is an ancestor of the source), manyfs
+        // EISDIR (target is a directory); both are POSIX errors for it.
+        (Op::Rename(a, b), Err(libc::ENOTEMPTY)) if a.is_under(b) && got == Err(libc::EISDIR) => {
+            got.clone()
+        }
+        // link(2) to a directory under a name that exists: EPERM (source
+        // is a directory) and EEXIST (name taken) both apply; Linux checks
+        // the new name first, manyfs the source first.
+        (Op::HardLink(..), Err(libc::EEXIST)) if got == Err(libc::EPERM) => got.clone(),
+        (_, w) => w,
+    };
+    (got, want)
+}
+
+/// One node of a tree snapshot.
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    /// Contents and link count.
+    File(Vec<u8>, u64),
+    /// Entries and link count.
+    Dir(Vec<(String, Node)>, u64),
+    /// Target and link count.
+    Symlink(PathBuf, u64),
+}
+
+fn m_tree(fs: &Fs, path: &str) -> Node {
+    let md = fs.symlink_metadata(path).unwrap();
+    let nlink = u64::from(md.nlink);
+    match md.kind {
+        FileKind::File => Node::File(fs.read(path).unwrap(), nlink),
+        FileKind::Symlink => Node::Symlink(fs.read_link(path).unwrap(), nlink),
+        FileKind::Dir => {
+            let mut v = Vec::new();
+            for e in fs.read_dir(path).unwrap() {
+                let name = e.name.to_string_lossy().into_owned();
+                let child = if path == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{path}/{name}")
+                };
+                let node = m_tree(fs, &child);
+                // The entry's kind must agree with the inode's.
+                let k = match &node {
+                    Node::File(..) => FileKind::File,
+                    Node::Dir(..) => FileKind::Dir,
+                    Node::Symlink(..) => FileKind::Symlink,
+                };
+                assert_eq!(e.kind, k, "{child}: entry kind vs inode kind");
+                v.push((name, node));
+            }
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            Node::Dir(v, nlink)
+        }
+    }
+}
+
+fn s_tree(root: &Path, rel: &str) -> Node {
+    let p = root.join(rel.trim_start_matches('/'));
+    let md = std::fs::symlink_metadata(&p).unwrap();
+    let nlink = md.nlink();
+    match std_kind(md.file_type()) {
+        Kind::File => Node::File(std::fs::read(&p).unwrap(), nlink),
+        Kind::Symlink => Node::Symlink(std::fs::read_link(&p).unwrap(), nlink),
+        Kind::Dir => {
+            let mut v = Vec::new();
+            for e in std::fs::read_dir(&p).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                let child = if rel == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{rel}/{name}")
+                };
+                v.push((name, s_tree(root, &child)));
+            }
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            Node::Dir(v, nlink)
+        }
+    }
+}
+
+fn render(trace: &[String]) -> String {
+    trace.iter().map(|t| format!("  {t}\n")).collect()
+}
+
+/// Runs the sequence; returns how many operations failed and succeeded.
+/// A watchdog reports the operations run so far and exits the process if
+/// the sequence does not finish within a minute (a hang in manyfs).
+fn run_sequence(ops: &[Op<Sel>], remount_at: usize) -> Result<[usize; 2], TestCaseError> {
+    let trace: Arc<Mutex<Vec<String>>> = Default::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let ops = ops.to_vec();
+        let trace = trace.clone();
+        std::thread::spawn(move || {
+            let r = run_sequence_inner(&ops, remount_at, trace);
+            let _ = tx.send(());
+            r
+        })
+    };
+    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+        rx.recv_timeout(Duration::from_secs(60))
+    {
+        eprintln!(
+            "HANG: manyfs did not finish this sequence within 60 s:\n{}",
+            render(&trace.lock().unwrap())
+        );
+        std::process::exit(2);
+    }
+    match worker.join() {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn run_sequence_inner(
+    ops: &[Op<Sel>],
+    remount_at: usize,
+    trace: Arc<Mutex<Vec<String>>>,
+) -> Result<[usize; 2], TestCaseError> {
+    let mut h = Harness::new();
+    h.trace = trace;
+    for (i, op) in ops.iter().enumerate() {
+        let op = h.resolve(op);
+        h.step(i, &op)?;
+        if i == remount_at {
+            h.step(i, &Op::Remount)?;
+        }
+    }
+    h.check_all("at the end")?;
+    h.remount();
+    h.check_all("after the final remount")?;
+    let outcomes = h.outcomes;
+    h.finish()?;
+    Ok(outcomes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MANYFS_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn manyfs_matches_tmpfs(ops in prop::collection::vec(op(), 1..40), remount_at in 0usize..40) {
+        let [err, ok] = run_sequence(&ops, remount_at)?;
+        let t = &TOTALS;
+        t[0].fetch_add(err, Relaxed);
+        t[1].fetch_add(ok, Relaxed);
+        t[2].fetch_add(1, Relaxed);
+        if t[2].load(Relaxed).is_multiple_of(16) {
+            eprintln!(
+                "{} cases: {} operations failed on both sides alike, {} succeeded",
+                t[2].load(Relaxed),
+                t[0].load(Relaxed),
+                t[1].load(Relaxed)
+            );
+        }
+    }
+}
+
+/// A fixed sequence touching every operation, so a regression shows up even
+/// when proptest happens not to generate it.
+#[test]
+fn fixed_sequence_matches_tmpfs() {
+    let p = |v: &[usize]| P(v.to_vec());
+    let d = |len, seed| Data { len, seed };
+    let ops = vec![
+        Op::CreateDir(p(&[0])),
+        Op::Write(p(&[0, 1]), d(5000, 1)),
+        Op::WriteAt(p(&[0, 1]), 3 * PAGE + 5, d(4100, 2)),
+        Op::SetLen(p(&[0, 1]), 100),
+        Op::WriteAt(p(&[0, 1]), 9 * PAGE + 17, d(3, 9)),
+        Op::ReadAt(p(&[0, 1]), PAGE - 3, 9000),
+        // Extending a file that never shrank (BUG 1 needs a shrink first).
+        Op::Write(p(&[0, 2]), d(10, 3)),
+        Op::SetLen(p(&[0, 2]), 2 * PAGE + 1),
+        Op::WriteAt(p(&[0, 2]), PAGE - 1, d(2, 4)),
+        Op::Read(p(&[0, 2])),
+        Op::HardLink(p(&[0, 1]), p(&[2])),
+        Op::Metadata(p(&[2])),
+        Op::Symlink("a/b".into(), p(&[3])),
+        Op::ReadLink(p(&[3])),
+        Op::Read(p(&[3])),
+        Op::Metadata(p(&[3])),
+        Op::SymlinkMetadata(p(&[3])),
+        Op::Remount,
+        Op::CreateDir(p(&[1])),
+        Op::CreateDir(p(&[1, 0])),
+        // Into its own subdirectory: EINVAL on both.
+        Op::Rename(p(&[1]), p(&[1, 0])),
+        // Over a non-empty directory: ENOTEMPTY.
+        Op::Rename(p(&[1]), p(&[0])),
+        Op::Rename(p(&[2]), p(&[0, 1])),
+        Op::ReadDir(p(&[0])),
+        Op::RemoveDir(p(&[0])),
+        Op::RemoveFile(p(&[0, 1])),
+        Op::RemoveFile(p(&[0, 2])),
+        Op::RemoveDir(p(&[0])),
+        Op::Rename(p(&[1, 0]), p(&[0])),
+        Op::Rename(p(&[0]), p(&[1])),
+        Op::ReadDir(p(&[1])),
+        Op::Metadata(p(&[1])),
+        Op::Read(p(&[3])),
+    ];
+    let ops: Vec<Op<Sel>> = ops
+        .iter()
+        .map(|o| o.map(|p| Sel::Fixed(p.clone())))
+        .collect();
+    let [err, ok] = run_sequence(&ops, usize::MAX).unwrap();
+    // Every operation ran (none skipped as a known bug) and both outcomes occur.
+    assert_eq!(err + ok, ops.len() - 1, "failed {err}, succeeded {ok}");
+    assert!(err >= 4 && ok >= 25, "failed {err}, succeeded {ok}");
+}
