@@ -110,7 +110,32 @@ type Shard = CachePadded<RwLock<HashMap<u64, Arc<Handle>>>>;
 /// different threads rarely share a lock word.
 struct HandleTable {
     shards: Box<[Shard]>,
-    next: CachePadded<AtomicU64>,
+}
+
+/// Bits of a handle number that count handles within one serving thread.
+const FH_LOCAL_BITS: u32 = 40;
+
+/// Source of per-thread handle-number prefixes (taken once per thread).
+static FH_THREAD: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// (thread prefix, next local number) of this serving thread: handle
+    /// numbers are allocated without touching a shared counter.
+    static FH_NEXT: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// A handle number unique in this process: a per-thread prefix and a
+/// per-thread count.
+fn next_fh() -> u64 {
+    FH_NEXT.with(|c| {
+        let (mut prefix, mut n) = c.get();
+        if prefix == 0 || n >= (1 << FH_LOCAL_BITS) {
+            prefix = FH_THREAD.fetch_add(1, Ordering::Relaxed);
+            n = 0;
+        }
+        c.set((prefix, n + 1));
+        (prefix << FH_LOCAL_BITS) | n
+    })
 }
 
 impl HandleTable {
@@ -119,16 +144,18 @@ impl HandleTable {
             shards: (0..HANDLE_SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
                 .collect(),
-            next: CachePadded::new(AtomicU64::new(1)),
         }
     }
 
     fn shard(&self, fh: u64) -> &Shard {
-        &self.shards[(fh as usize) & (HANDLE_SHARDS - 1)]
+        // Mix the thread prefix in, so each thread's handles spread over
+        // all shards.
+        let h = fh ^ (fh >> FH_LOCAL_BITS);
+        &self.shards[(h as usize) & (HANDLE_SHARDS - 1)]
     }
 
     fn insert(&self, h: Handle) -> u64 {
-        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        let fh = next_fh();
         self.shard(fh).write().insert(fh, Arc::new(h));
         fh
     }
@@ -174,9 +201,12 @@ pub struct ManyFuse {
     fs: Option<Fs>,
     read_only: bool,
     handles: HandleTable,
-    inode_io: Mutex<HashMap<u64, std::sync::Weak<InodeIo>>>,
+    inode_io: Box<[IoShard]>,
     shared: Arc<Shared>,
 }
+
+/// One shard of the per-inode I/O counter map.
+type IoShard = CachePadded<Mutex<HashMap<u64, std::sync::Weak<InodeIo>>>>;
 
 impl std::fmt::Debug for ManyFuse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,7 +225,9 @@ impl ManyFuse {
             fs: Some(fs),
             read_only,
             handles: HandleTable::new(),
-            inode_io: Mutex::new(HashMap::new()),
+            inode_io: (0..HANDLE_SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .collect(),
             shared: Arc::new(Shared::default()),
         }
     }
@@ -218,7 +250,7 @@ impl ManyFuse {
     }
 
     fn io_for(&self, ino: u64) -> Arc<InodeIo> {
-        let mut map = self.inode_io.lock();
+        let mut map = self.inode_io[(ino as usize) & (HANDLE_SHARDS - 1)].lock();
         if let Some(io) = map.get(&ino).and_then(std::sync::Weak::upgrade) {
             return io;
         }
@@ -226,7 +258,7 @@ impl ManyFuse {
         map.insert(ino, Arc::downgrade(&io));
         // Keep the map from growing without bound: drop dead entries now
         // and then (amortised O(1) per open).
-        if map.len() > 1024 && map.len().is_power_of_two() {
+        if map.len() > 256 && map.len().is_power_of_two() {
             map.retain(|_, w| w.strong_count() > 0);
         }
         io
@@ -446,7 +478,9 @@ impl Filesystem for ManyFuse {
 
     fn destroy(&mut self) {
         self.handles.clear();
-        self.inode_io.lock().clear();
+        for shard in self.inode_io.iter() {
+            shard.lock().clear();
+        }
         if let Some(fs) = self.fs.take() {
             let r = fs.unmount();
             *self.shared.unmount.lock() = Some(r);
@@ -933,5 +967,49 @@ impl Filesystem for ManyFuse {
             })();
             reply_empty(reply, r);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_numbers_are_unique_across_threads() {
+        let all: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..1000).map(|_| next_fh()).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let set: std::collections::HashSet<_> = all.iter().copied().collect();
+        assert_eq!(set.len(), all.len());
+        assert!(all.iter().all(|&fh| fh != 0));
+    }
+
+    #[test]
+    fn handle_table_insert_get_remove() {
+        let t = HandleTable::new();
+        let mk = |ino| {
+            Handle::Dir(DirHandleState {
+                ino,
+                parent: 1,
+                entries: Mutex::new(Arc::new(Vec::new())),
+            })
+        };
+        let fhs: Vec<u64> = (0..300).map(|i| t.insert(mk(i))).collect();
+        assert_eq!(t.len(), 300);
+        for (i, &fh) in fhs.iter().enumerate() {
+            match t.get(fh).as_deref() {
+                Some(Handle::Dir(d)) => assert_eq!(d.ino, i as u64),
+                _ => panic!("handle {fh} lost"),
+            }
+        }
+        assert!(t.get(12345).is_none());
+        assert!(t.remove(fhs[7]).is_some());
+        assert!(t.remove(fhs[7]).is_none());
+        assert!(t.get(fhs[7]).is_none());
+        t.clear();
+        assert_eq!(t.len(), 0);
     }
 }

@@ -39,7 +39,7 @@ fn read_back(pool: &Path, name: &str) -> Vec<u8> {
     let fs = fs.unwrap();
     let data = fs.read(name).expect("read back");
     fs.unmount().unwrap();
-    let report = manyfs::fsck::check(pool).expect("fsck");
+    let report = retry_busy(|| manyfs::fsck::check(pool)).expect("fsck");
     assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
     data
 }
