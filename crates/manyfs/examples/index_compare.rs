@@ -105,7 +105,7 @@ fn main() {
     // insert (a new page) every 64 operations.
     let region = |t: u64, n: u64| {
         t * 2048
-            + if n % 64 == 0 {
+            + if n.is_multiple_of(64) {
                 2048 * 64 + n % 100_000
             } else {
                 n % 2048

@@ -841,10 +841,10 @@ fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 ));
             }
         }
-        if let (Some(d), Some(ds)) = (&inode.dir, &node.dir) {
-            if d.state.read().entries != ds.entries {
-                diffs.push(format!("directory {}: entries differ", inode.ino));
-            }
+        if let (Some(d), Some(ds)) = (&inode.dir, &node.dir)
+            && d.state.read().entries != ds.entries
+        {
+            diffs.push(format!("directory {}: entries differ", inode.ino));
         }
     }
     // Orphans still open in memory hold space the media no longer reaches.

@@ -17,6 +17,9 @@ use std::sync::Arc;
 
 const TABLE_SHARDS: usize = 64;
 
+/// One shard of the inode table, on its own cache line.
+type TableShard = crossbeam_utils::CachePadded<RwLock<HashMap<u64, Arc<Inode>>>>;
+
 /// Everything a mounted pool shares.
 pub struct FsCore {
     /// The pool mapping.
@@ -31,7 +34,7 @@ pub struct FsCore {
     live: Box<[AtomicU32]>,
     /// Mount options.
     pub opts: MountOptions,
-    table: Box<[crossbeam_utils::CachePadded<RwLock<HashMap<u64, Arc<Inode>>>>]>,
+    table: Box<[TableShard]>,
     /// Serialises operations that lock two directories (rename, rmdir),
     /// as the kernel's rename mutex does.
     pub namespace_lock: Mutex<()>,

@@ -18,7 +18,7 @@ fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
     (dir, pool, fs)
 }
 
-fn remount(fs: Fs, pool: &PathBuf) -> Fs {
+fn remount(fs: Fs, pool: &std::path::Path) -> Fs {
     fs.unmount().unwrap();
     Fs::mount(pool, &MountOptions::default()).unwrap()
 }

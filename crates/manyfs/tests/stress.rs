@@ -104,7 +104,7 @@ fn run(kind: LockKind, threads: u64, ops: u64) {
                         .min(lo + span - first)
                         .min(BLOCKS - first);
                     let bytes = &mut buf[..n as usize * BLOCK];
-                    if (x >> 32) % 3 == 0 {
+                    if (x >> 32).is_multiple_of(3) {
                         let n = file.read_at(bytes, first * BLOCK as u64).unwrap();
                         assert_eq!(n, bytes.len());
                         let ids: Vec<u64> = bytes.chunks(BLOCK).map(block_id).collect();

@@ -59,11 +59,11 @@ impl FreeExtents {
     }
 
     fn take(&mut self, want: u64) -> Option<(u64, u64)> {
-        if want == 1 {
-            if let Some(b) = self.singles.pop() {
-                self.free -= 1;
-                return Some((b, 1));
-            }
+        if want == 1
+            && let Some(b) = self.singles.pop()
+        {
+            self.free -= 1;
+            return Some((b, 1));
         }
         let Some((&start, &len)) = self.extents.iter().next() else {
             // Only singles left: hand one out.

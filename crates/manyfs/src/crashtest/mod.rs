@@ -267,7 +267,7 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
         for _ in 0..cfg.random_subsets {
             out.push(
                 (0..n)
-                    .filter(|_| rng.next() % 2 == 0)
+                    .filter(|_| rng.next().is_multiple_of(2))
                     .map(|i| (i, 0xff))
                     .collect(),
             );
@@ -277,7 +277,7 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
         for _ in 0..cfg.word_mixes {
             let mut sel = Vec::new();
             for i in 0..n {
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     sel.push((i, (rng.next() % 255) as u8 + 1));
                 }
             }
@@ -415,7 +415,7 @@ fn explore_events<'m>(
                         }
                     } else if !recovery
                         && cfg.recovery_every > 0
-                        && (stats.images as usize) % cfg.recovery_every == 0
+                        && (stats.images as usize).is_multiple_of(cfg.recovery_every)
                     {
                         check_recovery_crashes(name, &image_path, scratch, cfg, stats, rng)?;
                     }

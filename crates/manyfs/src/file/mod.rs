@@ -368,7 +368,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
     // zeroed, in the same atomic group, so bytes past EOF stay zero.
     let tail_pg = len / PAGE;
     let mut tail = None;
-    if len < old_size && len % PAGE != 0 {
+    if len < old_size && !len.is_multiple_of(PAGE) {
         let prev = f.index.lookup(tail_pg);
         if prev.block != 0 {
             let (block, _) = core.blocks.alloc(1, Purpose::Meta)?;

@@ -19,7 +19,7 @@ fn exclusion_holds(kind: LockKind, threads: usize) {
                     x ^= x << 17;
                     let a = x % CELLS;
                     let b = (a + 1 + (x >> 20) % 4).min(CELLS);
-                    let write = (x >> 40) % 3 == 0;
+                    let write = (x >> 40).is_multiple_of(3);
                     let access = if write { Access::Write } else { Access::Read };
                     let _g = RangeGuard::new(lock, a * 4096, b * 4096, access);
                     for c in &cells[a as usize..b as usize] {

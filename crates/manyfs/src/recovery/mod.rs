@@ -355,10 +355,10 @@ fn replay(
                         },
                     );
                 }
-                Entry::DirRemove { ino: c, name, .. } => {
-                    if st.entries.get(name).is_some_and(|x| x.ino == *c) {
-                        st.entries.remove(name);
-                    }
+                Entry::DirRemove { ino: c, name, .. }
+                    if st.entries.get(name).is_some_and(|x| x.ino == *c) =>
+                {
+                    st.entries.remove(name);
                 }
                 Entry::DirRename {
                     ino: c,
@@ -454,12 +454,12 @@ fn replay(
         }
         let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
         f.size = trunc_size;
-        if let Some((end, loc)) = newest_end {
-            if end > trunc_size {
-                f.size = end;
-                f.size_definer = Some((end, loc));
-                *live.entry(loc_page(loc)).or_default() += 1;
-            }
+        if let Some((end, loc)) = newest_end
+            && end > trunc_size
+        {
+            f.size = end;
+            f.size_definer = Some((end, loc));
+            *live.entry(loc_page(loc)).or_default() += 1;
         }
         for &(_, loc, _) in f.pages.values() {
             *live.entry(loc_page(loc)).or_default() += 1;
