@@ -19,8 +19,8 @@ use crossbeam_utils::CachePadded;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
 };
 use manyfs::layout::FileKind;
 use manyfs::{DirEntry, File, Fs, Metadata, SetAttr};
@@ -339,13 +339,14 @@ impl ManyFuse {
         Ok(to_attr(&md))
     }
 
-    fn do_readdir(
+    /// The directory handle `fh` of `ino` and its entry snapshot, refreshed
+    /// when a listing (re)starts at offset 0.
+    fn dir_snapshot(
         &self,
         fh: FileHandle,
         ino: u64,
         offset: u64,
-        reply: &mut ReplyDirectory,
-    ) -> Result<(), Errno> {
+    ) -> Result<(Arc<Handle>, Arc<Vec<DirEntry>>), Errno> {
         let fs = self.fs()?;
         let h = self.handles.get(fh.0).ok_or(Errno::EBADF)?;
         let Handle::Dir(d) = &*h else {
@@ -360,6 +361,20 @@ impl ManyFuse {
                 *snap = Arc::new(fs.readdir_ino(ino).map_err(errno)?);
             }
             snap.clone()
+        };
+        Ok((h, entries))
+    }
+
+    fn do_readdir(
+        &self,
+        fh: FileHandle,
+        ino: u64,
+        offset: u64,
+        reply: &mut ReplyDirectory,
+    ) -> Result<(), Errno> {
+        let (h, entries) = self.dir_snapshot(fh, ino, offset)?;
+        let Handle::Dir(d) = &*h else {
+            return Err(Errno::EBADF);
         };
         // Index 0 is ".", 1 is "..", then the entries; an entry's offset is
         // its index + 1, i.e. where the next call resumes.
@@ -376,6 +391,40 @@ impl ManyFuse {
                 }
             };
             if full {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn do_readdirplus(
+        &self,
+        fh: FileHandle,
+        ino: u64,
+        offset: u64,
+        reply: &mut ReplyDirectoryPlus,
+    ) -> Result<(), Errno> {
+        let fs = self.fs()?;
+        let (h, entries) = self.dir_snapshot(fh, ino, offset)?;
+        let Handle::Dir(d) = &*h else {
+            return Err(Errno::EBADF);
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let total = entries.len().saturating_add(2);
+        for idx in start..total {
+            let next = idx as u64 + 1;
+            let (name, target): (&OsStr, u64) = match idx {
+                0 => (OsStr::new("."), d.ino),
+                1 => (OsStr::new(".."), d.parent),
+                i => (entries[i - 2].name.as_os_str(), entries[i - 2].ino),
+            };
+            // An entry removed since the snapshot is left out (POSIX lets a
+            // listing miss entries removed during it).
+            let Ok(md) = fs.stat(target) else {
+                continue;
+            };
+            let generation = Generation(u64::from(md.generation));
+            if reply.add(INodeNo(target), next, name, &TTL, &to_attr(&md), generation) {
                 break;
             }
         }
@@ -470,6 +519,10 @@ impl Filesystem for ManyFuse {
             InitFlags::FUSE_ATOMIC_O_TRUNC,
             // Asynchronous direct I/O (libaio, io_uring) stays asynchronous.
             InitFlags::FUSE_ASYNC_DIO,
+            // Names and attributes in one reply when a listing is followed
+            // by lookups (`ls -l`, `cp -a`, `find`); the kernel decides.
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -823,6 +876,22 @@ impl Filesystem for ManyFuse {
     ) {
         guard(&self.shared.stats, || {
             match self.do_readdir(fh, ino.0, offset, &mut reply) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        guard(&self.shared.stats, || {
+            match self.do_readdirplus(fh, ino.0, offset, &mut reply) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             }
