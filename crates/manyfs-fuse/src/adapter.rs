@@ -294,7 +294,13 @@ impl ManyFuse {
         Ok(self.handles.insert(Handle::File(h)))
     }
 
-    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    fn do_write(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+    ) -> Result<u32, Errno> {
         let h = self.file_handle(fh)?;
         let Handle::File(h) = &*h else {
             return Err(Errno::EBADF);
@@ -302,7 +308,9 @@ impl ManyFuse {
         let len = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
         let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
         self.shared.stats.observe_inflight(now);
-        let res = if h.append {
+        // Page-cache writeback (shared mmap) may come through any writable
+        // handle of the inode, an O_APPEND one included: it is positional.
+        let res = if h.append && !flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
             h.file.append(data).map(|_| ())
         } else {
             write_all_at(&h.file, data, offset)
@@ -775,13 +783,13 @@ impl Filesystem for ManyFuse {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         guard(&self.shared.stats, || {
-            match self.do_write(fh, offset, data) {
+            match self.do_write(fh, offset, data, write_flags) {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
             }
