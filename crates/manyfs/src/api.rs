@@ -707,6 +707,9 @@ fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> Result<FsCo
         };
         let inode = core.make_inode(ino, &node.record, attrs, sublogs);
         inode.attr_seq.store(node.attr_seq, Ordering::Release);
+        inode
+            .attr_entries
+            .store(node.attr_entries, Ordering::Relaxed);
         inode.parent.store(node.parent, Ordering::Release);
         for (&page, &n) in &node.live {
             if let Some(c) = core.live_counter(page) {
@@ -728,6 +731,7 @@ fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> Result<FsCo
             let mut st = d.state.write();
             st.entries = ds.entries.clone();
             st.seq = ds.seq;
+            st.log_entries = ds.log_entries;
         }
         core.insert(Arc::new(inode));
     }

@@ -147,6 +147,7 @@ impl FsCore {
             kind: rec.kind,
             attrs: Mutex::new(attrs),
             attr_seq: AtomicU64::new(0),
+            attr_entries: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs),
             file: (rec.kind != FileKind::Dir)
                 .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),

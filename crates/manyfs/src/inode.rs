@@ -39,6 +39,9 @@ pub struct Inode {
     pub attrs: Mutex<Attrs>,
     /// Sequence of the newest attribute entry (writes record it as their epoch).
     pub attr_seq: AtomicU64,
+    /// Attribute entries in the log (they are never individually
+    /// collected; the log is compacted when there are many).
+    pub attr_entries: AtomicU64,
     /// The inode's log.
     pub log: InodeLog,
     /// Regular-file and symlink state.

@@ -177,3 +177,47 @@ fn second_mount_is_refused() {
     assert!(matches!(err, Error::Busy { .. }), "{err}");
     drop(fs);
 }
+
+#[test]
+fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
+    let (_d, pool, fs) = fresh(32 << 20);
+    fs.create_dir("/dir").unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/f")
+        .unwrap();
+    f.write_at(&vec![5u8; 64 << 10], 0).unwrap();
+    let free_before = fs.statfs().free_blocks;
+    for i in 0..3000u64 {
+        f.set_len(64 << 10).unwrap();
+        f.set_len((64 << 10) - 100 - (i % 4000)).unwrap();
+        fs.set_permissions("/f", 0o600 + (i % 8) as u32).unwrap();
+        fs.write(format!("/dir/n{}", i % 7), b"x").unwrap();
+        fs.remove_file(format!("/dir/n{}", (i + 3) % 7)).ok();
+    }
+    let used = free_before - fs.statfs().free_blocks;
+    assert!(used < 200, "logs grew by {used} blocks");
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    let size = f.metadata().unwrap().size;
+    let names: Vec<_> = fs
+        .read_dir("/dir")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    drop(f);
+    let fs = remount(fs, &pool);
+    assert_eq!(fs.metadata("/f").unwrap().size, size);
+    assert_eq!(fs.metadata("/f").unwrap().mode, 0o600 + (2999 % 8));
+    let data = fs.read("/f").unwrap();
+    assert!(data.iter().all(|&b| b == 5));
+    let again: Vec<_> = fs
+        .read_dir("/dir")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, again);
+}

@@ -143,6 +143,42 @@ pub fn ace_workloads() -> Vec<Workload> {
             });
         }
     }
+    // Operations that trigger log compaction: the 65th attribute entry of a
+    // file, and a directory whose log is mostly dead entries.
+    let mut chmods = populated();
+    for i in 0..64 {
+        chmods.push(Op::Chmod("/A", 0o600 + (i % 8)));
+    }
+    out.push(Workload {
+        name: "compact-file".into(),
+        pool_size: 512 << 10,
+        setup: chmods,
+        ops: vec![
+            Op::Chmod("/A", 0o640),
+            Op::Write("/A", 4096, 100, 0x21),
+            Op::Truncate("/A", 3000),
+        ],
+        concurrent: None,
+    });
+    let mut churn = populated();
+    churn.push(Op::Create("/D/k"));
+    // /D's log then holds 68 entries for 2 live names: one more removal
+    // crosses the compaction threshold (more than 2 x live + 64).
+    for _ in 0..33 {
+        churn.push(Op::Create("/D/t"));
+        churn.push(Op::Unlink("/D/t"));
+    }
+    out.push(Workload {
+        name: "compact-dir".into(),
+        pool_size: 512 << 10,
+        setup: churn,
+        ops: vec![
+            Op::Unlink("/D/k"),
+            Op::Create("/D/u"),
+            Op::Rename("/D/u", "/D/v"),
+        ],
+        concurrent: None,
+    });
     // From an empty pool: create, write, rename over, unlink.
     out.push(Workload {
         name: "ace3-empty".into(),

@@ -342,7 +342,9 @@ pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     let guard = f.truncate_lock.write();
     let result = set_len_exclusive(core, inode, f, len);
     f.truncate_lock.write_unlock(guard);
-    result
+    result?;
+    maybe_compact(core, inode);
+    Ok(())
 }
 
 fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
@@ -409,6 +411,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
         }
     };
     inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
 
     let keep_pages = len.div_ceil(PAGE);
     for (pg, m) in f.index.mapped() {
@@ -437,6 +440,93 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
     f.size.store(len, Ordering::Release);
     attrs.mtime_ns = now;
     attrs.ctime_ns = now;
+    Ok(())
+}
+
+/// Attribute entries a file's log may collect before it is compacted.
+const COMPACT_AFTER_ATTR_ENTRIES: u64 = 64;
+
+/// Compact the log of a file with many attribute entries (each truncate or
+/// chmod leaves one that recovery needs until the log is rewritten).
+fn maybe_compact(core: &FsCore, inode: &Inode) {
+    if inode.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
+        return;
+    }
+    let Some(f) = inode.file.as_ref() else { return };
+    let guard = f.truncate_lock.write();
+    let attrs = inode.attrs.lock();
+    // Best effort: on failure (a full pool) the old log stays valid.
+    let _ = compact_file(core, inode, f, &attrs);
+    drop(attrs);
+    f.truncate_lock.write_unlock(guard);
+}
+
+/// Rewrite a file's log as: one attribute entry with the current size and
+/// attributes, then one write entry per run of pages in the index. Caller
+/// holds the truncate lock exclusively and the attribute mutex.
+fn compact_file(core: &FsCore, inode: &Inode, f: &FileData, a: &crate::inode::Attrs) -> Result<()> {
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    let size = f.size();
+    let mut entries = vec![(
+        Entry::SetAttr {
+            seq,
+            size_set: true,
+            size,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns.max(inode.log.last_mtime_ns()),
+            ctime_ns: a.ctime_ns,
+        },
+        1,
+    )];
+    // Runs of pages that are contiguous in the file and on media, with one version.
+    let mut runs: Vec<(u64, u64, u64, u64)> = Vec::new();
+    for (pg, m) in f.index.mapped() {
+        match runs.last_mut() {
+            Some((p0, b0, n, v))
+                if *p0 + *n == pg
+                    && *b0 + *n == m.block
+                    && *v == m.version
+                    && *n < u32::MAX as u64 =>
+            {
+                *n += 1
+            }
+            _ => runs.push((pg, m.block, 1, m.version)),
+        }
+    }
+    for &(pg, block, n, version) in &runs {
+        entries.push((
+            Entry::FileWrite {
+                epoch: seq as u32,
+                version,
+                pgoff: pg,
+                block,
+                npages: n as u32,
+                file_end: ((pg + n) * PAGE).min(size),
+                mtime_ns: 0,
+            },
+            n as u32,
+        ));
+    }
+    let locs = inode.log.rewrite(
+        core,
+        core.sb.inode_offset(inode.ino) + INODE_LOG_ARRAY_OFFSET,
+        &entries,
+    )?;
+    for (&(pg, block, n, version), &loc) in runs.iter().zip(&locs[1..]) {
+        for i in 0..n {
+            f.index.slot(pg + i).set(PageMapping {
+                block: block + i,
+                entry: loc,
+                version,
+            });
+        }
+    }
+    inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.store(1, Ordering::Relaxed);
+    *f.size_definer.lock() = None;
     Ok(())
 }
 

@@ -8,6 +8,17 @@ pub const INODE_SIZE: u64 = 128;
 /// Magic of an initialised inode record.
 pub const INODE_MAGIC: u32 = 0x444f_4e49; // "INOD"
 
+/// Offset of the log array word inside a record.
+pub const INODE_LOG_ARRAY_OFFSET: u64 = 24;
+
+fn record_crc(b: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&b[..24]);
+    h.update(&[0u8; 8]);
+    h.update(&b[32..124]);
+    h.finalize()
+}
+
 /// What an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
@@ -54,7 +65,10 @@ impl FileKind {
 /// | 32 | 8 | atime ns |
 /// | 40 | 8 | mtime ns |
 /// | 48 | 8 | ctime ns |
-/// | 124 | 4 | crc32 of bytes 0..124 |
+/// | 124 | 4 | crc32 of bytes 0..124, with the log array word (24..32) zeroed |
+///
+/// The log array word is outside the checksum so that log compaction can
+/// switch an inode to a new log with one failure-atomic 8-byte store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InodeRecord {
     /// Bumped every time the slot is reused, so stale references are caught.
@@ -91,7 +105,7 @@ impl InodeRecord {
         put_u64(&mut b, 32, self.atime_ns);
         put_u64(&mut b, 40, self.mtime_ns);
         put_u64(&mut b, 48, self.ctime_ns);
-        let crc = crc32fast::hash(&b[..124]);
+        let crc = record_crc(&b);
         put_u32(&mut b, 124, crc);
         b
     }
@@ -102,7 +116,7 @@ impl InodeRecord {
         if b.len() < INODE_SIZE as usize || le_u32(b, 0) != INODE_MAGIC {
             return Err(Error::corrupt(what(), "not an initialised inode record"));
         }
-        if crc32fast::hash(&b[..124]) != le_u32(b, 124) {
+        if record_crc(b) != le_u32(b, 124) {
             return Err(Error::corrupt(what(), "checksum mismatch"));
         }
         let kind = FileKind::from_code(b[8])

@@ -82,7 +82,8 @@ pub struct SubLog {
 /// The log of one inode.
 pub struct InodeLog {
     ino: u64,
-    array_block: u64,
+    /// Block of the log array (changes only when the log is rewritten).
+    array_block: AtomicU64,
     sublogs: Box<[crossbeam_utils::CachePadded<Mutex<SubLog>>]>,
     /// Log pages whose live count dropped to zero and await unlinking.
     dead_pages: AtomicU64,
@@ -105,7 +106,7 @@ impl InodeLog {
         }
         InodeLog {
             ino,
-            array_block,
+            array_block: AtomicU64::new(array_block),
             sublogs: subs
                 .into_iter()
                 .map(|s| crossbeam_utils::CachePadded::new(Mutex::new(s)))
@@ -116,7 +117,7 @@ impl InodeLog {
 
     /// The block holding the sub-log heads.
     pub fn array_block(&self) -> u64 {
-        self.array_block
+        self.array_block.load(Ordering::Acquire)
     }
 
     /// Number of sub-logs.
@@ -147,7 +148,7 @@ impl InodeLog {
 
     /// Every block the log owns (array, pages), for freeing the inode.
     pub fn owned_blocks(&self) -> Vec<u64> {
-        let mut v = vec![self.array_block];
+        let mut v = vec![self.array_block()];
         for s in self.sublogs.iter() {
             v.extend_from_slice(&lock(s).pages);
         }
@@ -246,13 +247,118 @@ impl InodeLog {
         media.fence();
         let link_at = match sub.pages.last() {
             Some(prev) => prev * BLOCK_SIZE + LOG_FOOTER_OFFSET,
-            None => self.array_block * BLOCK_SIZE + idx as u64 * 8,
+            None => self.array_block() * BLOCK_SIZE + idx as u64 * 8,
         };
         media.store_u64(link_at, page)?;
         media.persist(link_at, 8)?;
         sub.pages.push(page);
         sub.next_slot = 0;
         Ok(())
+    }
+
+    /// Compact the log: write `entries` (each with its starting live
+    /// references) as one fresh chain under a new log array, switch the
+    /// inode to it with one failure-atomic store of the 8-byte word at
+    /// `record_word` (the inode record's log array field), then free the old
+    /// array and every old log page.
+    ///
+    /// Until the switch is durable the old log is the inode's log and the new
+    /// blocks are unreachable (free at the next mount); after it, the new log
+    /// is. The caller must keep every other append to this inode out.
+    pub fn rewrite(
+        &self,
+        space: &dyn LogSpace,
+        record_word: u64,
+        entries: &[(Entry, u32)],
+    ) -> Result<EntryLocs> {
+        let media = space.media();
+        let mut blocks: SmallVec<[u64; 8]> = SmallVec::new();
+        let fail = |blocks: &[u64], e| {
+            for &b in blocks {
+                space.free_blocks(b, 1);
+            }
+            Err(e)
+        };
+        let new_array = match space.alloc_meta_block() {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        blocks.push(new_array);
+        // Place the entries.
+        let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();
+        let mut pages: Vec<u64> = Vec::new();
+        let mut places: EntryLocs = SmallVec::new();
+        let mut slot = ENTRY_SLOTS_PER_PAGE;
+        for e in &encoded {
+            if slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
+                match space.alloc_meta_block() {
+                    Ok(b) => {
+                        blocks.push(b);
+                        pages.push(b);
+                    }
+                    Err(err) => return fail(&blocks, err),
+                }
+                slot = 0;
+            }
+            places.push(entry_loc(*pages.last().expect("page"), slot));
+            slot += e.slots();
+        }
+        let written = (|| -> Result<()> {
+            media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            for (i, &p) in pages.iter().enumerate() {
+                media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
+                let mut footer = encode_log_footer(self.ino, 0);
+                footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
+                media.nt_copy(p * BLOCK_SIZE + LOG_FOOTER_OFFSET, &footer)?;
+            }
+            for (e, loc) in encoded.iter().zip(&places) {
+                let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
+                let mut body = e.body.clone();
+                body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
+                media.nt_copy(off, &body)?;
+            }
+            if let Some(&first) = pages.first() {
+                media.store_u64(new_array * BLOCK_SIZE, first)?;
+                media.flush(new_array * BLOCK_SIZE, 8)?;
+            }
+            media.fence();
+            media.store_u64(record_word, new_array)?;
+            media.persist(record_word, 8)
+        })();
+        if let Err(e) = written {
+            // The switch may or may not have reached the record: only free
+            // the new blocks if the record still names the old array.
+            if media.load_u64(record_word).ok() != Some(new_array) {
+                return fail(&blocks, e);
+            }
+            return Err(e);
+        }
+
+        // Switch the DRAM state and retire the old log.
+        let mut guards: Vec<MutexGuard<'_, SubLog>> =
+            self.sublogs.iter().map(|s| lock(s)).collect();
+        let mut old = vec![self.array_block()];
+        for g in guards.iter_mut() {
+            old.append(&mut g.pages);
+            g.next_slot = 0;
+        }
+        guards[0].pages = pages;
+        guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
+        self.array_block.store(new_array, Ordering::Release);
+        self.dead_pages.store(0, Ordering::Relaxed);
+        drop(guards);
+        for b in old {
+            if let Some(c) = space.live_counter(b) {
+                c.store(0, Ordering::Relaxed);
+            }
+            space.free_blocks(b, 1);
+        }
+        for ((_, w), loc) in entries.iter().zip(&places) {
+            if let Some(c) = space.live_counter(loc_page(*loc)) {
+                c.fetch_add(*w, Ordering::Relaxed);
+            }
+        }
+        Ok(places)
     }
 
     /// Drop `n` live references of the entry at `loc` (its pages were
@@ -285,7 +391,7 @@ impl InodeLog {
             }
             let next = sub.pages[i + 1];
             let link_at = if i == 0 {
-                self.array_block * BLOCK_SIZE + idx as u64 * 8
+                self.array_block() * BLOCK_SIZE + idx as u64 * 8
             } else {
                 sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
             };

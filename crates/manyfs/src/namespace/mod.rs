@@ -37,6 +37,8 @@ pub struct DirState {
     pub entries: BTreeMap<Vec<u8>, Child>,
     /// Sequence of the newest entry in the directory's log.
     pub seq: u64,
+    /// Entries in the directory's log, live or not (compaction trigger).
+    pub log_entries: u64,
 }
 
 /// DRAM state of a directory.
@@ -104,10 +106,72 @@ fn log_dir(
     let seq = st.seq + 1;
     dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
     st.seq = seq;
+    st.log_entries += 1;
     let now = crate::time::now_ns();
-    let mut a = dir.attrs.lock();
-    a.mtime_ns = now;
-    a.ctime_ns = now;
+    {
+        let mut a = dir.attrs.lock();
+        a.mtime_ns = now;
+        a.ctime_ns = now;
+    }
+    Ok(())
+}
+
+/// Compact the directory's log if it carries many dead entries. Called by
+/// each operation after it has applied its change to `st`. Best effort: on
+/// failure (a full pool) the old log stays valid.
+fn maybe_compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) {
+    if st.log_entries > 2 * st.entries.len() as u64 + COMPACT_SLACK {
+        let _ = compact_dir(core, dir, st);
+    }
+}
+
+/// Dead entries a directory log may carry beyond twice its live ones
+/// before it is compacted.
+const COMPACT_SLACK: u64 = 64;
+
+/// Rewrite a directory's log as its live entries (caller holds the
+/// directory's write lock, so nothing else appends).
+fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
+    let a = dir.attrs.lock().clone();
+    let attr_seq = dir.attr_seq.load(Ordering::Acquire) + 1;
+    let mut entries = vec![(
+        Entry::SetAttr {
+            seq: attr_seq,
+            size_set: false,
+            size: 0,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns,
+            ctime_ns: a.ctime_ns,
+        },
+        1,
+    )];
+    let mut seq = st.seq;
+    for (name, c) in &st.entries {
+        seq += 1;
+        entries.push((
+            Entry::DirAdd {
+                seq,
+                ino: c.ino,
+                generation: c.generation,
+                kind: c.kind,
+                txid: 0,
+                name: name.clone(),
+            },
+            1,
+        ));
+    }
+    dir.log.rewrite(
+        core,
+        core.sb.inode_offset(dir.ino) + INODE_LOG_ARRAY_OFFSET,
+        &entries,
+    )?;
+    dir.attr_seq.store(attr_seq, Ordering::Release);
+    dir.attr_entries.store(1, Ordering::Relaxed);
+    st.seq = seq;
+    st.log_entries = st.entries.len() as u64;
     Ok(())
 }
 
@@ -200,6 +264,7 @@ pub fn create(
             kind,
         },
     );
+    maybe_compact_dir(core, parent, &mut st);
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
         parent.attrs.lock().nlink += 1;
@@ -241,6 +306,7 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
             kind: inode.kind,
         },
     );
+    maybe_compact_dir(core, parent, &mut st);
     let mut a = inode.attrs.lock();
     a.nlink += 1;
     a.ctime_ns = crate::time::now_ns();
@@ -285,6 +351,7 @@ pub fn unlink(
         name: name.to_vec(),
     })?;
     st.entries.remove(name);
+    maybe_compact_dir(core, parent, &mut st);
     drop(st);
     {
         let mut a = inode.attrs.lock();
@@ -332,6 +399,7 @@ pub fn rmdir(
         name: name.to_vec(),
     })?;
     st.entries.remove(name);
+    maybe_compact_dir(core, parent, &mut st);
     drop(child_state);
     drop(st);
     parent.attrs.lock().nlink -= 1;
@@ -440,6 +508,7 @@ pub fn rename(
         })?;
         s_guard.entries.remove(src_name);
         s_guard.entries.insert(dst_name.to_vec(), moving);
+        maybe_compact_dir(core, src, &mut s_guard);
     } else {
         let dg = d_guard.as_mut().expect("two directories");
         let txid = core.next_txid.fetch_add(1, Ordering::Relaxed);
@@ -471,6 +540,8 @@ pub fn rename(
         })?;
         s_guard.entries.remove(src_name);
         journal::finish(&core.media)?;
+        maybe_compact_dir(core, dst, dg);
+        maybe_compact_dir(core, src, &mut s_guard);
         if moving.kind == FileKind::Dir {
             moving_inode.parent.store(dst.ino, Ordering::Release);
             src.attrs.lock().nlink -= 1;

@@ -77,6 +77,8 @@ pub struct RebuiltInode {
     pub ctime_ns: u64,
     /// Sequence of the newest attribute entry.
     pub attr_seq: u64,
+    /// Attribute entries in the log.
+    pub attr_entries: u64,
     /// Link count.
     pub nlink: u32,
     /// Parent directory (directories).
@@ -269,6 +271,7 @@ fn replay(
         mtime_ns: record.mtime_ns,
         ctime_ns: record.ctime_ns,
         attr_seq: 0,
+        attr_entries: 0,
         nlink: 0,
         parent,
         dir: None,
@@ -295,6 +298,7 @@ fn replay(
         } = e
         {
             *live.entry(loc_page(*loc)).or_default() += 1;
+            node.attr_entries += 1;
             if newest_attr.is_none_or(|a| matches!(a, Entry::SetAttr { seq: s, .. } if seq > s)) {
                 newest_attr = Some(e);
             }
@@ -335,6 +339,7 @@ fn replay(
             .collect();
         dir_entries.sort_by_key(|(s, _, _)| *s);
         let mut st = DirState::default();
+        st.log_entries = dir_entries.len() as u64;
         for (seq, loc, e) in dir_entries {
             *live.entry(loc_page(loc)).or_default() += 1;
             st.seq = st.seq.max(seq);
