@@ -429,6 +429,121 @@ pub fn run_locks(cfg: &LockConfig, mut progress: impl FnMut(&str)) -> LockReport
     rep
 }
 
+/// The serial-time projection applied to a measured file-system workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FsProjection {
+    /// Workload (e.g. `DWOM`).
+    pub workload: String,
+    /// Lock kind of the `lib:` target.
+    pub lock: String,
+    /// Measured time per operation with one thread, ns (1e9 / ops/s).
+    pub op_ns: f64,
+    /// Serial time per operation, ns (see [`project_fs`]).
+    pub serial_ns: f64,
+    /// `serial_ns / op_ns`.
+    pub serial_fraction: f64,
+    /// Measured two-thread over one-thread throughput.
+    pub speedup_2: f64,
+    /// Amdahl speedup at [`PROJECT_CORES`].
+    pub amdahl_speedup: f64,
+    /// USL κ fitted to `speedup_2`.
+    pub usl_kappa: f64,
+    /// USL speedup at [`PROJECT_CORES`].
+    pub usl_speedup: f64,
+}
+
+/// Project a measured in-process *write* workload (DWOM, DWOL) to
+/// [`PROJECT_CORES`] cores.
+///
+/// The serial time per operation is taken from what the file system holds
+/// while it writes: manyfs keeps a write's range locked for the whole copy
+/// and log append, so with the per-inode lock the whole operation is serial
+/// (`s = 1`); with the interval lock the serial part is the time inside its
+/// `acquire` + `release` (measured by the lock microbenchmark); with SRL it
+/// is zero for disjoint ranges. X(1) and X(2) are the measured one- and
+/// two-thread rates of `workload` on `lib:KIND`.
+pub fn project_fs(
+    rep: &LockReport,
+    records: &[crate::Record],
+    workload: &str,
+) -> Vec<FsProjection> {
+    let mut out = Vec::new();
+    for sr in &rep.serial {
+        let target = format!("lib:{}", sr.lock);
+        let rate = |n: usize| {
+            records
+                .iter()
+                .find(|r| r.workload == workload && r.target == target && r.threads == n)
+                .map(|r| r.ops_per_sec)
+        };
+        let (Some(x1), Some(x2)) = (rate(1), rate(2)) else {
+            continue;
+        };
+        if x1 <= 0.0 {
+            continue;
+        }
+        let op_ns = 1e9 / x1;
+        let serial_ns = match sr.lock.as_str() {
+            "inode" => op_ns,
+            "interval" => sr.lock_call_ns.min(op_ns),
+            _ => 0.0,
+        };
+        let s = serial_ns / op_ns;
+        let kappa = fit_kappa(s, x1, x2);
+        out.push(FsProjection {
+            workload: workload.to_string(),
+            lock: sr.lock.clone(),
+            op_ns,
+            serial_ns,
+            serial_fraction: s,
+            speedup_2: x2 / x1,
+            amdahl_speedup: amdahl(s, PROJECT_CORES),
+            usl_kappa: kappa,
+            usl_speedup: usl(s, kappa, PROJECT_CORES),
+        });
+    }
+    out
+}
+
+/// Render [`project_fs`] results as a table.
+pub fn projection_table(p: &[FsProjection]) -> String {
+    let rows: Vec<Vec<String>> = p
+        .iter()
+        .map(|r| {
+            vec![
+                r.workload.clone(),
+                r.lock.clone(),
+                format!("{:.0}ns", r.op_ns),
+                format!("{:.0}ns", r.serial_ns),
+                format!("{:.3}", r.serial_fraction),
+                format!("{:.2}", r.speedup_2),
+                format!("{:.2}x", r.amdahl_speedup),
+                format!("{:.2e}", r.usl_kappa),
+                format!("{:.2}x", r.usl_speedup),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "In-process workload projected to {PROJECT_CORES} cores (serial part: whole write for inode, \
+         lock calls for interval, 0 for SRL)\n"
+    );
+    out += &aligned(
+        &[
+            "workload",
+            "lock",
+            "op (1t)",
+            "serial",
+            "s",
+            "X(2)/X(1)",
+            "Amdahl@56",
+            "USL k",
+            "USL@56",
+        ],
+        &rows,
+    );
+    out
+}
+
 fn bytes(v: u64) -> String {
     let f = v as f64;
     if v >= 1 << 30 {
@@ -607,5 +722,34 @@ mod tests {
         let json = serde_json::to_string(&rep).unwrap();
         let back: LockReport = serde_json::from_str(&json).unwrap();
         assert_eq!(back.serial.len(), 4);
+
+        let rec = |t: &str, n: usize, ops: f64| crate::Record {
+            workload: "DWOM".into(),
+            target: t.into(),
+            threads: n,
+            ops_per_sec: ops,
+            bytes_per_sec: ops * 4096.0,
+            p50_ns: 1,
+            p99_ns: 1,
+            ops: 1,
+            seconds: 1.0,
+            runs: 1,
+            ops_per_sec_min: ops,
+            ops_per_sec_max: ops,
+        };
+        let recs = vec![
+            rec("lib:inode", 1, 1e6),
+            rec("lib:inode", 2, 0.8e6),
+            rec("lib:srl-tree", 1, 1e6),
+            rec("lib:srl-tree", 2, 2e6),
+        ];
+        let p = project_fs(&rep, &recs, "DWOM");
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].lock, "inode");
+        assert!((p[0].serial_fraction - 1.0).abs() < 1e-9);
+        assert!((p[0].amdahl_speedup - 1.0).abs() < 1e-9);
+        assert_eq!(p[1].serial_fraction, 0.0);
+        assert!((p[1].usl_speedup - 56.0).abs() < 1e-9);
+        assert!(projection_table(&p).contains("srl-tree"));
     }
 }

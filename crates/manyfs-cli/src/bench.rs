@@ -170,6 +170,12 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.with_locks {
         println!();
         let rep = run_lock_bench(args, segment_size, tty)?;
+        // Writes only: the serial-part rules of project_fs are for writers.
+        let proj = manyfs_bench::locks::project_fs(&rep, &records, "DWOM");
+        if !proj.is_empty() {
+            println!();
+            print!("{}", manyfs_bench::locks::projection_table(&proj));
+        }
         if let Some(p) = &args.json {
             let p = p.with_extension("locks.json");
             rep.write_json(&p)?;
