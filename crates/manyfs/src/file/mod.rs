@@ -166,7 +166,8 @@ fn write_locked(
     // pages merged with the old contents (bytes past EOF read as zero).
     let fill = || -> Result<()> {
         let mut pg = first_pg;
-        let mut page_buf = [0u8; PAGE as usize];
+        // Only partial pages need a staging buffer.
+        let mut page_buf: Option<Box<[u8; PAGE as usize]>> = None;
         for &(block, n) in &extents {
             for i in 0..n {
                 let page_start = pg * PAGE;
@@ -177,9 +178,10 @@ fn write_locked(
                 if lo == page_start && hi == page_start + PAGE {
                     core.media.nt_copy(dst, src)?;
                 } else {
+                    let page_buf = page_buf.get_or_insert_with(|| Box::new([0u8; PAGE as usize]));
                     let prev = old[(pg - first_pg) as usize];
                     if prev.block != 0 {
-                        core.media.read(prev.block * PAGE, &mut page_buf)?;
+                        core.media.read(prev.block * PAGE, &mut page_buf[..])?;
                         let valid = size_now.saturating_sub(page_start).min(PAGE) as usize;
                         page_buf[valid..].fill(0);
                     } else {
@@ -187,7 +189,7 @@ fn write_locked(
                     }
                     page_buf[(lo - page_start) as usize..(hi - page_start) as usize]
                         .copy_from_slice(src);
-                    core.media.nt_copy(dst, &page_buf)?;
+                    core.media.nt_copy(dst, &page_buf[..])?;
                 }
                 pg += 1;
             }
