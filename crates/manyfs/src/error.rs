@@ -67,13 +67,14 @@ pub enum Error {
         detail: String,
     },
     /// An operating-system call on the pool failed.
-    #[error("{context}: {source}")]
+    // The OS error is part of the message rather than a `source`, so a
+    // one-line report does not print it twice.
+    #[error("{context}: {cause}")]
     Io {
         /// What manyfs was doing.
         context: String,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -96,7 +97,7 @@ impl Error {
             Error::ReadOnly => libc::EROFS,
             Error::Busy { .. } => libc::EBUSY,
             Error::Corrupt { .. } => libc::EIO,
-            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Io { cause, .. } => cause.raw_os_error().unwrap_or(libc::EIO),
         }
     }
 
@@ -109,10 +110,10 @@ impl Error {
     }
 
     /// Shorthand for an I/O error with context.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+    pub fn io(context: impl Into<String>, cause: std::io::Error) -> Error {
         Error::Io {
             context: context.into(),
-            source,
+            cause,
         }
     }
 
