@@ -30,9 +30,7 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
         planted_bug: args.planted_bug,
         ..Config::default()
     };
-    let mut workloads = crashtest::concurrent_workloads();
-    workloads.extend(crashtest::ace_workloads());
-    workloads.extend(crashtest::random_workloads(args.seed, 2000, 6));
+    let mut workloads = crashtest::standard_workloads(args.seed);
     if let Some(name) = &args.only {
         workloads.retain(|w| &w.name == name);
         if workloads.is_empty() {

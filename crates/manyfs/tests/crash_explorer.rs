@@ -15,9 +15,7 @@ fn every_crash_image_recovers_to_an_allowed_state() {
     let cfg = Config::default();
     let mut stats = Stats::default();
     let t = Instant::now();
-    let mut workloads = crashtest::concurrent_workloads();
-    workloads.extend(crashtest::ace_workloads());
-    workloads.extend(crashtest::random_workloads(7, 400, 6));
+    let workloads = crashtest::standard_workloads(7);
     crashtest::explore_all(&workloads, &cfg, min_images(), &mut stats, |_| {}).unwrap();
     println!(
         "{} workloads, {} operations, {} crash points, {} images, {} recovery-crash images in {:.1}s",

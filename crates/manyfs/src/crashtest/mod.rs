@@ -483,6 +483,22 @@ fn check_recovery_crashes(
     )
 }
 
+/// Every workload, ordered so that a run cut short by an image budget still
+/// covers each kind: concurrent writers, every single operation and the
+/// compaction workloads, random three-operation sequences, every ordered
+/// pair of operations, then random six-operation sequences.
+pub fn standard_workloads(seed: u64) -> Vec<Workload> {
+    let (pairs, rest): (Vec<Workload>, Vec<Workload>) = ace_workloads()
+        .into_iter()
+        .partition(|w| w.name.starts_with("ace2-"));
+    let mut out = concurrent_workloads();
+    out.extend(rest);
+    out.extend(random_workloads(seed, 150, 3));
+    out.extend(pairs);
+    out.extend(random_workloads(seed.wrapping_add(1), 2000, 6));
+    out
+}
+
 /// Run one workload and check all its crash images.
 pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let scratch = scratch_dir()?;

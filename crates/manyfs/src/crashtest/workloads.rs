@@ -210,7 +210,7 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
                 })
                 .collect();
             Workload {
-                name: format!("random-{seed}-{k}"),
+                name: format!("random{len}-{seed}-{k}"),
                 pool_size: 512 << 10,
                 setup: populated(),
                 ops: seq,
