@@ -7,6 +7,8 @@
 //! [`report::table`], [`report::write_json`], [`plot::write_plot`] and
 //! [`locks::run_locks`].
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod error;
 pub mod hist;
