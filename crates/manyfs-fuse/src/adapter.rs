@@ -27,9 +27,9 @@ use manyfs::{DirEntry, File, Fs, Metadata, SetAttr};
 use parking_lot::{Mutex, RwLock};
 
 /// How long the kernel may cache attributes and directory entries. Every
-/// change goes through this daemon, which the kernel invalidates itself on
-/// each change it forwards, so a short TTL only bounds staleness for
-/// changes made by other in-process users of the same [`Fs`].
+/// change made through the mount passes through the kernel, which updates or
+/// invalidates its cache for it; the TTL only bounds how long changes made
+/// by other in-process users of the same [`Fs`] can go unseen.
 const TTL: Duration = Duration::from_secs(1);
 
 /// Open-reply flags: no page cache, parallel non-extending direct writes.
