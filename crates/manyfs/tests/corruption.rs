@@ -773,7 +773,7 @@ fn damaged_pools_never_panic_or_hang() {
                     c.fsck_clean_with_huge_files += 1;
                     notes.push(format!(
                         "iteration {i}: fsck clean, file size > {} MiB: {what}",
-                        4 * POOL_SIZE >> 20
+                        (4 * POOL_SIZE) >> 20
                     ));
                 }
                 c.nodes_read += o.nodes;

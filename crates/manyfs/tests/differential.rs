@@ -74,6 +74,11 @@ enum Op<T = P> {
     /// Open an existing file for writing and write at an offset.
     WriteAt(T, u64, Data),
     SetLen(T, u64),
+    /// Open an existing file with append and write (at "offset 0", which
+    /// O_APPEND ignores on both sides).
+    Append(T, Data),
+    /// Open with create_new and write.
+    CreateNew(T, Data),
     RemoveFile(T),
     Rename(T, T),
     HardLink(T, T),
@@ -86,7 +91,18 @@ enum Op<T = P> {
     ReadDir(T),
     Metadata(T),
     SymlinkMetadata(T),
-    /// Unmount and mount manyfs again, then compare the whole tree.
+    /// Open an existing file read-write into handle slot 0 or 1 (on both
+    /// sides), replacing what the slot held.
+    Open(usize, T),
+    /// Through an open handle (no-op on an empty slot): write, read,
+    /// set_len, metadata, close. Handles outlive renames and unlinks.
+    HWrite(usize, u64, Data),
+    HRead(usize, u64, usize),
+    HSetLen(usize, u64),
+    HMeta(usize),
+    Close(usize),
+    /// Unmount and mount manyfs again (closing handles first), then compare
+    /// the whole tree.
     Remount,
 }
 
@@ -98,6 +114,8 @@ impl<T> Op<T> {
             Op::Write(p, d) => Op::Write(f(p), *d),
             Op::WriteAt(p, o, d) => Op::WriteAt(f(p), *o, *d),
             Op::SetLen(p, l) => Op::SetLen(f(p), *l),
+            Op::Append(p, d) => Op::Append(f(p), *d),
+            Op::CreateNew(p, d) => Op::CreateNew(f(p), *d),
             Op::RemoveFile(p) => Op::RemoveFile(f(p)),
             Op::Rename(a, b) => Op::Rename(f(a), f(b)),
             Op::HardLink(a, b) => Op::HardLink(f(a), f(b)),
@@ -108,6 +126,12 @@ impl<T> Op<T> {
             Op::ReadDir(p) => Op::ReadDir(f(p)),
             Op::Metadata(p) => Op::Metadata(f(p)),
             Op::SymlinkMetadata(p) => Op::SymlinkMetadata(f(p)),
+            Op::Open(h, p) => Op::Open(*h, f(p)),
+            Op::HWrite(h, o, d) => Op::HWrite(*h, *o, *d),
+            Op::HRead(h, o, n) => Op::HRead(*h, *o, *n),
+            Op::HSetLen(h, l) => Op::HSetLen(*h, *l),
+            Op::HMeta(h) => Op::HMeta(*h),
+            Op::Close(h) => Op::Close(*h),
             Op::Remount => Op::Remount,
         }
     }
@@ -170,6 +194,8 @@ fn op() -> impl Strategy<Value = Op<Sel>> {
         6 => (sel(), data()).prop_map(|(p, d)| Op::Write(p, d)),
         5 => (sel(), offset(), data()).prop_map(|(p, o, d)| Op::WriteAt(p, o, d)),
         3 => (sel(), offset()).prop_map(|(p, o)| Op::SetLen(p, o)),
+        2 => (sel(), data()).prop_map(|(p, d)| Op::Append(p, d)),
+        2 => (sel(), data()).prop_map(|(p, d)| Op::CreateNew(p, d)),
         2 => sel().prop_map(Op::RemoveFile),
         4 => (sel(), sel()).prop_map(|(a, b)| Op::Rename(a, b)),
         2 => (sel(), sel()).prop_map(|(a, b)| Op::HardLink(a, b)),
@@ -180,6 +206,12 @@ fn op() -> impl Strategy<Value = Op<Sel>> {
         2 => sel().prop_map(Op::ReadDir),
         2 => sel().prop_map(Op::Metadata),
         1 => sel().prop_map(Op::SymlinkMetadata),
+        2 => (0..2usize, sel()).prop_map(|(h, p)| Op::Open(h, p)),
+        2 => (0..2usize, offset(), data()).prop_map(|(h, o, d)| Op::HWrite(h, o, d)),
+        1 => (0..2usize, offset(), 0usize..9000).prop_map(|(h, o, n)| Op::HRead(h, o, n)),
+        1 => (0..2usize, offset()).prop_map(|(h, l)| Op::HSetLen(h, l)),
+        1 => (0..2usize).prop_map(Op::HMeta),
+        1 => (0..2usize).prop_map(Op::Close),
         1 => Just(Op::Remount),
     ]
 }
@@ -271,6 +303,8 @@ struct Harness {
     root: PathBuf,
     /// Operations run so far; shared with the watchdog that reports hangs.
     trace: Arc<Mutex<Vec<String>>>,
+    /// Open handle slots: the manyfs and the reference file.
+    handles: [Option<(manyfs::File, std::fs::File)>; 2],
     /// Reference-tree inode numbers of files that were shrunk (BUG 1).
     shrunk: std::collections::HashSet<u64>,
     /// Operations that failed (on both sides alike) and that succeeded.
@@ -307,6 +341,7 @@ impl Harness {
             fs: Some(fs),
             root,
             trace: Default::default(),
+            handles: Default::default(),
             shrunk: Default::default(),
             outcomes: [0; 2],
         }
@@ -325,6 +360,7 @@ impl Harness {
     }
 
     fn remount(&mut self) {
+        self.handles = Default::default();
         let fs = self.fs.take().expect("mounted");
         fs.unmount().unwrap();
         self.fs = Some(Fs::mount(&self.pool, &MountOptions::default()).unwrap());
@@ -341,6 +377,17 @@ impl Harness {
                 me(f.write_at(&d.bytes(), *off)).map(Out::Count)
             }
             Op::SetLen(p, len) => me(fs.set_len(self.m(p), *len)).map(|_| Out::Unit),
+            Op::Append(p, d) => {
+                let f = me(OpenOptions::new().append(true).open(fs, self.m(p)))?;
+                me(f.write_at(&d.bytes(), 0)).map(Out::Count)
+            }
+            Op::CreateNew(p, d) => {
+                let f = me(OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(fs, self.m(p)))?;
+                me(f.write_at(&d.bytes(), 0)).map(Out::Count)
+            }
             Op::RemoveFile(p) => me(fs.remove_file(self.m(p))).map(|_| Out::Unit),
             Op::Rename(a, b) => me(fs.rename(self.m(a), self.m(b))).map(|_| Out::Unit),
             Op::HardLink(a, b) => me(fs.hard_link(self.m(a), self.m(b))).map(|_| Out::Unit),
@@ -363,7 +410,7 @@ impl Harness {
             }),
             Op::Metadata(p) => me(fs.metadata(self.m(p))).map(m_meta),
             Op::SymlinkMetadata(p) => me(fs.symlink_metadata(self.m(p))).map(m_meta),
-            Op::Remount => unreachable!(),
+            _ => unreachable!("handled by apply_handle / step"),
         }
     }
 
@@ -380,6 +427,17 @@ impl Harness {
                 let f = se(std::fs::OpenOptions::new().write(true).open(self.s(p)))?;
                 se(f.set_len(*len)).map(|_| Out::Unit)
             }
+            Op::Append(p, d) => {
+                let f = se(std::fs::OpenOptions::new().append(true).open(self.s(p)))?;
+                se(f.write_at(&d.bytes(), 0)).map(Out::Count)
+            }
+            Op::CreateNew(p, d) => {
+                let f = se(std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(self.s(p)))?;
+                se(f.write_at(&d.bytes(), 0)).map(Out::Count)
+            }
             Op::RemoveFile(p) => se(std::fs::remove_file(self.s(p))).map(|_| Out::Unit),
             Op::Rename(a, b) => se(std::fs::rename(self.s(a), self.s(b))).map(|_| Out::Unit),
             Op::HardLink(a, b) => se(std::fs::hard_link(self.s(a), self.s(b))).map(|_| Out::Unit),
@@ -389,16 +447,7 @@ impl Harness {
             Op::ReadAt(p, off, n) => {
                 let f = se(std::fs::File::open(self.s(p)))?;
                 let mut buf = vec![0u8; *n];
-                // std's read_at may return short counts; loop like manyfs's
-                // single call, which reads everything up to EOF.
-                let mut got = 0;
-                while got < *n {
-                    let k = se(f.read_at(&mut buf[got..], *off + got as u64))?;
-                    if k == 0 {
-                        break;
-                    }
-                    got += k;
-                }
+                let got = se(read_full_at(&f, &mut buf, *off))?;
                 buf.truncate(got);
                 Ok(Out::Bytes(buf))
             }
@@ -416,7 +465,7 @@ impl Harness {
             }
             Op::Metadata(p) => se(std::fs::metadata(self.s(p))).map(s_meta),
             Op::SymlinkMetadata(p) => se(std::fs::symlink_metadata(self.s(p))).map(s_meta),
-            Op::Remount => unreachable!(),
+            _ => unreachable!("handled by apply_handle / step"),
         }
     }
 
@@ -431,8 +480,10 @@ impl Harness {
         if !all_bugs() && self.hits_known_bug(op) {
             return Ok(());
         }
-        let got = self.apply_manyfs(op);
-        let want = self.apply_std(op);
+        let (got, want) = match self.apply_handle(op) {
+            Some(r) => r,
+            None => (self.apply_manyfs(op), self.apply_std(op)),
+        };
         let (got, want) = normalise(op, got, want);
         self.outcomes[usize::from(want.is_ok())] += 1;
         prop_assert_eq!(
@@ -455,6 +506,69 @@ impl Harness {
         Ok(())
     }
 
+    /// Operations on open handles; `None` for the others.
+    fn apply_handle(&mut self, op: &Op) -> Option<(R, R)> {
+        let unit = |r: &R| r.as_ref().map(|_| Out::Unit).map_err(|e| *e);
+        let r = match op {
+            Op::Open(h, p) => {
+                let m = me(OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(self.fs(), self.m(p)));
+                let s = se(std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(self.s(p)));
+                let r = (
+                    unit(&m.as_ref().map(|_| Out::Unit).map_err(|e| *e)),
+                    unit(&s.as_ref().map(|_| Out::Unit).map_err(|e| *e)),
+                );
+                self.handles[*h] = m.ok().zip(s.ok());
+                r
+            }
+            Op::Close(h) => {
+                self.handles[*h] = None;
+                (Ok(Out::Unit), Ok(Out::Unit))
+            }
+            Op::HWrite(h, off, d) => match &self.handles[*h] {
+                None => (Ok(Out::Unit), Ok(Out::Unit)),
+                Some((m, s)) => (
+                    me(m.write_at(&d.bytes(), *off)).map(Out::Count),
+                    se(s.write_at(&d.bytes(), *off)).map(Out::Count),
+                ),
+            },
+            Op::HRead(h, off, n) => match &self.handles[*h] {
+                None => (Ok(Out::Unit), Ok(Out::Unit)),
+                Some((m, s)) => {
+                    let mut a = vec![0u8; *n];
+                    let mut b = vec![0u8; *n];
+                    let got = me(m.read_at(&mut a, *off)).map(|k| {
+                        a.truncate(k);
+                        Out::Bytes(a)
+                    });
+                    let want = se(read_full_at(s, &mut b, *off)).map(|k| {
+                        b.truncate(k);
+                        Out::Bytes(b)
+                    });
+                    (got, want)
+                }
+            },
+            Op::HSetLen(h, len) => match &self.handles[*h] {
+                None => (Ok(Out::Unit), Ok(Out::Unit)),
+                Some((m, s)) => (
+                    me(m.set_len(*len)).map(|_| Out::Unit),
+                    se(s.set_len(*len)).map(|_| Out::Unit),
+                ),
+            },
+            Op::HMeta(h) => match &self.handles[*h] {
+                None => (Ok(Out::Unit), Ok(Out::Unit)),
+                Some((m, s)) => (me(m.metadata()).map(m_meta), se(s.metadata()).map(s_meta)),
+            },
+            _ => return None,
+        };
+        Some(r)
+    }
+
     /// Whether `op` would trigger a manyfs bug already reported (see the
     /// notes at [`all_bugs`]); such operations are skipped on both sides.
     fn hits_known_bug(&mut self, op: &Op) -> bool {
@@ -469,6 +583,20 @@ impl Harness {
             // on media (seen after remount and by `verify`), even pointing
             // at blocks reused since. So set_len runs only on files never
             // shrunk; the first shrink is still tested.
+            Op::HSetLen(h, len) => match &self.handles[*h] {
+                Some((_, s)) => {
+                    let md = s.metadata().unwrap();
+                    if self.shrunk.contains(&md.ino()) {
+                        true
+                    } else {
+                        if *len < md.len() {
+                            self.shrunk.insert(md.ino());
+                        }
+                        false
+                    }
+                }
+                None => false,
+            },
             Op::SetLen(p, len) => match ino_size(p) {
                 Some((ino, _)) if self.shrunk.contains(&ino) => true,
                 Some((ino, size)) if *len < size => {
@@ -488,6 +616,14 @@ impl Harness {
                 }
                 std::fs::symlink_metadata(self.s(p)).is_ok_and(|m| m.file_type().is_symlink())
                     && std::fs::metadata(self.s(p)).is_err()
+            }
+            // BUG 6: open with create_new resolves a final symlink; POSIX
+            // says EEXIST for any symlink, manyfs reports ELOOP/ENOTDIR when
+            // the link's target cannot be resolved (e.g. a link to itself).
+            Op::CreateNew(p, _) => {
+                std::fs::symlink_metadata(self.s(p)).is_ok_and(|m| m.file_type().is_symlink())
+                    && std::fs::metadata(self.s(p))
+                        .is_err_and(|e| e.raw_os_error() != Some(libc::ENOENT))
             }
             // BUG 4: renaming a directory onto its own parent (`/a/b` ->
             // `/a`) deadlocks: rename read-locks the target directory, which
@@ -563,6 +699,7 @@ impl Harness {
 
     /// Unmount for good and fsck the pool.
     fn finish(mut self) -> Result<(), TestCaseError> {
+        self.handles = Default::default();
         self.fs.take().expect("mounted").unmount().unwrap();
         let report = manyfs::fsck::check(&self.pool).unwrap();
         prop_assert!(report.is_clean(), "fsck: {:?}", report.errors);
@@ -580,6 +717,8 @@ impl Harness {
 /// 3. Writing (open with create) through a dangling symlink rewrites the
 ///    symlink's own target instead of creating the file it points to.
 /// 4. Renaming a directory onto its parent (`/a/b` -> `/a`) hangs forever.
+/// 6. `create_new` on a symlink whose target does not resolve (a loop, or
+///    through a non-directory) fails with ELOOP/ENOTDIR instead of EEXIST.
 fn all_bugs() -> bool {
     std::env::var_os("MANYFS_DIFF_ALL_BUGS").is_some_and(|v| v == "1")
 }
@@ -681,6 +820,20 @@ fn s_tree(root: &Path, rel: &str) -> Node {
     }
 }
 
+/// std's `read_at` may return short counts; read until `buf` is full or
+/// end of file, like manyfs's single call.
+fn read_full_at(f: &std::fs::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        let k = f.read_at(&mut buf[got..], off + got as u64)?;
+        if k == 0 {
+            break;
+        }
+        got += k;
+    }
+    Ok(got)
+}
+
 fn render(trace: &[String]) -> String {
     trace.iter().map(|t| format!("  {t}\n")).collect()
 }
@@ -739,7 +892,7 @@ fn run_sequence_inner(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("MANYFS_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        cases: std::env::var("MANYFS_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
         max_shrink_iters: 2000,
         ..ProptestConfig::default()
     })]
@@ -787,7 +940,25 @@ fn fixed_sequence_matches_tmpfs() {
         Op::Read(p(&[3])),
         Op::Metadata(p(&[3])),
         Op::SymlinkMetadata(p(&[3])),
+        // Handles outlive rename and unlink (orphan until closed).
+        Op::Open(0, p(&[2])),
+        Op::Open(1, p(&[0, 2])),
+        Op::Rename(p(&[0, 2]), p(&[1])),
+        Op::HWrite(1, 5, d(300, 5)),
+        Op::Read(p(&[1])),
+        Op::RemoveFile(p(&[1])),
+        Op::HWrite(1, PAGE + 1, d(5000, 6)),
+        Op::HRead(1, 0, 20000),
+        Op::HMeta(1),
+        Op::HSetLen(1, 7),
+        Op::HMeta(1),
+        Op::Close(1),
+        Op::HMeta(0),
+        Op::Append(p(&[2]), d(77, 7)),
+        Op::CreateNew(p(&[2]), d(1, 8)),
+        Op::CreateNew(p(&[0, 3]), d(4097, 9)),
         Op::Remount,
+        Op::HMeta(0),
         Op::CreateDir(p(&[1])),
         Op::CreateDir(p(&[1, 0])),
         // Into its own subdirectory: EINVAL on both.
