@@ -1,12 +1,23 @@
 //! Differential test: random sequences of namespace and file operations are
 //! applied to manyfs and to a real directory on tmpfs (through `std::fs`),
 //! and every result is compared: both succeed with equal outputs, or both
-//! fail with the same errno. At remount points (chosen by proptest, and at
-//! the end) manyfs is unmounted and mounted again and its whole tree is
-//! compared with the tmpfs tree; `Fs::verify()` must report no differences
-//! and the final pool must pass fsck.
+//! fail with the same errno. Operations: create_dir, remove_dir, whole-file
+//! write, write_at (unaligned, across pages, beyond EOF), set_len, append,
+//! create_new, remove_file, rename (files, directories, replacing, into its
+//! own subtree), hard_link, symlink/read_link, read, read_at, read_dir,
+//! metadata/symlink_metadata, and open handles that outlive renames and
+//! unlinks. Each case mounts with a random range-lock kind, segment size and
+//! durability mode. After every operation `Fs::verify()` must be empty; at
+//! remount points (chosen by proptest, and at the end) manyfs is unmounted
+//! and mounted again and its whole tree (names, kinds, contents, symlink
+//! targets, link counts) is compared with the tmpfs tree; the final pool
+//! must pass fsck.
+//!
+//! Operations that hit manyfs bugs already reported are skipped (see
+//! [`all_bugs`]); `MANYFS_DIFF_ALL_BUGS=1` runs them too.
+//! `MANYFS_DIFF_CASES=<n>` changes the number of cases (default 256).
 
-use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
+use manyfs::{Durability, FileKind, Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
 use proptest::prelude::*;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -216,6 +227,23 @@ fn op() -> impl Strategy<Value = Op<Sel>> {
     ]
 }
 
+/// Every range-lock kind, a few segment sizes (the segment locks split
+/// ranges at these boundaries), and the two durability modes that work on
+/// any file.
+fn mount_options() -> impl Strategy<Value = MountOptions> {
+    (
+        prop::sample::select(LockKind::ALL.to_vec()),
+        prop::sample::select(vec![4096u64, 8192, 65536]),
+        prop::sample::select(vec![Durability::File, Durability::Dram]),
+    )
+        .prop_map(|(lock, segment_size, durability)| MountOptions {
+            lock,
+            segment_size,
+            durability,
+            read_only: false,
+        })
+}
+
 /// What a successful operation returned, in a form both sides can produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Out {
@@ -305,6 +333,8 @@ struct Harness {
     trace: Arc<Mutex<Vec<String>>>,
     /// Open handle slots: the manyfs and the reference file.
     handles: [Option<(manyfs::File, std::fs::File)>; 2],
+    /// Mount options (range lock kind, segment size, durability mode).
+    opts: MountOptions,
     /// Reference-tree inode numbers of files that were shrunk (BUG 1).
     shrunk: std::collections::HashSet<u64>,
     /// Operations that failed (on both sides alike) and that succeeded.
@@ -321,7 +351,7 @@ fn scratch_dir() -> tempfile::TempDir {
 }
 
 impl Harness {
-    fn new() -> Harness {
+    fn new(opts: MountOptions) -> Harness {
         let dir = scratch_dir();
         let pool = dir.path().join("pool");
         let root = dir.path().join("ref");
@@ -332,7 +362,7 @@ impl Harness {
                 size: 32 << 20,
                 ..Default::default()
             },
-            &MountOptions::default(),
+            &opts,
         )
         .unwrap();
         Harness {
@@ -342,6 +372,7 @@ impl Harness {
             root,
             trace: Default::default(),
             handles: Default::default(),
+            opts,
             shrunk: Default::default(),
             outcomes: [0; 2],
         }
@@ -363,7 +394,7 @@ impl Harness {
         self.handles = Default::default();
         let fs = self.fs.take().expect("mounted");
         fs.unmount().unwrap();
-        self.fs = Some(Fs::mount(&self.pool, &MountOptions::default()).unwrap());
+        self.fs = Some(Fs::mount(&self.pool, &self.opts).unwrap());
     }
 
     fn apply_manyfs(&self, op: &Op) -> R {
@@ -841,14 +872,18 @@ fn render(trace: &[String]) -> String {
 /// Runs the sequence; returns how many operations failed and succeeded.
 /// A watchdog reports the operations run so far and exits the process if
 /// the sequence does not finish within a minute (a hang in manyfs).
-fn run_sequence(ops: &[Op<Sel>], remount_at: usize) -> Result<[usize; 2], TestCaseError> {
+fn run_sequence(
+    ops: &[Op<Sel>],
+    remount_at: usize,
+    opts: MountOptions,
+) -> Result<[usize; 2], TestCaseError> {
     let trace: Arc<Mutex<Vec<String>>> = Default::default();
     let (tx, rx) = std::sync::mpsc::channel();
     let worker = {
         let ops = ops.to_vec();
         let trace = trace.clone();
         std::thread::spawn(move || {
-            let r = run_sequence_inner(&ops, remount_at, trace);
+            let r = run_sequence_inner(&ops, remount_at, opts, trace);
             let _ = tx.send(());
             r
         })
@@ -871,9 +906,10 @@ fn run_sequence(ops: &[Op<Sel>], remount_at: usize) -> Result<[usize; 2], TestCa
 fn run_sequence_inner(
     ops: &[Op<Sel>],
     remount_at: usize,
+    opts: MountOptions,
     trace: Arc<Mutex<Vec<String>>>,
 ) -> Result<[usize; 2], TestCaseError> {
-    let mut h = Harness::new();
+    let mut h = Harness::new(opts);
     h.trace = trace;
     for (i, op) in ops.iter().enumerate() {
         let op = h.resolve(op);
@@ -898,8 +934,12 @@ proptest! {
     })]
 
     #[test]
-    fn manyfs_matches_tmpfs(ops in prop::collection::vec(op(), 1..40), remount_at in 0usize..40) {
-        let [err, ok] = run_sequence(&ops, remount_at)?;
+    fn manyfs_matches_tmpfs(
+        ops in prop::collection::vec(op(), 1..40),
+        remount_at in 0usize..40,
+        opts in mount_options(),
+    ) {
+        let [err, ok] = run_sequence(&ops, remount_at, opts)?;
         let t = &TOTALS;
         t[0].fetch_add(err, Relaxed);
         t[1].fetch_add(ok, Relaxed);
@@ -981,7 +1021,7 @@ fn fixed_sequence_matches_tmpfs() {
         .iter()
         .map(|o| o.map(|p| Sel::Fixed(p.clone())))
         .collect();
-    let [err, ok] = run_sequence(&ops, usize::MAX).unwrap();
+    let [err, ok] = run_sequence(&ops, usize::MAX, MountOptions::default()).unwrap();
     // Every operation ran (none skipped as a known bug) and both outcomes occur.
     assert_eq!(err + ok, ops.len() - 1, "failed {err}, succeeded {ok}");
     assert!(err >= 4 && ok >= 25, "failed {err}, succeeded {ok}");
