@@ -5,14 +5,16 @@
 //! the image. For every damaged image `fsck::check` and `Fs::mount` (then
 //! reading every file, listing every directory and `verify`) must neither
 //! panic nor hang; errors must be readable; and when fsck calls the image
-//! clean and mount succeeds, reading must work.
+//! clean and mount succeeds, reading must work, and the pool must take new
+//! data (mkdir + 3-page write), stay fsck-clean and keep it across a
+//! remount.
 //!
 //! Reproduce one iteration: `MANYFS_CORRUPT_SEED=<seed>
 //! MANYFS_CORRUPT_ONLY=<iteration> cargo test -p manyfs --test corruption
 //! -- --nocapture`; damaged images of failing iterations are kept in the
 //! temp directory (path printed).
 
-use manyfs::layout::{BLOCK_SIZE, Superblock};
+use manyfs::layout::{BLOCK_SIZE, MAX_FILE_SIZE, Superblock};
 use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -240,7 +242,9 @@ fn regions(img: &[u8]) -> Regions {
 
 /// Values that tend to hit edge cases when written into integer fields.
 fn interesting(rng: &mut Rng, r: &Regions, total_blocks: u64) -> u64 {
-    match rng.below(12) {
+    match rng.below(14) {
+        // Inode numbers (directory entries, journal, footers name inodes).
+        12 | 13 => rng.below(80),
         0 => 0,
         1 => 1,
         2 => u64::MAX,
@@ -303,7 +307,14 @@ fn crc_fixed_change(img: &mut [u8], c: Checked, rng: &mut Rng, r: &Regions) -> S
     };
     let mut d = String::new();
     for _ in 0..1 + rng.below(3) {
-        let at = rng.below(c.len as u64) as usize;
+        // Half the time aim at the first 64 bytes (headers, fields), not
+        // the names that fill the rest of long entries.
+        let span = if rng.below(2) == 0 {
+            c.len.min(64)
+        } else {
+            c.len
+        };
+        let at = rng.below(span as u64) as usize;
         if rng.below(2) == 0 {
             if untouchable(at, at + 1) {
                 continue;
@@ -451,6 +462,10 @@ struct Outcome {
     nodes: usize,
     /// Files whose size is beyond anything the pristine image had.
     huge: usize,
+    mount_error: Option<String>,
+    /// Reads skipped because they would hit a reported bug, and why.
+    known_bugs_avoided: usize,
+    bug_notes: Vec<String>,
 }
 
 fn check_display(e: &manyfs::Error, problems: &mut Vec<String>) {
@@ -480,6 +495,7 @@ fn exercise(pool: &Path, problems: &mut Vec<String>) -> Outcome {
     let fs = match Fs::mount(pool, &MountOptions::default()) {
         Ok(fs) => fs,
         Err(e) => {
+            out.mount_error = Some(e.to_string());
             check_display(&e, problems);
             return out;
         }
@@ -494,9 +510,39 @@ fn exercise(pool: &Path, problems: &mut Vec<String>) -> Outcome {
             check_display(&e, problems);
         }
     }
+    // A pool that fsck calls clean must also take new data and stay clean.
+    let clean_and_readable = out.fsck_clean && out.read_errors == 0 && !out.verify_err;
+    if clean_and_readable {
+        let data: Vec<u8> = (0..3 * BS + 100).map(|i| (i % 241) as u8).collect();
+        let wrote = fs
+            .create_dir("/zz-new")
+            .and_then(|_| fs.write("/zz-new/f", &data))
+            .and_then(|_| fs.verify());
+        match wrote {
+            Ok(d) if d.is_empty() => {}
+            other => problems.push(format!(
+                "clean pool: writing failed or verify differs: {other:?}"
+            )),
+        }
+    }
     if let Err(e) = fs.unmount() {
         out.read_errors += 1;
         check_display(&e, problems);
+    }
+    if clean_and_readable && problems.is_empty() {
+        match manyfs::fsck::check(pool) {
+            Ok(r) if r.is_clean() => {}
+            other => problems.push(format!("clean pool unclean after writing: {other:?}")),
+        }
+        match Fs::mount(pool, &MountOptions::default()).and_then(|fs| fs.read("/zz-new/f")) {
+            Ok(d)
+                if d.len() == 3 * BS + 100
+                    && d.iter().enumerate().all(|(i, &b)| b == (i % 241) as u8) => {}
+            other => problems.push(format!(
+                "clean pool: data written lost after remount: {:?}",
+                other.map(|d| d.len())
+            )),
+        }
     }
     out
 }
@@ -547,6 +593,16 @@ fn walk(
                     walk(fs, &path, depth + 1, seen, out, problems);
                 }
             }
+            // BUG 8: read_link allocates the symlink's size as recorded on
+            // media; a damaged size aborts the process (allocation failure).
+            FileKind::Symlink if md.size > BLOCK_SIZE && !all_bugs() => {
+                out.known_bugs_avoided += 1;
+                out.bug_notes.push(format!(
+                    "BUG 8: symlink {} of size {}",
+                    path.display(),
+                    md.size
+                ));
+            }
             FileKind::Symlink => {
                 note(fs.read_link(&path), &path, out, problems);
             }
@@ -572,11 +628,20 @@ fn read_file(fs: &Fs, path: &Path, size: u64, out: &mut Outcome, problems: &mut 
         out.huge += 1;
     }
     // (start, end) byte ranges to read.
-    let ranges = if plausible {
+    let mut ranges = if plausible {
         vec![(0, size)]
     } else {
         vec![(0, 1 << 20), (size - (1 << 20), size)]
     };
+    // BUG 7: recovery accepts a size beyond MAX_FILE_SIZE from a SetAttr
+    // entry; reading a page past MAX_FILE_SIZE then panics in the file index
+    // ("key < KEY_LIMIT").
+    if size > MAX_FILE_SIZE && !all_bugs() {
+        out.known_bugs_avoided += 1;
+        out.bug_notes
+            .push(format!("BUG 7: file {} of size {size:#x}", path.display()));
+        ranges = vec![(0, 1 << 20), (MAX_FILE_SIZE - (1 << 20), MAX_FILE_SIZE)];
+    }
     for (start, end) in ranges {
         let mut off = start;
         while off < end {
@@ -647,6 +712,14 @@ fn run_guarded(pool: PathBuf) -> Option<Run> {
 ///    superblock with a valid CRC and `total_blocks > u64::MAX / 4096`
 ///    panics with "attempt to multiply with overflow" (and would wrap in
 ///    release builds, passing the size check) in both mount and fsck.
+/// 7. Recovery accepts a size above `MAX_FILE_SIZE` from a SetAttr entry
+///    (FileWrite ends are checked, SetAttr sizes are not); `read_at` on a
+///    page past `MAX_FILE_SIZE` then panics in the file index
+///    (`index/radix.rs`: "assertion failed: key < KEY_LIMIT").
+/// 8. `read_link` allocates the symlink's size as recorded on media (not
+///    bounded by the 4096-byte target limit): a damaged size aborts the
+///    whole process with "memory allocation of N bytes failed" (also when
+///    a path lookup follows that symlink).
 fn all_bugs() -> bool {
     std::env::var_os("MANYFS_CORRUPT_ALL_BUGS").is_some_and(|v| v == "1")
 }
@@ -676,6 +749,7 @@ struct Counts {
     fsck_damage_but_mounted: usize,
     huge_files: usize,
     fsck_clean_with_huge_files: usize,
+    reads_skipped_as_known_bugs: usize,
     nodes_read: usize,
 }
 
@@ -722,6 +796,7 @@ fn damaged_pools_never_panic_or_hang() {
     let mut failures: Vec<String> = Vec::new();
     // Suspicious but allowed outcomes, printed for the record.
     let mut notes: Vec<String> = Vec::new();
+    let mut bug_notes: Vec<String> = Vec::new();
     let mut hang = None;
     let mut kept = 0;
     let mut skipped = 0;
@@ -763,7 +838,13 @@ fn damaged_pools_never_panic_or_hang() {
                 c.fsck_reported_damage += usize::from(!o.fsck_err && !o.fsck_clean);
                 c.mounted += usize::from(o.mount_ok);
                 c.mount_errors += usize::from(!o.mount_ok);
-                c.fsck_clean_but_mount_failed += usize::from(o.fsck_clean && !o.mount_ok);
+                if o.fsck_clean && !o.mount_ok {
+                    c.fsck_clean_but_mount_failed += 1;
+                    notes.push(format!(
+                        "iteration {i}: fsck clean but mount failed: {}: {what}",
+                        o.mount_error.as_deref().unwrap_or("?")
+                    ));
+                }
                 c.fsck_damage_but_mounted += usize::from(!o.fsck_clean && o.mount_ok);
                 c.mounted_with_read_errors += usize::from(o.mount_ok && o.read_errors > 0);
                 c.mounted_with_verify_diffs +=
@@ -777,6 +858,13 @@ fn damaged_pools_never_panic_or_hang() {
                     ));
                 }
                 c.nodes_read += o.nodes;
+                c.reads_skipped_as_known_bugs += o.known_bugs_avoided;
+                for b in &o.bug_notes {
+                    bug_notes.push(format!(
+                        "iteration {i}: {b} (fsck clean: {}): {what}",
+                        o.fsck_clean
+                    ));
+                }
                 if o.fsck_clean && o.mount_ok {
                     c.clean_and_mounted += 1;
                     if o.read_errors > 0 {
@@ -811,6 +899,9 @@ fn damaged_pools_never_panic_or_hang() {
     println!("seed {seed:#x}: {c:#?}\n{skipped} damaged images skipped as known bugs");
     for n in notes.iter().take(5) {
         println!("note: {n}");
+    }
+    for n in bug_notes.iter().take(5) {
+        println!("known bug: {n}");
     }
     for f in failures.iter().take(40) {
         println!("{f}");
