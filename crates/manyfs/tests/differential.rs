@@ -15,7 +15,8 @@
 //!
 //! Operations that hit manyfs bugs already reported are skipped (see
 //! [`all_bugs`]); `MANYFS_DIFF_ALL_BUGS=1` runs them too.
-//! `MANYFS_DIFF_CASES=<n>` changes the number of cases (default 256).
+//! `MANYFS_DIFF_CASES=<n>` changes the number of cases (default 512),
+//! `MANYFS_DIFF_MAX_OPS=<n>` the longest sequence (default 40).
 
 use manyfs::{Durability, FileKind, Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
 use proptest::prelude::*;
@@ -160,7 +161,7 @@ enum Sel {
 fn sel() -> impl Strategy<Value = Sel> {
     prop_oneof![
         1 => path().prop_map(Sel::Fixed),
-        1 => any::<usize>().prop_map(Sel::Existing),
+        2 => any::<usize>().prop_map(Sel::Existing),
     ]
 }
 
@@ -225,6 +226,14 @@ fn op() -> impl Strategy<Value = Op<Sel>> {
         1 => (0..2usize).prop_map(Op::Close),
         1 => Just(Op::Remount),
     ]
+}
+
+/// Longest generated sequence (`MANYFS_DIFF_MAX_OPS`, default 40).
+fn max_ops() -> usize {
+    std::env::var("MANYFS_DIFF_MAX_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40)
 }
 
 /// Every range-lock kind, a few segment sizes (the segment locks split
@@ -928,14 +937,14 @@ fn run_sequence_inner(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("MANYFS_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        cases: std::env::var("MANYFS_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
         max_shrink_iters: 2000,
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn manyfs_matches_tmpfs(
-        ops in prop::collection::vec(op(), 1..40),
+        ops in prop::collection::vec(op(), 1..max_ops()),
         remount_at in 0usize..40,
         opts in mount_options(),
     ) {
