@@ -21,7 +21,7 @@
 use manyfs::{Durability, FileKind, Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
 use proptest::prelude::*;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -103,6 +103,8 @@ enum Op<T = P> {
     ReadDir(T),
     Metadata(T),
     SymlinkMetadata(T),
+    /// chmod (follows symlinks).
+    Chmod(T, u32),
     /// Open an existing file read-write into handle slot 0 or 1 (on both
     /// sides), replacing what the slot held.
     Open(usize, T),
@@ -138,6 +140,7 @@ impl<T> Op<T> {
             Op::ReadDir(p) => Op::ReadDir(f(p)),
             Op::Metadata(p) => Op::Metadata(f(p)),
             Op::SymlinkMetadata(p) => Op::SymlinkMetadata(f(p)),
+            Op::Chmod(p, m) => Op::Chmod(f(p), *m),
             Op::Open(h, p) => Op::Open(*h, f(p)),
             Op::HWrite(h, o, d) => Op::HWrite(*h, *o, *d),
             Op::HRead(h, o, n) => Op::HRead(*h, *o, *n),
@@ -218,6 +221,8 @@ fn op() -> impl Strategy<Value = Op<Sel>> {
         2 => sel().prop_map(Op::ReadDir),
         2 => sel().prop_map(Op::Metadata),
         1 => sel().prop_map(Op::SymlinkMetadata),
+        1 => (sel(), prop::sample::select(vec![0o600u32, 0o755, 0o4755, 0o1777, 0o000, 0o2711]))
+            .prop_map(|(p, m)| Op::Chmod(p, m)),
         2 => (0..2usize, sel()).prop_map(|(h, p)| Op::Open(h, p)),
         2 => (0..2usize, offset(), data()).prop_map(|(h, o, d)| Op::HWrite(h, o, d)),
         1 => (0..2usize, offset(), 0usize..9000).prop_map(|(h, o, n)| Op::HRead(h, o, n)),
@@ -278,6 +283,9 @@ struct MetaOut {
     /// formula; neither is specified by POSIX.
     size: Option<u64>,
     nlink: u64,
+    /// Permission bits (`0o7777`); the test runs with umask 022 so new
+    /// files (0o644) and directories (0o755) match manyfs's defaults.
+    mode: u32,
 }
 
 type R = Result<Out, i32>;
@@ -306,6 +314,7 @@ fn m_meta(m: manyfs::Metadata) -> Out {
         kind,
         size: (kind != Kind::Dir).then_some(m.size),
         nlink: u64::from(m.nlink),
+        mode: m.mode & 0o7777,
     })
 }
 
@@ -315,6 +324,7 @@ fn s_meta(m: std::fs::Metadata) -> Out {
         kind,
         size: (kind != Kind::Dir).then_some(m.len()),
         nlink: m.nlink(),
+        mode: m.mode() & 0o7777,
     })
 }
 
@@ -361,6 +371,8 @@ fn scratch_dir() -> tempfile::TempDir {
 
 impl Harness {
     fn new(opts: MountOptions) -> Harness {
+        // SAFETY: umask only sets the process file-creation mask.
+        unsafe { libc::umask(0o022) };
         let dir = scratch_dir();
         let pool = dir.path().join("pool");
         let root = dir.path().join("ref");
@@ -450,6 +462,7 @@ impl Harness {
             }),
             Op::Metadata(p) => me(fs.metadata(self.m(p))).map(m_meta),
             Op::SymlinkMetadata(p) => me(fs.symlink_metadata(self.m(p))).map(m_meta),
+            Op::Chmod(p, mode) => me(fs.set_permissions(self.m(p), *mode)).map(|_| Out::Unit),
             _ => unreachable!("handled by apply_handle / step"),
         }
     }
@@ -505,6 +518,11 @@ impl Harness {
             }
             Op::Metadata(p) => se(std::fs::metadata(self.s(p))).map(s_meta),
             Op::SymlinkMetadata(p) => se(std::fs::symlink_metadata(self.s(p))).map(s_meta),
+            Op::Chmod(p, mode) => se(std::fs::set_permissions(
+                self.s(p),
+                std::fs::Permissions::from_mode(*mode),
+            ))
+            .map(|_| Out::Unit),
             _ => unreachable!("handled by apply_handle / step"),
         }
     }
@@ -863,8 +881,10 @@ fn s_tree(root: &Path, rel: &str) -> Node {
 /// std's `read_at` may return short counts; read until `buf` is full or
 /// end of file, like manyfs's single call.
 fn read_full_at(f: &std::fs::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
+    // At least one call, even for an empty buffer (a directory must still
+    // answer EISDIR).
+    let mut got = f.read_at(buf, off)?;
+    while got > 0 && got < buf.len() {
         let k = f.read_at(&mut buf[got..], off + got as u64)?;
         if k == 0 {
             break;
