@@ -754,6 +754,8 @@ fn hits_seq_bug(img: &[u8], r: &Regions) -> bool {
 #[derive(Default, Debug)]
 struct Counts {
     iterations: usize,
+    panics: usize,
+    hangs: usize,
     fsck_errors: usize,
     fsck_reported_damage: usize,
     fsck_clean: usize,
@@ -847,10 +849,12 @@ fn damaged_pools_never_panic_or_hang() {
         c.write_phase_skipped += usize::from(!try_writes);
         match run_guarded(pool.clone(), try_writes) {
             None => {
+                c.hangs += 1;
                 hang = Some(format!("iteration {i}: hang (> {HANG_LIMIT:?}): {what}"));
                 keep = true;
             }
             Some(Run::Panicked(msg)) => {
+                c.panics += 1;
                 failures.push(format!("iteration {i}: PANIC {msg}\n    damage: {what}"));
                 keep = true;
             }
@@ -929,6 +933,7 @@ fn damaged_pools_never_panic_or_hang() {
         println!("{f}");
     }
     assert!(hang.is_none(), "{}", hang.unwrap());
+    assert_eq!(c.panics, 0, "panics: {failures:#?}");
     assert!(
         failures.is_empty(),
         "{} failures (first ones above), e.g. {}",
