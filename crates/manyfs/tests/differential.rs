@@ -179,6 +179,7 @@ fn data() -> impl Strategy<Value = Data> {
         3 => 0usize..(3 * PAGE as usize + 100),
         1 => Just(PAGE as usize),
         1 => Just(2 * PAGE as usize),
+        1 => 0usize..(20 * PAGE as usize),
     ];
     (len, any::<u8>()).prop_map(|(len, seed)| Data { len, seed })
 }
