@@ -382,6 +382,7 @@ impl Fs {
     /// Target of symlink `ino`.
     pub fn readlink_ino(&self, ino: u64) -> Result<PathBuf> {
         let inode = self.core.get(ino)?;
+        let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
         Ok(PathBuf::from(OsString::from_vec(namespace::read_link(
             &self.core, &inode,
         )?)))
@@ -403,6 +404,7 @@ impl Fs {
     /// Change attributes (chmod, chown, truncate, utimes).
     pub fn setattr(&self, ino: u64, attr: &SetAttr) -> Result<Metadata> {
         let inode = self.core.get(ino)?;
+        let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
         if let Some(size) = attr.size {
             if inode.kind == FileKind::Dir {
                 return Err(Error::IsDir(format!("inode {ino}")));
@@ -436,7 +438,7 @@ impl Fs {
         if write {
             self.core.check_writable()?;
         }
-        Ok(File::new(self.core.clone(), inode, read, write, false))
+        File::new(self.core.clone(), inode, read, write, false)
     }
 
     // ---- path API ----------------------------------------------------------
@@ -888,15 +890,20 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.inode.open_handles.fetch_sub(1, Ordering::AcqRel);
-        self.core.release_if_unused(&self.inode);
+        self.core.unpin(&self.inode);
     }
 }
 
 impl File {
-    fn new(core: Arc<FsCore>, inode: Arc<Inode>, read: bool, write: bool, append: bool) -> File {
-        inode.opened();
-        File {
+    fn new(
+        core: Arc<FsCore>,
+        inode: Arc<Inode>,
+        read: bool,
+        write: bool,
+        append: bool,
+    ) -> Result<File> {
+        inode.pin()?;
+        Ok(File {
             handle: Arc::new(Handle {
                 core,
                 inode,
@@ -904,7 +911,7 @@ impl File {
                 write,
                 append,
             }),
-        }
+        })
     }
 
     /// Inode number.
@@ -1106,7 +1113,8 @@ impl OpenOptions {
             self.read || !self.write,
             self.write,
             self.append,
-        );
+        )
+        .map_err(|e| Fs::ctx(e, p))?;
         if self.truncate && f.handle.inode.file()?.size() > 0 {
             f.set_len(0)?;
         }

@@ -20,6 +20,27 @@ const TABLE_SHARDS: usize = 64;
 /// One shard of the inode table, on its own cache line.
 type TableShard = crossbeam_utils::CachePadded<RwLock<HashMap<u64, Arc<Inode>>>>;
 
+/// Keeps an inode's space allocated while an operation without an open
+/// handle (truncate by path, chmod, readlink) works on it.
+pub struct PinGuard<'a> {
+    core: &'a FsCore,
+    inode: &'a Inode,
+}
+
+impl<'a> PinGuard<'a> {
+    /// Pin `inode`; fails if it has already been freed.
+    pub fn new(core: &'a FsCore, inode: &'a Inode) -> Result<Self> {
+        inode.pin()?;
+        Ok(PinGuard { core, inode })
+    }
+}
+
+impl Drop for PinGuard<'_> {
+    fn drop(&mut self) {
+        self.core.unpin(self.inode);
+    }
+}
+
 /// Everything a mounted pool shares.
 pub struct FsCore {
     /// The pool mapping.
@@ -209,11 +230,9 @@ impl FsCore {
     }
 
     /// Return an unreachable inode's space (data pages, log pages, log
-    /// array, inode number). Idempotent.
-    pub fn free_inode(&self, inode: &Inode) {
-        if inode.freed.swap(true, Ordering::AcqRel) {
-            return;
-        }
+    /// array, inode number). Call only after winning `freed` (see
+    /// [`FsCore::release_if_unused`]).
+    fn free_inode_space(&self, inode: &Inode) {
         if let Some(f) = &inode.file {
             for (_, m) in f.index.mapped() {
                 self.blocks.free(m.block, 1);
@@ -229,10 +248,31 @@ impl FsCore {
         self.inode_numbers.free(inode.ino);
     }
 
-    /// Free the inode if no name and no open handle refers to it.
+    /// Free the inode if no name and no user refers to it. The decision is
+    /// taken under the inode's attribute mutex, like [`Inode::pin`], so an
+    /// inode is never freed under a new user and never freed twice.
     pub fn release_if_unused(&self, inode: &Inode) {
-        if inode.nlink() == 0 && inode.open_handles.load(Ordering::Acquire) == 0 {
-            self.free_inode(inode);
+        let free = {
+            let a = inode.attrs.lock();
+            a.nlink == 0
+                && inode.open_handles.load(Ordering::Acquire) == 0
+                && !inode.freed.swap(true, Ordering::AcqRel)
+        };
+        if free {
+            self.free_inode_space(inode);
+        }
+    }
+
+    /// Drop a user taken with [`Inode::pin`], freeing the inode if it was
+    /// the last reference.
+    pub fn unpin(&self, inode: &Inode) {
+        let free = {
+            let a = inode.attrs.lock();
+            let prev = inode.open_handles.fetch_sub(1, Ordering::AcqRel);
+            a.nlink == 0 && prev == 1 && !inode.freed.swap(true, Ordering::AcqRel)
+        };
+        if free {
+            self.free_inode_space(inode);
         }
     }
 

@@ -81,8 +81,18 @@ impl Inode {
         self.attrs.lock().nlink
     }
 
-    /// Count a new open handle.
-    pub fn opened(&self) {
+    /// Count a new user (an open handle, or an operation in progress that
+    /// needs the inode's space to stay allocated). Fails once the inode has
+    /// been freed: a lookup that raced with the last unlink finds nothing.
+    pub fn pin(&self) -> crate::Result<()> {
+        let _a = self.attrs.lock();
+        if self.freed.load(Ordering::Acquire) {
+            return Err(crate::Error::NotFound(format!(
+                "inode {} was removed",
+                self.ino
+            )));
+        }
         self.open_handles.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 }

@@ -199,12 +199,6 @@ pub fn create(
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
-    if parent.nlink() == 0 {
-        return Err(Error::NotFound(format!(
-            "directory inode {} was removed",
-            parent.ino
-        )));
-    }
     let kind = match node {
         NewNode::File => FileKind::File,
         NewNode::Dir => FileKind::Dir,
@@ -233,6 +227,14 @@ pub fn create(
         mode
     };
     let mut st = d.state.write();
+    // Checked under the directory's lock: rmdir marks a directory removed
+    // while holding it, so no entry can be added to a removed directory.
+    if parent.nlink() == 0 {
+        return Err(Error::NotFound(format!(
+            "directory inode {} was removed",
+            parent.ino
+        )));
+    }
     if st.entries.contains_key(name) {
         return Err(Error::Exists(show(name)));
     }
@@ -253,7 +255,7 @@ pub fn create(
     })();
     if let Err(e) = made {
         child.attrs.lock().nlink = 0;
-        core.free_inode(&child);
+        core.release_if_unused(&child);
         return Err(e);
     }
     st.entries.insert(
@@ -284,20 +286,38 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
     }
     let d = parent.dir()?;
     let mut st = d.state.write();
+    if parent.nlink() == 0 {
+        return Err(Error::NotFound(format!(
+            "directory inode {} was removed",
+            parent.ino
+        )));
+    }
     if st.entries.contains_key(name) {
         return Err(Error::Exists(show(name)));
     }
-    if inode.nlink() == 0 {
-        return Err(Error::NotFound(format!("inode {} was removed", inode.ino)));
+    // Take the new link first, so a concurrent unlink of the last other
+    // name cannot free the inode while its entry is being written.
+    {
+        let mut a = inode.attrs.lock();
+        if a.nlink == 0 {
+            return Err(Error::NotFound(format!("inode {} was removed", inode.ino)));
+        }
+        a.nlink += 1;
     }
-    log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
+    let logged = log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
         seq,
         ino: inode.ino,
         generation: inode.generation,
         kind: inode.kind,
         txid: 0,
         name: name.to_vec(),
-    })?;
+    });
+    if let Err(e) = logged {
+        inode.attrs.lock().nlink -= 1;
+        drop(st);
+        core.release_if_unused(inode);
+        return Err(e);
+    }
     st.entries.insert(
         name.to_vec(),
         Child {
@@ -307,9 +327,7 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         },
     );
     maybe_compact_dir(core, parent, &mut st);
-    let mut a = inode.attrs.lock();
-    a.nlink += 1;
-    a.ctime_ns = crate::time::now_ns();
+    inode.attrs.lock().ctime_ns = crate::time::now_ns();
     Ok(())
 }
 
@@ -400,10 +418,10 @@ pub fn rmdir(
     })?;
     st.entries.remove(name);
     maybe_compact_dir(core, parent, &mut st);
+    inode.attrs.lock().nlink = 0;
     drop(child_state);
     drop(st);
     parent.attrs.lock().nlink -= 1;
-    inode.attrs.lock().nlink = 0;
     core.release_if_unused(&inode);
     Ok(())
 }
@@ -456,6 +474,9 @@ pub fn rename(
     } else {
         d_guard = Some(dd.state.write());
         s_guard = sd.state.write();
+    }
+    if src.nlink() == 0 || dst.nlink() == 0 {
+        return Err(Error::NotFound("directory was removed".into()));
     }
     let moving = *s_guard
         .entries
@@ -584,6 +605,7 @@ pub fn read_link(core: &FsCore, inode: &Inode) -> Result<Vec<u8>> {
             inode.ino
         )));
     }
+    let _pin = crate::core::PinGuard::new(core, inode)?;
     let len = inode.file()?.size() as usize;
     let mut buf = vec![0u8; len];
     let n = crate::file::read(core, inode, &mut buf, 0)?;

@@ -1,0 +1,58 @@
+//! Threads racing create, link, unlink, rename, mkdir and rmdir over a few
+//! shared directories. Errors such as EEXIST or ENOENT are expected; what
+//! must hold is that memory and media agree afterwards, before and after a
+//! remount, and that fsck is clean.
+
+use manyfs::{Fs, MkfsOptions, MountOptions};
+
+#[test]
+fn racing_namespace_operations_stay_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: 64 << 20,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    for d in ["/a", "/b", "/c"] {
+        fs.create_dir(d).unwrap();
+    }
+    let dirs = ["/a", "/b", "/c", "/a/sub", "/b/sub"];
+    std::thread::scope(|s| {
+        for t in 0..6u64 {
+            let fs = &fs;
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(t + 1);
+                for _ in 0..1500 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let d1 = dirs[(x % 5) as usize];
+                    let d2 = dirs[((x >> 8) % 5) as usize];
+                    let n1 = format!("{d1}/n{}", (x >> 16) % 6);
+                    let n2 = format!("{d2}/n{}", (x >> 24) % 6);
+                    let _ = match (x >> 32) % 8 {
+                        0 | 1 => fs.write(&n1, &x.to_le_bytes()),
+                        2 => fs.hard_link(&n1, &n2),
+                        3 => fs.remove_file(&n1),
+                        4 => fs.rename(&n1, &n2),
+                        5 => fs.create_dir(format!("{d1}/sub")),
+                        6 => fs.remove_dir(format!("{d1}/sub")),
+                        _ => fs.rename(format!("{d1}/sub"), format!("{d2}/moved{}", t % 2)),
+                    };
+                }
+            });
+        }
+    });
+    let diffs = fs.verify().unwrap();
+    assert!(diffs.is_empty(), "{diffs:?}");
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
+    assert!(fs.verify().unwrap().is_empty());
+}
