@@ -1035,12 +1035,8 @@ impl Filesystem for ManyFuse {
                 let Handle::File(h) = &*h else {
                     return Err(Errno::EBADF);
                 };
-                let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
-                let size = h.file.metadata().map_err(errno)?.size;
-                if end > size {
-                    h.file.set_len(end).map_err(errno)?;
-                }
-                Ok(())
+                // Extends atomically with respect to concurrent writers.
+                h.file.allocate(offset, length).map_err(errno)
             })();
             reply_empty(reply, r);
         });

@@ -644,12 +644,16 @@ fn format(media: &Media, sb: &Superblock) -> Result<()> {
         media.store(b * BLOCK_SIZE, &zero)?;
     }
     let now = crate::time::now_ns();
+    // The root directory belongs to whoever creates the pool, so a user can
+    // mount a pool they made without root.
+    // SAFETY: getuid/getgid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let root = InodeRecord {
         generation: 1,
         kind: FileKind::Dir,
         mode: 0o755,
-        uid: 0,
-        gid: 0,
+        uid,
+        gid,
         log_array: sb.data_start,
         atime_ns: now,
         mtime_ns: now,
@@ -969,6 +973,19 @@ impl File {
             return Err(Error::BadHandle("file not opened for writing"));
         }
         file::set_len(&self.handle.core, &self.handle.inode, len)
+    }
+
+    /// Make sure the file is at least `offset + len` bytes long, extending
+    /// it with zeros if needed (what `fallocate` mode 0 guarantees about the
+    /// size). Atomic with respect to concurrent writes and truncates.
+    pub fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        if !self.handle.write {
+            return Err(Error::BadHandle("file not opened for writing"));
+        }
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| Error::FileTooLarge(format!("allocate({offset}, {len})")))?;
+        file::extend_to(&self.handle.core, &self.handle.inode, end)
     }
 
     /// Make the file's data and metadata durable.

@@ -221,3 +221,26 @@ fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
         .collect();
     assert_eq!(names, again);
 }
+
+#[test]
+fn allocate_extends_but_never_shrinks() {
+    let (_d, _pool, fs) = fresh(16 << 20);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/f")
+        .unwrap();
+    f.write_at(b"abc", 0).unwrap();
+    f.allocate(0, 10_000).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 10_000);
+    f.allocate(0, 5).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 10_000);
+    let mut buf = vec![1u8; 10_000];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..3], b"abc");
+    assert!(buf[3..].iter().all(|&b| b == 0));
+    // The root belongs to the user who made the pool.
+    // SAFETY: getuid has no preconditions.
+    assert_eq!(fs.metadata("/").unwrap().uid, unsafe { libc::getuid() });
+}

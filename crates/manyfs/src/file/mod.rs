@@ -349,6 +349,26 @@ pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     Ok(())
 }
 
+/// Grow the file to `len` bytes if it is shorter (`fallocate` mode 0).
+pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
+    core.check_writable()?;
+    let f = inode.file()?;
+    if len > MAX_FILE_SIZE {
+        return Err(Error::FileTooLarge(format!("allocate to {len} bytes")));
+    }
+    if f.size() >= len {
+        return Ok(());
+    }
+    let guard = f.truncate_lock.write();
+    let result = if f.size() < len {
+        set_len_exclusive(core, inode, f, len)
+    } else {
+        Ok(())
+    };
+    f.truncate_lock.write_unlock(guard);
+    result
+}
+
 fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
     let old_size = f.size();
     let mut attrs = inode.attrs.lock();

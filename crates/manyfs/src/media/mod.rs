@@ -489,18 +489,26 @@ fn lock_shared(file: &File, path: &Path) -> Result<()> {
 }
 
 fn flock(file: &File, path: &Path, op: libc::c_int) -> Result<()> {
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Err(Error::Busy {
-            path: path.to_path_buf(),
-        })
-    } else {
-        Err(Error::io(format!("lock pool {}", path.display()), err))
+    // A process that forks (to exec a program) holds a copy of our pool
+    // descriptor until its exec closes it, and with it the lock of a pool
+    // that was just unmounted. Retry for a moment before calling it busy.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(Error::io(format!("lock pool {}", path.display()), err));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Busy {
+                path: path.to_path_buf(),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
