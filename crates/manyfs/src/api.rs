@@ -867,8 +867,7 @@ fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
         })
         .sum();
     let free_mem = core.blocks.free_blocks();
-    let free_media =
-        (rebuilt.used.len() as u64 - rebuilt.used_blocks()).saturating_sub(open_orphans);
+    let free_media = (rebuilt.data_blocks() - rebuilt.used_blocks()).saturating_sub(open_orphans);
     if free_mem != free_media {
         diffs.push(format!(
             "free blocks: {free_mem} in memory, {free_media} rebuilt from media"

@@ -52,7 +52,9 @@ pub struct FsCore {
     /// Free inode numbers.
     pub inode_numbers: InodeAllocator,
     /// Live references into each block when it is a log page.
-    live: Box<[AtomicU32]>,
+    /// (A lazily filled radix tree: a large pool costs nothing until its
+    /// blocks become log pages.)
+    live: crate::index::radix::CasRadix<AtomicU32>,
     /// Mount options.
     pub opts: MountOptions,
     table: Box<[TableShard]>,
@@ -76,8 +78,8 @@ impl LogSpace for FsCore {
         self.blocks.free(first, count)
     }
     fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
-        page.checked_sub(self.sb.data_start)
-            .and_then(|i| self.live.get(i as usize))
+        let i = page.checked_sub(self.sb.data_start)?;
+        (page < self.sb.total_blocks).then(|| self.live.get_or_insert(i))
     }
 }
 
@@ -88,9 +90,7 @@ impl FsCore {
         FsCore {
             blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
-            live: (sb.data_start..sb.total_blocks)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            live: crate::index::radix::CasRadix::new(),
             media,
             sb,
             opts,

@@ -108,22 +108,21 @@ fn failed_sync_is_reported_and_later_writes_refused() {
 #[test]
 fn mkfs_on_a_full_file_system_fails_cleanly() {
     // A pool larger than the space under it must be refused at mkfs, not
-    // crash later with SIGBUS when a store hits an unbacked page.
-    let dir = tempfile::tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
+    // crash later with SIGBUS when a store hits an unbacked page. The test
+    // mounts its own 8 MiB tmpfs (it needs root, as CI has).
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "manyfs-test"])
+        .arg(&mnt)
+        .status()
         .unwrap();
-    let avail = {
-        let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: valid C string and out-pointer.
-        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-        st.f_bavail as u64 * st.f_frsize as u64
-    };
-    let size = (avail + (1 << 30)).next_multiple_of(1 << 20);
+    assert!(status.success(), "mounting a small tmpfs needs root");
     let err = Fs::mkfs(
-        &dir.path().join("huge"),
+        &mnt.join("pool"),
         &MkfsOptions {
-            size,
+            size: 64 << 20,
             ..Default::default()
         },
         &MountOptions::default(),
@@ -131,4 +130,19 @@ fn mkfs_on_a_full_file_system_fails_cleanly() {
     .err()
     .expect("mkfs of a pool larger than the file system must fail");
     assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert!(
+        !mnt.join("pool").exists(),
+        "the failed pool file is removed"
+    );
+    let fits = Fs::mkfs(
+        &mnt.join("pool"),
+        &MkfsOptions {
+            size: 4 << 20,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    );
+    assert!(fits.is_ok(), "{:?}", fits.err());
+    drop(fits);
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
 }

@@ -61,7 +61,7 @@ pub fn check(path: &Path) -> Result<Report> {
                 .filter(|n| n.record.kind == FileKind::Dir)
                 .count() as u64;
             report.used_blocks = r.used_blocks();
-            report.data_blocks = r.used.len() as u64;
+            report.data_blocks = r.data_blocks();
             for n in r.inodes.values() {
                 for s in &n.sublogs {
                     report.entries += s.entries.len() as u64;

@@ -53,6 +53,12 @@ impl Superblock {
                 64 * BLOCK_SIZE
             )));
         }
+        if total_blocks > crate::index::radix::KEY_LIMIT {
+            return Err(Error::InvalidArgument(format!(
+                "pool size {size} is too large (at most {} bytes)",
+                crate::index::radix::KEY_LIMIT * BLOCK_SIZE
+            )));
+        }
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let wanted = (size / bytes_per_inode.max(BLOCK_SIZE)).clamp(64, 1 << 24);
         let inode_table_blocks = wanted.div_ceil(per_block).min(total_blocks / 4);
@@ -122,7 +128,8 @@ impl Superblock {
             uuid: b[64..80].try_into().expect("16 bytes"),
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
-        let geometry_ok = sb.total_blocks * BLOCK_SIZE <= pool_len
+        let geometry_ok = sb.total_blocks <= crate::index::radix::KEY_LIMIT
+            && sb.total_blocks * BLOCK_SIZE <= pool_len
             && sb.inode_table_start == INODE_TABLE_START
             && sb.inode_table_blocks.checked_mul(per_block) == Some(sb.inode_count)
             && sb.inode_table_start.checked_add(sb.inode_table_blocks) == Some(sb.data_start)

@@ -103,7 +103,7 @@ pub struct Rebuilt {
     /// Reachable inodes.
     pub inodes: BTreeMap<u64, RebuiltInode>,
     /// Blocks in use, indexed by `block - data_start`.
-    pub used: Vec<bool>,
+    pub used: BlockBitmap,
     /// A cross-directory rename to complete.
     pub pending_rename: Option<RenameRecord>,
 }
@@ -113,9 +113,9 @@ impl Rebuilt {
     pub fn free_extents(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut run: Option<(u64, u64)> = None;
-        for (i, &u) in self.used.iter().enumerate() {
-            let b = self.sb.data_start + i as u64;
-            if u {
+        for i in 0..self.used.len() {
+            let b = self.sb.data_start + i;
+            if self.used.get(i) {
                 if let Some(r) = run.take() {
                     out.push(r);
                 }
@@ -132,20 +132,64 @@ impl Rebuilt {
 
     /// Number of used blocks in the data region.
     pub fn used_blocks(&self) -> u64 {
-        self.used.iter().filter(|&&u| u).count() as u64
+        self.used.count()
+    }
+
+    /// Number of blocks in the data region.
+    pub fn data_blocks(&self) -> u64 {
+        self.used.len()
+    }
+}
+
+/// One bit per block of the data region.
+#[derive(Debug, Clone)]
+pub struct BlockBitmap {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl BlockBitmap {
+    /// `len` clear bits.
+    pub fn new(len: u64) -> Self {
+        BlockBitmap {
+            words: vec![0; len.div_ceil(64) as usize],
+            len,
+        }
+    }
+    /// Number of bits.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    /// Whether there are no bits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bit `i`.
+    pub fn get(&self, i: u64) -> bool {
+        self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+    /// Set bit `i`, returning its old value.
+    pub fn set(&mut self, i: u64) -> bool {
+        let w = &mut self.words[(i / 64) as usize];
+        let old = *w & (1 << (i % 64)) != 0;
+        *w |= 1 << (i % 64);
+        old
+    }
+    /// Number of set bits.
+    pub fn count(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
     }
 }
 
 struct Marker<'a> {
     sb: &'a Superblock,
-    used: Vec<bool>,
+    used: BlockBitmap,
 }
 
 impl Marker<'_> {
     fn mark(&mut self, block: u64, what: impl Fn() -> String) -> Result<()> {
         check_block(self.sb, block, &what)?;
-        let i = (block - self.sb.data_start) as usize;
-        if std::mem::replace(&mut self.used[i], true) {
+        if self.used.set(block - self.sb.data_start) {
             return Err(Error::corrupt(
                 what(),
                 format!("block {block} is used twice"),
@@ -161,7 +205,7 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
     let pending_rename = journal::pending(media)?;
     let mut marker = Marker {
         sb: &sb,
-        used: vec![false; (sb.total_blocks - sb.data_start) as usize],
+        used: BlockBitmap::new(sb.total_blocks - sb.data_start),
     };
     let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
     let mut queue: VecDeque<(u64, Option<u32>, u64)> = VecDeque::from([(ROOT_INO, None, 0)]);
