@@ -10,8 +10,9 @@
 //! durability mode. After every operation `Fs::verify()` must be empty; at
 //! remount points (chosen by proptest, and at the end) manyfs is unmounted
 //! and mounted again and its whole tree (names, kinds, contents, symlink
-//! targets, link counts, modes) is compared with the tmpfs tree; the final pool
-//! must pass fsck.
+//! targets, link counts, modes) is compared with the tmpfs tree. Finally
+//! everything is deleted: every inode and every block but the root
+//! directory's log pages must be free again, and the pool must pass fsck.
 //!
 //! Operations that hit manyfs bugs already reported are skipped (see
 //! [`all_bugs`]); `MANYFS_DIFF_ALL_BUGS=1` runs them too.
@@ -355,6 +356,9 @@ struct Harness {
     handles: [Option<(manyfs::File, std::fs::File)>; 2],
     /// Mount options (range lock kind, segment size, durability mode).
     opts: MountOptions,
+    /// Space and inodes right after mkfs, and the root's log pages then.
+    initial: manyfs::StatFs,
+    initial_log_pages: u64,
     /// Reference-tree inode numbers of files that were shrunk (BUG 1).
     shrunk: std::collections::HashSet<u64>,
     /// Operations that failed (on both sides alike) and that succeeded.
@@ -387,6 +391,8 @@ impl Harness {
             &opts,
         )
         .unwrap();
+        let initial = fs.statfs();
+        let initial_log_pages = fs.usage().1;
         Harness {
             _dir: dir,
             pool,
@@ -394,6 +400,8 @@ impl Harness {
             root,
             trace: Default::default(),
             handles: Default::default(),
+            initial,
+            initial_log_pages,
             opts,
             shrunk: Default::default(),
             outcomes: [0; 2],
@@ -758,6 +766,20 @@ impl Harness {
     /// Unmount for good and fsck the pool.
     fn finish(mut self) -> Result<(), TestCaseError> {
         self.handles = Default::default();
+        // Delete everything: space and inodes must come back (no leaks),
+        // up to the root directory's own log, which keeps its pages.
+        remove_tree(self.fs(), "/");
+        self.remount();
+        let st = self.fs().statfs();
+        let (inodes, log_pages, data_pages) = self.fs().usage();
+        prop_assert_eq!(st.free_inodes, self.initial.free_inodes, "inodes leaked");
+        prop_assert_eq!((inodes, data_pages), (1, 0), "only the root remains");
+        // Every block not free is one of the root directory's log pages.
+        prop_assert_eq!(
+            self.initial.free_blocks - st.free_blocks,
+            log_pages - self.initial_log_pages,
+            "blocks leaked"
+        );
         self.fs.take().expect("mounted").unmount().unwrap();
         let report = manyfs::fsck::check(&self.pool).unwrap();
         prop_assert!(report.is_clean(), "fsck: {:?}", report.errors);
@@ -848,6 +870,19 @@ fn m_tree(fs: &Fs, path: &str) -> Node {
             }
             v.sort_by(|a, b| a.0.cmp(&b.0));
             Node::Dir(v, nlink)
+        }
+    }
+}
+
+/// Remove everything below `dir` (not `dir` itself).
+fn remove_tree(fs: &Fs, dir: &str) {
+    for e in fs.read_dir(dir).unwrap() {
+        let child = format!("{}/{}", dir.trim_end_matches('/'), e.name.to_string_lossy());
+        if e.kind == FileKind::Dir {
+            remove_tree(fs, &child);
+            fs.remove_dir(&child).unwrap();
+        } else {
+            fs.remove_file(&child).unwrap();
         }
     }
 }
