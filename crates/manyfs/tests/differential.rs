@@ -217,6 +217,8 @@ fn target() -> impl Strategy<Value = String> {
         4 => path().prop_map(|p| p.rel()),
         1 => Just(".".to_string()),
         1 => Just("zz".to_string()),
+        // Length limits: Linux takes up to 4095 bytes (PATH_MAX with NUL).
+        1 => prop::sample::select(vec![0usize, 4095, 4096, 4097]).prop_map(|n| "x".repeat(n)),
     ]
 }
 
@@ -659,6 +661,13 @@ impl Harness {
                 .ok()
                 .map(|m| (m.ino(), m.len()))
         };
+        // BUG 13: symlink targets of 0 and 4097+ bytes give EINVAL, not
+        // ENOENT / ENAMETOOLONG, and 4096 bytes is accepted (Linux: 4095).
+        if let Op::Symlink(t, _) = op
+            && (t.is_empty() || t.len() >= 4096)
+        {
+            return true;
+        }
         // BUG 12: rmdir, unlink and rename of a source name longer than 255
         // bytes fail with ENOENT instead of ENAMETOOLONG.
         let too_long = |p: &P| p.0.last() == Some(&5);
@@ -826,6 +835,9 @@ impl Harness {
 ///    through a non-directory) fails with ELOOP/ENOTDIR instead of EEXIST.
 /// 12. `remove_dir`, `remove_file` and `rename` with a final (source) name
 ///     longer than 255 bytes fail with ENOENT instead of ENAMETOOLONG.
+/// 13. `symlink` target limits: an empty target gives EINVAL (Linux:
+///     ENOENT), 4097+ bytes EINVAL (POSIX/Linux: ENAMETOOLONG), and a
+///     4096-byte target is accepted (Linux allows at most 4095).
 fn all_bugs() -> bool {
     std::env::var_os("MANYFS_DIFF_ALL_BUGS").is_some_and(|v| v == "1")
 }
