@@ -233,7 +233,9 @@ fn offset() -> impl Strategy<Value = u64> {
 
 fn target() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => path().prop_map(|p| p.rel()),
+        // Plain names only: a trailing slash in a target would meet BUG 14
+        // when followed, and ".." could leave the reference tree.
+        4 => path().prop_map(|p| P(p.0.into_iter().filter(|i| !DECORATIONS.contains(i)).collect()).rel()),
         1 => Just(".".to_string()),
         1 => Just("zz".to_string()),
         // Length limits: Linux takes up to 4095 bytes (PATH_MAX with NUL).
@@ -963,10 +965,10 @@ fn normalise(op: &Op, got: R, want: R) -> (R, R) {
         {
             got.clone()
         }
-        // rename(2) of a missing source to a too-long name: ENOENT and
-        // ENAMETOOLONG both apply; Linux looks the source up first, manyfs
-        // checks the new name first.
-        (Op::Rename(_, b), Err(libc::ENOENT))
+        // rename(2) of a missing (or ".", "..") source to a too-long name:
+        // ENAMETOOLONG and ENOENT (EBUSY/EINVAL) both apply; Linux looks at
+        // the source first, manyfs checks the new name first.
+        (Op::Rename(_, b), Err(libc::ENOENT | libc::EBUSY | libc::EINVAL))
             if b.ends_too_long() && got == Err(libc::ENAMETOOLONG) =>
         {
             got.clone()
