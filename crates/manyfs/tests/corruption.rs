@@ -10,10 +10,13 @@
 //! remount. Damaged pools that mount anyway also get writes, renames and
 //! unlinks: errors are fine there, panics and hangs are not.
 //!
-//! Reproduce one iteration: `MANYFS_CORRUPT_SEED=<seed>
-//! MANYFS_CORRUPT_ONLY=<iteration> cargo test -p manyfs --test corruption
-//! -- --nocapture`; damaged images of failing iterations are kept in the
-//! temp directory (path printed).
+//! Damage that hits manyfs bugs already reported is skipped (see
+//! [`all_bugs`]); `MANYFS_CORRUPT_ALL_BUGS=1` runs it too (bug 8 aborts the
+//! process). `MANYFS_CORRUPT_ITERS=<n>` sets the iterations (default 1200),
+//! `MANYFS_CORRUPT_SEED=<seed>` the seed; `MANYFS_CORRUPT_ONLY=<iteration>`
+//! replays one iteration (the pristine images depend on block placement, so
+//! replays are best effort: the damaged images of failing iterations are
+//! kept in the temp directory, path printed).
 
 use manyfs::layout::{BLOCK_SIZE, MAX_FILE_SIZE, Superblock};
 use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
