@@ -133,6 +133,21 @@ fn from_ns(ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns)
 }
 
+/// Symlink targets as `symlink(2)` takes them: 1 to 4095 bytes.
+fn check_symlink_target(t: &[u8]) -> Result<()> {
+    if t.is_empty() {
+        return Err(Error::NotFound("empty symlink target".into()));
+    }
+    if t.len() > namespace::MAX_SYMLINK_TARGET {
+        return Err(Error::NameTooLong(format!(
+            "symlink target of {} bytes (at most {})",
+            t.len(),
+            namespace::MAX_SYMLINK_TARGET
+        )));
+    }
+    Ok(())
+}
+
 fn path_bytes(p: &Path) -> &[u8] {
     p.as_os_str().as_bytes()
 }
@@ -319,11 +334,7 @@ impl Fs {
         gid: u32,
     ) -> Result<Metadata> {
         let t = path_bytes(target);
-        if t.is_empty() || t.len() > BLOCK_SIZE as usize {
-            return Err(Error::InvalidArgument(
-                "symlink target must be 1..=4096 bytes".into(),
-            ));
-        }
+        check_symlink_target(t)?;
         let dir = self.core.get(parent)?;
         let i = namespace::create(
             &self.core,
@@ -460,8 +471,29 @@ impl Fs {
         Ok(self.meta(&i))
     }
 
-    fn parent_of(&self, path: &Path) -> Result<(Arc<Inode>, Vec<u8>)> {
+    fn parent_of(&self, path: &Path) -> Result<namespace::Split> {
         namespace::resolve_parent(&self.core, path_bytes(path))
+    }
+
+    /// Split `path` for creating a non-directory under its last name:
+    /// `.`/`..` exist already, and a trailing slash promises a directory
+    /// that will not be made.
+    fn parent_for_new_file(&self, path: &Path) -> Result<namespace::Split> {
+        let split = self.parent_of(path)?;
+        let shown = || path.display().to_string();
+        if split.is_dot() {
+            return Err(Error::Exists(shown()));
+        }
+        if split.trailing_slash {
+            return Err(
+                match namespace::lookup(&self.core, &split.dir, &split.name) {
+                    Ok(_) => Error::Exists(shown()),
+                    Err(Error::NotFound(_)) => Error::NotFound(shown()),
+                    Err(e) => e,
+                },
+            );
+        }
+        Ok(split)
     }
 
     fn ctx(e: Error, path: &Path) -> Error {
@@ -471,10 +503,21 @@ impl Fs {
     /// Create a directory (mode 0o755).
     pub fn create_dir(&self, path: impl AsRef<Path>) -> Result<()> {
         let p = path.as_ref();
-        let (dir, name) = self.parent_of(p)?;
-        namespace::create(&self.core, &dir, &name, NewNode::Dir, 0o755, 0, 0)
-            .map(|_| ())
-            .map_err(|e| Self::ctx(e, p))
+        let split = self.parent_of(p)?;
+        if split.is_dot() {
+            return Err(Error::Exists(p.display().to_string()));
+        }
+        namespace::create(
+            &self.core,
+            &split.dir,
+            &split.name,
+            NewNode::Dir,
+            0o755,
+            0,
+            0,
+        )
+        .map(|_| ())
+        .map_err(|e| Self::ctx(e, p))
     }
 
     /// Create a directory and any missing parents.
@@ -497,40 +540,78 @@ impl Fs {
     /// Remove an empty directory.
     pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
         let p = path.as_ref();
-        let (dir, name) = self.parent_of(p)?;
-        namespace::rmdir(&self.core, &dir, &name, None).map_err(|e| Self::ctx(e, p))
+        let split = self.parent_of(p)?;
+        namespace::rmdir(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
     }
 
     /// Remove a file or symlink.
     pub fn remove_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let p = path.as_ref();
-        let (dir, name) = self.parent_of(p)?;
-        namespace::unlink(&self.core, &dir, &name, None).map_err(|e| Self::ctx(e, p))
+        let split = self.parent_of(p)?;
+        if split.is_dot() {
+            return Err(Error::IsDir(p.display().to_string()));
+        }
+        if split.trailing_slash {
+            // "name/" means the directory `name` resolves to: unlink refuses
+            // a directory, and anything else is not one.
+            let target = namespace::resolve(&self.core, path_bytes(p), true);
+            return Err(match target {
+                Ok(i) if i.is_dir() => Error::IsDir(p.display().to_string()),
+                Ok(_) => Error::NotDir(p.display().to_string()),
+                Err(e) => e,
+            });
+        }
+        namespace::unlink(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
     }
 
     /// Rename, replacing a compatible target.
     pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
         let (f, t) = (from.as_ref(), to.as_ref());
-        let (sd, sn) = self.parent_of(f)?;
-        let (dd, dn) = self.parent_of(t)?;
-        namespace::rename(&self.core, &sd, &sn, &dd, &dn, false, None).map_err(|e| Self::ctx(e, f))
+        let src = self.parent_of(f)?;
+        let dst = self.parent_of(t)?;
+        if src.is_dot() || dst.is_dot() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot rename {} to {}: \".\" and \"..\" cannot be renamed",
+                f.display(),
+                t.display()
+            )));
+        }
+        if src.trailing_slash || dst.trailing_slash {
+            // A trailing slash on either name says the source is a directory.
+            let moving =
+                namespace::lookup(&self.core, &src.dir, &src.name).map_err(|e| Self::ctx(e, f))?;
+            if !moving.is_dir() {
+                return Err(Error::NotDir(f.display().to_string()));
+            }
+        }
+        namespace::rename(
+            &self.core, &src.dir, &src.name, &dst.dir, &dst.name, false, None,
+        )
+        .map_err(|e| Self::ctx(e, f))
     }
 
     /// Create a hard link `dst` to `src`.
     pub fn hard_link(&self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> Result<()> {
         let (s, d) = (src.as_ref(), dst.as_ref());
         let inode = namespace::resolve(&self.core, path_bytes(s), false)?;
-        let (dir, name) = self.parent_of(d)?;
-        namespace::link(&self.core, &inode, &dir, &name).map_err(|e| Self::ctx(e, d))
+        let split = self.parent_for_new_file(d)?;
+        namespace::link(&self.core, &inode, &split.dir, &split.name).map_err(|e| Self::ctx(e, d))
     }
 
     /// Create a symlink `link` pointing at `target`.
     pub fn symlink(&self, target: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
         let l = link.as_ref();
-        let (dir, name) = self.parent_of(l)?;
-        self.symlink_at(dir.ino, OsStr::from_bytes(&name), target.as_ref(), 0, 0)
-            .map(|_| ())
-            .map_err(|e| Self::ctx(e, l))
+        check_symlink_target(path_bytes(target.as_ref()))?;
+        let split = self.parent_for_new_file(l)?;
+        self.symlink_at(
+            split.dir.ino,
+            OsStr::from_bytes(&split.name),
+            target.as_ref(),
+            0,
+            0,
+        )
+        .map(|_| ())
+        .map_err(|e| Self::ctx(e, l))
     }
 
     /// Target of a symlink.
@@ -772,23 +853,29 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     // Both entries are idempotent: adding a name that is there replaces it
     // with itself; removing a name that is gone (or names another inode) is
     // ignored by replay.
-    if let (Ok(src), Ok(dst)) = (core.get(rec.src_dir), core.get(rec.dst_dir)) {
-        let add = |seq| Entry::DirAdd {
-            seq,
-            ino: rec.ino,
-            generation: rec.generation,
-            kind: rec.kind,
-            txid: rec.txid,
-            name: rec.dst_name.clone(),
-        };
-        let remove = |seq| Entry::DirRemove {
-            seq,
-            ino: rec.ino,
-            txid: rec.txid,
-            name: rec.src_name.clone(),
-        };
-        append_dir_entry(core, &dst, &add)?;
-        append_dir_entry(core, &src, &remove)?;
+    // The replay applied the rename to whichever of the two directories is
+    // reachable; persist exactly that.
+    if let Ok(dst) = core.get(rec.dst_dir) {
+        if dst.is_dir() {
+            append_dir_entry(core, &dst, &|seq| Entry::DirAdd {
+                seq,
+                ino: rec.ino,
+                generation: rec.generation,
+                kind: rec.kind,
+                txid: rec.txid,
+                name: rec.dst_name.clone(),
+            })?;
+        }
+    }
+    if let Ok(src) = core.get(rec.src_dir) {
+        if src.is_dir() {
+            append_dir_entry(core, &src, &|seq| Entry::DirRemove {
+                seq,
+                ino: rec.ino,
+                txid: rec.txid,
+                name: rec.src_name.clone(),
+            })?;
+        }
     }
     namespace::journal::finish(&core.media)
 }
@@ -1085,7 +1172,9 @@ impl OpenOptions {
         self
     }
 
-    /// Open `path` in `fs`.
+    /// Open `path` in `fs`. A final symlink is followed, also when it
+    /// dangles and the file is to be created: the file is created where the
+    /// link points, as `open(2)` does.
     pub fn open(&self, fs: &Fs, path: impl AsRef<Path>) -> Result<File> {
         let p = path.as_ref();
         let core = &fs.core;
@@ -1094,27 +1183,76 @@ impl OpenOptions {
                 "create/truncate need write access".into(),
             ));
         }
-        let existing = match namespace::resolve(core, path_bytes(p), true) {
-            Ok(i) => Some(i),
-            Err(Error::NotFound(_)) if self.create || self.create_new => None,
-            Err(e) => return Err(e),
-        };
-        let inode = match existing {
-            Some(i) => {
-                if self.create_new {
-                    return Err(Error::Exists(p.display().to_string()));
+        let shown = || p.display().to_string();
+        let mut budget = namespace::MAX_SYMLINKS;
+        let mut start = core.get(ROOT_INO)?;
+        let mut cur: Vec<u8> = path_bytes(p).to_vec();
+        let inode = loop {
+            let creating = self.create || self.create_new;
+            let split = match namespace::resolve_parent_at(core, start.clone(), &cur, &mut budget) {
+                // O_CREAT with a trailing slash: a directory was named, and
+                // open(2) does not make directories.
+                Ok(s) if creating && s.trailing_slash => return Err(Error::IsDir(shown())),
+                Err(Error::NameTooLong(_)) if creating && cur.ends_with(b"/") => {
+                    return Err(Error::IsDir(shown()));
                 }
-                i
-            }
-            None => {
-                let (dir, name) = fs.parent_of(p)?;
-                match namespace::create(core, &dir, &name, NewNode::File, self.mode, 0, 0) {
-                    Ok(i) => i,
-                    Err(Error::Exists(_)) if !self.create_new => {
-                        namespace::lookup(core, &dir, &name)?
+                Ok(s) => s,
+                // "/" names no entry of a parent: it is the root itself.
+                Err(Error::InvalidArgument(_))
+                    if cur.iter().all(|&c| c == b'/') && !cur.is_empty() =>
+                {
+                    if self.create_new {
+                        return Err(Error::Exists(shown()));
                     }
-                    Err(e) => return Err(Fs::ctx(e, p)),
+                    break core.get(ROOT_INO)?;
                 }
+                Err(e) => return Err(Fs::ctx(e, p)),
+            };
+            match namespace::lookup(core, &split.dir, &split.name) {
+                Ok(i) if i.kind == FileKind::Symlink => {
+                    if self.create_new {
+                        return Err(Error::Exists(shown()));
+                    }
+                    if budget == 0 {
+                        return Err(Error::Loop(shown()));
+                    }
+                    budget -= 1;
+                    let mut target = namespace::read_link(core, &i)?;
+                    if split.trailing_slash {
+                        target.push(b'/');
+                    }
+                    start = split.dir.clone();
+                    cur = target;
+                }
+                Ok(i) => {
+                    if self.create_new {
+                        return Err(Error::Exists(shown()));
+                    }
+                    if split.trailing_slash && !i.is_dir() {
+                        return Err(Error::NotDir(shown()));
+                    }
+                    break i;
+                }
+                Err(Error::NotFound(_)) if self.create || self.create_new => {
+                    if split.trailing_slash {
+                        return Err(Error::IsDir(shown()));
+                    }
+                    match namespace::create(
+                        core,
+                        &split.dir,
+                        &split.name,
+                        NewNode::File,
+                        self.mode,
+                        0,
+                        0,
+                    ) {
+                        Ok(i) => break i,
+                        // Someone else created it meanwhile: look again.
+                        Err(Error::Exists(_)) if !self.create_new => {}
+                        Err(e) => return Err(Fs::ctx(e, p)),
+                    }
+                }
+                Err(e) => return Err(Fs::ctx(e, p)),
             }
         };
         if inode.is_dir() && (self.write || self.append) {

@@ -296,7 +296,7 @@ impl Entry {
                 size: le_u64(h, 32),
                 atime_ns: le_u64(h, 40),
                 mtime_ns: le_u64(h, 48),
-                ctime_ns: le_u64(extra, 0),
+                ctime_ns: u64::from_le_bytes(extra.get(..8)?.try_into().ok()?),
             },
             KIND_DIR_ADD => Entry::DirAdd {
                 seq,

@@ -129,7 +129,10 @@ impl Superblock {
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= crate::index::radix::KEY_LIMIT
-            && sb.total_blocks * BLOCK_SIZE <= pool_len
+            && sb
+                .total_blocks
+                .checked_mul(BLOCK_SIZE)
+                .is_some_and(|b| b <= pool_len)
             && sb.inode_table_start == INODE_TABLE_START
             && sb.inode_table_blocks.checked_mul(per_block) == Some(sb.inode_count)
             && sb.inode_table_start.checked_add(sb.inode_table_blocks) == Some(sb.data_start)

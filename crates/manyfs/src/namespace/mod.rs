@@ -72,6 +72,14 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A name to look up (not create): only its length can be wrong here.
+fn check_lookup_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::NameTooLong(show(name)));
+    }
+    Ok(())
+}
+
 fn show(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
@@ -279,11 +287,6 @@ pub fn create(
 pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8]) -> Result<()> {
     core.check_writable()?;
     check_name(name)?;
-    if inode.is_dir() {
-        return Err(Error::NotPermitted(
-            "hard links to directories are not allowed".into(),
-        ));
-    }
     let d = parent.dir()?;
     let mut st = d.state.write();
     if parent.nlink() == 0 {
@@ -292,8 +295,14 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
             parent.ino
         )));
     }
+    // As Linux: a taken name is reported before a directory source.
     if st.entries.contains_key(name) {
         return Err(Error::Exists(show(name)));
+    }
+    if inode.is_dir() {
+        return Err(Error::NotPermitted(
+            "hard links to directories are not allowed".into(),
+        ));
     }
     // Take the new link first, so a concurrent unlink of the last other
     // name cannot free the inode while its entry is being written.
@@ -351,6 +360,7 @@ pub fn unlink(
     caller_uid: Option<u32>,
 ) -> Result<()> {
     core.check_writable()?;
+    check_lookup_name(name)?;
     let d = parent.dir()?;
     let mut st = d.state.write();
     let child = *st
@@ -388,6 +398,7 @@ pub fn rmdir(
     caller_uid: Option<u32>,
 ) -> Result<()> {
     core.check_writable()?;
+    check_lookup_name(name)?;
     if name == b"." {
         return Err(Error::InvalidArgument("rmdir of \".\"".into()));
     }
@@ -454,6 +465,7 @@ pub fn rename(
     caller_uid: Option<u32>,
 ) -> Result<()> {
     core.check_writable()?;
+    check_lookup_name(src_name)?;
     check_name(dst_name)?;
     if src_name == b"." || src_name == b".." {
         return Err(Error::InvalidArgument(
@@ -489,6 +501,11 @@ pub fn rename(
         None => s_guard.entries.get(dst_name).copied(),
     };
     if let Some(t) = target {
+        if t.ino == src.ino || t.ino == dst.ino {
+            // Renaming onto a directory that contains the source: it is not
+            // empty (and we hold its lock already).
+            return Err(Error::NotEmpty(show(dst_name)));
+        }
         if t.ino == moving.ino {
             return Ok(()); // same inode: POSIX says do nothing
         }
@@ -606,21 +623,44 @@ pub fn read_link(core: &FsCore, inode: &Inode) -> Result<Vec<u8>> {
         )));
     }
     let _pin = crate::core::PinGuard::new(core, inode)?;
-    let len = inode.file()?.size() as usize;
+    let len = inode.file()?.size();
+    if len > MAX_SYMLINK_TARGET as u64 {
+        return Err(Error::corrupt(
+            format!("symlink inode {}", inode.ino),
+            format!("target of {len} bytes (at most {MAX_SYMLINK_TARGET})"),
+        ));
+    }
+    let len = len as usize;
     let mut buf = vec![0u8; len];
     let n = crate::file::read(core, inode, &mut buf, 0)?;
     buf.truncate(n);
     Ok(buf)
 }
 
-const MAX_SYMLINKS: usize = 40;
+/// Symlinks followed while resolving one path before giving up (ELOOP).
+pub const MAX_SYMLINKS: usize = 40;
+
+/// Longest symlink target (Linux: PATH_MAX including the terminating NUL).
+pub const MAX_SYMLINK_TARGET: usize = 4095;
 
 /// Resolve `path` from the root. With `follow_last`, a final symlink is
-/// followed too.
+/// followed too. A trailing slash means the path must name a directory (a
+/// final symlink is then followed whatever `follow_last` says).
 pub fn resolve(core: &FsCore, path: &[u8], follow_last: bool) -> Result<Arc<Inode>> {
     let mut budget = MAX_SYMLINKS;
-    resolve_from(core, core.get(ROOT_INO)?, path, follow_last, &mut budget)
-        .map_err(|e| e.with_subject(&show(path)))
+    let trailing = path.len() > 1 && path.ends_with(b"/");
+    let inode = resolve_from(
+        core,
+        core.get(ROOT_INO)?,
+        path,
+        follow_last || trailing,
+        &mut budget,
+    )
+    .map_err(|e| e.with_subject(&show(path)))?;
+    if trailing && !inode.is_dir() {
+        return Err(Error::NotDir(show(path)));
+    }
+    Ok(inode)
 }
 
 fn resolve_from(
@@ -659,16 +699,37 @@ fn resolve_from(
     Ok(cur)
 }
 
-/// Resolve all but the last component; returns the parent directory and the
-/// last name.
-pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<(Arc<Inode>, Vec<u8>)> {
-    let trimmed: &[u8] = {
-        let mut p = path;
-        while p.len() > 1 && p.last() == Some(&b'/') {
-            p = &p[..p.len() - 1];
-        }
-        p
-    };
+/// A path split for an operation on its last component.
+pub struct Split {
+    /// The directory holding the last component.
+    pub dir: Arc<Inode>,
+    /// The last component (may be `.` or `..`; callers decide).
+    pub name: Vec<u8>,
+    /// Whether the path ended in `/` (the last component must then be a
+    /// directory).
+    pub trailing_slash: bool,
+}
+
+impl Split {
+    /// Whether the last component is `.` or `..`.
+    pub fn is_dot(&self) -> bool {
+        self.name == b"." || self.name == b".."
+    }
+}
+
+/// Resolve all but the last component of `path` (relative paths start at
+/// `start`), following symlinks on the way.
+pub fn resolve_parent_at(
+    core: &FsCore,
+    start: Arc<Inode>,
+    path: &[u8],
+    budget: &mut usize,
+) -> Result<Split> {
+    let trailing_slash = path.len() > 1 && path.ends_with(b"/");
+    let mut trimmed = path;
+    while trimmed.len() > 1 && trimmed.last() == Some(&b'/') {
+        trimmed = &trimmed[..trimmed.len() - 1];
+    }
     let (dir, name) = match trimmed.iter().rposition(|&c| c == b'/') {
         Some(i) => (&trimmed[..i.max(1)], &trimmed[i + 1..]),
         None => (&b""[..], trimmed),
@@ -679,9 +740,20 @@ pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<(Arc<Inode>, Vec<u8>
             show(path)
         )));
     }
-    let parent = resolve(core, dir, true)?;
-    if !parent.is_dir() {
+    let dir =
+        resolve_from(core, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
+    if !dir.is_dir() {
         return Err(Error::NotDir(show(path)));
     }
-    Ok((parent, name.to_vec()))
+    Ok(Split {
+        dir,
+        name: name.to_vec(),
+        trailing_slash,
+    })
+}
+
+/// [`resolve_parent_at`] from the root.
+pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<Split> {
+    let mut budget = MAX_SYMLINKS;
+    resolve_parent_at(core, core.get(ROOT_INO)?, path, &mut budget)
 }

@@ -24,6 +24,14 @@ use crate::namespace::journal::{self, RenameRecord};
 use crate::namespace::{Child, DirState};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
+/// Largest sequence or page version recovery accepts: far beyond what any
+/// pool can reach, far enough below `u64::MAX` that counting on from it
+/// cannot overflow.
+pub const MAX_SEQ: u64 = 1 << 62;
+/// Largest attribute sequence recovery accepts (write entries record it in a
+/// 32-bit epoch).
+pub const MAX_ATTR_SEQ: u64 = 1 << 32;
+
 /// Read the superblock, falling back to the backup. Returns it and whether
 /// the primary copy was damaged.
 pub fn read_superblock(media: &Media) -> Result<(Superblock, bool)> {
@@ -333,6 +341,11 @@ fn replay(
     // one bounds older writes.
     let mut newest_attr: Option<&Entry> = None;
     let mut newest_trunc: Option<(u64, u64)> = None;
+    // Every size-setting entry, (sequence, pages kept): each one cancels the
+    // pages at or beyond its size written before it, so all of them count,
+    // not only the newest (an extend after a shrink must not bring back what
+    // the shrink cut off).
+    let mut truncations: Vec<(u64, u64)> = Vec::new();
     for (loc, e) in &all {
         if let Entry::SetAttr {
             seq,
@@ -341,6 +354,15 @@ fn replay(
             ..
         } = e
         {
+            if *seq >= MAX_ATTR_SEQ || *size > MAX_FILE_SIZE {
+                return Err(Error::corrupt(
+                    format!("inode {ino} attribute entry at {loc}"),
+                    format!("sequence {seq} or size {size} out of range"),
+                ));
+            }
+            if *size_set {
+                truncations.push((*seq, size.div_ceil(BLOCK_SIZE)));
+            }
             *live.entry(loc_page(*loc)).or_default() += 1;
             node.attr_entries += 1;
             if newest_attr.is_none_or(|a| matches!(a, Entry::SetAttr { seq: s, .. } if seq > s)) {
@@ -381,6 +403,12 @@ fn replay(
                 _ => None,
             })
             .collect();
+        if let Some((seq, loc, _)) = dir_entries.iter().find(|(s, _, _)| *s >= MAX_SEQ) {
+            return Err(Error::corrupt(
+                format!("directory {ino} entry at {loc}"),
+                format!("sequence {seq} out of range"),
+            ));
+        }
         dir_entries.sort_by_key(|(s, _, _)| *s);
         let mut st = DirState::default();
         st.log_entries = dir_entries.len() as u64;
@@ -452,6 +480,13 @@ fn replay(
         let mut f = FileState::default();
         let attr_seq = node.attr_seq;
         let mut newest_end: Option<(u64, EntryLoc)> = None;
+        truncations.sort_unstable();
+        let mut keep_suffix_min = vec![u64::MAX; truncations.len()];
+        let mut m = u64::MAX;
+        for (i, &(_, pages)) in truncations.iter().enumerate().rev() {
+            m = m.min(pages);
+            keep_suffix_min[i] = m;
+        }
         for (loc, e) in &all {
             let Entry::FileWrite {
                 epoch,
@@ -477,11 +512,18 @@ fn replay(
             {
                 return Err(Error::corrupt(what(), "page or block range out of bounds"));
             }
+            if *version >= MAX_SEQ {
+                return Err(Error::corrupt(
+                    what(),
+                    format!("version {version} out of range"),
+                ));
+            }
             let before_trunc = newest_trunc.is_some_and(|(s, _)| u64::from(*epoch) < s);
-            let keep_below = match newest_trunc {
-                Some((_, size)) if before_trunc => size.div_ceil(BLOCK_SIZE),
-                _ => u64::MAX,
-            };
+            let first_later = truncations.partition_point(|&(s, _)| s <= u64::from(*epoch));
+            let keep_below = keep_suffix_min
+                .get(first_later)
+                .copied()
+                .unwrap_or(u64::MAX);
             for i in 0..n {
                 let pg = pgoff + i;
                 if pg >= keep_below {
