@@ -60,6 +60,9 @@ pub enum BenchError {
     /// Serialising results to JSON failed.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    /// SIGINT or SIGTERM arrived; the run stopped after cleaning up.
+    #[error("interrupted")]
+    Interrupted,
     /// A worker thread panicked.
     #[error("worker thread panicked")]
     Panic,

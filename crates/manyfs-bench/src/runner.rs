@@ -207,7 +207,10 @@ pub fn measure(
         let start = Instant::now();
         let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
         sleep_unless_stopped(&phase, duration);
-        while counted.load(Ordering::Relaxed) < n && phase.load(Ordering::Relaxed) != STOP {
+        while counted.load(Ordering::Relaxed) < n
+            && phase.load(Ordering::Relaxed) != STOP
+            && !crate::sys::interrupted()
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
         phase.store(STOP, Ordering::Relaxed);
@@ -245,7 +248,7 @@ fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
     let end = Instant::now() + d;
     loop {
         let now = Instant::now();
-        if now >= end || phase.load(Ordering::Relaxed) == STOP {
+        if now >= end || phase.load(Ordering::Relaxed) == STOP || crate::sys::interrupted() {
             return;
         }
         std::thread::sleep((end - now).min(Duration::from_millis(10)));
@@ -352,6 +355,10 @@ pub fn run(cfg: &Config) -> Result<Vec<Record>> {
             } else {
                 String::new()
             };
+            if crate::sys::interrupted() {
+                bar.finish_and_clear();
+                return Err(BenchError::Interrupted);
+            }
             bar.set_message(format!("{w} {} {n} threads{r}", env.label()));
             runs[i].push(run_point(env, *w, *n, cfg)?);
             bar.inc(1);

@@ -26,6 +26,35 @@ pub fn allowed_cpus() -> Vec<usize> {
     cpus
 }
 
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Make SIGINT and SIGTERM stop the benchmark at the end of the current
+/// point (so tmpfs mounts and pool files are cleaned up) instead of killing
+/// the process. A second signal kills as usual.
+pub fn install_interrupt_handler() {
+    // SAFETY: the handler only stores to an atomic; SA_RESETHAND restores the
+    // default action after the first delivery. sigaction is given a fully
+    // initialised struct.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_interrupt as *const () as usize;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
+}
+
+/// True once SIGINT/SIGTERM arrived after [`install_interrupt_handler`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Pin the calling thread to `cpu`. Returns false when the kernel refused.
 pub fn pin_current_thread(cpu: usize) -> bool {
     if cpu >= libc::CPU_SETSIZE as usize {

@@ -103,6 +103,7 @@ fn parse_targets(list: &[String]) -> Result<Vec<Target>> {
 
 /// Run `manyfs bench`.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    manyfs_bench::sys::install_interrupt_handler();
     let tty = std::io::stderr().is_terminal();
     let segment_size = parse_size(&args.segment_size)?;
     if args.locks {
