@@ -2,7 +2,7 @@
 //! one mutex. Requests are granted in arrival order among those that
 //! overlap, so writers cannot starve.
 
-use super::{Access, LockKind, RangeLock};
+use super::{Access, LockKind, RangeLock, SegmentWord};
 use parking_lot::{Condvar, Mutex};
 
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +43,7 @@ impl IntervalLock {
 }
 
 impl RangeLock for IntervalLock {
-    fn acquire(&self, start: u64, end: u64, access: Access) {
+    fn acquire(&self, start: u64, end: u64, access: Access) -> Option<&SegmentWord> {
         let mut st = self.state.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
@@ -69,7 +69,7 @@ impl RangeLock for IntervalLock {
                 if let Some(r) = st.requests.iter_mut().find(|r| r.ticket == ticket) {
                     r.granted = true;
                 }
-                return;
+                return None;
             }
             self.changed.wait(&mut st);
         }

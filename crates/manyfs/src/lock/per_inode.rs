@@ -21,11 +21,12 @@ impl PerInodeLock {
 }
 
 impl RangeLock for PerInodeLock {
-    fn acquire(&self, _start: u64, _end: u64, access: Access) {
+    fn acquire(&self, _start: u64, _end: u64, access: Access) -> Option<&SegmentWord> {
         match access {
             Access::Read => self.word.lock_read(),
             Access::Write => self.word.lock_write(),
         }
+        Some(&self.word)
     }
 
     fn release(&self, _start: u64, _end: u64, access: Access) {

@@ -57,7 +57,12 @@ impl SrlTree {
 }
 
 impl RangeLock for SrlTree {
-    fn acquire(&self, start: u64, end: u64, access: Access) {
+    fn acquire(&self, start: u64, end: u64, access: Access) -> Option<&SegmentWord> {
+        if start >> self.shift == (end - 1) >> self.shift {
+            let w = self.word(start >> self.shift);
+            lock_word(w, access);
+            return Some(w);
+        }
         let mut last = u64::MAX;
         for seg in segments(start, end, self.shift) {
             let key = seg.min(KEY_LIMIT - 1);
@@ -67,6 +72,7 @@ impl RangeLock for SrlTree {
             last = key;
             lock_word(self.word(seg), access);
         }
+        None
     }
 
     fn release(&self, start: u64, end: u64, access: Access) {
@@ -133,7 +139,12 @@ fn zeroed_words(n: usize) -> Box<[PaddedWord]> {
 }
 
 impl RangeLock for SrlArray {
-    fn acquire(&self, start: u64, end: u64, access: Access) {
+    fn acquire(&self, start: u64, end: u64, access: Access) -> Option<&SegmentWord> {
+        if start >> self.shift == (end - 1) >> self.shift {
+            let w = self.word(start >> self.shift);
+            lock_word(w, access);
+            return Some(w);
+        }
         let last_index = self.words.len() as u64 - 1;
         for seg in segments(start, end, self.shift) {
             lock_word(self.word(seg), access);
@@ -141,6 +152,7 @@ impl RangeLock for SrlArray {
                 break;
             }
         }
+        None
     }
 
     fn release(&self, start: u64, end: u64, access: Access) {
