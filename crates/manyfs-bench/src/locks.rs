@@ -22,12 +22,11 @@
 
 use crate::hist::Histogram;
 use crate::report::{ns, si};
-use crate::sys::{AlignedBuf, allowed_cpus, pin_current_thread};
+use crate::sys::{AlignedBuf, Gate, allowed_cpus, pin_current_thread};
 use crate::workload::{BLOCK, REGION};
 use manyfs::lock::{Access, LockKind, RangeLock};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -239,8 +238,8 @@ fn run_threads(
     timer_ns: u64,
 ) -> (Timings, Timings, Duration) {
     let cpus = allowed_cpus();
-    let barrier = Barrier::new(threads + 1);
-    let initial_done = Barrier::new(threads + 1);
+    let start = Gate::new();
+    let initial_done = Gate::new();
     let stop = AtomicBool::new(false);
     let cycle = Cycle {
         lock,
@@ -250,8 +249,8 @@ fn run_threads(
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let (barrier, initial_done, stop, cpus, cycle) =
-                    (&barrier, &initial_done, &stop, &cpus, &cycle);
+                let (start, initial_done, stop, cpus, cycle) =
+                    (&start, &initial_done, &stop, &cpus, &cycle);
                 s.spawn(move || {
                     if pin {
                         pin_current_thread(cpus[i % cpus.len()]);
@@ -266,7 +265,7 @@ fn run_threads(
                         ops: 0,
                     };
                     let (mut first, mut again) = (new_t(), new_t());
-                    barrier.wait();
+                    start.arrive_and_wait();
                     let n = blocks_per_thread();
                     for b in 0..n {
                         let o = (b as usize % DST_BLOCKS) * BLOCK;
@@ -278,7 +277,7 @@ fn run_threads(
                             &mut first,
                         );
                     }
-                    initial_done.wait();
+                    initial_done.arrive_and_wait();
                     let mut b = 0;
                     while !stop.load(Ordering::Relaxed) {
                         let o = (b as usize % DST_BLOCKS) * BLOCK;
@@ -295,8 +294,8 @@ fn run_threads(
                 })
             })
             .collect();
-        barrier.wait();
-        initial_done.wait();
+        start.open_when(threads);
+        initial_done.open_when(threads);
         let start = Instant::now();
         std::thread::sleep(duration);
         stop.store(true, Ordering::Relaxed);

@@ -8,8 +8,8 @@ use crate::workload::{Op, Workload};
 use crate::{BenchError, Result};
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// The result of one (workload, target, threads) point.
@@ -103,6 +103,11 @@ impl Config {
             threads: vec![1, 2, 64],
             duration: Duration::from_millis(500),
             warmup: Duration::from_millis(100),
+            // DWOM/DRBM touch a few blocks; a smaller pool is quicker to make.
+            pool: PoolConfig {
+                size: 512 << 20,
+                ..PoolConfig::default()
+            },
             ..Config::default()
         }
     }
@@ -149,20 +154,20 @@ pub fn measure(
     let cpus = Arc::new(allowed_cpus());
     let phase = AtomicU8::new(WARMUP);
     let counted = AtomicUsize::new(0);
-    let barrier = Barrier::new(n + 1);
+    let gate = crate::sys::Gate::new();
     std::thread::scope(|s| {
         let handles: Vec<_> = ops
             .into_iter()
             .enumerate()
             .map(|(i, mut op)| {
-                let (phase, barrier, counted, cpus) = (&phase, &barrier, &counted, cpus.clone());
+                let (phase, gate, counted, cpus) = (&phase, &gate, &counted, cpus.clone());
                 s.spawn(move || -> Result<(Histogram, u64, u64)> {
                     if pin {
                         pin_current_thread(cpus[i % cpus.len()]);
                     }
                     let mut hist = Histogram::new();
                     let (mut count, mut bytes) = (0u64, 0u64);
-                    barrier.wait();
+                    gate.arrive_and_wait();
                     let mut stride = 1u64;
                     loop {
                         let p = phase.load(Ordering::Relaxed);
@@ -202,7 +207,7 @@ pub fn measure(
                 })
             })
             .collect();
-        barrier.wait();
+        gate.open_when(n);
         sleep_unless_stopped(&phase, warmup);
         let start = Instant::now();
         let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);

@@ -26,6 +26,42 @@ pub fn allowed_cpus() -> Vec<usize> {
     cpus
 }
 
+/// A start line for many threads that does not convoy: `std::sync::Barrier`
+/// hands its mutex from one woken thread to the next, and with 64 CPU-bound
+/// threads on 2 cores each handoff can wait a whole scheduling round, so the
+/// last threads would start seconds late. Here each thread announces itself
+/// with an atomic increment and polls an atomic flag with short sleeps.
+#[derive(Default)]
+pub struct Gate {
+    arrived: std::sync::atomic::AtomicUsize,
+    open: std::sync::atomic::AtomicBool,
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called by each worker: count in, then wait until the gate opens.
+    pub fn arrive_and_wait(&self) {
+        use std::sync::atomic::Ordering;
+        self.arrived.fetch_add(1, Ordering::AcqRel);
+        while !self.open.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
+    /// Called by the coordinator: wait until `n` workers arrived, then open.
+    pub fn open_when(&self, n: usize) {
+        use std::sync::atomic::Ordering;
+        while self.arrived.load(Ordering::Acquire) < n {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        self.open.store(true, Ordering::Release);
+    }
+}
+
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_sig: libc::c_int) {
