@@ -62,12 +62,19 @@ impl P {
             .collect::<Vec<_>>()
             .join("/")
     }
-    /// Whether this path lies strictly below `other` (by name).
+    /// Whether this path lies strictly below `other` (by name; a final "."
+    /// or trailing slash names the same directory).
     fn is_under(&self, other: &P) -> bool {
-        self.plain()
-            && other.plain()
-            && self.0.len() > other.0.len()
-            && self.0.starts_with(&other.0)
+        let (a, b) = (self.stripped(), other.stripped());
+        a.plain() && b.plain() && a.0.len() > b.0.len() && a.0.starts_with(&b.0)
+    }
+    /// The path without a final "." or trailing slash.
+    fn stripped(&self) -> P {
+        let mut v = self.0.clone();
+        if v.len() > 1 && matches!(v.last(), Some(6 | 8)) {
+            v.pop();
+        }
+        P(v)
     }
     /// Whether the path is only names (no ".", ".." or trailing slash).
     fn plain(&self) -> bool {
