@@ -555,6 +555,18 @@ fn replay(
         for &(_, loc, _) in f.pages.values() {
             *live.entry(loc_page(loc)).or_default() += 1;
         }
+        if node.record.kind == FileKind::Symlink
+            && f.size > crate::namespace::MAX_SYMLINK_TARGET as u64
+        {
+            return Err(Error::corrupt(
+                format!("symlink inode {ino}"),
+                format!(
+                    "target of {} bytes (at most {})",
+                    f.size,
+                    crate::namespace::MAX_SYMLINK_TARGET
+                ),
+            ));
+        }
         node.mtime_ns = node.mtime_ns.max(f.write_mtime_ns);
         node.file = Some(f);
     }
