@@ -47,9 +47,9 @@ pub struct BenchArgs {
     /// Durability of lib: pools: pm, file or dram.
     #[arg(long, default_value = "dram")]
     durability: String,
-    /// Size of lib: pools.
-    #[arg(long, default_value = "2G")]
-    pool_size: String,
+    /// Size of lib: pools [default: 2G; 512M with --quick]
+    #[arg(long)]
+    pool_size: Option<String>,
     /// Segment size of the segment range locks.
     #[arg(long, default_value = "4096")]
     segment_size: String,
@@ -144,7 +144,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .durability
         .parse()
         .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
-    cfg.pool.size = parse_size(&args.pool_size)?;
+    if let Some(size) = &args.pool_size {
+        cfg.pool.size = parse_size(size)?;
+    }
     cfg.pool.segment_size = segment_size;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
