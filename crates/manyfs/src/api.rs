@@ -855,27 +855,27 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     // ignored by replay.
     // The replay applied the rename to whichever of the two directories is
     // reachable; persist exactly that.
-    if let Ok(dst) = core.get(rec.dst_dir) {
-        if dst.is_dir() {
-            append_dir_entry(core, &dst, &|seq| Entry::DirAdd {
-                seq,
-                ino: rec.ino,
-                generation: rec.generation,
-                kind: rec.kind,
-                txid: rec.txid,
-                name: rec.dst_name.clone(),
-            })?;
-        }
+    if let Ok(dst) = core.get(rec.dst_dir)
+        && dst.is_dir()
+    {
+        append_dir_entry(core, &dst, &|seq| Entry::DirAdd {
+            seq,
+            ino: rec.ino,
+            generation: rec.generation,
+            kind: rec.kind,
+            txid: rec.txid,
+            name: rec.dst_name.clone(),
+        })?;
     }
-    if let Ok(src) = core.get(rec.src_dir) {
-        if src.is_dir() {
-            append_dir_entry(core, &src, &|seq| Entry::DirRemove {
-                seq,
-                ino: rec.ino,
-                txid: rec.txid,
-                name: rec.src_name.clone(),
-            })?;
-        }
+    if let Ok(src) = core.get(rec.src_dir)
+        && src.is_dir()
+    {
+        append_dir_entry(core, &src, &|seq| Entry::DirRemove {
+            seq,
+            ino: rec.ino,
+            txid: rec.txid,
+            name: rec.src_name.clone(),
+        })?;
     }
     namespace::journal::finish(&core.media)
 }

@@ -279,10 +279,7 @@ impl InodeLog {
             }
             Err(e)
         };
-        let new_array = match space.alloc_meta_block() {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
+        let new_array = space.alloc_meta_block()?;
         blocks.push(new_array);
         // Place the entries.
         let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();

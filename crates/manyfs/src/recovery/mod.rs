@@ -410,8 +410,10 @@ fn replay(
             ));
         }
         dir_entries.sort_by_key(|(s, _, _)| *s);
-        let mut st = DirState::default();
-        st.log_entries = dir_entries.len() as u64;
+        let mut st = DirState {
+            log_entries: dir_entries.len() as u64,
+            ..Default::default()
+        };
         for (seq, loc, e) in dir_entries {
             *live.entry(loc_page(loc)).or_default() += 1;
             st.seq = st.seq.max(seq);
