@@ -1,5 +1,6 @@
 #!/bin/bash
-# fio shared-file throughput: manyfs mount (srl-tree and inode lock) vs tmpfs.
+# fio shared-file throughput: manyfs mount (srl-tree and inode lock) vs tmpfs
+# and vs bindfs (another multithreaded direct-I/O FUSE file system) over tmpfs.
 M=${MANYFS:-target/release/manyfs}
 run() { # dir label
   for rw in randwrite randread; do
@@ -17,6 +18,14 @@ run() { # dir label
 mkdir -p /tmp/fio-tmpfs /mnt/mfs
 mount -t tmpfs -o size=2g fio-tmpfs /tmp/fio-tmpfs
 run /tmp/fio-tmpfs tmpfs
+# Another FUSE file system doing direct I/O with many threads: bindfs
+# (Debian package bindfs) passing the same tmpfs through.
+if command -v bindfs >/dev/null; then
+  mkdir -p /tmp/fio-bind
+  bindfs --multithreaded -o direct_io,forward-odirect=512 /tmp/fio-tmpfs /tmp/fio-bind
+  run /tmp/fio-bind bindfs-over-tmpfs
+  fusermount3 -u /tmp/fio-bind
+fi
 umount /tmp/fio-tmpfs
 for lock in srl-tree inode; do
   rm -f /tmp/fio.pool
