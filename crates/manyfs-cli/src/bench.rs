@@ -16,11 +16,11 @@ pub struct BenchArgs {
     /// Workloads, comma-separated: DWOM DRBM DWOL DRBL HACCIO MIX:R:W DRBH
     /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM, or
     /// `all` [default: DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1]
-    #[arg(long, short = 'w', value_delimiter = ',')]
+    #[arg(long, short = 'w', value_delimiter = ',', visible_alias = "workload")]
     workloads: Vec<String>,
     /// Targets, comma-separated: lib:inode lib:interval lib:srl-array
     /// lib:srl-tree lib:all dir:PATH tmpfs [default: lib:all,tmpfs]
-    #[arg(long, short = 't', value_delimiter = ',')]
+    #[arg(long, short = 't', value_delimiter = ',', visible_alias = "target")]
     targets: Vec<String>,
     /// Thread counts, comma-separated [default: 1,2; 1,2,64 with --quick
     /// and --locks]
