@@ -289,17 +289,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Metadata> {
-        let dir = self.core.get(parent)?;
-        let i = namespace::create(
-            &self.core,
-            &dir,
-            name.as_bytes(),
-            NewNode::File,
-            mode,
-            uid,
-            gid,
-        )?;
-        Ok(self.meta(&i))
+        self.make(parent, name, NewNode::File, mode, uid, gid)
     }
 
     /// Create a directory.
@@ -311,16 +301,20 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Metadata> {
+        self.make(parent, name, NewNode::Dir, mode, uid, gid)
+    }
+
+    fn make(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        node: NewNode<'_>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
         let dir = self.core.get(parent)?;
-        let i = namespace::create(
-            &self.core,
-            &dir,
-            name.as_bytes(),
-            NewNode::Dir,
-            mode,
-            uid,
-            gid,
-        )?;
+        let i = namespace::create(&self.core, &dir, name.as_bytes(), node, mode, uid, gid)?;
         Ok(self.meta(&i))
     }
 
@@ -335,17 +329,7 @@ impl Fs {
     ) -> Result<Metadata> {
         let t = path_bytes(target);
         check_symlink_target(t)?;
-        let dir = self.core.get(parent)?;
-        let i = namespace::create(
-            &self.core,
-            &dir,
-            name.as_bytes(),
-            NewNode::Symlink(t),
-            0o777,
-            uid,
-            gid,
-        )?;
-        Ok(self.meta(&i))
+        self.make(parent, name, NewNode::Symlink(t), 0o777, uid, gid)
     }
 
     /// Add the name `new_name` in `new_parent` for inode `ino`.

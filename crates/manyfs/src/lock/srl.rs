@@ -54,6 +54,19 @@ impl SrlTree {
         // (more exclusion, never less); files cannot grow that large anyway.
         self.words.get_or_insert(seg.min(KEY_LIMIT - 1))
     }
+
+    /// Visit the words of `[start, end)` in ascending order, each once.
+    fn for_each_word(&self, start: u64, end: u64, mut f: impl FnMut(&SegmentWord)) {
+        let mut last = u64::MAX;
+        for seg in segments(start, end, self.shift) {
+            let key = seg.min(KEY_LIMIT - 1);
+            if key == last {
+                break;
+            }
+            last = key;
+            f(self.word(seg));
+        }
+    }
 }
 
 impl RangeLock for SrlTree {
@@ -63,28 +76,12 @@ impl RangeLock for SrlTree {
             lock_word(w, access);
             return Some(w);
         }
-        let mut last = u64::MAX;
-        for seg in segments(start, end, self.shift) {
-            let key = seg.min(KEY_LIMIT - 1);
-            if key == last {
-                break;
-            }
-            last = key;
-            lock_word(self.word(seg), access);
-        }
+        self.for_each_word(start, end, |w| lock_word(w, access));
         None
     }
 
     fn release(&self, start: u64, end: u64, access: Access) {
-        let mut last = u64::MAX;
-        for seg in segments(start, end, self.shift) {
-            let key = seg.min(KEY_LIMIT - 1);
-            if key == last {
-                break;
-            }
-            last = key;
-            unlock_word(self.word(seg), access);
-        }
+        self.for_each_word(start, end, |w| unlock_word(w, access));
     }
 
     fn memory_bytes(&self) -> usize {
