@@ -183,6 +183,55 @@ fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
     Ok(())
 }
 
+/// Refuse a new `name` in `parent`: the directory was removed (checked
+/// under its lock; rmdir marks a directory removed while holding it, so no
+/// entry can be added to a removed directory) or the name is taken.
+fn check_free_name(parent: &Inode, st: &DirState, name: &[u8]) -> Result<()> {
+    if parent.nlink() == 0 {
+        return Err(Error::NotFound(format!(
+            "directory inode {} was removed",
+            parent.ino
+        )));
+    }
+    if st.entries.contains_key(name) {
+        return Err(Error::Exists(show(name)));
+    }
+    Ok(())
+}
+
+/// The directory-entry view of an inode.
+fn child_of(inode: &Inode) -> Child {
+    Child {
+        ino: inode.ino,
+        generation: inode.generation,
+        kind: inode.kind,
+    }
+}
+
+/// Log that `name` in `parent` now names `child`.
+fn log_add(
+    core: &FsCore,
+    parent: &Inode,
+    st: &mut DirState,
+    name: &[u8],
+    child: Child,
+) -> Result<()> {
+    log_dir(core, parent, st, |seq| Entry::DirAdd {
+        seq,
+        ino: child.ino,
+        generation: child.generation,
+        kind: child.kind,
+        txid: 0,
+        name: name.to_vec(),
+    })
+}
+
+/// Record a logged name in memory, compacting the log if due.
+fn insert_name(core: &FsCore, parent: &Inode, st: &mut DirState, name: &[u8], child: Child) {
+    st.entries.insert(name.to_vec(), child);
+    maybe_compact_dir(core, parent, st);
+}
+
 /// What to create.
 #[derive(Debug, Clone, Copy)]
 pub enum NewNode<'a> {
@@ -235,46 +284,20 @@ pub fn create(
         mode
     };
     let mut st = d.state.write();
-    // Checked under the directory's lock: rmdir marks a directory removed
-    // while holding it, so no entry can be added to a removed directory.
-    if parent.nlink() == 0 {
-        return Err(Error::NotFound(format!(
-            "directory inode {} was removed",
-            parent.ino
-        )));
-    }
-    if st.entries.contains_key(name) {
-        return Err(Error::Exists(show(name)));
-    }
+    check_free_name(parent, &st, name)?;
     let child = core.new_inode(kind, mode, uid, gid)?;
     let made = (|| {
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
         }
-        let generation = child.generation;
-        log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
-            seq,
-            ino: child.ino,
-            generation,
-            kind,
-            txid: 0,
-            name: name.to_vec(),
-        })
+        log_add(core, parent, &mut st, name, child_of(&child))
     })();
     if let Err(e) = made {
         child.attrs.lock().nlink = 0;
         core.release_if_unused(&child);
         return Err(e);
     }
-    st.entries.insert(
-        name.to_vec(),
-        Child {
-            ino: child.ino,
-            generation: child.generation,
-            kind,
-        },
-    );
-    maybe_compact_dir(core, parent, &mut st);
+    insert_name(core, parent, &mut st, name, child_of(&child));
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
         parent.attrs.lock().nlink += 1;
@@ -289,16 +312,8 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
     check_name(name)?;
     let d = parent.dir()?;
     let mut st = d.state.write();
-    if parent.nlink() == 0 {
-        return Err(Error::NotFound(format!(
-            "directory inode {} was removed",
-            parent.ino
-        )));
-    }
     // As Linux: a taken name is reported before a directory source.
-    if st.entries.contains_key(name) {
-        return Err(Error::Exists(show(name)));
-    }
+    check_free_name(parent, &st, name)?;
     if inode.is_dir() {
         return Err(Error::NotPermitted(
             "hard links to directories are not allowed".into(),
@@ -313,29 +328,14 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         }
         a.nlink += 1;
     }
-    let logged = log_dir(core, parent, &mut st, |seq| Entry::DirAdd {
-        seq,
-        ino: inode.ino,
-        generation: inode.generation,
-        kind: inode.kind,
-        txid: 0,
-        name: name.to_vec(),
-    });
+    let logged = log_add(core, parent, &mut st, name, child_of(inode));
     if let Err(e) = logged {
         inode.attrs.lock().nlink -= 1;
         drop(st);
         core.release_if_unused(inode);
         return Err(e);
     }
-    st.entries.insert(
-        name.to_vec(),
-        Child {
-            ino: inode.ino,
-            generation: inode.generation,
-            kind: inode.kind,
-        },
-    );
-    maybe_compact_dir(core, parent, &mut st);
+    insert_name(core, parent, &mut st, name, child_of(inode));
     inode.attrs.lock().ctime_ns = crate::time::now_ns();
     Ok(())
 }
