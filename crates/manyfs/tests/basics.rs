@@ -1,22 +1,10 @@
 //! Namespace and file behaviour through the public API, and across remounts.
 
-use manyfs::{Error, Fs, MkfsOptions, MountOptions, OpenOptions};
-use std::path::PathBuf;
+mod common;
 
-fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    )
-    .unwrap();
-    (dir, pool, fs)
-}
+use common::{fresh, open_rw};
+use manyfs::{Error, Fs, MountOptions, OpenOptions};
+use std::path::PathBuf;
 
 fn remount(fs: Fs, pool: &std::path::Path) -> Fs {
     fs.unmount().unwrap();
@@ -97,12 +85,7 @@ fn posix_errors() {
 #[test]
 fn overwrites_run_in_bounded_space() {
     let (_d, pool, fs) = fresh(32 << 20);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/f")
-        .unwrap();
+    let f = open_rw(&fs, "/f");
     let free_before = fs.statfs().free_blocks;
     // 20k overwrites of 16 pages would need far more log pages than the pool
     // holds unless dead log pages are collected.
@@ -154,12 +137,7 @@ fn full_pool_gives_enospc_and_recovers_after_delete() {
 #[test]
 fn unlinked_open_file_lives_until_closed() {
     let (_d, _pool, fs) = fresh(16 << 20);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/tmp")
-        .unwrap();
+    let f = open_rw(&fs, "/tmp");
     f.write_at(b"still here", 0).unwrap();
     let free = fs.statfs().free_blocks;
     fs.remove_file("/tmp").unwrap();
@@ -182,12 +160,7 @@ fn second_mount_is_refused() {
 fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
     let (_d, pool, fs) = fresh(32 << 20);
     fs.create_dir("/dir").unwrap();
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/f")
-        .unwrap();
+    let f = open_rw(&fs, "/f");
     f.write_at(&vec![5u8; 64 << 10], 0).unwrap();
     let free_before = fs.statfs().free_blocks;
     for i in 0..3000u64 {
@@ -225,12 +198,7 @@ fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
 #[test]
 fn allocate_extends_but_never_shrinks() {
     let (_d, _pool, fs) = fresh(16 << 20);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/f")
-        .unwrap();
+    let f = open_rw(&fs, "/f");
     f.write_at(b"abc", 0).unwrap();
     f.allocate(0, 10_000).unwrap();
     assert_eq!(f.metadata().unwrap().size, 10_000);

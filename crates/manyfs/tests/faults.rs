@@ -1,26 +1,14 @@
 //! Faults: a full pool under concurrent writers, and failing durability points.
 
+mod common;
+
+use common::{fresh, open_rw};
 use manyfs::{Error, Fs, MkfsOptions, MountOptions, OpenOptions};
 
 #[test]
 fn full_pool_under_concurrent_writers() {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size: 8 << 20,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    )
-    .unwrap();
-    let shared = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/shared")
-        .unwrap();
+    let (_dir, pool, fs) = fresh(8 << 20);
+    let shared = open_rw(&fs, "/shared");
     let nospc = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..8u64 {
@@ -73,23 +61,8 @@ fn full_pool_under_concurrent_writers() {
 
 #[test]
 fn failed_sync_is_reported_and_later_writes_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size: 8 << 20,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    )
-    .unwrap();
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/f")
-        .unwrap();
+    let (_dir, _pool, fs) = fresh(8 << 20);
+    let f = open_rw(&fs, "/f");
     f.write_at(b"before", 0).unwrap();
     f.sync_all().unwrap();
     fs.inject_sync_failure();

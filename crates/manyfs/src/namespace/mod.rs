@@ -232,6 +232,26 @@ fn insert_name(core: &FsCore, parent: &Inode, st: &mut DirState, name: &[u8], ch
     maybe_compact_dir(core, parent, st);
 }
 
+/// Log that `name` (naming `ino`) is gone from `parent`, forget it in
+/// memory and compact the log if due (caller holds the directory's lock).
+fn remove_name(
+    core: &FsCore,
+    parent: &Inode,
+    st: &mut DirState,
+    name: &[u8],
+    ino: u64,
+) -> Result<()> {
+    log_dir(core, parent, st, |seq| Entry::DirRemove {
+        seq,
+        ino,
+        txid: 0,
+        name: name.to_vec(),
+    })?;
+    st.entries.remove(name);
+    maybe_compact_dir(core, parent, st);
+    Ok(())
+}
+
 /// What to create.
 #[derive(Debug, Clone, Copy)]
 pub enum NewNode<'a> {
@@ -372,14 +392,7 @@ pub fn unlink(
     }
     let inode = core.get(child.ino)?;
     check_sticky(parent, &inode, caller_uid)?;
-    log_dir(core, parent, &mut st, |seq| Entry::DirRemove {
-        seq,
-        ino: child.ino,
-        txid: 0,
-        name: name.to_vec(),
-    })?;
-    st.entries.remove(name);
-    maybe_compact_dir(core, parent, &mut st);
+    remove_name(core, parent, &mut st, name, child.ino)?;
     drop(st);
     {
         let mut a = inode.attrs.lock();
@@ -421,14 +434,7 @@ pub fn rmdir(
     if !child_state.entries.is_empty() {
         return Err(Error::NotEmpty(show(name)));
     }
-    log_dir(core, parent, &mut st, |seq| Entry::DirRemove {
-        seq,
-        ino: child.ino,
-        txid: 0,
-        name: name.to_vec(),
-    })?;
-    st.entries.remove(name);
-    maybe_compact_dir(core, parent, &mut st);
+    remove_name(core, parent, &mut st, name, child.ino)?;
     inode.attrs.lock().nlink = 0;
     drop(child_state);
     drop(st);

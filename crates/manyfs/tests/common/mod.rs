@@ -1,0 +1,37 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use manyfs::{File, Fs, MkfsOptions, MountOptions, OpenOptions};
+use std::path::PathBuf;
+
+/// A fresh pool of `size` bytes in a temporary directory, mounted with the
+/// default options. Keep the directory alive as long as the pool is used.
+pub fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
+    fresh_with(size, &MountOptions::default())
+}
+
+/// [`fresh`] with chosen mount options.
+pub fn fresh_with(size: u64, opts: &MountOptions) -> (tempfile::TempDir, PathBuf, Fs) {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size,
+            ..Default::default()
+        },
+        opts,
+    )
+    .unwrap();
+    (dir, pool, fs)
+}
+
+/// Open `path` for reading and writing, creating it if missing.
+pub fn open_rw(fs: &Fs, path: &str) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(fs, path)
+        .unwrap()
+}
