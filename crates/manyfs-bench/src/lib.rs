@@ -11,7 +11,6 @@
 
 pub mod backend;
 pub mod error;
-pub mod hist;
 pub mod locks;
 pub mod plot;
 pub mod report;
