@@ -1,4 +1,4 @@
-//! Range-lock microbenchmarks (seed 000, Fig. 10 and 11) and the serial
+//! Range-lock microbenchmarks (SRL-NOVA (segment range lock) paper, Fig. 10 and 11) and the serial
 //! time each lock kind imposes on threads writing disjoint ranges.
 //!
 //! * Acquisition latency: every thread write-locks successive 4 KiB blocks
