@@ -20,8 +20,8 @@
 //!   coherence term `κ = max(0, (2 X(1) / X(2) - 1 - σ) / 2)` fitted to the
 //!   measured two-thread rate.
 
-use crate::runner::{Histogram, add_histogram, latency_histogram, record_latency};
 use crate::report::{ns, si};
+use crate::runner::{Histogram, add_histogram, latency_histogram, record_latency};
 use crate::sys::{AlignedBuf, Gate, allowed_cpus, pin_current_thread};
 use crate::workload::{BLOCK, REGION};
 use manyfs::lock::{Access, LockKind, RangeLock};

@@ -203,7 +203,10 @@ mod tests {
         assert_eq!(parse_duration("100us").unwrap().as_micros(), 100);
         for bad in ["x", "", "2", "5parsecs", "-1s"] {
             let err = parse_duration(bad).unwrap_err().to_string();
-            assert!(err.contains("duration") && err.contains("e.g. 2s"), "{bad}: {err}");
+            assert!(
+                err.contains("duration") && err.contains("e.g. 2s"),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -231,7 +234,10 @@ mod tests {
         }
         for bad in ["", "x", "k", "12Q", "1.2.3G", "99999999999T", "-1M"] {
             let err = parse_size(bad).unwrap_err().to_string();
-            assert!(err.contains("size") && err.contains("e.g. 4096"), "{bad}: {err}");
+            assert!(
+                err.contains("size") && err.contains("e.g. 4096"),
+                "{bad}: {err}"
+            );
         }
     }
 

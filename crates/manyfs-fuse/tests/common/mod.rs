@@ -45,9 +45,8 @@ pub fn fuse_available(test: &str) -> bool {
 
 /// Whether an executable file named `tool` is on PATH.
 pub fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
 }
 
 /// Run `f` on its own thread and return its result, or fail the test with
@@ -80,8 +79,10 @@ pub fn within<T: Send + 'static>(
 /// Unmount a test mount (failing on errors), bounded by [`PROGRESS_LIMIT`].
 pub fn unmount(m: MountedFs) {
     let mnt = m.mountpoint().display().to_string();
-    within(PROGRESS_LIMIT, &format!("unmounting {mnt}"), move || m.unmount())
-        .unwrap_or_else(|e| panic!("unmounting {mnt}: {e}"));
+    within(PROGRESS_LIMIT, &format!("unmounting {mnt}"), move || {
+        m.unmount()
+    })
+    .unwrap_or_else(|e| panic!("unmounting {mnt}: {e}"));
 }
 
 /// Panic (fail the test) when `tool` is not on PATH: CI installs it with
@@ -144,8 +145,10 @@ impl Scratch {
         let fs = retry_busy(|| Fs::mount(&self.pool, &cfg.fs)).expect("library mount");
         let mnt = self.mnt.clone();
         let what = format!("FUSE mount on {}", mnt.display());
-        let m = within(PROGRESS_LIMIT, &what, move || MountedFs::spawn(fs, &mnt, &cfg))
-            .expect("FUSE mount");
+        let m = within(PROGRESS_LIMIT, &what, move || {
+            MountedFs::spawn(fs, &mnt, &cfg)
+        })
+        .expect("FUSE mount");
         assert!(is_mounted(&self.mnt), "mount point not in mountinfo");
         m
     }
