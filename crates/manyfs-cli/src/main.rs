@@ -199,6 +199,34 @@ mod tests {
         assert!(parse_size("99999999999T").is_err());
     }
 
+    /// `-o segment=` (manyfs-fuse) and the command-line sizes (manyfs-bench,
+    /// used here) are one grammar.
+    #[test]
+    fn mount_and_command_line_sizes_agree() {
+        for s in [
+            "4096",
+            "64k",
+            "64K",
+            "64KiB",
+            "512M",
+            "1G",
+            "1GiB",
+            "2t",
+            "0",
+            "x",
+            "",
+            "12Q",
+            "1.5M",
+            "99999999999T",
+        ] {
+            assert_eq!(
+                parse_size(s).ok(),
+                manyfs_fuse::options::parse_size(s).ok(),
+                "{s:?}"
+            );
+        }
+    }
+
     #[test]
     fn bad_sizes_are_clear_clap_errors() {
         let err = Cli::try_parse_from(["manyfs", "mkfs", "p", "--size", "12Q"])
