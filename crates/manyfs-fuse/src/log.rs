@@ -8,6 +8,8 @@
 //! What is logged: mount and unmount (`info`), each request that fails
 //! with an error from the library (`debug`), and handler panics (`error`).
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// The filter `-o debug` stands for when `RUST_LOG` is not set.
@@ -35,6 +37,7 @@ pub fn init(debug: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_thread_names(true)
         .try_init();
 }
