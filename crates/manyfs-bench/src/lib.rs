@@ -1,6 +1,6 @@
-//! Benchmarks for manyfs: the FxMark workloads of seed 000 (plus a
-//! read/write mix and HACC-IO's N-to-1 checkpoint) against in-process manyfs
-//! with each range lock and against any directory, a memory-bandwidth
+//! Benchmarks for manyfs: the FxMark workloads of the SRL-NOVA (segment
+//! range lock) paper (plus a read/write mix and HACC-IO's N-to-1 checkpoint)
+//! against in-process manyfs with each range lock and against any directory, a memory-bandwidth
 //! reference, and range-lock microbenchmarks.
 //!
 //! `manyfs bench` is a thin command-line layer over [`run`],
@@ -11,7 +11,6 @@
 
 pub mod backend;
 pub mod error;
-pub mod hist;
 pub mod locks;
 pub mod plot;
 pub mod report;

@@ -1,4 +1,4 @@
-//! Range-lock microbenchmarks (seed 000, Fig. 10 and 11) and the serial
+//! Range-lock microbenchmarks (SRL-NOVA (segment range lock) paper, Fig. 10 and 11) and the serial
 //! time each lock kind imposes on threads writing disjoint ranges.
 //!
 //! * Acquisition latency: every thread write-locks successive 4 KiB blocks
@@ -20,8 +20,8 @@
 //!   coherence term `κ = max(0, (2 X(1) / X(2) - 1 - σ) / 2)` fitted to the
 //!   measured two-thread rate.
 
-use crate::hist::Histogram;
 use crate::report::{ns, si};
+use crate::runner::{Histogram, add_histogram, latency_histogram, record_latency};
 use crate::sys::{AlignedBuf, Gate, allowed_cpus, pin_current_thread};
 use crate::workload::{BLOCK, REGION};
 use manyfs::lock::{Access, LockKind, RangeLock};
@@ -217,7 +217,7 @@ fn timed_cycle(c: &Cycle<'_>, start: u64, src: &[u8], dst: &mut [u8], t: &mut Ti
     let t3 = Instant::now();
     let acq = ((t1 - t0).as_nanos() as u64).saturating_sub(timer);
     let rel = ((t3 - t2).as_nanos() as u64).saturating_sub(timer);
-    t.acquire.record(acq);
+    record_latency(&mut t.acquire, acq);
     t.acquire_ns += acq;
     t.release_ns += rel;
     t.serial_ns += match kind {
@@ -258,7 +258,7 @@ fn run_threads(
                     let src = AlignedBuf::new(BLOCK);
                     let mut dst = AlignedBuf::new(DST_BLOCKS * BLOCK);
                     let new_t = || Timings {
-                        acquire: Histogram::new(),
+                        acquire: latency_histogram(),
                         acquire_ns: 0,
                         release_ns: 0,
                         serial_ns: 0,
@@ -301,14 +301,14 @@ fn run_threads(
         stop.store(true, Ordering::Relaxed);
         let elapsed = start.elapsed();
         let mut first = Timings {
-            acquire: Histogram::new(),
+            acquire: latency_histogram(),
             acquire_ns: 0,
             release_ns: 0,
             serial_ns: 0,
             ops: 0,
         };
         let mut again = Timings {
-            acquire: Histogram::new(),
+            acquire: latency_histogram(),
             acquire_ns: 0,
             release_ns: 0,
             serial_ns: 0,
@@ -317,7 +317,7 @@ fn run_threads(
         for h in handles {
             let (f, a) = h.join().expect("lock bench thread");
             for (into, from) in [(&mut first, f), (&mut again, a)] {
-                into.acquire.merge(&from.acquire);
+                add_histogram(&mut into.acquire, &from.acquire);
                 into.acquire_ns += from.acquire_ns;
                 into.release_ns += from.release_ns;
                 into.serial_ns += from.serial_ns;
@@ -335,8 +335,8 @@ fn latency(kind: LockKind, phase: &str, threads: usize, t: &Timings, secs: f64) 
         threads,
         ops: t.ops,
         mean_ns: t.acquire_ns as f64 / t.ops.max(1) as f64,
-        p50_ns: t.acquire.quantile(0.5),
-        p99_ns: t.acquire.quantile(0.99),
+        p50_ns: t.acquire.value_at_quantile(0.5),
+        p99_ns: t.acquire.value_at_quantile(0.99),
         ops_per_sec: if secs > 0.0 { t.ops as f64 / secs } else { 0.0 },
     }
 }

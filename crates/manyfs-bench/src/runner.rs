@@ -1,7 +1,6 @@
 //! Runs workloads on targets at several thread counts and collects one
 //! [`Record`] per point.
 
-use crate::hist::Histogram;
 use crate::sys::{allowed_cpus, pin_current_thread};
 use crate::target::{PoolConfig, Target, TargetEnv};
 use crate::workload::{Op, Workload};
@@ -135,6 +134,30 @@ pub struct Measurement {
     pub hist: Histogram,
 }
 
+/// Latency histogram, in nanoseconds (HdrHistogram: 3 significant digits,
+/// growing to whatever range is recorded).
+pub type Histogram = hdrhistogram::Histogram<u64>;
+
+/// An empty [`Histogram`].
+pub fn latency_histogram() -> Histogram {
+    Histogram::new(3).expect("3 significant digits is a valid precision")
+}
+
+/// Count one latency of `ns` nanoseconds (the histogram grows to fit it).
+#[inline]
+pub fn record_latency(h: &mut Histogram, ns: u64) {
+    if h.record(ns).is_err() {
+        // Only values near u64::MAX cannot be tracked: clamp them.
+        h.saturating_record(ns);
+    }
+}
+
+/// Add `from`'s counts to `into` (per-thread histograms merged at the end).
+pub fn add_histogram(into: &mut Histogram, from: &Histogram) {
+    into.add(from)
+        .expect("auto-resizing histograms of the same precision always merge");
+}
+
 /// Run one [`Op`] per thread: all start together, run `warmup` unmeasured,
 /// then `duration` measured. Operations are counted when they *started*
 /// inside the window. Latency is recorded for every operation slower than
@@ -165,7 +188,7 @@ pub fn measure(
                     if pin {
                         pin_current_thread(cpus[i % cpus.len()]);
                     }
-                    let mut hist = Histogram::new();
+                    let mut hist = latency_histogram();
                     let (mut count, mut bytes) = (0u64, 0u64);
                     gate.arrive_and_wait();
                     let mut stride = 1u64;
@@ -183,7 +206,7 @@ pub fn measure(
                                 if p == MEASURE {
                                     if let Some(t0) = t0 {
                                         let dt = t0.elapsed().as_nanos() as u64;
-                                        hist.record(dt);
+                                        record_latency(&mut hist, dt);
                                         stride = if dt < SAMPLE_BELOW_NS {
                                             SAMPLE_STRIDE
                                         } else {
@@ -224,13 +247,13 @@ pub fn measure(
             ops: 0,
             bytes: 0,
             elapsed,
-            hist: Histogram::new(),
+            hist: latency_histogram(),
         };
         let mut first_err = None;
         for h in handles {
             match h.join() {
                 Ok(Ok((hist, c, b))) => {
-                    m.hist.merge(&hist);
+                    add_histogram(&mut m.hist, &hist);
                     m.ops += c;
                     m.bytes += b;
                 }
@@ -280,8 +303,8 @@ pub fn run_point(
         threads,
         ops_per_sec: m.ops as f64 / secs,
         bytes_per_sec: m.bytes as f64 / secs,
-        p50_ns: m.hist.quantile(0.50),
-        p99_ns: m.hist.quantile(0.99),
+        p50_ns: m.hist.value_at_quantile(0.50),
+        p99_ns: m.hist.value_at_quantile(0.99),
         ops: m.ops,
         seconds: secs,
         runs: 1,
@@ -372,4 +395,31 @@ pub fn run(cfg: &Config) -> Result<Vec<Record>> {
     let records = runs.into_iter().filter_map(median_record).collect();
     bar.finish_and_clear();
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_merge_across_threads() {
+        let (mut a, mut b) = (latency_histogram(), latency_histogram());
+        for v in 1..=1000u64 {
+            let h = if v % 2 == 0 { &mut a } else { &mut b };
+            record_latency(h, v);
+        }
+        let mut all = latency_histogram();
+        add_histogram(&mut all, &a);
+        add_histogram(&mut all, &b);
+        assert_eq!(all.len(), 1000);
+        let p50 = all.value_at_quantile(0.5);
+        assert!((499..=501).contains(&p50), "{p50}");
+        let p99 = all.value_at_quantile(0.99);
+        assert!((989..=991).contains(&p99), "{p99}");
+        // seconds-long outliers and zero fit too
+        record_latency(&mut all, 0);
+        record_latency(&mut all, 30_000_000_000);
+        assert!(all.value_at_quantile(1.0) >= 29_000_000_000);
+        assert_eq!(latency_histogram().value_at_quantile(0.99), 0);
+    }
 }

@@ -62,27 +62,20 @@ impl Gate {
     }
 }
 
+/// Set by the SIGINT/SIGTERM handlers of [`install_interrupt_handler`].
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
 
 /// Make SIGINT and SIGTERM stop the benchmark at the end of the current
 /// point (so tmpfs mounts and pool files are cleaned up) instead of killing
 /// the process. A second signal kills as usual.
 pub fn install_interrupt_handler() {
-    // SAFETY: the handler only stores to an atomic; SA_RESETHAND restores the
-    // default action after the first delivery. sigaction is given a fully
-    // initialised struct.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_interrupt as *const () as usize;
-        sa.sa_flags = libc::SA_RESETHAND;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM] {
+        // The order matters: the default action (kill) is registered first
+        // and only runs once the flag is already set, i.e. on the second
+        // signal; the first one just sets the flag.
+        let _ = signal_hook::flag::register_conditional_default(sig, &INTERRUPTED);
+        let _ = signal_hook::flag::register(sig, &INTERRUPTED);
     }
 }
 
@@ -159,54 +152,28 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// Parse a duration such as `2s`, `500ms`, `1.5s`, `100us` or `1m`.
+/// Parse a duration such as `2s`, `500ms`, `1.5s`, `100us` or `1m` (the
+/// grammar of [`humantime::parse_duration`]).
 pub fn parse_duration(s: &str) -> crate::Result<std::time::Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| crate::BenchError::InvalidArgument(format!("duration {s:?}")))?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "ns" => v / 1e9,
-        "m" | "min" => v * 60.0,
-        _ => {
-            return Err(crate::BenchError::InvalidArgument(format!(
-                "duration {s:?} (use e.g. 2s, 500ms)"
-            )));
-        }
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(crate::BenchError::InvalidArgument(format!(
-            "duration {s:?}"
-        )));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    humantime::parse_duration(s.trim()).map_err(|e| {
+        crate::BenchError::InvalidArgument(format!("duration {s:?}: {e} (use e.g. 2s, 500ms)"))
+    })
 }
 
-/// Parse a size such as `4096`, `64K`, `8M`, `2G`, `1GiB`.
+/// The one size grammar of the `manyfs` tools: a number with an optional
+/// binary multiple, `K`, `M`, `G`, `T`, `P`, `E` (powers of 1024, any case,
+/// with or without `B`/`iB`), e.g. `4096`, `64k`, `512M`, `1G`, `1GiB`.
+/// `manyfs-fuse` parses `-o segment=` with the same configuration.
+pub const SIZE_GRAMMAR: parse_size::Config = parse_size::Config::new().with_binary();
+
+/// Parse a size such as `4096`, `64K`, `512M`, `1G`, `1GiB` (see
+/// [`SIZE_GRAMMAR`]).
 pub fn parse_size(s: &str) -> crate::Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: u64 = num
-        .parse()
-        .map_err(|_| crate::BenchError::InvalidArgument(format!("size {s:?}")))?;
-    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        "T" | "TB" | "TIB" => 1 << 40,
-        _ => return Err(crate::BenchError::InvalidArgument(format!("size {s:?}"))),
-    };
-    v.checked_mul(mult)
-        .ok_or_else(|| crate::BenchError::InvalidArgument(format!("size {s:?} overflows")))
+    SIZE_GRAMMAR.parse_size(s.trim()).map_err(|e| {
+        crate::BenchError::InvalidArgument(format!(
+            "size {s:?}: {e} (use e.g. 4096, 64K, 512M, 1GiB)"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -222,12 +189,56 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("2s").unwrap().as_millis(), 2000);
-        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
-        assert!(parse_duration("x").is_err());
-        assert_eq!(parse_size("8M").unwrap(), 8 << 20);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+    fn durations() {
+        for (s, ms) in [
+            ("2s", 2000),
+            ("500ms", 500),
+            ("1.5s", 1500),
+            ("1m", 60_000),
+            ("1min", 60_000),
+            (" 200ms ", 200),
+        ] {
+            assert_eq!(parse_duration(s).unwrap().as_millis(), ms, "{s}");
+        }
+        assert_eq!(parse_duration("100us").unwrap().as_micros(), 100);
+        for bad in ["x", "", "2", "5parsecs", "-1s"] {
+            let err = parse_duration(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("duration") && err.contains("e.g. 2s"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        for (s, v) in [
+            ("4096", 4096u64),
+            ("0", 0),
+            ("64k", 64 << 10),
+            ("64K", 64 << 10),
+            ("64KB", 64 << 10),
+            ("8M", 8 << 20),
+            ("512M", 512 << 20),
+            ("2MiB", 2 << 20),
+            ("1G", 1 << 30),
+            ("1g", 1 << 30),
+            ("1GB", 1 << 30),
+            ("1GiB", 1 << 30),
+            ("1 GiB", 1 << 30),
+            ("2T", 2 << 40),
+            ("100B", 100),
+            (" 16K ", 16 << 10),
+        ] {
+            assert_eq!(parse_size(s).unwrap(), v, "{s}");
+        }
+        for bad in ["", "x", "k", "12Q", "1.2.3G", "99999999999T", "-1M"] {
+            let err = parse_size(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("size") && err.contains("e.g. 4096"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The FxMark workloads (seed 000), HACC-IO's N-to-1 checkpoint, a
+//! The FxMark workloads (of the SRL-NOVA (segment range lock) paper), HACC-IO's N-to-1 checkpoint, a
 //! read/write mix and the memory-bandwidth reference.
 //!
 //! Every data operation moves one 4 KiB block through a page-aligned buffer

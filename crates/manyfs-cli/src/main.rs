@@ -60,34 +60,12 @@ enum Command {
     Mount(mount::MountArgs),
 }
 
-/// Parse sizes like `4096`, `64K`, `512M`, `2G`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => {
-            let unit = s[i..].to_ascii_uppercase();
-            let mult = match unit.trim_end_matches("IB").trim_end_matches('B') {
-                "" => 1,
-                "K" => 1 << 10,
-                "M" => 1 << 20,
-                "G" => 1 << 30,
-                "T" => 1u64 << 40,
-                _ => return Err(format!("unknown size unit in {s:?} (use K, M, G or T)")),
-            };
-            (&s[..i], mult)
-        }
-        None => (s, 1),
-    };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}"))?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size {s:?} is too large"))
-}
+/// Sizes on the command line (`--size 1G`, `--bytes-per-inode 16K`): the
+/// one size grammar shared by all `manyfs` tools, see
+/// [`manyfs_bench::sys::parse_size`].
+pub use manyfs_bench::sys::parse_size;
 
 fn main() -> ExitCode {
-    tracing_subscriber_init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -97,8 +75,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-fn tracing_subscriber_init() {}
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
@@ -209,16 +185,60 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::*;
 
     #[test]
     fn sizes_parse() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("2MiB").unwrap(), 2 << 20);
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("x").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    /// `-o segment=` (manyfs-fuse) and the command-line sizes (manyfs-bench,
+    /// used here) are one grammar.
+    #[test]
+    fn mount_and_command_line_sizes_agree() {
+        for s in [
+            "4096",
+            "64k",
+            "64K",
+            "64KiB",
+            "512M",
+            "1G",
+            "1GiB",
+            "2t",
+            "0",
+            "x",
+            "",
+            "12Q",
+            "1.5M",
+            "99999999999T",
+        ] {
+            assert_eq!(
+                parse_size(s).ok(),
+                manyfs_fuse::options::parse_size(s).ok(),
+                "{s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_sizes_are_clear_clap_errors() {
+        let err = Cli::try_parse_from(["manyfs", "mkfs", "p", "--size", "12Q"])
+            .err()
+            .expect("12Q is not a size")
+            .to_string();
+        assert!(err.contains("12Q") && err.contains("e.g. 4096"), "{err}");
+        match Cli::try_parse_from(["manyfs", "mkfs", "p", "--size", "512M"]) {
+            Ok(Cli {
+                command: Command::Mkfs { size, .. },
+            }) => assert_eq!(size, 512 << 20),
+            _ => panic!("512M should parse"),
+        }
     }
 }

@@ -12,7 +12,9 @@ use std::ffi::OsStr;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[cfg(feature = "test-probes")]
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crossbeam_utils::CachePadded;
@@ -48,6 +50,7 @@ const HANDLE_SHARDS: usize = 64;
 #[derive(Debug, Default)]
 pub struct FuseStats {
     /// Highest number of writes ever seen in flight at once on one inode.
+    #[cfg(feature = "test-probes")]
     max_inflight_writes: AtomicU32,
     /// Requests whose handler panicked (answered with EIO instead).
     panics: AtomicU64,
@@ -57,6 +60,11 @@ impl FuseStats {
     /// The largest number of `write` requests that were ever being served at
     /// the same time *for one inode*. A value above 1 proves that writes to
     /// one file from several processes ran concurrently in the daemon.
+    ///
+    /// Only with the `test-probes` feature (the tests' builds): counting
+    /// writes in flight puts a shared cache line on the write path of every
+    /// writer of a file, which product builds do not pay for.
+    #[cfg(feature = "test-probes")]
     pub fn max_concurrent_writes(&self) -> u32 {
         self.max_inflight_writes.load(Ordering::Relaxed)
     }
@@ -67,6 +75,7 @@ impl FuseStats {
         self.panics.load(Ordering::Relaxed)
     }
 
+    #[cfg(feature = "test-probes")]
     fn observe_inflight(&self, n: u32) {
         // Read first so the common case (no new maximum) does not write the
         // shared line.
@@ -76,7 +85,9 @@ impl FuseStats {
     }
 }
 
-/// In-flight write counter of one inode, shared by all its open handles.
+/// In-flight write counter of one inode, shared by all its open handles
+/// (`test-probes` builds only).
+#[cfg(feature = "test-probes")]
 #[derive(Debug, Default)]
 struct InodeIo {
     inflight: AtomicU32,
@@ -86,6 +97,7 @@ struct InodeIo {
 struct FileHandleState {
     file: File,
     append: bool,
+    #[cfg(feature = "test-probes")]
     io: Arc<InodeIo>,
 }
 
@@ -201,11 +213,13 @@ pub struct ManyFuse {
     fs: Option<Fs>,
     read_only: bool,
     handles: HandleTable,
+    #[cfg(feature = "test-probes")]
     inode_io: Box<[IoShard]>,
     shared: Arc<Shared>,
 }
 
-/// One shard of the per-inode I/O counter map.
+/// One shard of the per-inode I/O counter map (`test-probes` builds only).
+#[cfg(feature = "test-probes")]
 type IoShard = CachePadded<Mutex<HashMap<u64, std::sync::Weak<InodeIo>>>>;
 
 impl std::fmt::Debug for ManyFuse {
@@ -225,6 +239,7 @@ impl ManyFuse {
             fs: Some(fs),
             read_only,
             handles: HandleTable::new(),
+            #[cfg(feature = "test-probes")]
             inode_io: (0..HANDLE_SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
                 .collect(),
@@ -249,6 +264,7 @@ impl ManyFuse {
         }
     }
 
+    #[cfg(feature = "test-probes")]
     fn io_for(&self, ino: u64) -> Arc<InodeIo> {
         let mut map = self.inode_io[(ino as usize) & (HANDLE_SHARDS - 1)].lock();
         if let Some(io) = map.get(&ino).and_then(std::sync::Weak::upgrade) {
@@ -289,6 +305,7 @@ impl ManyFuse {
         let h = FileHandleState {
             file,
             append: flags & libc::O_APPEND != 0,
+            #[cfg(feature = "test-probes")]
             io: self.io_for(ino),
         };
         Ok(self.handles.insert(Handle::File(h)))
@@ -306,8 +323,11 @@ impl ManyFuse {
             return Err(Errno::EBADF);
         };
         let len = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
-        let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
-        self.shared.stats.observe_inflight(now);
+        #[cfg(feature = "test-probes")]
+        {
+            let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
+            self.shared.stats.observe_inflight(now);
+        }
         // Page-cache writeback (shared mmap) may come through any writable
         // handle of the inode, an O_APPEND one included: it is positional.
         let res = if h.append && !flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
@@ -315,6 +335,7 @@ impl ManyFuse {
         } else {
             write_all_at(&h.file, data, offset)
         };
+        #[cfg(feature = "test-probes")]
         h.io.inflight.fetch_sub(1, Ordering::AcqRel);
         res.map_err(errno)?;
         Ok(len)
@@ -440,9 +461,11 @@ impl ManyFuse {
     }
 }
 
-/// Map a library error to its errno.
+/// Map a library error to its errno (and log it: `-o debug`).
 fn errno(e: manyfs::Error) -> Errno {
-    Errno::from_i32(e.errno())
+    let n = e.errno();
+    tracing::debug!(errno = n, "request failed: {e}");
+    Errno::from_i32(n)
 }
 
 fn write_all_at(file: &File, mut data: &[u8], mut offset: u64) -> manyfs::Result<()> {
@@ -488,9 +511,19 @@ fn to_attr(md: &Metadata) -> FileAttr {
 /// Run a handler, turning a panic into an `EIO` answer (the reply captured
 /// by the closure is dropped during unwinding, which sends `EIO`) instead of
 /// killing a serving thread.
+#[track_caller]
 fn guard(stats: &FuseStats, f: impl FnOnce()) {
-    if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
         stats.panics.fetch_add(1, Ordering::Relaxed);
+        let msg = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        tracing::error!(
+            handler = %std::panic::Location::caller(),
+            "request handler panicked, answered EIO: {msg}"
+        );
     }
 }
 
@@ -539,6 +572,7 @@ impl Filesystem for ManyFuse {
 
     fn destroy(&mut self) {
         self.handles.clear();
+        #[cfg(feature = "test-probes")]
         for shard in self.inode_io.iter() {
             shard.lock().clear();
         }

@@ -19,6 +19,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use manyfs::Fs;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::error::{FuseError, Result};
 use crate::options::FuseConfig;
@@ -44,7 +46,8 @@ pub struct MountArgs {
     pub foreground: bool,
     /// Mount options, comma-separated, repeatable:
     /// lock=inode|interval|srl-array|srl-tree, segment=BYTES, threads=N,
-    /// durability=pm|file|dram, ro, allow_other.
+    /// durability=pm|file|dram, ro, allow_other, debug (log to stderr;
+    /// RUST_LOG also turns logging on and chooses the levels).
     #[arg(short = 'o', value_name = "OPT[,OPT...]")]
     pub options: Vec<String>,
 }
@@ -88,9 +91,11 @@ fn report(line: &str) {
 
 fn run_foreground(args: &MountArgs, notify: bool) -> Result<()> {
     let cfg = precheck(args)?;
-    // Block the termination signals before any thread exists, so every
-    // thread inherits the mask and only the signal thread receives them.
-    let signals = SignalSet::block_termination()?;
+    crate::log::init(cfg.debug);
+    // Catch the termination signals before mounting: one that arrives while
+    // mounting is kept and handled once the signal thread runs.
+    let signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| FuseError::io("installing the SIGINT/SIGTERM handlers", e))?;
     let fs = Fs::mount(&args.pool, &cfg.fs)?;
     let mut ready = ReadySession::mount(fs, &args.mountpoint, &cfg, Some(&args.pool))?;
     let unmounter = ready.unmounter();
@@ -128,10 +133,11 @@ fn detach_stdout() {
 
 /// Wait for SIGINT/SIGTERM, then unmount (lazily if the mount is busy), which
 /// ends the session loop in the main thread.
-fn signal_thread(signals: SignalSet, mut unmounter: Unmounter) {
-    if signals.wait().is_none() {
+fn signal_thread(mut signals: Signals, mut unmounter: Unmounter) {
+    let Some(sig) = signals.forever().next() else {
         return;
-    }
+    };
+    tracing::info!(signal = sig, "termination signal: unmounting");
     if let Err(e) = unmounter.unmount() {
         eprintln!("manyfs: {e}; detaching lazily");
         if let Err(e) = unmounter.unmount_lazy() {
@@ -140,51 +146,12 @@ fn signal_thread(signals: SignalSet, mut unmounter: Unmounter) {
     }
 }
 
-/// A set of blocked signals that one thread waits for with `sigwait`.
-struct SignalSet {
-    set: libc::sigset_t,
-}
-
-impl SignalSet {
-    /// Block SIGINT and SIGTERM in the calling thread (and the threads it
-    /// creates afterwards).
-    fn block_termination() -> Result<SignalSet> {
-        // SAFETY: sigset_t is a plain C struct; sigemptyset initialises it
-        // fully before any other use.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid, exclusively borrowed sigset_t; the
-        // signal numbers are valid constants.
-        let rc = unsafe {
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(FuseError::io(
-                "blocking SIGINT/SIGTERM",
-                std::io::Error::from_raw_os_error(rc),
-            ));
-        }
-        Ok(SignalSet { set })
-    }
-
-    /// Wait for one of the signals; `None` if waiting failed.
-    fn wait(&self) -> Option<i32> {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: `self.set` was initialised by sigemptyset/sigaddset and
-        // `sig` is a valid out-pointer for the duration of the call.
-        let rc = unsafe { libc::sigwait(&self.set, &mut sig) };
-        (rc == 0).then_some(sig)
-    }
-}
-
 fn absolute(p: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(p).map_err(|e| FuseError::io(format!("{}", p.display()), e))
 }
 
 fn run_background(args: &MountArgs, reexec_prefix: &[&str]) -> Result<()> {
-    precheck(args)?;
+    let cfg = precheck(args)?;
     let pool = absolute(&args.pool)?;
     let mountpoint = absolute(&args.mountpoint)?;
     let dev_before = std::fs::metadata(&mountpoint)
@@ -204,7 +171,13 @@ fn run_background(args: &MountArgs, reexec_prefix: &[&str]) -> Result<()> {
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // The daemon's log (`-o debug`, RUST_LOG) goes where ours goes;
+        // otherwise it has nothing to say on stderr.
+        .stderr(if crate::log::wanted(cfg.debug) {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         // Its own process group: a Ctrl-C meant for the shell that ran
         // `manyfs mount` does not reach the daemon.
         .process_group(0);

@@ -7,12 +7,14 @@
 //!   threads of the calling process (tests, embedding).
 //! * [`cli`] is `manyfs mount`: foreground or daemon, with clean unmount on
 //!   SIGINT/SIGTERM.
+//! * [`log`]: `-o debug` / `RUST_LOG` diagnostics of the daemon on stderr.
 //!
 //! See `docs/mount.md` for the options and the POSIX differences.
 
 pub mod adapter;
 pub mod cli;
 pub mod error;
+pub mod log;
 pub mod options;
 pub mod session;
 

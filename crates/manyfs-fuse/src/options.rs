@@ -18,6 +18,8 @@ pub struct FuseConfig {
     pub threads: usize,
     /// Let users other than the one who mounted use the file system.
     pub allow_other: bool,
+    /// Log the daemon's activity to stderr (`-o debug`, see [`crate::log`]).
+    pub debug: bool,
 }
 
 impl Default for FuseConfig {
@@ -26,6 +28,7 @@ impl Default for FuseConfig {
             fs: MountOptions::default(),
             threads: default_threads(),
             allow_other: false,
+            debug: false,
         }
     }
 }
@@ -42,8 +45,8 @@ impl FuseConfig {
     /// on top of the defaults.
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
-    /// `segment=BYTES` (suffixes k, m, g accepted), `threads=N`,
-    /// `durability=pm|file|dram`, `ro`, `rw`, `allow_other`.
+    /// `segment=BYTES` (see [`parse_size`]), `threads=N`,
+    /// `durability=pm|file|dram`, `ro`, `rw`, `allow_other`, `debug`.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
         for list in lists {
@@ -83,8 +86,11 @@ impl FuseConfig {
             }
             "segment" => {
                 let v = need(opt, value)?;
-                let bytes = parse_size(v).ok_or_else(|| {
-                    FuseError::bad_option(opt, "expected a size in bytes (e.g. 4096, 64k, 2m)")
+                let bytes = parse_size(v).map_err(|e| {
+                    FuseError::bad_option(
+                        opt,
+                        format!("expected a size, e.g. 4096, 64k, 2M, 1GiB ({e})"),
+                    )
                 })?;
                 if bytes == 0 {
                     return Err(FuseError::bad_option(opt, "must be greater than 0"));
@@ -122,10 +128,14 @@ impl FuseConfig {
                 flag(opt, value)?;
                 self.allow_other = true;
             }
+            "debug" => {
+                flag(opt, value)?;
+                self.debug = true;
+            }
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, durability, ro, rw, allow_other)",
+                    "unknown option (known: lock, segment, threads, durability, ro, rw, allow_other, debug)",
                 ));
             }
         }
@@ -133,25 +143,12 @@ impl FuseConfig {
     }
 }
 
-/// Parse a byte count with an optional binary suffix (`k`, `m`, `g`, `t`,
-/// case-insensitive, an optional trailing `b`/`ib`). Returns `None` on
-/// garbage or overflow.
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let lower = s.to_ascii_lowercase();
-    let trimmed = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (digits, shift) = match trimmed.chars().last()? {
-        'k' => (&trimmed[..trimmed.len() - 1], 10),
-        'm' => (&trimmed[..trimmed.len() - 1], 20),
-        'g' => (&trimmed[..trimmed.len() - 1], 30),
-        't' => (&trimmed[..trimmed.len() - 1], 40),
-        _ => (trimmed, 0),
-    };
-    let n: u64 = digits.trim().parse().ok()?;
-    n.checked_mul(1u64 << shift)
+/// Parse a byte count: a number with an optional binary multiple (`K`, `M`,
+/// `G`, `T`, ... = powers of 1024, any case, with or without `B`/`iB`), e.g.
+/// `4096`, `64k`, `2M`, `1GiB`. The same grammar and configuration as every
+/// other size the `manyfs` tools accept (`manyfs_bench::sys::parse_size`).
+pub fn parse_size(s: &str) -> std::result::Result<u64, parse_size::Error> {
+    parse_size::Config::new().with_binary().parse_size(s.trim())
 }
 
 #[cfg(test)]
@@ -160,21 +157,31 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("64k"), Some(65536));
-        assert_eq!(parse_size("2M"), Some(2 << 20));
-        assert_eq!(parse_size("1GiB"), Some(1 << 30));
-        assert_eq!(parse_size("k"), None);
-        assert_eq!(parse_size("x"), None);
-        assert_eq!(parse_size(""), None);
-        assert_eq!(parse_size("99999999999999999999t"), None);
+        for (s, v) in [
+            ("4096", 4096u64),
+            ("64k", 65536),
+            ("64K", 65536),
+            ("64kb", 65536),
+            ("2M", 2 << 20),
+            ("2m", 2 << 20),
+            ("512M", 512 << 20),
+            ("1G", 1 << 30),
+            ("1GiB", 1 << 30),
+            ("1gib", 1 << 30),
+            ("1t", 1 << 40),
+        ] {
+            assert_eq!(parse_size(s), Ok(v), "{s}");
+        }
+        for bad in ["k", "x", "", "12Q", "99999999999999999999t"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn options() {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
-            "threads=3,durability=dram,ro,allow_other",
+            "threads=3,durability=dram,ro,allow_other,debug",
         ])
         .unwrap();
         assert_eq!(cfg.fs.lock.to_string(), LockKind::Interval.to_string());
@@ -182,6 +189,8 @@ mod tests {
         assert_eq!(cfg.threads, 3);
         assert!(cfg.fs.read_only);
         assert!(cfg.allow_other);
+        assert!(cfg.debug);
+        assert!(!FuseConfig::default().debug);
         assert!(matches!(cfg.fs.durability, Durability::Dram));
     }
 
@@ -195,6 +204,7 @@ mod tests {
             "threads=x",
             "durability=disk",
             "ro=1",
+            "debug=yes",
             "frobnicate",
             "lock",
         ] {

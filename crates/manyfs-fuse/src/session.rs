@@ -91,6 +91,7 @@ impl Unmounter {
     /// Unmount. Fails with `EBUSY` while files are in use; see
     /// [`Unmounter::unmount_lazy`].
     pub fn unmount(&mut self) -> Result<()> {
+        tracing::debug!(mountpoint = %self.mountpoint.display(), "unmounting");
         self.inner.unmount().map_err(|source| FuseError::Unmount {
             mountpoint: self.mountpoint.clone(),
             source,
@@ -100,6 +101,7 @@ impl Unmounter {
     /// Detach the mount now (`umount -l`); the daemon keeps serving the
     /// processes that still use it and stops when the last one is done.
     pub fn unmount_lazy(&mut self) -> Result<()> {
+        tracing::info!(mountpoint = %self.mountpoint.display(), "busy: detaching lazily");
         lazy_unmount(&self.mountpoint)
     }
 }
@@ -154,6 +156,14 @@ impl ReadySession {
                 mountpoint: mountpoint.to_path_buf(),
                 source,
             })?;
+        tracing::info!(
+            mountpoint = %mountpoint.display(),
+            pool = %pool.map_or_else(String::new, |p| p.display().to_string()),
+            threads = cfg.threads,
+            lock = %cfg.fs.lock,
+            read_only = cfg.fs.read_only,
+            "mounted"
+        );
         Ok(ReadySession {
             session,
             shared,
@@ -204,6 +214,13 @@ impl ReadySession {
 
 fn finish(shared: &Shared, mountpoint: &Path, served: std::io::Result<()>) -> Result<()> {
     let fs_result = shared.take_unmount_result();
+    match (&served, &fs_result) {
+        (Err(e), _) => tracing::error!(mountpoint = %mountpoint.display(), "serving failed: {e}"),
+        (Ok(()), Some(Err(e))) => {
+            tracing::error!(mountpoint = %mountpoint.display(), "unmounting the pool failed: {e}")
+        }
+        _ => tracing::info!(mountpoint = %mountpoint.display(), "unmounted"),
+    }
     served.map_err(|e| FuseError::io(format!("serving {}", mountpoint.display()), e))?;
     match fs_result {
         Some(r) => r.map_err(FuseError::Fs),

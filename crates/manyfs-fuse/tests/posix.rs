@@ -320,7 +320,7 @@ fn basic_posix_operations() {
     assert!(!root.join("e2/f").exists());
 
     assert_eq!(m.stats().handler_panics(), 0);
-    m.unmount().expect("clean unmount");
+    unmount(m);
     assert!(!is_mounted(&s.mnt));
     s.fsck();
 }
@@ -365,7 +365,7 @@ fn readdir_offsets_with_many_entries_and_removal() {
     }
     run_ok(Command::new("rm").arg("-rf").arg(s.mnt.join("t")));
     assert!(!s.mnt.join("t").exists());
-    m.unmount().unwrap();
+    unmount(m);
     s.fsck();
 }
 
@@ -437,7 +437,7 @@ fn library_errors_reach_programs_as_errno() {
     );
 
     assert_eq!(m.stats().handler_panics(), 0);
-    m.unmount().unwrap();
+    unmount(m);
     s.fsck();
 }
 
@@ -520,7 +520,7 @@ fn concurrent_mixed_operations_stress() {
         assert_eq!(own, want);
     }
     assert_eq!(m.stats().handler_panics(), 0);
-    m.unmount().unwrap();
+    unmount(m);
     s.fsck();
 }
 
@@ -620,7 +620,7 @@ fn copy_tree_in_and_out_byte_for_byte() {
     );
     let n = compare_trees(&src, &s.mnt.join("tree"));
     assert!(n > 40, "compared only {n} entries");
-    m.unmount().unwrap();
+    unmount(m);
 
     // remount: the tree survived the unmount
     let m = s.mount(&[]);
@@ -636,6 +636,6 @@ fn copy_tree_in_and_out_byte_for_byte() {
     let t_mnt = fs::metadata(s.mnt.join("tree/sub/file-9-3145745.bin")).unwrap();
     assert_eq!(t_src.mtime(), t_mnt.mtime());
     assert_eq!(m.stats().handler_panics(), 0);
-    m.unmount().unwrap();
+    unmount(m);
     s.fsck();
 }

@@ -19,6 +19,8 @@
 
 use manyfs::layout::{BLOCK_SIZE, Superblock};
 use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -38,39 +40,31 @@ const HANG_LIMIT: Duration = Duration::from_secs(10);
 
 // ---- small deterministic helpers ------------------------------------------
 
-/// splitmix64: deterministic, so a failing iteration can be replayed.
-struct Rng(u64);
+/// A seeded generator (deterministic, so a failing iteration can be
+/// replayed) with the two draws the mutations use.
+struct Rng(StdRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn seeded(seed: u64) -> Rng {
+        Rng(StdRng::seed_from_u64(seed))
     }
+    fn next(&mut self) -> u64 {
+        self.0.random()
+    }
+    /// Uniform in `0..n` (0 when `n` is 0).
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.random_range(0..n.max(1))
     }
     fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
         (!v.is_empty()).then(|| &v[self.below(v.len() as u64) as usize])
     }
 }
 
-/// CRC-32 (IEEE), the checksum manyfs uses on media.
+/// CRC-32 (IEEE), the checksum manyfs uses on media (the library computes
+/// it with the same crate; `crc32_is_the_checksum_on_media` checks the
+/// stored values against it).
 fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
+    crc32fast::hash(data)
 }
 
 fn le_u32(b: &[u8], at: usize) -> u32 {
@@ -114,7 +108,7 @@ fn build_image(dir: &Path, variant: u64) -> Vec<u8> {
         &MountOptions::default(),
     )
     .unwrap();
-    let mut rng = Rng(variant.wrapping_mul(0x1234_5678_9abc_def1) + 7);
+    let mut rng = Rng::seeded(variant);
     fs.create_dir_all("/a/b/c").unwrap();
     fs.create_dir("/d").unwrap();
     fs.create_dir("/d/e").unwrap();
@@ -839,6 +833,40 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
+/// The test's CRC (crc32fast) is the one the pool stores: the superblock
+/// and its backup, every initialised inode and every committed log entry of
+/// a pristine image check out. Without this, "CRC-fixed" damage would be
+/// rejected by the checksum and never reach the semantic checks.
+#[test]
+fn crc32_is_the_checksum_on_media() {
+    let dir = scratch_dir();
+    let img = build_image(dir.path(), 0);
+    let r = regions(&img);
+    for base in [0, BS] {
+        assert_eq!(
+            crc32(&img[base..base + 80]),
+            le_u32(&img, base + 80),
+            "superblock at {base}"
+        );
+    }
+    for &off in &r.inodes {
+        let rec = &img[off..off + INODE_SIZE];
+        assert_eq!(
+            inode_crc(rec, &r.inode_crc_zero),
+            le_u32(rec, 124),
+            "inode at {off}"
+        );
+    }
+    for &(off, len) in &r.entries {
+        let mut e = img[off..off + len].to_vec();
+        let stored = le_u32(&e, 56);
+        e[56..64].fill(0);
+        assert_eq!(crc32(&e), stored, "log entry at {off}");
+    }
+    // And it is the standard CRC-32 (IEEE): the check value of "123456789".
+    assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+}
+
 #[test]
 fn damaged_pools_never_panic_or_hang() {
     let dir = scratch_dir();
@@ -893,7 +921,7 @@ fn damaged_pools_never_panic_or_hang() {
         if only.is_some_and(|o| o != i) {
             continue;
         }
-        let mut rng = Rng(seed ^ (i as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let mut rng = Rng::seeded(seed ^ (i as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
         let which = i % images.len();
         let (name, pristine, pending) = &images[which];
         let mut img = pristine.clone();

@@ -7,6 +7,8 @@
 //! it reports each returned write on stdout before starting the next one.
 
 use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -44,14 +46,11 @@ fn child(pool: &str) {
         for t in 0..THREADS {
             let (file, out, fs) = (&file, &out, &fs);
             s.spawn(move || {
-                let mut x = start.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t + 1);
+                let mut rng = StdRng::seed_from_u64(start.wrapping_mul(64) ^ (t + 1));
                 let mut buf = vec![0u8; 3 * BLOCK];
                 for seq in start.. {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let pages = 1 + x % 3;
-                    let first = (x >> 8) % (REGION - pages + 1);
+                    let pages = rng.random_range(1..=3);
+                    let first = rng.random_range(0..=REGION - pages);
                     let bytes = &mut buf[..(pages as usize) * BLOCK];
                     page(t, seq, first, pages, bytes);
                     file.write_at(bytes, (t * REGION + first) * BLOCK as u64)

@@ -4,6 +4,8 @@
 //! remount, and that fsck is clean.
 
 use manyfs::{Fs, MkfsOptions, MountOptions};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 
 #[test]
 fn racing_namespace_operations_stay_consistent() {
@@ -26,17 +28,14 @@ fn racing_namespace_operations_stay_consistent() {
         for t in 0..6u64 {
             let fs = &fs;
             s.spawn(move || {
-                let mut x = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(t + 1);
+                let mut rng = StdRng::seed_from_u64(t + 1);
                 for _ in 0..1500 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let d1 = dirs[(x % 5) as usize];
-                    let d2 = dirs[((x >> 8) % 5) as usize];
-                    let n1 = format!("{d1}/n{}", (x >> 16) % 6);
-                    let n2 = format!("{d2}/n{}", (x >> 24) % 6);
-                    let _ = match (x >> 32) % 8 {
-                        0 | 1 => fs.write(&n1, &x.to_le_bytes()),
+                    let d1 = dirs[rng.random_range(0..dirs.len())];
+                    let d2 = dirs[rng.random_range(0..dirs.len())];
+                    let n1 = format!("{d1}/n{}", rng.random_range(0..6));
+                    let n2 = format!("{d2}/n{}", rng.random_range(0..6));
+                    let _ = match rng.random_range(0..8) {
+                        0 | 1 => fs.write(&n1, &rng.random::<u64>().to_le_bytes()),
                         2 => fs.hard_link(&n1, &n2),
                         3 => fs.remove_file(&n1),
                         4 => fs.rename(&n1, &n2),

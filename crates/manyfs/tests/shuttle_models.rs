@@ -10,13 +10,29 @@ use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use shuttle::thread;
 
+mod common;
+
 const ITERATIONS: usize = 3000;
 
+/// Wall-clock bound of one model's exploration. A deadlock or livelock
+/// *inside* shuttle's world is reported by shuttle itself (no runnable
+/// thread, or its step limit); this catches the hangs it cannot see: a
+/// blocking call on something shuttle does not control (a std or
+/// parking_lot lock, a real sleep or I/O) stops every schedule for good.
+const WALL_CLOCK_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 fn both(f: impl Fn() + Send + Sync + 'static) {
-    let f = std::sync::Arc::new(f);
-    let g = f.clone();
-    shuttle::check_random(move || f(), ITERATIONS);
-    shuttle::check_pct(move || g(), ITERATIONS, 3);
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("shuttle model")
+        .to_string();
+    let what = format!("{test}: {ITERATIONS} random and {ITERATIONS} PCT schedules");
+    common::within(WALL_CLOCK_LIMIT, &what, move || {
+        let f = std::sync::Arc::new(f);
+        let g = f.clone();
+        shuttle::check_random(move || f(), ITERATIONS);
+        shuttle::check_pct(move || g(), ITERATIONS, 3);
+    });
 }
 
 #[test]

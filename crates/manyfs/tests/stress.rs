@@ -7,6 +7,8 @@
 //!   covered both x and y, then A == B.
 
 use manyfs::{Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -86,12 +88,11 @@ fn run(kind: LockKind, threads: u64, ops: u64) {
         for t in 0..threads {
             let (file, ranges) = (&file, &ranges);
             s.spawn(move || {
-                let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                // Seeded per thread, so a failing run's operations
+                // reproduce.
+                let mut rng = StdRng::seed_from_u64(t + 1);
                 let mut buf = vec![0u8; 4 * BLOCK];
                 for op in 0..ops {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
                     // Half the threads stay in their own region (disjoint),
                     // the rest roam the whole file (overlapping).
                     let (lo, span) = if t % 2 == 0 {
@@ -99,12 +100,13 @@ fn run(kind: LockKind, threads: u64, ops: u64) {
                     } else {
                         (0, BLOCKS)
                     };
-                    let first = lo + x % span;
-                    let n = (1 + (x >> 16) % 4)
+                    let first = lo + rng.random_range(0..span);
+                    let n = rng
+                        .random_range(1..=4)
                         .min(lo + span - first)
                         .min(BLOCKS - first);
                     let bytes = &mut buf[..n as usize * BLOCK];
-                    if (x >> 32).is_multiple_of(3) {
+                    if rng.random_ratio(1, 3) {
                         let n = file.read_at(bytes, first * BLOCK as u64).unwrap();
                         assert_eq!(n, bytes.len());
                         let ids: Vec<u64> = bytes.chunks(BLOCK).map(block_id).collect();

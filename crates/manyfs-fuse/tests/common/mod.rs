@@ -11,28 +11,85 @@ use manyfs_fuse::{FuseConfig, MountedFs};
 /// Size of the pools the tests create (sparse files).
 pub const POOL_SIZE: u64 = 512 << 20;
 
-/// True when FUSE can be used here. Prints why a test is skipped otherwise.
-/// Only a missing `/dev/fuse` skips: missing tools make the tests fail.
+/// Longest wait for a mount, an unmount or a daemon before a test fails
+/// instead of hanging.
+pub const PROGRESS_LIMIT: Duration = Duration::from_secs(60);
+
+/// Whether the tests run in CI (`CI=true`, as GitHub Actions and most CI
+/// systems set it): there nothing may be skipped.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// True when FUSE can be used here: `/dev/fuse` exists and `fusermount3` is
+/// installed. Otherwise the test is skipped with the reason printed, except
+/// under `CI=true`, where it fails: a CI run without FUSE must not pass
+/// silently. Other missing tools always fail ([`require_tool`]).
 pub fn fuse_available(test: &str) -> bool {
-    if Path::new("/dev/fuse").exists() {
-        true
+    let missing = if !Path::new("/dev/fuse").exists() {
+        Some("/dev/fuse is absent, cannot mount FUSE file systems here")
+    } else if !on_path("fusermount3") {
+        Some("fusermount3 is not installed (scripts/install-deps.sh installs fuse3)")
     } else {
-        eprintln!("SKIPPED {test}: /dev/fuse is absent, cannot mount FUSE file systems here");
-        false
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if in_ci() => panic!("{test}: {why} (CI=true: FUSE tests may not be skipped)"),
+        Some(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            false
+        }
     }
+}
+
+/// Whether an executable file named `tool` is on PATH.
+pub fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+}
+
+/// Run `f` on its own thread and return its result, or fail the test with
+/// "no progress after N s: `what`" when it has not finished within
+/// `limit` (a hung mount or unmount would otherwise hang the whole test
+/// run). A panic in `f` is passed on.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name(format!("within: {what}"))
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r);
+        })
+        .expect("spawn a guarded thread");
+    match rx.recv_timeout(limit) {
+        Ok(Ok(v)) => {
+            let _ = worker.join();
+            v
+        }
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("no progress after {} s: {what}", limit.as_secs()),
+    }
+}
+
+/// Unmount a test mount (failing on errors), bounded by [`PROGRESS_LIMIT`].
+pub fn unmount(m: MountedFs) {
+    let mnt = m.mountpoint().display().to_string();
+    within(PROGRESS_LIMIT, &format!("unmounting {mnt}"), move || {
+        m.unmount()
+    })
+    .unwrap_or_else(|e| panic!("unmounting {mnt}: {e}"));
 }
 
 /// Panic (fail the test) when `tool` is not on PATH: CI installs it with
 /// `scripts/install-deps.sh`.
 pub fn require_tool(tool: &str) {
-    let found = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| {
-            let p = dir.join(tool);
-            p.is_file()
-        })
-    });
     assert!(
-        found,
+        on_path(tool),
         "`{tool}` is not installed: run scripts/install-deps.sh (Debian packages fuse3 fio sqlite3)"
     );
 }
@@ -81,11 +138,17 @@ impl Scratch {
         assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
     }
 
-    /// Mount the pool through FUSE in this process.
+    /// Mount the pool through FUSE in this process (bounded by
+    /// [`PROGRESS_LIMIT`]).
     pub fn mount(&self, options: &[&str]) -> MountedFs {
         let cfg = FuseConfig::parse_options(options).expect("options");
         let fs = retry_busy(|| Fs::mount(&self.pool, &cfg.fs)).expect("library mount");
-        let m = MountedFs::spawn(fs, &self.mnt, &cfg).expect("FUSE mount");
+        let mnt = self.mnt.clone();
+        let what = format!("FUSE mount on {}", mnt.display());
+        let m = within(PROGRESS_LIMIT, &what, move || {
+            MountedFs::spawn(fs, &mnt, &cfg)
+        })
+        .expect("FUSE mount");
         assert!(is_mounted(&self.mnt), "mount point not in mountinfo");
         m
     }
@@ -152,19 +215,10 @@ pub fn run_ok(cmd: &mut Command) -> String {
     stdout
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+/// Pseudo-random bytes from a seeded generator, so failures reproduce.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        for b in x.to_le_bytes() {
-            if v.len() < len {
-                v.push(b);
-            }
-        }
-    }
+    use rand::{Rng, SeedableRng};
+    let mut v = vec![0u8; len];
+    rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut v);
     v
 }

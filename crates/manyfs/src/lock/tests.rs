@@ -1,5 +1,28 @@
 use super::*;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// How long a liveness test may go without finishing before it fails.
+const PROGRESS_LIMIT: Duration = Duration::from_secs(60);
+
+/// Run `body` on its own thread and fail with "no progress after 60 s:
+/// `what`" if it has not finished by then: a lost wake-up or a deadlock in
+/// a lock fails the test with a message instead of hanging the run. A
+/// panic in `body` (an exclusion violation) is passed on.
+fn within(what: &str, body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(PROGRESS_LIMIT) {
+        Ok(Ok(())) => worker.join().expect("worker already finished"),
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("no progress after {} s: {what}", PROGRESS_LIMIT.as_secs()),
+    }
+}
 
 /// Threads lock random ranges over 64 cells; a writer marks its cells -1
 /// while holding, readers count themselves in. Any overlap of a writer with
@@ -12,14 +35,13 @@ fn exclusion_holds(kind: LockKind, threads: usize) {
         for t in 0..threads {
             let (lock, cells) = (&*lock, &cells);
             s.spawn(move || {
-                let mut x = 0x9e37_79b9_u64.wrapping_mul(t as u64 + 1);
+                // Seeded per thread, so a failing interleaving's ranges
+                // reproduce.
+                let mut rng = StdRng::seed_from_u64(t as u64 + 1);
                 for _ in 0..2000 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let a = x % CELLS;
-                    let b = (a + 1 + (x >> 20) % 4).min(CELLS);
-                    let write = (x >> 40).is_multiple_of(3);
+                    let a = rng.random_range(0..CELLS);
+                    let b = (a + 1 + rng.random_range(0..4)).min(CELLS);
+                    let write = rng.random_ratio(1, 3);
                     let access = if write { Access::Write } else { Access::Read };
                     let _g = RangeGuard::new(lock, a * 4096, b * 4096, access);
                     for c in &cells[a as usize..b as usize] {
@@ -50,7 +72,10 @@ fn exclusion_holds(kind: LockKind, threads: usize) {
 #[test]
 fn every_kind_excludes_overlapping_writers() {
     for kind in LockKind::ALL {
-        exclusion_holds(kind, 8);
+        within(
+            &format!("{kind}: 8 threads locking random ranges"),
+            move || exclusion_holds(kind, 8),
+        );
     }
 }
 
@@ -58,18 +83,26 @@ fn every_kind_excludes_overlapping_writers() {
 fn oversubscribed_threads_make_progress() {
     // Many more threads than cores: waiters must park rather than spin forever.
     for kind in [LockKind::SrlTree, LockKind::SrlArray] {
-        exclusion_holds(kind, 48);
+        within(
+            &format!("{kind}: 48 threads locking random ranges"),
+            move || exclusion_holds(kind, 48),
+        );
     }
 }
 
 #[test]
 fn disjoint_writers_hold_at_the_same_time() {
     for kind in [LockKind::Interval, LockKind::SrlArray, LockKind::SrlTree] {
-        let lock = kind.build(4096, 1 << 20);
-        let _a = RangeGuard::new(&*lock, 0, 4096, Access::Write);
-        // Would deadlock if the second range waited on the first.
-        let _b = RangeGuard::new(&*lock, 8192, 16384, Access::Write);
-        let _c = RangeGuard::new(&*lock, 4096, 8192, Access::Read);
+        within(
+            &format!("{kind}: a range disjoint from held ones waits for them"),
+            move || {
+                let lock = kind.build(4096, 1 << 20);
+                let _a = RangeGuard::new(&*lock, 0, 4096, Access::Write);
+                // Would deadlock if the second range waited on the first.
+                let _b = RangeGuard::new(&*lock, 8192, 16384, Access::Write);
+                let _c = RangeGuard::new(&*lock, 4096, 8192, Access::Read);
+            },
+        );
     }
 }
 
@@ -83,6 +116,13 @@ fn lock_kind_names_parse_back() {
 
 #[test]
 fn big_reader_excludes_writer() {
+    within(
+        "big-reader lock: 6 threads reading and writing",
+        big_reader_body,
+    );
+}
+
+fn big_reader_body() {
     let l = BigReaderLock::new(4);
     let inside = AtomicI64::new(0);
     std::thread::scope(|s| {
