@@ -166,20 +166,29 @@ impl Fs {
 
     /// Mount an existing pool, rebuilding DRAM state from the media.
     pub fn mount(pool: &Path, opts: &MountOptions) -> Result<Fs> {
-        Self::mount_recorded(pool, opts, None)
+        Self::mount_with(pool, opts, None)
     }
 
-    /// Mount with every persistence event (recovery's included) recorded by
-    /// `recorder`, for the crash explorer.
-    pub fn mount_recorded(
+    /// Mount with every persistence event (recovery's included) reported to
+    /// `observer` (see [`crate::media::PersistObserver`]): the crash explorer
+    /// and fault-injection tests use this.
+    pub fn mount_observed(
         pool: &Path,
         opts: &MountOptions,
-        recorder: Option<Arc<crate::media::Recorder>>,
+        observer: Arc<dyn crate::media::PersistObserver>,
+    ) -> Result<Fs> {
+        Self::mount_with(pool, opts, Some(observer))
+    }
+
+    fn mount_with(
+        pool: &Path,
+        opts: &MountOptions,
+        observer: Option<Arc<dyn crate::media::PersistObserver>>,
     ) -> Result<Fs> {
         opts.validate()?;
         let mut media = Media::open(pool, opts.durability, !opts.read_only)?;
-        if let Some(r) = recorder {
-            media.attach_recorder(r);
+        if let Some(o) = observer {
+            media.attach_observer(o);
         }
         let rebuilt = recovery::rebuild(&media)?;
         let core = build_core(media, rebuilt, opts.clone())?;
@@ -194,25 +203,11 @@ impl Fs {
         self.core.sync()
     }
 
-    /// With a recorder attached: record the marker `tag`, then a crash point
-    /// (the state a power cut right after the marker leaves). Without one:
-    /// nothing.
-    pub fn record_marker(&self, tag: u64) {
-        if let Some(r) = self.core.media.recorder() {
-            r.note(tag);
-            r.crash_point(|off| {
-                let mut l = [0u8; 64];
-                let _ = self.core.media.read(off, &mut l);
-                l
-            });
-        }
-    }
-
-    /// Make every later durability point fail as a failing `msync` would
-    /// (for testing how errors surface). After the first failure the file
-    /// system refuses changes with EIO.
-    pub fn inject_sync_failure(&self) {
-        self.core.media.inject_sync_failure();
+    /// With an observer attached ([`Fs::mount_observed`]): pass it the
+    /// workload marker `tag` ([`crate::media::PersistObserver::on_note`]).
+    /// Without one: nothing.
+    pub fn note(&self, tag: u64) {
+        self.core.media.note(tag);
     }
 
     /// Mount options in force.

@@ -19,7 +19,6 @@ pub mod alloc;
 mod api;
 pub mod core;
 pub mod cpu;
-pub mod crashtest;
 pub mod error;
 pub mod file;
 pub mod fsck;
