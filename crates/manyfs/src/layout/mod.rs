@@ -10,6 +10,7 @@
 //! ```
 
 mod entry;
+pub(crate) mod format;
 mod inode;
 mod superblock;
 

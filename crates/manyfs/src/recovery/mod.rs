@@ -15,6 +15,8 @@
 //!    marked; a block reached twice is corruption. Everything else is free,
 //!    and every unreached inode number is free.
 
+pub(crate) mod mount;
+
 use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::log::scan::{ScannedSublog, check_block, scan_log};
