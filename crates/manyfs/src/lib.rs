@@ -14,6 +14,25 @@
 //! f.sync_all()?;
 //! # Ok::<(), manyfs::Error>(())
 //! ```
+//!
+//! # Layering
+//!
+//! Modules depend only on modules below them (`scripts/module-graph.sh`
+//! checks there is no cycle), bottom to top:
+//!
+//! 1. leaves: `error`, `cpu`, `sync`, `time`;
+//! 2. `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
+//!    `alloc` (per-CPU block and inode allocators);
+//! 3. `layout` (the on-media format, mkfs);
+//! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
+//!    (range locks), `options`;
+//! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
+//! 6. `core` (the inode table, allocators and media of one mount);
+//! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
+//!    rename);
+//! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
+//!    (checking, verify);
+//! 9. `api` (the public [`Fs`], [`File`] and friends).
 
 pub mod alloc;
 mod api;

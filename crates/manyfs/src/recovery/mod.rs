@@ -23,7 +23,7 @@ use crate::log::scan::{ScannedSublog, check_block, scan_log};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
-use crate::namespace::{Child, DirState};
+use crate::inode::{Child, DirState};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Largest sequence or page version recovery accepts: far beyond what any
