@@ -34,28 +34,32 @@
 //!    (checking, verify);
 //! 9. `api` (the public [`Fs`], [`File`] and friends).
 
-pub mod alloc;
+#![deny(missing_docs)]
+
+mod alloc;
 mod api;
-pub mod core;
-pub mod cpu;
-pub mod error;
-pub mod file;
+mod core;
+mod cpu;
+mod error;
+mod file;
 pub mod fsck;
 pub mod index;
-pub mod inode;
+mod inode;
 pub mod layout;
 pub mod lock;
-pub mod log;
+mod log;
 pub mod media;
-pub mod namespace;
-pub mod options;
-pub mod recovery;
-pub mod sync;
-pub mod time;
+mod namespace;
+mod options;
+mod recovery;
+#[cfg(all(test, feature = "shuttle"))]
+mod shuttle_models;
+mod sync;
+mod time;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};
 pub use error::{Error, Result};
-pub use layout::FileKind;
+pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
 pub use options::{MkfsOptions, MountOptions};

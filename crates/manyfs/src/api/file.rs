@@ -1,5 +1,6 @@
 //! [`File`] handles shared by many threads, and [`OpenOptions`].
 
+use super::*;
 use crate::core::FsCore;
 use crate::error::{Error, Result};
 use crate::file::{self};
@@ -8,7 +9,6 @@ use crate::layout::*;
 use crate::namespace::{self, NewNode};
 use std::path::Path;
 use std::sync::Arc;
-use super::*;
 
 /// A handle to an open file. Clone it or share it by reference across
 /// threads: reads and writes of disjoint ranges proceed in parallel.

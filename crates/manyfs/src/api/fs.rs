@@ -1,6 +1,7 @@
 //! [`Fs`]: mounting, unmounting and the path-level calls, shaped like
 //! `std::fs`.
 
+use super::*;
 use crate::core::FsCore;
 use crate::error::{Error, Result};
 use crate::file::{self};
@@ -15,7 +16,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
-use super::*;
 
 /// A mounted manyfs pool. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
@@ -130,7 +130,6 @@ impl Fs {
             blocks,
         }
     }
-
 
     // ---- path API ----------------------------------------------------------
 
@@ -381,6 +380,12 @@ impl Fs {
     pub fn verify(&self) -> Result<Vec<String>> {
         let rebuilt = recovery::rebuild(&self.core.media)?;
         Ok(crate::fsck::verify::compare(&self.core, &rebuilt))
+    }
+
+    /// The pool's superblock as mounted (geometry and format, for
+    /// `manyfs inspect`).
+    pub fn superblock(&self) -> crate::layout::Superblock {
+        self.core.sb.clone()
     }
 
     /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).

@@ -3,6 +3,7 @@
 //! built on these; programs linking manyfs normally use the path-level
 //! calls of [`Fs`] instead.
 
+use super::*;
 use crate::error::{Error, Result};
 use crate::file::{self, AttrChange};
 use crate::layout::*;
@@ -10,10 +11,8 @@ use crate::namespace::{self, NewNode};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use super::*;
 
 impl Fs {
-
     /// Look `name` up in directory `parent`.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Metadata> {
         let dir = self.core.get(parent)?;
@@ -182,5 +181,4 @@ impl Fs {
         }
         File::new(self.core.clone(), inode, read, write, false)
     }
-
 }

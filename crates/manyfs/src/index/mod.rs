@@ -13,7 +13,7 @@ use radix::CasRadix;
 
 /// Where one file page lives.
 #[derive(Debug, Default)]
-pub struct PageSlot {
+pub(crate) struct PageSlot {
     block: AtomicU64,
     entry: AtomicU64,
     version: AtomicU64,
@@ -21,7 +21,7 @@ pub struct PageSlot {
 
 /// A snapshot of a [`PageSlot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PageMapping {
+pub(crate) struct PageMapping {
     /// Data block (0 = hole).
     pub block: u64,
     /// Location of the log entry that committed it (see [`crate::log::EntryLoc`]).
@@ -50,7 +50,7 @@ impl PageSlot {
 
 /// The index of one file.
 #[derive(Default)]
-pub struct FileIndex {
+pub(crate) struct FileIndex {
     pages: CasRadix<PageSlot>,
 }
 
@@ -80,10 +80,5 @@ impl FileIndex {
             }
         });
         out
-    }
-
-    /// DRAM used by the index.
-    pub fn memory_bytes(&self) -> usize {
-        self.pages.memory_bytes()
     }
 }

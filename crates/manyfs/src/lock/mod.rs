@@ -12,11 +12,11 @@ mod per_inode;
 mod segment_word;
 mod srl;
 
-pub use big_reader::{BigReaderGuard, BigReaderLock};
-pub use interval::IntervalLock;
-pub use per_inode::PerInodeLock;
-pub use segment_word::SegmentWord;
-pub use srl::{SrlArray, SrlTree};
+pub(crate) use big_reader::BigReaderLock;
+pub(crate) use interval::IntervalLock;
+pub(crate) use per_inode::PerInodeLock;
+pub(crate) use segment_word::SegmentWord;
+pub(crate) use srl::{SrlArray, SrlTree};
 
 use crate::error::{Error, Result};
 

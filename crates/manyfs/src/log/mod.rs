@@ -120,11 +120,6 @@ impl InodeLog {
         self.array_block.load(Ordering::Acquire)
     }
 
-    /// Number of sub-logs.
-    pub fn sublog_count(&self) -> usize {
-        self.sublogs.len()
-    }
-
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
         crate::cpu::current() % self.sublogs.len()

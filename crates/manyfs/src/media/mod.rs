@@ -9,7 +9,7 @@
 mod flush;
 mod observer;
 
-pub use flush::FlushInstr;
+pub(crate) use flush::FlushInstr;
 pub use observer::{MediaView, PersistObserver};
 
 use crate::error::{Error, Result};
@@ -63,7 +63,7 @@ impl std::fmt::Display for Durability {
 
 /// A shared mapping of one pool file.
 #[derive(Debug)]
-pub struct Media {
+pub(crate) struct Media {
     base: *mut u8,
     len: usize,
     mode: Durability,
@@ -202,26 +202,6 @@ impl Media {
     /// Whether the mapping is empty (never true for an opened pool).
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The durability mode.
-    pub fn mode(&self) -> Durability {
-        self.mode
-    }
-
-    /// The pool file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The flush instruction in use.
-    pub fn flush_instr(&self) -> FlushInstr {
-        self.flush
-    }
-
-    /// Whether stores are allowed.
-    pub fn is_writable(&self) -> bool {
-        self.writable
     }
 
     fn check(&self, off: u64, len: usize) -> Result<usize> {
@@ -535,7 +515,7 @@ mod tests {
         let (_d, m) = pool(Durability::File);
         m.store(0, &[1u8; 256]).unwrap();
         let detected = FlushInstr::detect();
-        for instr in [FlushInstr::Clflush, detected, FlushInstr::None] {
+        for instr in [FlushInstr::Clflush, detected] {
             // SAFETY: offset 0 of a live mapping.
             unsafe { instr.flush_line(m.base) };
             instr.store_fence();

@@ -12,8 +12,8 @@ pub mod journal;
 
 use crate::core::FsCore;
 use crate::error::{Error, Result};
-use crate::inode::{Child, DirState};
 use crate::inode::Inode;
+use crate::inode::{Child, DirState};
 use crate::layout::*;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
