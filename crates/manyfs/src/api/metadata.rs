@@ -85,7 +85,7 @@ pub struct StatFs {
     pub name_max: u64,
 }
 
-/// Attribute changes for [`Fs::setattr`].
+/// Attribute changes for [`crate::Fs::setattr`].
 #[derive(Debug, Clone, Default)]
 pub struct SetAttr {
     /// Permission bits.

@@ -1,5 +1,5 @@
 //! A fixed-depth radix tree whose nodes are allocated lazily and installed
-//! with a single compare-and-swap (seed 000's SRL tree; also the file index).
+//! with a single compare-and-swap (SRL-NOVA (segment range lock)'s SRL tree; also the file index).
 //!
 //! Lookups never take a lock. Inserting a missing node allocates it and
 //! CASes it into the empty child pointer; the loser of a race frees its node

@@ -2,9 +2,14 @@
 //!
 //! A pool is a file mapped shared into the process. Nothing outside this
 //! module touches the mapping with raw pointers: the rest of manyfs calls
-//! [`Media::store`], [`Media::nt_copy`], [`Media::flush`], [`Media::fence`] and
-//! the 8-byte atomic accessors, all bounds-checked against the mapping so a
-//! corrupt offset read from the pool becomes an error instead of a wild access.
+//! the media's `store`, `nt_copy`, `flush`, `fence` and the 8-byte atomic
+//! accessors, all bounds-checked against the mapping so a corrupt offset
+//! read from the pool becomes an error instead of a wild access.
+//!
+//! Public here: the durability modes ([`Durability`]) and the
+//! persist-observer seam ([`PersistObserver`], [`MediaView`]) through which
+//! code outside the library (the crash explorer, fault-injection tests)
+//! watches every persistence event of a mount.
 
 mod flush;
 mod observer;
