@@ -5,6 +5,10 @@
 //! threads holding the page's range in the file's range lock (write access to
 //! change it), so lookups of different ranges share no mutex and no written
 //! cache line except where two pages' slots happen to share one.
+//!
+//! Public: only [`radix`], the CAS-installed radix tree, so the index
+//! comparison example (`examples/index_compare.rs`) can measure it; the file
+//! index built on it is internal.
 
 pub mod radix;
 
