@@ -9,4 +9,4 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace
 # Model-checked concurrency: the lock word, the CAS radix tree and the
 # big-reader lock compiled against shuttle's scheduler.
-cargo test -p manyfs --features shuttle --test shuttle_models
+cargo test -p manyfs --features shuttle --lib shuttle_models

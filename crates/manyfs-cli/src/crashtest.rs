@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use manyfs::crashtest::{self, Config, Stats};
+use manyfs_crashtest::{self as crashtest, Config, Stats};
 use std::process::ExitCode;
 use std::time::Instant;
 

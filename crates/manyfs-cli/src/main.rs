@@ -144,12 +144,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let fs =
                 Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
-            let media = manyfs::media::Media::open(&pool, Durability::File, false);
-            let sb = media
-                .ok()
-                .and_then(|m| manyfs::recovery::read_superblock(&m).ok())
-                .map(|(sb, _)| sb);
-            if let Some(sb) = sb {
+            {
+                let sb = fs.superblock();
                 println!("pool            {}", pool.display());
                 println!("format          manyfs v{}", manyfs::layout::FORMAT_VERSION);
                 println!("block size      {}", manyfs::layout::BLOCK_SIZE);

@@ -24,8 +24,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     Request, TimeOrNow, WriteFlags,
 };
-use manyfs::layout::FileKind;
-use manyfs::{DirEntry, File, Fs, Metadata, SetAttr};
+use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr};
 use parking_lot::{Mutex, RwLock};
 
 /// How long the kernel may cache attributes and directory entries. Every
@@ -888,7 +887,7 @@ impl Filesystem for ManyFuse {
             let r = (|| {
                 let fs = self.fs()?;
                 let entries = fs.readdir_ino(ino.0).map_err(errno)?;
-                let parent = if ino.0 == manyfs::layout::ROOT_INO {
+                let parent = if ino.0 == manyfs::ROOT_INO {
                     ino.0
                 } else {
                     fs.lookup(ino.0, OsStr::new(".."))

@@ -1,7 +1,8 @@
 //! Compares the file index's lock-free radix tree (nodes installed by CAS)
-//! with seed 002's design (a reader-writer lock per node, double-checked
-//! insertion) on the operation the data path does: many threads looking up
-//! pages of one file, each thread in its own range, with occasional inserts.
+//! with the design of nCACHE (concurrent file index): a reader-writer lock
+//! per node and double-checked insertion. Measured on the operation the data
+//! path does: many threads looking up pages of one file, each thread in its
+//! own range, with occasional inserts.
 //!
 //! Run: `cargo run --release -p manyfs --example index_compare`
 
@@ -10,7 +11,7 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// seed 002's index: every node under its own reader-writer lock.
+/// nCACHE (concurrent file index)'s index: every node under its own reader-writer lock.
 struct RwRadix {
     root: RwNode,
 }

@@ -3,12 +3,10 @@
 
 use crate::alloc::{BlockAllocator, InodeAllocator, Purpose};
 use crate::error::{Error, Result};
-use crate::file::FileData;
-use crate::inode::{Attrs, Inode};
+use crate::inode::{Attrs, DirData, FileData, Inode};
 use crate::layout::*;
 use crate::log::{InodeLog, LogSpace, SubLog};
 use crate::media::Media;
-use crate::namespace::DirData;
 use crate::options::MountOptions;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};

@@ -14,30 +14,52 @@
 //! f.sync_all()?;
 //! # Ok::<(), manyfs::Error>(())
 //! ```
+//!
+//! # Layering
+//!
+//! Modules depend only on modules below them (`scripts/module-graph.sh`
+//! checks there is no cycle), bottom to top:
+//!
+//! 1. leaves: `error`, `cpu`, `sync`, `time`;
+//! 2. `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
+//!    `alloc` (per-CPU block and inode allocators);
+//! 3. `layout` (the on-media format, mkfs);
+//! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
+//!    (range locks), `options`;
+//! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
+//! 6. `core` (the inode table, allocators and media of one mount);
+//! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
+//!    rename);
+//! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
+//!    (checking, verify);
+//! 9. `api` (the public [`Fs`], [`File`] and friends).
 
-pub mod alloc;
+#![deny(missing_docs)]
+
+mod alloc;
 mod api;
-pub mod core;
-pub mod cpu;
-pub mod crashtest;
-pub mod error;
-pub mod file;
+mod core;
+mod cpu;
+mod error;
+mod file;
 pub mod fsck;
 pub mod index;
-pub mod inode;
+mod inode;
 pub mod layout;
 pub mod lock;
-pub mod log;
+mod log;
 pub mod media;
-pub mod namespace;
-pub mod options;
-pub mod recovery;
-pub mod sync;
-pub mod time;
+mod namespace;
+mod options;
+mod recovery;
+#[cfg(all(test, feature = "shuttle"))]
+mod shuttle_models;
+mod sync;
+mod time;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};
 pub use error::{Error, Result};
-pub use layout::FileKind;
+pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
 pub use options::{MkfsOptions, MountOptions};

@@ -5,14 +5,14 @@
 //! the model checker can explore their interleavings with the real code.
 
 #[cfg(not(feature = "shuttle"))]
-pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(feature = "shuttle"))]
-pub use std::sync::{Arc, Mutex, MutexGuard};
+pub use std::sync::{Mutex, MutexGuard};
 
 #[cfg(feature = "shuttle")]
-pub use shuttle::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub use shuttle::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 #[cfg(feature = "shuttle")]
-pub use shuttle::sync::{Arc, Mutex, MutexGuard};
+pub use shuttle::sync::{Mutex, MutexGuard};
 
 /// Spin-then-park waiting on a 32-bit word, keyed by its address.
 pub mod wait {

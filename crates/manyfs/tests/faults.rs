@@ -59,13 +59,30 @@ fn full_pool_under_concurrent_writers() {
     assert_eq!(&fs.read("/shared").unwrap()[..65536], &[9u8; 65536][..]);
 }
 
+/// Makes every durability point fail, as a failing `msync` would, once
+/// armed.
+#[derive(Default)]
+struct FailingSync(std::sync::atomic::AtomicBool);
+
+impl manyfs::media::PersistObserver for FailingSync {
+    fn on_sync(&self, _off: u64, _len: usize) -> std::io::Result<()> {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(())
+    }
+}
+
 #[test]
 fn failed_sync_is_reported_and_later_writes_refused() {
-    let (_dir, _pool, fs) = fresh(8 << 20);
+    let (_dir, pool, fs) = fresh(8 << 20);
+    drop(fs);
+    let failing = std::sync::Arc::new(FailingSync::default());
+    let fs = Fs::mount_observed(&pool, &MountOptions::default(), failing.clone()).unwrap();
     let f = open_rw(&fs, "/f");
     f.write_at(b"before", 0).unwrap();
     f.sync_all().unwrap();
-    fs.inject_sync_failure();
+    failing.0.store(true, std::sync::atomic::Ordering::Relaxed);
     f.write_at(b"during", 0).unwrap();
     let err = f.sync_all().unwrap_err();
     assert_eq!(err.errno(), libc::EIO, "{err}");

@@ -113,11 +113,6 @@ impl BlockAllocator {
         (((block - self.start) / self.per_pool) as usize).min(self.pools.len() - 1)
     }
 
-    /// Number of pools.
-    pub fn pools(&self) -> usize {
-        self.pools.len()
-    }
-
     /// Allocate between 1 and `want` contiguous blocks, preferring the
     /// calling CPU's pool. Returns `(first, count)`.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
@@ -171,6 +166,7 @@ impl BlockAllocator {
     }
 
     /// Free extents of every pool (neighbours merged within a pool), sorted.
+    #[cfg(test)]
     pub fn free_extents(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         for p in self.pools.iter() {
@@ -189,16 +185,6 @@ impl BlockAllocator {
         }
         out.sort_unstable();
         out
-    }
-
-    /// First block managed.
-    pub fn start(&self) -> u64 {
-        self.start
-    }
-
-    /// One past the last block managed.
-    pub fn end(&self) -> u64 {
-        self.end
     }
 }
 

@@ -4,6 +4,8 @@
 //! mount would (checksums, commit marks, bounds, block ownership, directory
 //! tree shape, generations, entry kinds), then reports what it found.
 
+pub(crate) mod verify;
+
 use crate::error::Result;
 use crate::layout::*;
 use crate::media::{Durability, Media};

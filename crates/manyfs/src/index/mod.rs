@@ -5,6 +5,10 @@
 //! threads holding the page's range in the file's range lock (write access to
 //! change it), so lookups of different ranges share no mutex and no written
 //! cache line except where two pages' slots happen to share one.
+//!
+//! Public: only [`radix`], the CAS-installed radix tree, so the index
+//! comparison example (`examples/index_compare.rs`) can measure it; the file
+//! index built on it is internal.
 
 pub mod radix;
 
@@ -13,7 +17,7 @@ use radix::CasRadix;
 
 /// Where one file page lives.
 #[derive(Debug, Default)]
-pub struct PageSlot {
+pub(crate) struct PageSlot {
     block: AtomicU64,
     entry: AtomicU64,
     version: AtomicU64,
@@ -21,7 +25,7 @@ pub struct PageSlot {
 
 /// A snapshot of a [`PageSlot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PageMapping {
+pub(crate) struct PageMapping {
     /// Data block (0 = hole).
     pub block: u64,
     /// Location of the log entry that committed it (see [`crate::log::EntryLoc`]).
@@ -50,7 +54,7 @@ impl PageSlot {
 
 /// The index of one file.
 #[derive(Default)]
-pub struct FileIndex {
+pub(crate) struct FileIndex {
     pages: CasRadix<PageSlot>,
 }
 
@@ -80,10 +84,5 @@ impl FileIndex {
             }
         });
         out
-    }
-
-    /// DRAM used by the index.
-    pub fn memory_bytes(&self) -> usize {
-        self.pages.memory_bytes()
     }
 }

@@ -1,5 +1,5 @@
 //! A fixed-depth radix tree whose nodes are allocated lazily and installed
-//! with a single compare-and-swap (seed 000's SRL tree; also the file index).
+//! with a single compare-and-swap (SRL-NOVA (segment range lock)'s SRL tree; also the file index).
 //!
 //! Lookups never take a lock. Inserting a missing node allocates it and
 //! CASes it into the empty child pointer; the loser of a race frees its node
@@ -14,8 +14,9 @@ pub const FANOUT_BITS: u32 = 6;
 pub const FANOUT: usize = 1 << FANOUT_BITS;
 /// Levels of interior nodes above the leaves.
 pub const INTERIOR_LEVELS: u32 = 4;
-/// Keys must be below this bound (2^30).
-pub const KEY_LIMIT: u64 = 1 << (FANOUT_BITS * (INTERIOR_LEVELS + 1));
+/// Keys must be below this bound (2^30), which the on-media format owns.
+pub use crate::layout::KEY_LIMIT;
+const _: () = assert!(KEY_LIMIT == 1 << (FANOUT_BITS * (INTERIOR_LEVELS + 1)));
 
 struct Interior {
     children: [AtomicPtr<()>; FANOUT],

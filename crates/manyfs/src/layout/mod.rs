@@ -10,6 +10,7 @@
 //! ```
 
 mod entry;
+pub(crate) mod format;
 mod inode;
 mod superblock;
 
@@ -33,6 +34,10 @@ pub const MAX_NAME_LEN: usize = 255;
 pub const MAX_FILE_SIZE: u64 = (1 << 30) * BLOCK_SIZE;
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
+/// Keys of the in-memory radix trees (block, page and segment numbers) must
+/// be below this bound (2^30); the format caps a pool's block count by it.
+/// The index's radix tree is built to reach exactly this far.
+pub const KEY_LIMIT: u64 = 1 << 30;
 
 /// Block number of the primary superblock.
 pub const SUPERBLOCK_BLOCK: u64 = 0;

@@ -53,10 +53,10 @@ impl Superblock {
                 64 * BLOCK_SIZE
             )));
         }
-        if total_blocks > crate::index::radix::KEY_LIMIT {
+        if total_blocks > KEY_LIMIT {
             return Err(Error::InvalidArgument(format!(
                 "pool size {size} is too large (at most {} bytes)",
-                crate::index::radix::KEY_LIMIT * BLOCK_SIZE
+                KEY_LIMIT * BLOCK_SIZE
             )));
         }
         let per_block = BLOCK_SIZE / INODE_SIZE;
@@ -128,7 +128,7 @@ impl Superblock {
             uuid: b[64..80].try_into().expect("16 bytes"),
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
-        let geometry_ok = sb.total_blocks <= crate::index::radix::KEY_LIMIT
+        let geometry_ok = sb.total_blocks <= KEY_LIMIT
             && sb
                 .total_blocks
                 .checked_mul(BLOCK_SIZE)

@@ -1,7 +1,7 @@
 //! Range locks: who may read or write which bytes of a file.
 //!
 //! Four implementations share one interface so they can be compared on the
-//! same workload (seed 000): a per-file RW lock (NOVA's baseline), an interval
+//! same workload (as in SRL-NOVA (segment range lock)): a per-file RW lock (NOVA's baseline), an interval
 //! list under one mutex (the Linux range-lock baseline), and the segment
 //! range lock (SRL) with its lock words in a flat array or in a radix tree
 //! installed by CAS. `docs/locking.md` describes the protocol.
@@ -12,11 +12,11 @@ mod per_inode;
 mod segment_word;
 mod srl;
 
-pub use big_reader::{BigReaderGuard, BigReaderLock};
-pub use interval::IntervalLock;
-pub use per_inode::PerInodeLock;
+pub(crate) use big_reader::BigReaderLock;
+pub(crate) use interval::IntervalLock;
+pub(crate) use per_inode::PerInodeLock;
 pub use segment_word::SegmentWord;
-pub use srl::{SrlArray, SrlTree};
+pub(crate) use srl::{SrlArray, SrlTree};
 
 use crate::error::{Error, Result};
 

@@ -1,4 +1,4 @@
-//! The segment lock word (seed 000's "slv"): one 32-bit word per segment.
+//! The segment lock word (SRL-NOVA (segment range lock)'s "slv"): one 32-bit word per segment.
 //!
 //! ```text
 //! bit 31      writer holds the segment

@@ -1,5 +1,6 @@
-//! Per-inode logs split into per-CPU sub-logs (seed 003), with commit-marked
-//! entries (seed 000) and fast garbage collection of dead log pages.
+//! Per-inode logs split into per-CPU sub-logs (from NUMA-aware NOVA), with
+//! commit-marked entries (from SRL-NOVA (segment range lock)) and fast
+//! garbage collection of dead log pages.
 //!
 //! An inode's log array (one block) holds up to [`MAX_SUBLOGS`] heads; each
 //! head starts a chain of log pages linked through their footers. A thread
@@ -118,11 +119,6 @@ impl InodeLog {
     /// The block holding the sub-log heads.
     pub fn array_block(&self) -> u64 {
         self.array_block.load(Ordering::Acquire)
-    }
-
-    /// Number of sub-logs.
-    pub fn sublog_count(&self) -> usize {
-        self.sublogs.len()
     }
 
     /// The sub-log the calling thread should append to.

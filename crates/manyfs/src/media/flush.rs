@@ -10,6 +10,7 @@ pub enum FlushInstr {
     /// `clflush`: writes back and evicts; strongly ordered (slowest).
     Clflush,
     /// No cache-line flush available (non-x86); a full fence stands in.
+    #[cfg(not(target_arch = "x86_64"))]
     None,
 }
 
@@ -57,7 +58,6 @@ impl FlushInstr {
                 FlushInstr::Clflush => {
                     std::arch::asm!("clflush [{0}]", in(reg) addr, options(nostack, preserves_flags))
                 }
-                FlushInstr::None => {}
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

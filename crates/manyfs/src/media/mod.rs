@@ -2,15 +2,20 @@
 //!
 //! A pool is a file mapped shared into the process. Nothing outside this
 //! module touches the mapping with raw pointers: the rest of manyfs calls
-//! [`Media::store`], [`Media::nt_copy`], [`Media::flush`], [`Media::fence`] and
-//! the 8-byte atomic accessors, all bounds-checked against the mapping so a
-//! corrupt offset read from the pool becomes an error instead of a wild access.
+//! the media's `store`, `nt_copy`, `flush`, `fence` and the 8-byte atomic
+//! accessors, all bounds-checked against the mapping so a corrupt offset
+//! read from the pool becomes an error instead of a wild access.
+//!
+//! Public here: the durability modes ([`Durability`]) and the
+//! persist-observer seam ([`PersistObserver`], [`MediaView`]) through which
+//! code outside the library (the crash explorer, fault-injection tests)
+//! watches every persistence event of a mount.
 
 mod flush;
-pub mod recorder;
+mod observer;
 
-pub use flush::FlushInstr;
-pub use recorder::Recorder;
+pub(crate) use flush::FlushInstr;
+pub use observer::{MediaView, PersistObserver};
 
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -63,19 +68,17 @@ impl std::fmt::Display for Durability {
 
 /// A shared mapping of one pool file.
 #[derive(Debug)]
-pub struct Media {
+pub(crate) struct Media {
     base: *mut u8,
     len: usize,
     mode: Durability,
     flush: FlushInstr,
     writable: bool,
     path: PathBuf,
-    recorder: Option<Arc<Recorder>>,
+    observer: Option<observer::Attached>,
     /// Set once a durability point failed: the media's state on disk is
     /// unknown from then on, so every later store and sync fails too.
     failed: std::sync::atomic::AtomicBool,
-    /// Test hook: make the next durability points fail as `msync` would.
-    inject_sync_failure: std::sync::atomic::AtomicBool,
     // Held open for the lifetime of the mapping: it carries the flock that
     // keeps a second process from mounting the same pool.
     _file: File,
@@ -176,30 +179,24 @@ impl Media {
             flush: FlushInstr::detect(),
             writable,
             path: path.to_path_buf(),
-            recorder: None,
+            observer: None,
             failed: std::sync::atomic::AtomicBool::new(false),
-            inject_sync_failure: std::sync::atomic::AtomicBool::new(false),
             _file: file,
         })
     }
 
-    /// Record every persistence event from now on (crash explorer). The
-    /// hardware flushes are skipped: the recorder models them.
-    pub fn attach_recorder(&mut self, recorder: Arc<Recorder>) {
-        self.recorder = Some(recorder);
+    /// Report every persistence event from now on to `observer` (crash
+    /// explorer, fault injection). The hardware flushes and fences are
+    /// skipped: the observer models them.
+    pub fn attach_observer(&mut self, observer: Arc<dyn PersistObserver>) {
+        self.observer = Some(observer::Attached(observer));
     }
 
-    /// The attached recorder, if any.
-    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
-        self.recorder.as_ref()
-    }
-
-    fn line(&self, off: u64) -> recorder::Line {
-        let mut l = [0u8; 64];
-        // Lines come from offsets already bounds-checked by the store that
-        // dirtied them.
-        let _ = self.read(off, &mut l);
-        l
+    /// Pass the workload marker `tag` to the attached observer, if any.
+    pub fn note(&self, tag: u64) {
+        if let Some(o) = &self.observer {
+            o.0.on_note(tag, &MediaView::new(self));
+        }
     }
 
     /// Length of the mapping in bytes.
@@ -210,26 +207,6 @@ impl Media {
     /// Whether the mapping is empty (never true for an opened pool).
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The durability mode.
-    pub fn mode(&self) -> Durability {
-        self.mode
-    }
-
-    /// The pool file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The flush instruction in use.
-    pub fn flush_instr(&self) -> FlushInstr {
-        self.flush
-    }
-
-    /// Whether stores are allowed.
-    pub fn is_writable(&self) -> bool {
-        self.writable
     }
 
     fn check(&self, off: u64, len: usize) -> Result<usize> {
@@ -260,11 +237,6 @@ impl Media {
             ));
         }
         Ok(())
-    }
-
-    /// Make durability points fail from now on (tests of error handling).
-    pub fn inject_sync_failure(&self) {
-        self.inject_sync_failure.store(true, Ordering::Relaxed);
     }
 
     /// Whether a durability point has failed.
@@ -299,8 +271,8 @@ impl Media {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
         }
-        if let Some(r) = &self.recorder {
-            r.on_store(off, data.len());
+        if let Some(r) = &self.observer {
+            r.0.on_store(off, data.len());
         }
         Ok(())
     }
@@ -311,8 +283,8 @@ impl Media {
         let start = self.check(off, len)?;
         // SAFETY: bounds checked above.
         unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
-        if let Some(r) = &self.recorder {
-            r.on_store(off, len);
+        if let Some(r) = &self.observer {
+            r.0.on_store(off, len);
         }
         Ok(())
     }
@@ -323,12 +295,12 @@ impl Media {
     pub fn nt_copy(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, data.len())?;
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.observer {
             // SAFETY: bounds checked above; source is a distinct allocation.
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
             }
-            r.on_nt_store(off, data.len());
+            r.0.on_nt_store(off, data.len());
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
@@ -360,8 +332,8 @@ impl Media {
     /// Write back every cache line overlapping `[off, off+len)`.
     pub fn flush(&self, off: u64, len: usize) -> Result<()> {
         let start = self.check(off, len)?;
-        if let Some(r) = &self.recorder {
-            r.on_flush(off, len);
+        if let Some(r) = &self.observer {
+            r.0.on_flush(off, len);
             return Ok(());
         }
         if self.mode == Durability::Dram || len == 0 {
@@ -380,8 +352,8 @@ impl Media {
 
     /// Order earlier flushes and non-temporal stores before later stores.
     pub fn fence(&self) {
-        if let Some(r) = &self.recorder {
-            r.on_fence(|l| self.line(l));
+        if let Some(r) = &self.observer {
+            r.0.on_fence(&MediaView::new(self));
             return;
         }
         if self.mode != Durability::Dram {
@@ -420,8 +392,8 @@ impl Media {
     pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
         self.check_writable()?;
         self.atomic_u64(off)?.store(value, Ordering::Release);
-        if let Some(r) = &self.recorder {
-            r.on_store(off, 8);
+        if let Some(r) = &self.observer {
+            r.0.on_store(off, 8);
         }
         Ok(())
     }
@@ -434,12 +406,9 @@ impl Media {
             return Ok(());
         }
         let start = self.check(off, len)?;
-        if self.inject_sync_failure.load(Ordering::Relaxed) {
+        if let Some(Err(e)) = self.observer.as_ref().map(|o| o.0.on_sync(off, len)) {
             self.failed.store(true, Ordering::Relaxed);
-            return Err(Error::io(
-                format!("msync {} (injected)", self.path.display()),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
+            return Err(Error::io(format!("msync {}", self.path.display()), e));
         }
         let page = page_size();
         let aligned = start & !(page - 1);
@@ -551,7 +520,7 @@ mod tests {
         let (_d, m) = pool(Durability::File);
         m.store(0, &[1u8; 256]).unwrap();
         let detected = FlushInstr::detect();
-        for instr in [FlushInstr::Clflush, detected, FlushInstr::None] {
+        for instr in [FlushInstr::Clflush, detected] {
             // SAFETY: offset 0 of a live mapping.
             unsafe { instr.flush_line(m.base) };
             instr.store_fence();

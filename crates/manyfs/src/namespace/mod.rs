@@ -13,40 +13,10 @@ pub mod journal;
 use crate::core::FsCore;
 use crate::error::{Error, Result};
 use crate::inode::Inode;
+use crate::inode::{Child, DirState};
 use crate::layout::*;
-use parking_lot::RwLock;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-
-/// One name in a directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Child {
-    /// Inode number.
-    pub ino: u64,
-    /// Inode generation.
-    pub generation: u32,
-    /// Inode kind.
-    pub kind: FileKind,
-}
-
-/// A directory's entries and its entry sequence.
-#[derive(Debug, Default)]
-pub struct DirState {
-    /// Name -> inode, sorted (readdir order is stable).
-    pub entries: BTreeMap<Vec<u8>, Child>,
-    /// Sequence of the newest entry in the directory's log.
-    pub seq: u64,
-    /// Entries in the directory's log, live or not (compaction trigger).
-    pub log_entries: u64,
-}
-
-/// DRAM state of a directory.
-#[derive(Debug, Default)]
-pub struct DirData {
-    /// Entries under a reader-writer lock.
-    pub state: RwLock<DirState>,
-}
 
 const S_ISGID: u32 = 0o2000;
 const S_ISVTX: u32 = 0o1000;

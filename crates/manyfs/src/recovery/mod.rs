@@ -15,13 +15,15 @@
 //!    marked; a block reached twice is corruption. Everything else is free,
 //!    and every unreached inode number is free.
 
+pub(crate) mod mount;
+
 use crate::error::{Error, Result};
+use crate::inode::{Child, DirState};
 use crate::layout::*;
 use crate::log::scan::{ScannedSublog, check_block, scan_log};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
-use crate::namespace::{Child, DirState};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Largest sequence or page version recovery accepts: far beyond what any
@@ -167,10 +169,6 @@ impl BlockBitmap {
     /// Number of bits.
     pub fn len(&self) -> u64 {
         self.len
-    }
-    /// Whether there are no bits.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
     /// Bit `i`.
     pub fn get(&self, i: u64) -> bool {

@@ -1,7 +1,8 @@
 //! The crash-state explorer.
 //!
 //! A workload runs on a pool whose media records every store, flush and
-//! fence ([`crate::media::Recorder`]). Replaying the events, the explorer
+//! fence ([`Recorder`], attached through the library's
+//! [`manyfs::media::PersistObserver`] seam). Replaying the events, the explorer
 //! rebuilds, at every fence and between operations, the images a power cut
 //! could leave: nothing in flight persisted, all of it, every subset when few
 //! lines are in flight, singletons, all-but-one and random subsets when many
@@ -16,14 +17,14 @@
 //! A sample of images is also recovered with recording on, and every image a
 //! crash *during recovery* could leave must come back to the same state.
 
+pub mod recorder;
 mod workloads;
 
+pub use recorder::Recorder;
 pub use workloads::{Op, Workload, ace_workloads, concurrent_workloads, random_workloads};
 
-use crate::error::{Error, Result};
-use crate::media::Recorder;
-use crate::media::recorder::{Event, Line, apply};
-use crate::{Durability, FileKind, Fs, MkfsOptions, MountOptions};
+use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
+use recorder::{Event, Line, apply};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -462,7 +463,7 @@ fn check_recovery_crashes(
         durability: Durability::Dram,
         ..Default::default()
     };
-    let fs = Fs::mount_recorded(&copy, &opts, Some(rec.clone()))?;
+    let fs = Fs::mount_observed(&copy, &opts, rec.clone())?;
     let recovered = snapshot(&fs)?;
     drop(fs);
     let events = rec.take_events();
@@ -523,17 +524,17 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let base = std::fs::read(&pool).map_err(|e| Error::io("read pool", e))?;
     let rec = Arc::new(Recorder::new());
     rec.drop_short_flushes(cfg.planted_bug);
-    let fs = Fs::mount_recorded(&pool, &opts, Some(rec.clone()))?;
+    let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
     match &w.concurrent {
         None => {
             let mut models = vec![snapshot(&fs)?];
             for (i, op) in w.ops.iter().enumerate() {
-                fs.record_marker(OP_START | i as u64);
+                fs.note(OP_START | i as u64);
                 let _ = op.apply(&fs);
                 models.push(snapshot(&fs)?);
-                fs.record_marker(OP_END | i as u64);
+                fs.note(OP_END | i as u64);
                 stats.operations += 1;
             }
             drop(fs);

@@ -14,6 +14,7 @@
 //! - Only aligned 8-byte stores are failure-atomic: the explorer may persist
 //!   any mix of an in-flight line's 8-byte words.
 
+use manyfs::media::{MediaView, PersistObserver};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::thread::ThreadId;
@@ -41,7 +42,8 @@ struct State {
     drop_short_flushes: bool,
 }
 
-/// Records the persistence events of one [`crate::media::Media`].
+/// Records the persistence events of one mounted pool (attach it with
+/// [`manyfs::Fs::mount_observed`]).
 #[derive(Default)]
 pub struct Recorder {
     state: Mutex<State>,
@@ -179,4 +181,29 @@ pub fn by_block(lines: &[(u64, Line)]) -> BTreeMap<u64, usize> {
         *m.entry(off / 4096).or_default() += 1;
     }
     m
+}
+
+impl PersistObserver for Recorder {
+    fn on_store(&self, off: u64, len: usize) {
+        Recorder::on_store(self, off, len);
+    }
+
+    fn on_nt_store(&self, off: u64, len: usize) {
+        Recorder::on_nt_store(self, off, len);
+    }
+
+    fn on_flush(&self, off: u64, len: usize) {
+        Recorder::on_flush(self, off, len);
+    }
+
+    fn on_fence(&self, media: &MediaView<'_>) {
+        Recorder::on_fence(self, |l| media.line(l));
+    }
+
+    /// Record the marker `tag`, then a crash point (the state a power cut
+    /// right after the marker leaves).
+    fn on_note(&self, tag: u64, media: &MediaView<'_>) {
+        self.note(tag);
+        self.crash_point(|l| media.line(l));
+    }
 }

@@ -1,9 +1,13 @@
 //! The DRAM side of an inode: attributes, log, and file or directory state.
 
-use crate::file::FileData;
+mod dir_data;
+mod file_data;
+
+pub(crate) use dir_data::{Child, DirData, DirState};
+pub(crate) use file_data::FileData;
+
 use crate::layout::FileKind;
 use crate::log::InodeLog;
-use crate::namespace::DirData;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use parking_lot::Mutex;
 

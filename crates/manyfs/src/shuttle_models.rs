@@ -2,10 +2,9 @@
 //! compiled with `--features shuttle`, which swaps its atomics (and parking)
 //! for shuttle's, so these run the real lock-word, radix-install and
 //! big-reader code under thousands of randomised and PCT schedules.
-#![cfg(feature = "shuttle")]
 
-use manyfs::index::radix::CasRadix;
-use manyfs::lock::{Access, BigReaderLock, RangeGuard, RangeLock, SegmentWord, SrlTree};
+use crate::index::radix::CasRadix;
+use crate::lock::{Access, BigReaderLock, RangeGuard, RangeLock, SegmentWord, SrlTree};
 use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use shuttle::thread;
@@ -171,10 +170,10 @@ fn big_reader_lock_excludes_truncate_from_io() {
 }
 
 mod log_append {
-    use manyfs::layout::{BLOCK_SIZE, Entry, FileKind, Superblock};
-    use manyfs::log::scan::scan_log;
-    use manyfs::log::{InodeLog, LogSpace};
-    use manyfs::media::{Durability, Media};
+    use crate::layout::{BLOCK_SIZE, Entry, FileKind, Superblock};
+    use crate::log::scan::scan_log;
+    use crate::log::{InodeLog, LogSpace};
+    use crate::media::{Durability, Media};
     use shuttle::sync::atomic::AtomicU32;
     use shuttle::thread;
     use std::sync::Arc;
@@ -190,12 +189,12 @@ mod log_append {
         fn media(&self) -> &Media {
             &self.media
         }
-        fn alloc_meta_block(&self) -> manyfs::Result<u64> {
+        fn alloc_meta_block(&self) -> crate::Result<u64> {
             self.free
                 .lock()
                 .unwrap()
                 .pop()
-                .ok_or(manyfs::Error::NoSpace("test"))
+                .ok_or(crate::Error::NoSpace("test"))
         }
         fn free_blocks(&self, first: u64, count: u64) {
             self.free.lock().unwrap().extend(first..first + count);

@@ -3,7 +3,7 @@
 //! sequences, and concurrent writers to one file.
 
 use super::WRITE_RETURNED;
-use crate::{Fs, OpenOptions, Result};
+use manyfs::{Fs, OpenOptions, Result};
 
 /// One file-system operation of a workload.
 #[derive(Debug, Clone)]
@@ -266,7 +266,7 @@ impl Concurrent {
                             let mut buf = vec![0u8; n as usize * BLOCK];
                             Self::fill(t, seq, first, &mut buf);
                             f.write_at(&buf, (t * self.region + first) * BLOCK as u64)?;
-                            fs.record_marker(WRITE_RETURNED | (t << 32) | seq);
+                            fs.note(WRITE_RETURNED | (t << 32) | seq);
                         }
                         Ok(())
                     })
@@ -275,7 +275,7 @@ impl Concurrent {
             for h in handles {
                 h.join().expect("writer")?;
             }
-            Ok::<(), crate::Error>(())
+            Ok::<(), manyfs::Error>(())
         })?;
         Ok(self.threads * self.writes)
     }

@@ -1,6 +1,6 @@
 //! The crash-state explorer over ACE-style, random and concurrent workloads.
 
-use manyfs::crashtest::{self, Config, Stats};
+use manyfs_crashtest::{self as crashtest, Config, Stats};
 use std::time::Instant;
 
 fn min_images() -> u64 {

@@ -1,0 +1,404 @@
+//! [`Fs`]: mounting, unmounting and the path-level calls, shaped like
+//! `std::fs`.
+
+use super::*;
+use crate::core::FsCore;
+use crate::error::{Error, Result};
+use crate::file::{self};
+use crate::inode::Inode;
+use crate::layout::*;
+use crate::media::Media;
+use crate::namespace::{self, NewNode};
+use crate::options::{MkfsOptions, MountOptions};
+use crate::recovery::{self};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// A mounted manyfs pool. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Fs {
+    pub(super) core: Arc<FsCore>,
+}
+
+impl Fs {
+    /// Create a pool file at `pool` and mount it.
+    pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
+        mount.validate()?;
+        let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
+        {
+            let media = Media::create(pool, mkfs.size, mount.durability)?;
+            crate::layout::format::format(&media, &sb)?;
+        }
+        Fs::mount(pool, mount)
+    }
+
+    /// Mount an existing pool, rebuilding DRAM state from the media.
+    pub fn mount(pool: &Path, opts: &MountOptions) -> Result<Fs> {
+        Self::mount_with(pool, opts, None)
+    }
+
+    /// Mount with every persistence event (recovery's included) reported to
+    /// `observer` (see [`crate::media::PersistObserver`]): the crash explorer
+    /// and fault-injection tests use this.
+    pub fn mount_observed(
+        pool: &Path,
+        opts: &MountOptions,
+        observer: Arc<dyn crate::media::PersistObserver>,
+    ) -> Result<Fs> {
+        Self::mount_with(pool, opts, Some(observer))
+    }
+
+    fn mount_with(
+        pool: &Path,
+        opts: &MountOptions,
+        observer: Option<Arc<dyn crate::media::PersistObserver>>,
+    ) -> Result<Fs> {
+        opts.validate()?;
+        let mut media = Media::open(pool, opts.durability, !opts.read_only)?;
+        if let Some(o) = observer {
+            media.attach_observer(o);
+        }
+        let rebuilt = recovery::rebuild(&media)?;
+        let core = recovery::mount::build_core(media, rebuilt, opts.clone())?;
+        Ok(Fs {
+            core: Arc::new(core),
+        })
+    }
+
+    /// Make everything durable and unmount (also happens when the last
+    /// handle is dropped, without the error report).
+    pub fn unmount(self) -> Result<()> {
+        self.core.sync()
+    }
+
+    /// With an observer attached ([`Fs::mount_observed`]): pass it the
+    /// workload marker `tag` ([`crate::media::PersistObserver::on_note`]).
+    /// Without one: nothing.
+    pub fn note(&self, tag: u64) {
+        self.core.media.note(tag);
+    }
+
+    /// Mount options in force.
+    pub fn options(&self) -> &MountOptions {
+        &self.core.opts
+    }
+
+    /// Make all written data durable (a durability point in `file` mode).
+    pub fn sync(&self) -> Result<()> {
+        self.core.sync()
+    }
+
+    /// Space and inode usage.
+    pub fn statfs(&self) -> StatFs {
+        let sb = &self.core.sb;
+        StatFs {
+            block_size: BLOCK_SIZE,
+            total_blocks: sb.total_blocks - sb.data_start,
+            free_blocks: self.core.blocks.free_blocks(),
+            total_inodes: sb.inode_count - 2,
+            free_inodes: self.core.inode_numbers.free_count(),
+            name_max: MAX_NAME_LEN as u64,
+        }
+    }
+
+    pub(super) fn meta(&self, inode: &Inode) -> Metadata {
+        let a = inode.attrs.lock().clone();
+        let (size, blocks, mtime) = match (&inode.file, &inode.dir) {
+            (Some(f), _) => (
+                f.size(),
+                file::allocated_bytes(f) / 512,
+                a.mtime_ns.max(inode.log.last_mtime_ns()),
+            ),
+            (None, Some(d)) => (d.state.read().entries.len() as u64 * 32, 8, a.mtime_ns),
+            _ => (0, 0, a.mtime_ns),
+        };
+        Metadata {
+            ino: inode.ino,
+            generation: inode.generation,
+            kind: inode.kind,
+            size,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            nlink: a.nlink,
+            atime: from_ns(a.atime_ns),
+            mtime: from_ns(mtime),
+            ctime: from_ns(a.ctime_ns.max(mtime)),
+            blocks,
+        }
+    }
+
+    // ---- path API ----------------------------------------------------------
+
+    /// Open a file by path.
+    pub fn open(&self, path: impl AsRef<Path>, opts: &OpenOptions) -> Result<File> {
+        opts.open(self, path)
+    }
+
+    /// Attributes, following a final symlink.
+    pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
+        Ok(self.meta(&i))
+    }
+
+    /// Attributes, not following a final symlink.
+    pub fn symlink_metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), false)?;
+        Ok(self.meta(&i))
+    }
+
+    fn parent_of(&self, path: &Path) -> Result<namespace::Split> {
+        namespace::resolve_parent(&self.core, path_bytes(path))
+    }
+
+    /// Split `path` for creating a non-directory under its last name:
+    /// `.`/`..` exist already, and a trailing slash promises a directory
+    /// that will not be made.
+    fn parent_for_new_file(&self, path: &Path) -> Result<namespace::Split> {
+        let split = self.parent_of(path)?;
+        let shown = || path.display().to_string();
+        if split.is_dot() {
+            return Err(Error::Exists(shown()));
+        }
+        if split.trailing_slash {
+            return Err(
+                match namespace::lookup(&self.core, &split.dir, &split.name) {
+                    Ok(_) => Error::Exists(shown()),
+                    Err(Error::NotFound(_)) => Error::NotFound(shown()),
+                    Err(e) => e,
+                },
+            );
+        }
+        Ok(split)
+    }
+
+    pub(super) fn ctx(e: Error, path: &Path) -> Error {
+        e.with_subject(&path.display().to_string())
+    }
+
+    /// Create a directory (mode 0o755).
+    pub fn create_dir(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = path.as_ref();
+        let split = self.parent_of(p)?;
+        if split.is_dot() {
+            return Err(Error::Exists(p.display().to_string()));
+        }
+        namespace::create(
+            &self.core,
+            &split.dir,
+            &split.name,
+            NewNode::Dir,
+            0o755,
+            0,
+            0,
+        )
+        .map(|_| ())
+        .map_err(|e| Self::ctx(e, p))
+    }
+
+    /// Create a directory and any missing parents.
+    pub fn create_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = path.as_ref();
+        let mut cur = PathBuf::from("/");
+        for comp in p.components() {
+            if let std::path::Component::Normal(c) = comp {
+                cur.push(c);
+                match self.create_dir(&cur) {
+                    Ok(()) => {}
+                    Err(Error::Exists(_)) if self.metadata(&cur)?.is_dir() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove an empty directory.
+    pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = path.as_ref();
+        let split = self.parent_of(p)?;
+        namespace::rmdir(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
+    }
+
+    /// Remove a file or symlink.
+    pub fn remove_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = path.as_ref();
+        let split = self.parent_of(p)?;
+        if split.is_dot() {
+            return Err(Error::IsDir(p.display().to_string()));
+        }
+        if split.trailing_slash {
+            // "name/" means the directory `name` resolves to: unlink refuses
+            // a directory, and anything else is not one.
+            let target = namespace::resolve(&self.core, path_bytes(p), true);
+            return Err(match target {
+                Ok(i) if i.is_dir() => Error::IsDir(p.display().to_string()),
+                Ok(_) => Error::NotDir(p.display().to_string()),
+                Err(e) => e,
+            });
+        }
+        namespace::unlink(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
+    }
+
+    /// Rename, replacing a compatible target.
+    pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
+        let (f, t) = (from.as_ref(), to.as_ref());
+        let src = self.parent_of(f)?;
+        let dst = self.parent_of(t)?;
+        if src.is_dot() || dst.is_dot() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot rename {} to {}: \".\" and \"..\" cannot be renamed",
+                f.display(),
+                t.display()
+            )));
+        }
+        if src.trailing_slash || dst.trailing_slash {
+            // A trailing slash on either name says the source is a directory.
+            let moving =
+                namespace::lookup(&self.core, &src.dir, &src.name).map_err(|e| Self::ctx(e, f))?;
+            if !moving.is_dir() {
+                return Err(Error::NotDir(f.display().to_string()));
+            }
+        }
+        namespace::rename(
+            &self.core, &src.dir, &src.name, &dst.dir, &dst.name, false, None,
+        )
+        .map_err(|e| Self::ctx(e, f))
+    }
+
+    /// Create a hard link `dst` to `src`.
+    pub fn hard_link(&self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> Result<()> {
+        let (s, d) = (src.as_ref(), dst.as_ref());
+        let inode = namespace::resolve(&self.core, path_bytes(s), false)?;
+        let split = self.parent_for_new_file(d)?;
+        namespace::link(&self.core, &inode, &split.dir, &split.name).map_err(|e| Self::ctx(e, d))
+    }
+
+    /// Create a symlink `link` pointing at `target`.
+    pub fn symlink(&self, target: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
+        let l = link.as_ref();
+        check_symlink_target(path_bytes(target.as_ref()))?;
+        let split = self.parent_for_new_file(l)?;
+        self.symlink_at(
+            split.dir.ino,
+            OsStr::from_bytes(&split.name),
+            target.as_ref(),
+            0,
+            0,
+        )
+        .map(|_| ())
+        .map_err(|e| Self::ctx(e, l))
+    }
+
+    /// Target of a symlink.
+    pub fn read_link(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), false)?;
+        self.readlink_ino(i.ino)
+    }
+
+    /// Entries of a directory, sorted by name.
+    pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<Vec<DirEntry>> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
+        if !i.is_dir() {
+            return Err(Error::NotDir(path.as_ref().display().to_string()));
+        }
+        self.readdir_ino(i.ino)
+    }
+
+    /// Change permission bits.
+    pub fn set_permissions(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
+        self.setattr(
+            i.ino,
+            &SetAttr {
+                mode: Some(mode),
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Change access and modification times.
+    pub fn set_times(
+        &self,
+        path: impl AsRef<Path>,
+        atime: SystemTime,
+        mtime: SystemTime,
+    ) -> Result<()> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
+        self.setattr(
+            i.ino,
+            &SetAttr {
+                atime: Some(atime),
+                mtime: Some(mtime),
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Truncate or extend the file at `path`.
+    pub fn set_len(&self, path: impl AsRef<Path>, len: u64) -> Result<()> {
+        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
+        self.setattr(
+            i.ino,
+            &SetAttr {
+                size: Some(len),
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Read a whole file.
+    pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let f = OpenOptions::new().read(true).open(self, path)?;
+        let len = f.metadata()?.size as usize;
+        let mut buf = vec![0u8; len];
+        let n = f.read_at(&mut buf, 0)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Create or replace a file with `data`.
+    pub fn write(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(self, path)?;
+        f.write_all_at(data, 0)
+    }
+
+    /// Rebuild the file system from the media, as a fresh mount would, and
+    /// compare it with the live DRAM state: same names, sizes, link counts,
+    /// page mappings and free space. Returns the differences (empty when
+    /// consistent). Quiesce writers first for an exact comparison.
+    pub fn verify(&self) -> Result<Vec<String>> {
+        let rebuilt = recovery::rebuild(&self.core.media)?;
+        Ok(crate::fsck::verify::compare(&self.core, &rebuilt))
+    }
+
+    /// The pool's superblock as mounted (geometry and format, for
+    /// `manyfs inspect`).
+    pub fn superblock(&self) -> crate::layout::Superblock {
+        self.core.sb.clone()
+    }
+
+    /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).
+    pub fn usage(&self) -> (u64, u64, u64) {
+        let mut logs = 0;
+        let mut data = 0;
+        let inodes = self.core.all_inodes();
+        for i in &inodes {
+            logs += i.log.page_count() as u64;
+            if let Some(f) = &i.file {
+                data += f.index.mapped().len() as u64;
+            }
+        }
+        (inodes.len() as u64, logs, data)
+    }
+}

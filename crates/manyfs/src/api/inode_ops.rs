@@ -1,0 +1,184 @@
+//! The inode-level API: calls by inode number and (parent, name), as the
+//! kernel's FUSE protocol asks them. The FUSE adapter (`manyfs-fuse`) is
+//! built on these; programs linking manyfs normally use the path-level
+//! calls of [`Fs`] instead.
+
+use super::*;
+use crate::error::{Error, Result};
+use crate::file::{self, AttrChange};
+use crate::layout::*;
+use crate::namespace::{self, NewNode};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+impl Fs {
+    /// Look `name` up in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Metadata> {
+        let dir = self.core.get(parent)?;
+        let child = namespace::lookup(&self.core, &dir, name.as_bytes())?;
+        Ok(self.meta(&child))
+    }
+
+    /// Attributes of inode `ino`.
+    pub fn stat(&self, ino: u64) -> Result<Metadata> {
+        let i = self.core.get(ino)?;
+        Ok(self.meta(&i))
+    }
+
+    /// Create a regular file (fails with `Exists` if the name is taken).
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
+        self.make(parent, name, NewNode::File, mode, uid, gid)
+    }
+
+    /// Create a directory.
+    pub fn mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
+        self.make(parent, name, NewNode::Dir, mode, uid, gid)
+    }
+
+    fn make(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        node: NewNode<'_>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
+        let dir = self.core.get(parent)?;
+        let i = namespace::create(&self.core, &dir, name.as_bytes(), node, mode, uid, gid)?;
+        Ok(self.meta(&i))
+    }
+
+    /// Create a symbolic link `name` -> `target`.
+    pub fn symlink_at(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &Path,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
+        let t = path_bytes(target);
+        check_symlink_target(t)?;
+        self.make(parent, name, NewNode::Symlink(t), 0o777, uid, gid)
+    }
+
+    /// Add the name `new_name` in `new_parent` for inode `ino`.
+    pub fn link_at(&self, ino: u64, new_parent: u64, new_name: &OsStr) -> Result<Metadata> {
+        let inode = self.core.get(ino)?;
+        let dir = self.core.get(new_parent)?;
+        namespace::link(&self.core, &inode, &dir, new_name.as_bytes())?;
+        Ok(self.meta(&inode))
+    }
+
+    /// Remove a non-directory name.
+    pub fn unlink_at(&self, parent: u64, name: &OsStr) -> Result<()> {
+        let dir = self.core.get(parent)?;
+        namespace::unlink(&self.core, &dir, name.as_bytes(), None)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir_at(&self, parent: u64, name: &OsStr) -> Result<()> {
+        let dir = self.core.get(parent)?;
+        namespace::rmdir(&self.core, &dir, name.as_bytes(), None)
+    }
+
+    /// Rename, replacing a compatible target unless `no_replace`.
+    pub fn rename_at(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        new_parent: u64,
+        new_name: &OsStr,
+        no_replace: bool,
+    ) -> Result<()> {
+        let src = self.core.get(parent)?;
+        let dst = self.core.get(new_parent)?;
+        namespace::rename(
+            &self.core,
+            &src,
+            name.as_bytes(),
+            &dst,
+            new_name.as_bytes(),
+            no_replace,
+            None,
+        )
+    }
+
+    /// Target of symlink `ino`.
+    pub fn readlink_ino(&self, ino: u64) -> Result<PathBuf> {
+        let inode = self.core.get(ino)?;
+        let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
+        Ok(PathBuf::from(OsString::from_vec(namespace::read_link(
+            &self.core, &inode,
+        )?)))
+    }
+
+    /// Entries of directory `ino` (without `.` and `..`), sorted by name.
+    pub fn readdir_ino(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let dir = self.core.get(ino)?;
+        Ok(namespace::list(&dir)?
+            .into_iter()
+            .map(|(name, c)| DirEntry {
+                name: OsString::from_vec(name),
+                ino: c.ino,
+                kind: c.kind,
+            })
+            .collect())
+    }
+
+    /// Change attributes (chmod, chown, truncate, utimes).
+    pub fn setattr(&self, ino: u64, attr: &SetAttr) -> Result<Metadata> {
+        let inode = self.core.get(ino)?;
+        let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
+        if let Some(size) = attr.size {
+            if inode.kind == FileKind::Dir {
+                return Err(Error::IsDir(format!("inode {ino}")));
+            }
+            file::set_len(&self.core, &inode, size)?;
+        }
+        let change = AttrChange {
+            mode: attr.mode,
+            uid: attr.uid,
+            gid: attr.gid,
+            atime_ns: attr.atime.map(to_ns),
+            mtime_ns: attr.mtime.map(to_ns),
+        };
+        if change.mode.is_some()
+            || change.uid.is_some()
+            || change.gid.is_some()
+            || change.atime_ns.is_some()
+            || change.mtime_ns.is_some()
+        {
+            file::set_attrs(&self.core, &inode, &change)?;
+        }
+        Ok(self.meta(&inode))
+    }
+
+    /// Open inode `ino` for reading and/or writing.
+    pub fn open_ino(&self, ino: u64, read: bool, write: bool) -> Result<File> {
+        let inode = self.core.get(ino)?;
+        if inode.kind == FileKind::Dir && write {
+            return Err(Error::IsDir(format!("inode {ino}")));
+        }
+        if write {
+            self.core.check_writable()?;
+        }
+        File::new(self.core.clone(), inode, read, write, false)
+    }
+}

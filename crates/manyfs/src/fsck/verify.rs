@@ -1,0 +1,80 @@
+//! Comparing live DRAM state with a fresh rebuild from the media
+//! ([`crate::Fs::verify`]).
+
+use crate::core::FsCore;
+use crate::recovery::Rebuilt;
+use std::sync::atomic::Ordering;
+
+pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let live = core.all_inodes();
+    let live_reachable: Vec<_> = live.iter().filter(|i| i.nlink() > 0).collect();
+    if live_reachable.len() != rebuilt.inodes.len() {
+        diffs.push(format!(
+            "{} reachable inodes in memory, {} rebuilt from media",
+            live_reachable.len(),
+            rebuilt.inodes.len()
+        ));
+    }
+    for inode in live_reachable {
+        let Some(node) = rebuilt.inodes.get(&inode.ino) else {
+            diffs.push(format!("inode {} missing from media", inode.ino));
+            continue;
+        };
+        if node.nlink != inode.nlink() {
+            diffs.push(format!(
+                "inode {}: nlink {} in memory, {} on media",
+                inode.ino,
+                inode.nlink(),
+                node.nlink
+            ));
+        }
+        if let (Some(f), Some(fs)) = (&inode.file, &node.file) {
+            if f.size() != fs.size {
+                diffs.push(format!(
+                    "inode {}: size {} in memory, {} on media",
+                    inode.ino,
+                    f.size(),
+                    fs.size
+                ));
+            }
+            let mem: Vec<(u64, u64)> = f
+                .index
+                .mapped()
+                .into_iter()
+                .map(|(p, m)| (p, m.block))
+                .collect();
+            let media: Vec<(u64, u64)> = fs.pages.iter().map(|(&p, &(b, _, _))| (p, b)).collect();
+            if mem != media {
+                diffs.push(format!(
+                    "inode {}: page map differs ({} pages in memory, {} on media)",
+                    inode.ino,
+                    mem.len(),
+                    media.len()
+                ));
+            }
+        }
+        if let (Some(d), Some(ds)) = (&inode.dir, &node.dir)
+            && d.state.read().entries != ds.entries
+        {
+            diffs.push(format!("directory {}: entries differ", inode.ino));
+        }
+    }
+    // Orphans still open in memory hold space the media no longer reaches.
+    let open_orphans: u64 = live
+        .iter()
+        .filter(|i| i.nlink() == 0 && !i.freed.load(Ordering::Acquire))
+        .map(|i| {
+            i.log.owned_blocks().len() as u64
+                + i.file.as_ref().map_or(0, |f| f.index.mapped().len() as u64)
+        })
+        .sum();
+    let free_mem = core.blocks.free_blocks();
+    let free_media = (rebuilt.data_blocks() - rebuilt.used_blocks()).saturating_sub(open_orphans);
+    if free_mem != free_media {
+        diffs.push(format!(
+            "free blocks: {free_mem} in memory, {free_media} rebuilt from media"
+        ));
+    }
+    diffs
+}

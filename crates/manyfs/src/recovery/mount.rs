@@ -1,0 +1,155 @@
+//! Mount-time rebuild of DRAM state from what recovery read: allocators,
+//! inodes, indexes and directories; then, on a writable mount, voiding
+//! abandoned group entries, zeroing torn tails and redoing an interrupted
+//! rename.
+
+use crate::alloc::{BlockAllocator, InodeAllocator};
+use crate::core::FsCore;
+use crate::error::Result;
+use crate::index::PageMapping;
+use crate::inode::{Attrs, Inode};
+use crate::layout::*;
+use crate::log::{LogSpace, loc_page};
+use crate::media::Media;
+use crate::namespace::{self};
+use crate::options::MountOptions;
+use crate::recovery::Rebuilt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> Result<FsCore> {
+    let sb = rebuilt.sb.clone();
+    let writable = !opts.read_only;
+    if rebuilt.primary_superblock_damaged && writable {
+        let enc = sb.encode();
+        media.store(0, &enc)?;
+        media.persist(0, enc.len())?;
+    }
+    let mut core = FsCore::new(media, sb.clone(), opts);
+    let pools = crate::cpu::count();
+    let blocks = BlockAllocator::new(sb.data_start, sb.total_blocks, pools);
+    for (s, n) in rebuilt.free_extents() {
+        blocks.free(s, n);
+    }
+    let free_inos = (ROOT_INO + 1..sb.inode_count).filter(|i| !rebuilt.inodes.contains_key(i));
+    core.set_allocators(blocks, InodeAllocator::new(free_inos, pools));
+
+    let mut voids = Vec::new();
+    let mut tails = Vec::new();
+    for (&ino, node) in &rebuilt.inodes {
+        let sublogs = node
+            .sublogs
+            .iter()
+            .map(|s| {
+                voids.extend(s.incomplete.iter().copied());
+                if let Some(&last) = s.pages.last() {
+                    tails.push((last, s.next_slot));
+                }
+                (s.index, s.to_sublog())
+            })
+            .collect();
+        let attrs = Attrs {
+            mode: node.mode,
+            uid: node.uid,
+            gid: node.gid,
+            atime_ns: node.atime_ns,
+            mtime_ns: node.mtime_ns,
+            ctime_ns: node.ctime_ns,
+            nlink: node.nlink,
+        };
+        let inode = core.make_inode(ino, &node.record, attrs, sublogs);
+        inode.attr_seq.store(node.attr_seq, Ordering::Release);
+        inode
+            .attr_entries
+            .store(node.attr_entries, Ordering::Relaxed);
+        inode.parent.store(node.parent, Ordering::Release);
+        for (&page, &n) in &node.live {
+            if let Some(c) = core.live_counter(page) {
+                c.store(n, Ordering::Relaxed);
+            }
+        }
+        if let (Some(f), Some(fs)) = (&inode.file, &node.file) {
+            for (&pg, &(block, entry, version)) in &fs.pages {
+                f.index.slot(pg).set(PageMapping {
+                    block,
+                    entry,
+                    version,
+                });
+            }
+            f.size.store(fs.size, Ordering::Release);
+            *f.size_definer.lock() = fs.size_definer;
+        }
+        if let (Some(d), Some(ds)) = (&inode.dir, &node.dir) {
+            let mut st = d.state.write();
+            st.entries = ds.entries.clone();
+            st.seq = ds.seq;
+            st.log_entries = ds.log_entries;
+        }
+        core.insert(Arc::new(inode));
+    }
+    if writable {
+        // Void abandoned group entries so later appends cannot complete them.
+        for (loc, _) in voids {
+            let at = loc_page(loc) * BLOCK_SIZE + crate::log::loc_slot(loc) * SLOT_SIZE + 56;
+            core.media
+                .store_u64(at, u64::from(crate::log::VOID_MAGIC) << 32)?;
+            core.media.flush(at, 8)?;
+        }
+        // Clear whatever an interrupted append left past each tail.
+        for (page, next_slot) in tails {
+            let off = page * BLOCK_SIZE + next_slot * SLOT_SIZE;
+            let len =
+                ((ENTRY_SLOTS_PER_PAGE - next_slot.min(ENTRY_SLOTS_PER_PAGE)) * SLOT_SIZE) as usize;
+            if len > 0 && core.media.read_vec(off, len)?.iter().any(|&b| b != 0) {
+                core.media.zero(off, len)?;
+                core.media.flush(off, len)?;
+            }
+        }
+        core.media.fence();
+        if let Some(rec) = &rebuilt.pending_rename {
+            redo_rename(&core, rec)?;
+        }
+        core.media.sync_all()?;
+    }
+    Ok(core)
+}
+
+fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<()> {
+    // Both entries are idempotent: adding a name that is there replaces it
+    // with itself; removing a name that is gone (or names another inode) is
+    // ignored by replay.
+    // The replay applied the rename to whichever of the two directories is
+    // reachable; persist exactly that.
+    if let Ok(dst) = core.get(rec.dst_dir)
+        && dst.is_dir()
+    {
+        append_dir_entry(core, &dst, &|seq| Entry::DirAdd {
+            seq,
+            ino: rec.ino,
+            generation: rec.generation,
+            kind: rec.kind,
+            txid: rec.txid,
+            name: rec.dst_name.clone(),
+        })?;
+    }
+    if let Ok(src) = core.get(rec.src_dir)
+        && src.is_dir()
+    {
+        append_dir_entry(core, &src, &|seq| Entry::DirRemove {
+            seq,
+            ino: rec.ino,
+            txid: rec.txid,
+            name: rec.src_name.clone(),
+        })?;
+    }
+    namespace::journal::finish(&core.media)
+}
+
+fn append_dir_entry(core: &FsCore, dir: &Inode, make: &dyn Fn(u64) -> Entry) -> Result<()> {
+    let d = dir.dir()?;
+    let mut st = d.state.write();
+    let seq = st.seq + 1;
+    dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
+    st.seq = seq;
+    Ok(())
+}
