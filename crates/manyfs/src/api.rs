@@ -182,10 +182,9 @@ impl Fs {
             media.attach_recorder(r);
         }
         let rebuilt = recovery::rebuild(&media)?;
-        let core = build_core(media, rebuilt, opts.clone())?;
-        Ok(Fs {
-            core: Arc::new(core),
-        })
+        let core = Arc::new(build_core(media, rebuilt, opts.clone())?);
+        crate::sync_engine::start_commit_thread(&core);
+        Ok(Fs { core })
     }
 
     /// Make everything durable and unmount (also happens when the last
@@ -231,7 +230,7 @@ impl Fs {
         StatFs {
             block_size: BLOCK_SIZE,
             total_blocks: sb.total_blocks - sb.data_start,
-            free_blocks: self.core.blocks.free_blocks(),
+            free_blocks: self.core.blocks.free_blocks() + self.core.sync_engine.pending_blocks(),
             total_inodes: sb.inode_count - 2,
             free_inodes: self.core.inode_numbers.free_count(),
             name_max: MAX_NAME_LEN as u64,
@@ -683,7 +682,7 @@ impl Fs {
     /// page mappings and free space. Returns the differences (empty when
     /// consistent). Quiesce writers first for an exact comparison.
     pub fn verify(&self) -> Result<Vec<String>> {
-        let rebuilt = recovery::rebuild(&self.core.media)?;
+        let rebuilt = recovery::rebuild_with(&self.core.media, Some(CommitRule::Immediate))?;
         Ok(compare(&self.core, &rebuilt))
     }
 
@@ -743,6 +742,11 @@ fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> Result<FsCo
         let enc = sb.encode();
         media.store(0, &enc)?;
         media.persist(0, enc.len())?;
+    }
+    let mut sb = sb;
+    if writable {
+        // Page sequences of this mount start above every earlier mount's.
+        sb.mount_epoch += 1;
     }
     let mut core = FsCore::new(media, sb.clone(), opts);
     let pools = crate::cpu::count();
@@ -829,6 +833,7 @@ fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> Result<FsCo
             redo_rename(&core, rec)?;
         }
         core.media.sync_all()?;
+        core.finish_mount(&rebuilt)?;
     }
     Ok(core)
 }
@@ -861,7 +866,9 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
             name: rec.src_name.clone(),
         })?;
     }
-    namespace::journal::finish(&core.media)
+    // The journal is cleared by `finish_mount`, once both entries are
+    // durable under this mount's rule.
+    Ok(())
 }
 
 fn append_dir_entry(core: &FsCore, dir: &Inode, make: &dyn Fn(u64) -> Entry) -> Result<()> {
@@ -937,7 +944,8 @@ fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 + i.file.as_ref().map_or(0, |f| f.index.mapped().len() as u64)
         })
         .sum();
-    let free_mem = core.blocks.free_blocks();
+    // Blocks waiting for a sync (file mode) are free on media already.
+    let free_mem = core.blocks.free_blocks() + core.sync_engine.pending_blocks();
     let free_media = (rebuilt.data_blocks() - rebuilt.used_blocks()).saturating_sub(open_orphans);
     if free_mem != free_media {
         diffs.push(format!(

@@ -33,6 +33,7 @@ pub mod namespace;
 pub mod options;
 pub mod recovery;
 pub mod sync;
+pub mod sync_engine;
 pub mod time;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};

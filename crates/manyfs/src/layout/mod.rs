@@ -25,8 +25,9 @@ pub const SLOT_SIZE: u64 = 64;
 pub const SLOTS_PER_PAGE: u64 = BLOCK_SIZE / SLOT_SIZE;
 /// Slots of a log page usable by entries.
 pub const ENTRY_SLOTS_PER_PAGE: u64 = SLOTS_PER_PAGE - 1;
-/// Sub-log heads in an inode's log array (one block of u64 heads).
-pub const MAX_SUBLOGS: usize = (BLOCK_SIZE / 8) as usize;
+/// Sub-log heads in an inode's log array (one block of u64 words: the heads,
+/// then the log's base page sequence in the last word).
+pub const MAX_SUBLOGS: usize = (BLOCK_SIZE / 8) as usize - 1;
 /// Longest file name, as on Linux.
 pub const MAX_NAME_LEN: usize = 255;
 /// Largest file: 2^30 pages of 4 KiB (4 TiB), the reach of the file index.

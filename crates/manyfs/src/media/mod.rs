@@ -6,6 +6,7 @@
 //! the 8-byte atomic accessors, all bounds-checked against the mapping so a
 //! corrupt offset read from the pool becomes an error instead of a wild access.
 
+mod barrier;
 mod flush;
 pub mod recorder;
 
