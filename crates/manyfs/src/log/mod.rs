@@ -243,13 +243,14 @@ impl InodeLog {
         // full pool fails before any entry byte is written.
         let mut places: EntryLocs = SmallVec::new();
         let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
-        let mut new_pages: SmallVec<[u64; 2]> = SmallVec::new();
+        // (new page, final slot count of the page before it)
+        let mut new_pages: SmallVec<[(u64, u64); 2]> = SmallVec::new();
         for e in &encoded {
             if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
                 match space.alloc_meta_block() {
-                    Ok(b) => new_pages.push(b),
+                    Ok(b) => new_pages.push((b, slot)),
                     Err(err) => {
-                        for b in new_pages {
+                        for (b, _) in new_pages {
                             space.free_blocks(b, 1);
                         }
                         return Err(err);
@@ -259,7 +260,7 @@ impl InodeLog {
                 slot = 0;
             }
             let page = if page_idx > sub.pages.len() {
-                new_pages[page_idx - sub.pages.len() - 1]
+                new_pages[page_idx - sub.pages.len() - 1].0
             } else {
                 sub.pages[page_idx - 1]
             };
@@ -267,8 +268,8 @@ impl InodeLog {
             slot += e.slots();
         }
 
-        for page in new_pages {
-            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page)?;
+        for (page, prev_used) in new_pages {
+            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page, prev_used)?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {
@@ -296,7 +297,14 @@ impl InodeLog {
         Ok(places)
     }
 
-    fn link_new_page(&self, media: &Media, idx: usize, sub: &mut SubLog, page: u64) -> Result<()> {
+    fn link_new_page(
+        &self,
+        media: &Media,
+        idx: usize,
+        sub: &mut SubLog,
+        page: u64,
+        prev_used: u64,
+    ) -> Result<()> {
         let off = page * BLOCK_SIZE;
         let seq = self.take_seq();
         media.nt_copy(off, &[0u8; BLOCK_SIZE as usize - 64])?;
@@ -319,7 +327,7 @@ impl InodeLog {
         media.store_u64(link_at, page)?;
         media.persist(link_at, 8)?;
         if let Some(last) = sub.meta.last_mut() {
-            last.used = sub.next_slot;
+            last.used = prev_used;
         }
         sub.pages.push(page);
         sub.meta.push(PageMeta::new(seq));
