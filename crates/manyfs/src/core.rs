@@ -63,6 +63,8 @@ pub struct FsCore {
     pub next_txid: AtomicU64,
     /// Sub-logs per file log.
     pub file_sublogs: usize,
+    /// Deferred frees, dirty inodes and syncs of `file` mode.
+    pub sync_engine: crate::alloc::deferred::SyncEngine,
 }
 
 impl LogSpace for FsCore {
@@ -78,6 +80,20 @@ impl LogSpace for FsCore {
     fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
         let i = page.checked_sub(self.sb.data_start)?;
         (page < self.sb.total_blocks).then(|| self.live.get_or_insert(i))
+    }
+    fn keeps_marks(&self) -> bool {
+        self.deferring()
+    }
+    fn retire_block(&self, block: u64) {
+        if self.deferring() {
+            self.sync_engine
+                .defer(crate::alloc::deferred::Pending::LogBlock(block));
+        } else {
+            self.blocks.free(block, 1);
+        }
+    }
+    fn note_dirty(&self, ino: u64) {
+        self.sync_engine.note_dirty(ino);
     }
 }
 
@@ -98,6 +114,7 @@ impl FsCore {
             namespace_lock: Mutex::new(()),
             next_txid: AtomicU64::new(1),
             file_sublogs: crate::cpu::count().clamp(1, MAX_SUBLOGS),
+            sync_engine: Default::default(),
         }
     }
 
@@ -167,7 +184,8 @@ impl FsCore {
             attrs: Mutex::new(attrs),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
-            log: InodeLog::new(ino, rec.log_array, nsub, sublogs),
+            log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
+                .with_identity(rec.generation, self.sb.mount_epoch << 32),
             file: (rec.kind != FileKind::Dir)
                 .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),
             dir: (rec.kind == FileKind::Dir).then(DirData::default),
@@ -181,8 +199,8 @@ impl FsCore {
     /// record. It becomes reachable only when a directory entry commits.
     pub fn new_inode(&self, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Result<Arc<Inode>> {
         self.check_writable()?;
-        let ino = self.inode_numbers.alloc()?;
-        let array = match self.blocks.alloc(1, Purpose::Meta) {
+        let ino = self.alloc_ino()?;
+        let array = match self.alloc_blocks(1, Purpose::Meta) {
             Ok((b, _)) => b,
             Err(e) => {
                 self.inode_numbers.free(ino);
@@ -231,6 +249,21 @@ impl FsCore {
     /// array, inode number). Call only after winning `freed` (see
     /// [`FsCore::release_if_unused`]).
     fn free_inode_space(&self, inode: &Inode) {
+        if self.deferring() {
+            // The entry that removed the last name may not be durable yet:
+            // nothing is reused before the next sync.
+            let data = inode.file.as_ref().map_or_else(Vec::new, |f| {
+                f.index.mapped().into_iter().map(|(_, m)| m.block).collect()
+            });
+            let log = inode.log.owned_blocks();
+            self.shard(inode.ino).write().remove(&inode.ino);
+            self.sync_engine.defer(crate::alloc::deferred::Pending::Inode {
+                ino: inode.ino,
+                data,
+                log,
+            });
+            return;
+        }
         if let Some(f) = &inode.file {
             for (_, m) in f.index.mapped() {
                 self.blocks.free(m.block, 1);
@@ -274,8 +307,17 @@ impl FsCore {
         }
     }
 
-    /// Persist-and-sync point for `fsync`: in file mode, msync the pool.
+    /// Persist-and-sync point for `fsync`: in file mode, a sync that writes
+    /// durable marks (`sync_engine.rs`).
     pub fn sync(&self) -> Result<()> {
-        self.media.sync_all()
+        self.full_sync()
+    }
+}
+
+impl Drop for FsCore {
+    fn drop(&mut self) {
+        if self.deferring() && !self.media.has_failed() {
+            let _ = self.full_sync();
+        }
     }
 }

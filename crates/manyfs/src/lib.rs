@@ -55,6 +55,7 @@ mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
 mod sync;
+mod sync_engine;
 mod time;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};

@@ -14,6 +14,9 @@ pub struct MountOptions {
     pub durability: Durability,
     /// Refuse every change.
     pub read_only: bool,
+    /// `file` mode: how often a background thread makes everything durable
+    /// (like ext4's `commit=`); zero turns it off. Other modes ignore it.
+    pub commit_interval: std::time::Duration,
 }
 
 impl Default for MountOptions {
@@ -23,6 +26,7 @@ impl Default for MountOptions {
             segment_size: 4096,
             durability: Durability::default(),
             read_only: false,
+            commit_interval: std::time::Duration::from_secs(5),
         }
     }
 }

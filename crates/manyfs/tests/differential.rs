@@ -298,6 +298,7 @@ fn mount_options() -> impl Strategy<Value = MountOptions> {
             segment_size,
             durability,
             read_only: false,
+            ..Default::default()
         })
 }
 

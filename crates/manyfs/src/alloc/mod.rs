@@ -10,6 +10,8 @@
 //! Allocator state lives in DRAM only; it is rebuilt at mount from what the
 //! logs reach (see `recovery`).
 
+pub(crate) mod deferred;
+
 use crate::error::{Error, Result};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;

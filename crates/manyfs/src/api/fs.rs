@@ -62,10 +62,9 @@ impl Fs {
             media.attach_observer(o);
         }
         let rebuilt = recovery::rebuild(&media)?;
-        let core = recovery::mount::build_core(media, rebuilt, opts.clone())?;
-        Ok(Fs {
-            core: Arc::new(core),
-        })
+        let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);
+        crate::sync_engine::start_commit_thread(&core);
+        Ok(Fs { core })
     }
 
     /// Make everything durable and unmount (also happens when the last
@@ -97,7 +96,7 @@ impl Fs {
         StatFs {
             block_size: BLOCK_SIZE,
             total_blocks: sb.total_blocks - sb.data_start,
-            free_blocks: self.core.blocks.free_blocks(),
+            free_blocks: self.core.blocks.free_blocks() + self.core.sync_engine.pending_blocks(),
             total_inodes: sb.inode_count - 2,
             free_inodes: self.core.inode_numbers.free_count(),
             name_max: MAX_NAME_LEN as u64,
@@ -378,7 +377,10 @@ impl Fs {
     /// page mappings and free space. Returns the differences (empty when
     /// consistent). Quiesce writers first for an exact comparison.
     pub fn verify(&self) -> Result<Vec<String>> {
-        let rebuilt = recovery::rebuild(&self.core.media)?;
+        let rebuilt = recovery::rebuild_with(
+            &self.core.media,
+            Some(crate::layout::CommitRule::Immediate),
+        )?;
         Ok(crate::fsck::verify::compare(&self.core, &rebuilt))
     }
 

@@ -109,7 +109,7 @@ fn write_locked(
     let mut extents: SmallVec<[(u64, u64); 2]> = SmallVec::new();
     let mut got = 0;
     while got < npages {
-        match core.blocks.alloc(npages - got, Purpose::Data) {
+        match core.alloc_blocks(npages - got, Purpose::Data) {
             Ok(x) => {
                 got += x.1;
                 extents.push(x);
@@ -208,8 +208,8 @@ fn write_locked(
         }
     }
     for m in old.iter().filter(|m| m.block != 0) {
-        core.blocks.free(m.block, 1);
-        inode.log.release(core, m.entry, 1);
+        core.free_later(m.block, 1);
+        core.release_later(inode, m.entry, 1);
     }
     if extends {
         let last = *locs.last().expect("one entry per extent");
@@ -218,14 +218,14 @@ fn write_locked(
         match *definer {
             Some((old_end, old_loc)) if old_end >= end => {
                 drop(definer);
-                inode.log.release(core, last, 1);
+                core.release_later(inode, last, 1);
                 let _ = old_loc;
             }
             prev => {
                 *definer = Some((end, last));
                 drop(definer);
                 if let Some((_, old_loc)) = prev {
-                    inode.log.release(core, old_loc, 1);
+                    core.release_later(inode, old_loc, 1);
                 }
             }
         }
@@ -356,7 +356,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
     if len < old_size && !len.is_multiple_of(PAGE) {
         let prev = f.index.lookup(tail_pg);
         if prev.block != 0 {
-            let (block, _) = core.blocks.alloc(1, Purpose::Meta)?;
+            let (block, _) = core.alloc_blocks(1, Purpose::Meta)?;
             let mut page = [0u8; PAGE as usize];
             let filled = core.media.read(prev.block * PAGE, &mut page).and_then(|_| {
                 page[(len % PAGE) as usize..].fill(0);
@@ -404,8 +404,8 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
                 entry: 0,
                 version: m.version,
             });
-            core.blocks.free(m.block, 1);
-            inode.log.release(core, m.entry, 1);
+            core.free_later(m.block, 1);
+            core.release_later(inode, m.entry, 1);
         }
     }
     if let Some((prev, block)) = tail {
@@ -414,11 +414,11 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
             entry: locs[1],
             version: prev.version + 1,
         });
-        core.blocks.free(prev.block, 1);
-        inode.log.release(core, prev.entry, 1);
+        core.free_later(prev.block, 1);
+        core.release_later(inode, prev.entry, 1);
     }
     if let Some((_, loc)) = f.size_definer.lock().take() {
-        inode.log.release(core, loc, 1);
+        core.release_later(inode, loc, 1);
     }
     f.size.store(len, Ordering::Release);
     attrs.mtime_ns = now;

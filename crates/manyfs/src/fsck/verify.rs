@@ -69,7 +69,8 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 + i.file.as_ref().map_or(0, |f| f.index.mapped().len() as u64)
         })
         .sum();
-    let free_mem = core.blocks.free_blocks();
+    // Blocks waiting for a sync (file mode) are free on media already.
+    let free_mem = core.blocks.free_blocks() + core.sync_engine.pending_blocks();
     let free_media = (rebuilt.data_blocks() - rebuilt.used_blocks()).saturating_sub(open_orphans);
     if free_mem != free_media {
         diffs.push(format!(

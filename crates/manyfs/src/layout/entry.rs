@@ -334,16 +334,41 @@ impl Entry {
 /// | 8 | 8 | owning inode |
 /// | 16 | 4 | sub-log index |
 /// | 20 | 4 | footer magic |
+/// | 24 | 4 | durable mark: entries in slots below `mark & 0x7fff_ffff` are durable; bit 31 = sealed (the page is complete and `next` may be followed) |
+/// | 28 | 4 | generation of the owning inode |
+/// | 32 | 8 | page sequence (grows with every page a log links) |
+/// | 40 | 8 | page sequence of the page `next` points to |
+/// | 48 | 16 | zero |
+///
+/// The durable mark, generation and sequences are only read under the
+/// `Marked` commit rule (pools last mounted in `file` mode); see
+/// `log/durable.rs`.
 pub const LOG_FOOTER_OFFSET: u64 = ENTRY_SLOTS_PER_PAGE * SLOT_SIZE;
 /// Magic in a log page footer.
 pub const LOG_PAGE_MAGIC: u32 = 0x4c4f_4750; // "LOGP"
+/// Offset of the durable mark inside the footer.
+pub const FOOTER_MARK: u64 = 24;
+/// Offset of the owner's generation inside the footer.
+pub const FOOTER_GENERATION: u64 = 28;
+/// Offset of the page sequence inside the footer.
+pub const FOOTER_SEQ: u64 = 32;
+/// Offset of the next page's sequence inside the footer.
+pub const FOOTER_NEXT_SEQ: u64 = 40;
+/// Durable-mark bit: the page is complete and its `next` may be followed.
+pub const MARK_SEALED: u32 = 1 << 31;
+/// Word of a log array (after the sub-log heads) holding the lowest page
+/// sequence any page of this log may carry: pages left on media by an older
+/// log of the same inode carry lower ones.
+pub const ARRAY_BASE_SEQ_WORD: usize = MAX_SUBLOGS;
 
-/// Encode a fresh log page footer (next = 0).
-pub fn encode_log_footer(ino: u64, sublog: u32) -> [u8; 64] {
+/// Encode a fresh log page footer (next = 0, no durable entries).
+pub fn encode_log_footer(ino: u64, sublog: u32, generation: u32, seq: u64) -> [u8; 64] {
     let mut f = [0u8; 64];
     put_u64(&mut f, 8, ino);
     put_u32(&mut f, 16, sublog);
     put_u32(&mut f, 20, LOG_PAGE_MAGIC);
+    put_u32(&mut f, FOOTER_GENERATION as usize, generation);
+    put_u64(&mut f, FOOTER_SEQ as usize, seq);
     f
 }
 

@@ -20,14 +20,16 @@ pub use superblock::*;
 
 /// Size of a block: data pages, log pages and log arrays are one block each.
 pub const BLOCK_SIZE: u64 = 4096;
+const _: () = assert!(BLOCK_SIZE == crate::media::SYNC_UNIT);
 /// Size of a log slot; entries are one or more consecutive slots.
 pub const SLOT_SIZE: u64 = 64;
 /// Slots in a log page; the last one is the page footer.
 pub const SLOTS_PER_PAGE: u64 = BLOCK_SIZE / SLOT_SIZE;
 /// Slots of a log page usable by entries.
 pub const ENTRY_SLOTS_PER_PAGE: u64 = SLOTS_PER_PAGE - 1;
-/// Sub-log heads in an inode's log array (one block of u64 heads).
-pub const MAX_SUBLOGS: usize = (BLOCK_SIZE / 8) as usize;
+/// Sub-log heads in an inode's log array (one block of u64 words: the heads,
+/// then the log's base page sequence in the last word).
+pub const MAX_SUBLOGS: usize = (BLOCK_SIZE / 8) as usize - 1;
 /// Longest file name, as on Linux.
 pub const MAX_NAME_LEN: usize = 255;
 /// Largest file: 2^30 pages of 4 KiB (4 TiB), the reach of the file index.

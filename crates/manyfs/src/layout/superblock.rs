@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
 /// On-media format version.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Encoded size of the superblock (the rest of block 0 is zero).
 pub const SUPERBLOCK_LEN: usize = 96;
 
@@ -24,7 +24,9 @@ pub const SUPERBLOCK_LEN: usize = 96;
 /// | 48 | 8 | first data block |
 /// | 56 | 8 | creation time (ns since epoch) |
 /// | 64 | 16 | uuid |
-/// | 80 | 4 | crc32 of bytes 0..80 |
+/// | 80 | 4 | commit rule written by the last writable mount: 0 immediate, 1 marked |
+/// | 84 | 8 | mount epoch (grows with every writable mount; seeds page sequences) |
+/// | 92 | 4 | crc32 of bytes 0..92 |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
     /// Blocks in the pool (pool size / BLOCK_SIZE).
@@ -41,6 +43,31 @@ pub struct Superblock {
     pub created_ns: u64,
     /// Random identity of this pool.
     pub uuid: [u8; 16],
+    /// Which committed entries count (set by the last writable mount).
+    pub commit_rule: CommitRule,
+    /// Writable mounts so far.
+    pub mount_epoch: u64,
+}
+
+/// Which committed log entries recovery accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitRule {
+    /// Every committed entry counts (`pm` and `dram` mounts: a commit word
+    /// is durable once flushed and fenced).
+    Immediate,
+    /// Only entries below their page's durable mark count, and chains are
+    /// followed only through sealed pages (`file` mounts: the page cache
+    /// writes pages back in any order).
+    Marked,
+}
+
+impl CommitRule {
+    fn code(self) -> u32 {
+        match self {
+            CommitRule::Immediate => 0,
+            CommitRule::Marked => 1,
+        }
+    }
 }
 
 impl Superblock {
@@ -75,6 +102,8 @@ impl Superblock {
             data_start: INODE_TABLE_START + inode_table_blocks,
             created_ns: now,
             uuid,
+            commit_rule: CommitRule::Immediate,
+            mount_epoch: 1,
         })
     }
 
@@ -91,8 +120,10 @@ impl Superblock {
         put_u64(&mut b, 48, self.data_start);
         put_u64(&mut b, 56, self.created_ns);
         b[64..80].copy_from_slice(&self.uuid);
-        let crc = crc32fast::hash(&b[..80]);
-        put_u32(&mut b, 80, crc);
+        put_u32(&mut b, 80, self.commit_rule.code());
+        put_u64(&mut b, 84, self.mount_epoch);
+        let crc = crc32fast::hash(&b[..92]);
+        put_u32(&mut b, 92, crc);
         b
     }
 
@@ -105,7 +136,7 @@ impl Superblock {
         if b[..8] != SUPER_MAGIC {
             return Err(Error::corrupt(what, "bad magic (not a manyfs pool)"));
         }
-        if crc32fast::hash(&b[..80]) != le_u32(b, 80) {
+        if crc32fast::hash(&b[..92]) != le_u32(b, 92) {
             return Err(Error::corrupt(what, "checksum mismatch"));
         }
         let version = le_u32(b, 8);
@@ -126,6 +157,12 @@ impl Superblock {
             data_start: le_u64(b, 48),
             created_ns: le_u64(b, 56),
             uuid: b[64..80].try_into().expect("16 bytes"),
+            commit_rule: match le_u32(b, 80) {
+                0 => CommitRule::Immediate,
+                1 => CommitRule::Marked,
+                r => return Err(Error::corrupt(what, format!("unknown commit rule {r}"))),
+            },
+            mount_epoch: le_u64(b, 84),
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= KEY_LIMIT
@@ -162,7 +199,7 @@ mod tests {
         let sb = Superblock::for_size(64 << 20, 16 << 10).unwrap();
         let enc = sb.encode();
         assert_eq!(Superblock::decode(&enc, 64 << 20).unwrap(), sb);
-        for i in 0..84 {
+        for i in 0..96 {
             let mut bad = enc;
             bad[i] ^= 0x10;
             assert!(Superblock::decode(&bad, 64 << 20).is_err(), "byte {i}");

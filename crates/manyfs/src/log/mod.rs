@@ -19,7 +19,10 @@
 //! and the "group continues" flag; recovery applies a group only if its last
 //! entry is committed.
 
+pub mod durable;
 pub mod scan;
+
+pub use durable::PageMeta;
 
 use crate::error::Result;
 use crate::layout::*;
@@ -66,6 +69,23 @@ pub trait LogSpace {
     fn free_blocks(&self, first: u64, count: u64);
     /// Live-reference counter of a log page.
     fn live_counter(&self, page: u64) -> Option<&AtomicU32>;
+    /// Whether this mount keeps durable marks (`file` mode): freed log
+    /// blocks then wait for the next full sync, and dead pages are unlinked
+    /// only once their successor's footer is durable.
+    fn keeps_marks(&self) -> bool {
+        false
+    }
+    /// Free a block that durable state may still reach (an unlinked or
+    /// replaced log page or array): at once, or after the next full sync
+    /// when [`LogSpace::keeps_marks`].
+    fn retire_block(&self, block: u64) {
+        self.free_blocks(block, 1)
+    }
+    /// The log of inode `ino` has state that is not durable yet (called
+    /// once per sync period per inode).
+    fn note_dirty(&self, ino: u64) {
+        let _ = ino;
+    }
 }
 
 /// One sub-log's DRAM state (guarded by its mutex).
@@ -78,11 +98,22 @@ pub struct SubLog {
     /// Modification time of the newest write appended here (keeps mtime off
     /// a shared cache line; `stat` takes the maximum over sub-logs).
     pub last_mtime_ns: u64,
+    /// Per page of `pages`: sequence, final slot count, durable mark
+    /// (maintained in every mode, used in `file` mode).
+    pub meta: Vec<PageMeta>,
 }
 
 /// The log of one inode.
 pub struct InodeLog {
     ino: u64,
+    /// Generation of the owning inode (written in page footers).
+    generation: u32,
+    /// Next page sequence (touched only when a page is linked).
+    next_seq: AtomicU64,
+    /// Set when the log has state not yet made durable by a sync.
+    dirty: std::sync::atomic::AtomicBool,
+    /// Number of compactions (deferred releases of older entries are void).
+    incarnation: AtomicU64,
     /// Block of the log array (changes only when the log is rewritten).
     array_block: AtomicU64,
     sublogs: Box<[crossbeam_utils::CachePadded<Mutex<SubLog>>]>,
@@ -107,6 +138,10 @@ impl InodeLog {
         }
         InodeLog {
             ino,
+            generation: 0,
+            next_seq: AtomicU64::new(1),
+            dirty: std::sync::atomic::AtomicBool::new(false),
+            incarnation: AtomicU64::new(0),
             array_block: AtomicU64::new(array_block),
             sublogs: subs
                 .into_iter()
@@ -114,6 +149,24 @@ impl InodeLog {
                 .collect(),
             dead_pages: AtomicU64::new(0),
         }
+    }
+
+    /// Set the owner's generation and the first page sequence this mount
+    /// hands out (above every sequence an earlier mount could have used).
+    pub fn with_identity(mut self, generation: u32, first_seq: u64) -> Self {
+        self.generation = generation;
+        self.next_seq = AtomicU64::new(first_seq);
+        self
+    }
+
+    /// How many times the log was compacted.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(Ordering::Acquire)
+    }
+
+    /// A new page sequence.
+    fn take_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The block holding the sub-log heads.
@@ -181,13 +234,14 @@ impl InodeLog {
         // full pool fails before any entry byte is written.
         let mut places: EntryLocs = SmallVec::new();
         let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
-        let mut new_pages: SmallVec<[u64; 2]> = SmallVec::new();
+        // (new page, final slot count of the page before it)
+        let mut new_pages: SmallVec<[(u64, u64); 2]> = SmallVec::new();
         for e in &encoded {
             if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
                 match space.alloc_meta_block() {
-                    Ok(b) => new_pages.push(b),
+                    Ok(b) => new_pages.push((b, slot)),
                     Err(err) => {
-                        for b in new_pages {
+                        for (b, _) in new_pages {
                             space.free_blocks(b, 1);
                         }
                         return Err(err);
@@ -197,7 +251,7 @@ impl InodeLog {
                 slot = 0;
             }
             let page = if page_idx > sub.pages.len() {
-                new_pages[page_idx - sub.pages.len() - 1]
+                new_pages[page_idx - sub.pages.len() - 1].0
             } else {
                 sub.pages[page_idx - 1]
             };
@@ -205,8 +259,8 @@ impl InodeLog {
             slot += e.slots();
         }
 
-        for page in new_pages {
-            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page)?;
+        for (page, prev_used) in new_pages {
+            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page, prev_used)?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {
@@ -227,27 +281,47 @@ impl InodeLog {
         }
         let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
         sub.next_slot = last_loc_slot;
+        self.note_dirty(space);
         if mtime_ns != 0 {
             sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
         }
         Ok(places)
     }
 
-    fn link_new_page(&self, media: &Media, idx: usize, sub: &mut SubLog, page: u64) -> Result<()> {
+    fn link_new_page(
+        &self,
+        media: &Media,
+        idx: usize,
+        sub: &mut SubLog,
+        page: u64,
+        prev_used: u64,
+    ) -> Result<()> {
         let off = page * BLOCK_SIZE;
+        let seq = self.take_seq();
         media.nt_copy(off, &[0u8; BLOCK_SIZE as usize - 64])?;
         media.nt_copy(
             off + LOG_FOOTER_OFFSET,
-            &encode_log_footer(self.ino, idx as u32),
+            &encode_log_footer(self.ino, idx as u32, self.generation, seq),
         )?;
         media.fence();
         let link_at = match sub.pages.last() {
-            Some(prev) => prev * BLOCK_SIZE + LOG_FOOTER_OFFSET,
+            Some(prev) => {
+                // The expected sequence goes first: a page written back with
+                // the new `next` always carries it (durable.rs).
+                let at = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+                media.store_u64(at + FOOTER_NEXT_SEQ, seq)?;
+                media.flush(at + FOOTER_NEXT_SEQ, 8)?;
+                at
+            }
             None => self.array_block() * BLOCK_SIZE + idx as u64 * 8,
         };
         media.store_u64(link_at, page)?;
         media.persist(link_at, 8)?;
+        if let Some(last) = sub.meta.last_mut() {
+            last.used = prev_used;
+        }
         sub.pages.push(page);
+        sub.meta.push(PageMeta::new(seq));
         sub.next_slot = 0;
         Ok(())
     }
@@ -280,6 +354,7 @@ impl InodeLog {
         // Place the entries.
         let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();
         let mut pages: Vec<u64> = Vec::new();
+        let mut used: Vec<u64> = Vec::new();
         let mut places: EntryLocs = SmallVec::new();
         let mut slot = ENTRY_SLOTS_PER_PAGE;
         for e in &encoded {
@@ -288,6 +363,7 @@ impl InodeLog {
                     Ok(b) => {
                         blocks.push(b);
                         pages.push(b);
+                        used.push(0);
                     }
                     Err(err) => return fail(&blocks, err),
                 }
@@ -295,13 +371,34 @@ impl InodeLog {
             }
             places.push(entry_loc(*pages.last().expect("page"), slot));
             slot += e.slots();
+            *used.last_mut().expect("page") = slot;
         }
+        // Every page of the new log carries a sequence above the base
+        // recorded in its array; pages of the old log carry lower ones.
+        let base_seq = self.take_seq();
+        let seqs: Vec<u64> = pages.iter().map(|_| self.take_seq()).collect();
+        let marks: Vec<u32> = used
+            .iter()
+            .enumerate()
+            .map(|(i, &u)| u as u32 | if i + 1 < used.len() { MARK_SEALED } else { 0 })
+            .collect();
         let written = (|| -> Result<()> {
             media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            media.store_u64(
+                new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
+                base_seq,
+            )?;
+            media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
             for (i, &p) in pages.iter().enumerate() {
                 media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
-                let mut footer = encode_log_footer(self.ino, 0);
+                let mut footer = encode_log_footer(self.ino, 0, self.generation, seqs[i]);
                 footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
+                footer[FOOTER_NEXT_SEQ as usize..FOOTER_NEXT_SEQ as usize + 8]
+                    .copy_from_slice(&seqs.get(i + 1).copied().unwrap_or(0).to_le_bytes());
+                // The whole new log is made durable before the switch (below),
+                // so its marks may say so from the start.
+                footer[FOOTER_MARK as usize..FOOTER_MARK as usize + 4]
+                    .copy_from_slice(&marks[i].to_le_bytes());
                 media.nt_copy(p * BLOCK_SIZE + LOG_FOOTER_OFFSET, &footer)?;
             }
             for (e, loc) in encoded.iter().zip(&places) {
@@ -315,6 +412,11 @@ impl InodeLog {
                 media.flush(new_array * BLOCK_SIZE, 8)?;
             }
             media.fence();
+            if space.keeps_marks() {
+                // Page cache: only a completed sync orders the new log
+                // before the switch that makes it the inode's log.
+                media.sync_all()?;
+            }
             media.store_u64(record_word, new_array)?;
             media.persist(record_word, 8)
         })();
@@ -333,19 +435,33 @@ impl InodeLog {
         let mut old = vec![self.array_block()];
         for g in guards.iter_mut() {
             old.append(&mut g.pages);
+            g.meta.clear();
             g.next_slot = 0;
         }
+        guards[0].meta = seqs
+            .iter()
+            .zip(&used)
+            .zip(&marks)
+            .map(|((&seq, &u), &m)| PageMeta {
+                seq,
+                used: u,
+                marked: m,
+                footer_durable: space.keeps_marks(),
+            })
+            .collect();
         guards[0].pages = pages;
         guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
         self.array_block.store(new_array, Ordering::Release);
+        self.incarnation.fetch_add(1, Ordering::AcqRel);
         self.dead_pages.store(0, Ordering::Relaxed);
         drop(guards);
         for b in old {
             if let Some(c) = space.live_counter(b) {
                 c.store(0, Ordering::Relaxed);
             }
-            space.free_blocks(b, 1);
+            space.retire_block(b);
         }
+        self.note_dirty(space);
         for ((_, w), loc) in entries.iter().zip(&places) {
             if let Some(c) = space.live_counter(loc_page(*loc)) {
                 c.fetch_add(*w, Ordering::Relaxed);
@@ -378,7 +494,10 @@ impl InodeLog {
             let dead = space
                 .live_counter(page)
                 .is_some_and(|c| c.load(Ordering::Relaxed) == 0);
-            if !dead {
+            // With durable marks, a page is unlinked only when its
+            // successor's footer is durable: the new link may reach the disk
+            // at any moment (durable.rs).
+            if !dead || (space.keeps_marks() && !sub.meta[i + 1].footer_durable) {
                 i += 1;
                 continue;
             }
@@ -390,8 +509,18 @@ impl InodeLog {
             };
             media.store_u64(link_at, next)?;
             media.persist(link_at, 8)?;
+            if i > 0 {
+                // `next` first, then its sequence: either mix the page cache
+                // may write back is accepted (the successor's sequence is
+                // above the old one).
+                let at = link_at + FOOTER_NEXT_SEQ;
+                media.store_u64(at, sub.meta[i + 1].seq)?;
+                media.persist(at, 8)?;
+            }
             sub.pages.remove(i);
-            space.free_blocks(page, 1);
+            sub.meta.remove(i);
+            space.retire_block(page);
+            self.note_dirty(space);
             let _ = self
                 .dead_pages
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| d.checked_sub(1));

@@ -6,7 +6,7 @@
 //! neither a committed entry nor a voided one; that is where the sub-log's
 //! next append goes.
 
-use super::{EntryLoc, SubLog, VOID_MAGIC, entry_loc};
+use super::{EntryLoc, PageMeta, SubLog, VOID_MAGIC, entry_loc};
 use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::media::Media;
@@ -25,6 +25,14 @@ pub struct ScannedSublog {
     pub entries: Vec<(EntryLoc, Entry)>,
     /// Entries of an incomplete group at the tail (to be voided at mount).
     pub incomplete: Vec<(EntryLoc, usize)>,
+    /// Per page: sequence, slots used (where the scan stopped), durable mark.
+    pub meta: Vec<PageMeta>,
+    /// `Marked` rule: the last accepted page links on to a page that does
+    /// not count (its `next` must be cut at mount).
+    pub cut_next: bool,
+    /// `Marked` rule: the array names a head page that does not count (the
+    /// head must be cleared at mount).
+    pub cut_head: bool,
 }
 
 impl ScannedSublog {
@@ -34,6 +42,7 @@ impl ScannedSublog {
             pages: self.pages.clone(),
             next_slot: self.next_slot,
             last_mtime_ns: 0,
+            meta: self.meta.clone(),
         }
     }
 }
@@ -49,42 +58,83 @@ pub fn check_block(sb: &Superblock, block: u64, what: impl Fn() -> String) -> Re
     Ok(())
 }
 
-/// Scan the log of inode `ino` whose log array is `array_block`.
-pub fn scan_log(
+/// Scan the log of inode `ino` (generation `generation`) under `rule`.
+pub fn scan_log_with(
     media: &Media,
     sb: &Superblock,
     ino: u64,
+    generation: u32,
     array_block: u64,
+    rule: CommitRule,
 ) -> Result<Vec<ScannedSublog>> {
     check_block(sb, array_block, || format!("inode {ino} log array"))?;
     let heads = media.read_vec(array_block * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+    let base_seq = le_u64(&heads, ARRAY_BASE_SEQ_WORD * 8);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
+    let chain = Chain {
+        media,
+        sb,
+        ino,
+        generation,
+        rule,
+    };
     for index in 0..MAX_SUBLOGS {
         let head = le_u64(&heads, index * 8);
         if head == 0 {
             continue;
         }
-        out.push(scan_chain(media, sb, ino, index, head, &mut seen)?);
+        out.push(chain.scan(index, head, base_seq, &mut seen)?);
     }
     Ok(out)
 }
 
-fn scan_chain(
-    media: &Media,
-    sb: &Superblock,
+struct Chain<'a> {
+    media: &'a Media,
+    sb: &'a Superblock,
     ino: u64,
-    index: usize,
-    head: u64,
-    seen: &mut HashSet<u64>,
-) -> Result<ScannedSublog> {
-    let mut sub = ScannedSublog {
-        index,
-        ..Default::default()
-    };
-    let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
-    let mut page = head;
-    while page != 0 {
+    generation: u32,
+    rule: CommitRule,
+}
+
+impl Chain<'_> {
+    /// Under the `Marked` rule: whether `page` is the page a link with
+    /// expected sequence `min_seq` means (footer of this inode, generation
+    /// and sub-log, sequence at least `min_seq`).
+    fn accepts(&self, page: u64, index: usize, min_seq: u64) -> Result<bool> {
+        if page < self.sb.data_start || page >= self.sb.total_blocks {
+            return Ok(false);
+        }
+        let f = self
+            .media
+            .read_vec(page * BLOCK_SIZE + LOG_FOOTER_OFFSET, 64)?;
+        Ok(le_u32(&f, 20) == LOG_PAGE_MAGIC
+            && le_u64(&f, 8) == self.ino
+            && le_u32(&f, 16) as usize == index
+            && le_u32(&f, FOOTER_GENERATION as usize) == self.generation
+            && le_u64(&f, FOOTER_SEQ as usize) >= min_seq)
+    }
+
+    fn scan(
+        &self,
+        index: usize,
+        head: u64,
+        base_seq: u64,
+        seen: &mut HashSet<u64>,
+    ) -> Result<ScannedSublog> {
+        let (media, sb, ino) = (self.media, self.sb, self.ino);
+        let marked = self.rule == CommitRule::Marked;
+        let mut sub = ScannedSublog {
+            index,
+            ..Default::default()
+        };
+        if marked && !self.accepts(head, index, base_seq)? {
+            sub.cut_head = true;
+            return Ok(sub);
+        }
+        let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
+        let mut page = head;
+        while page != 0 {
         let what = || format!("inode {ino} sub-log {index} log page {page}");
         check_block(sb, page, what)?;
         if !seen.insert(page) {
@@ -96,8 +146,15 @@ fn scan_chain(
             return Err(Error::corrupt(what(), "bad log page footer"));
         }
         sub.pages.push(page);
+        let mark = le_u32(footer, FOOTER_MARK as usize);
+        let seq = le_u64(footer, FOOTER_SEQ as usize);
+        let limit = if marked {
+            u64::from(mark & !MARK_SEALED).min(ENTRY_SLOTS_PER_PAGE)
+        } else {
+            ENTRY_SLOTS_PER_PAGE
+        };
         let mut slot = 0u64;
-        while slot < ENTRY_SLOTS_PER_PAGE {
+        while slot < limit {
             let at = (slot * SLOT_SIZE) as usize;
             let header = &bytes[at..at + 64];
             let n = header[1] as usize;
@@ -108,7 +165,7 @@ fn scan_chain(
             let Some(n) = Entry::claimed_slots(header) else {
                 break;
             };
-            if slot + n as u64 > ENTRY_SLOTS_PER_PAGE {
+            if slot + n as u64 > limit {
                 break;
             }
             let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
@@ -123,8 +180,25 @@ fn scan_chain(
             slot += n as u64;
         }
         sub.next_slot = slot;
-        page = le_u64(footer, 0);
+        sub.meta.push(PageMeta {
+            seq,
+            used: slot,
+            marked: mark,
+            footer_durable: true,
+        });
+        let next = le_u64(footer, 0);
+        if marked && next != 0 {
+            let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
+            if mark & MARK_SEALED == 0
+                || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
+            {
+                sub.cut_next = true;
+                break;
+            }
+        }
+        page = next;
+        }
+        sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
+        Ok(sub)
     }
-    sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
-    Ok(sub)
 }

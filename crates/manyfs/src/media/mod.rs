@@ -11,9 +11,11 @@
 //! code outside the library (the crash explorer, fault-injection tests)
 //! watches every persistence event of a mount.
 
+mod barrier;
 mod flush;
 mod observer;
 
+pub(crate) use barrier::SYNC_UNIT;
 pub(crate) use flush::FlushInstr;
 pub use observer::{MediaView, PersistObserver};
 
@@ -396,6 +398,11 @@ impl Media {
             r.0.on_store(off, 8);
         }
         Ok(())
+    }
+
+    /// How this mapping becomes durable.
+    pub(crate) fn mode(&self) -> Durability {
+        self.mode
     }
 
     /// A durability point: in `file` mode, `msync` the range so it reaches

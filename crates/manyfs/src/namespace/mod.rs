@@ -536,7 +536,22 @@ pub fn rename(
             src_name: src_name.to_vec(),
             dst_name: dst_name.to_vec(),
         };
+        let deferring = core.deferring();
+        if deferring && journal::pending(&core.media)?.is_some() {
+            // An earlier rename failed half way: its record must survive
+            // until a mount completes it.
+            return Err(Error::io(
+                "an interrupted cross-directory rename is pending; remount to complete it",
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
         journal::begin(&core.media, &rec)?;
+        if deferring {
+            // Page cache: the record must be durable before either entry
+            // can be.
+            core.media
+                .sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+        }
         log_dir(core, dst, dg, |seq| Entry::DirAdd {
             seq,
             ino: moving.ino,
@@ -553,6 +568,10 @@ pub fn rename(
             name: src_name.to_vec(),
         })?;
         s_guard.entries.remove(src_name);
+        if deferring {
+            // Both entries durable (marked) before the record goes away.
+            core.sync()?;
+        }
         journal::finish(&core.media)?;
         maybe_compact_dir(core, dst, dg);
         maybe_compact_dir(core, src, &mut s_guard);

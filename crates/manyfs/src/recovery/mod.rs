@@ -20,7 +20,7 @@ pub(crate) mod mount;
 use crate::error::{Error, Result};
 use crate::inode::{Child, DirState};
 use crate::layout::*;
-use crate::log::scan::{ScannedSublog, check_block, scan_log};
+use crate::log::scan::{ScannedSublog, check_block, scan_log_with};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
@@ -205,9 +205,18 @@ impl Marker<'_> {
     }
 }
 
-/// Rebuild everything reachable from the root.
+/// Rebuild everything reachable from the root, under the commit rule the
+/// last writable mount recorded in the superblock.
 pub fn rebuild(media: &Media) -> Result<Rebuilt> {
+    rebuild_with(media, None)
+}
+
+/// Rebuild, under `rule` instead of the recorded one when given
+/// (`Fs::verify` compares the live mapping with memory: every committed
+/// entry counts there).
+pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> {
     let (sb, damaged) = read_superblock(media)?;
+    let rule = rule.unwrap_or(sb.commit_rule);
     let pending_rename = journal::pending(media)?;
     let mut marker = Marker {
         sb: &sb,
@@ -236,7 +245,14 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
             return Err(Error::corrupt("root inode", "is not a directory"));
         }
         marker.mark(record.log_array, || format!("inode {ino} log array"))?;
-        let sublogs = scan_log(media, &sb, ino, record.log_array)?;
+        let sublogs = scan_log_with(
+            media,
+            &sb,
+            ino,
+            record.generation,
+            record.log_array,
+            rule,
+        )?;
         for s in &sublogs {
             for &p in &s.pages {
                 marker.mark(p, || format!("inode {ino} log page"))?;

@@ -25,6 +25,11 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
         media.store(0, &enc)?;
         media.persist(0, enc.len())?;
     }
+    let mut sb = sb;
+    if writable {
+        // Page sequences of this mount start above every earlier mount's.
+        sb.mount_epoch += 1;
+    }
     let mut core = FsCore::new(media, sb.clone(), opts);
     let pools = crate::cpu::count();
     let blocks = BlockAllocator::new(sb.data_start, sb.total_blocks, pools);
@@ -110,6 +115,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             redo_rename(&core, rec)?;
         }
         core.media.sync_all()?;
+        core.finish_mount(&rebuilt)?;
     }
     Ok(core)
 }
@@ -142,7 +148,9 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
             name: rec.src_name.clone(),
         })?;
     }
-    namespace::journal::finish(&core.media)
+    // The journal is cleared by `finish_mount`, once both entries are
+    // durable under this mount's rule.
+    Ok(())
 }
 
 fn append_dir_entry(core: &FsCore, dir: &Inode, make: &dyn Fn(u64) -> Entry) -> Result<()> {

@@ -1,0 +1,425 @@
+//! Power cuts under the page-cache model of `file` mode.
+//!
+//! The kernel writes back any dirty 4 KiB page of the pool at any moment, in
+//! any order; only a completed sync is a barrier. So after a crash the pool
+//! holds, for every page, either its value at the last completed sync or a
+//! later one. The harness copies the pool right after a sync (the durable
+//! image), runs operations, copies it again (the current image), and builds
+//! power-cut images: the durable image with any subset of the differing
+//! pages replaced by their current value (every subset up to
+//! [`EXHAUSTIVE`] differing pages, a random sample of [`SAMPLES`] above).
+//!
+//! Each image must pass fsck, mount, match its own rebuild (`verify`), keep
+//! every fsync'd and not later changed file exactly as synced, and never
+//! show a file bytes written to another file (each file writes its own byte
+//! values). Every sync here is a whole-pool barrier, so the image at the
+//! last sync is the durable image.
+
+mod common;
+
+use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
+use rand::{Rng, RngExt, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const PAGE: usize = 4096;
+const POOL: u64 = 4 << 20;
+const EXHAUSTIVE: usize = 12;
+const SAMPLES: usize = 2000;
+
+fn opts() -> MountOptions {
+    MountOptions {
+        commit_interval: std::time::Duration::ZERO,
+        ..Default::default()
+    }
+}
+
+fn fresh(dir: &Path) -> Fs {
+    Fs::mkfs(
+        &dir.join("pool"),
+        &MkfsOptions {
+            size: POOL,
+            ..Default::default()
+        },
+        &opts(),
+    )
+    .unwrap()
+}
+
+/// What an image must show.
+#[derive(Default, Clone)]
+struct Expect {
+    /// path -> content it must have exactly (fsync'd, not changed since).
+    exact: BTreeMap<String, Vec<u8>>,
+    /// path -> contents of which one must be there (e.g. synced or a later
+    /// complete write).
+    one_of: BTreeMap<String, Vec<Vec<u8>>>,
+    /// path -> owners (byte value / 16) whose bytes may appear there.
+    owners: BTreeMap<String, BTreeSet<u8>>,
+}
+
+fn read_pool(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join("pool")).unwrap()
+}
+
+/// Walk every file of a mounted image: path -> content.
+fn contents(fs: &Fs) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    while let Some(d) = stack.pop() {
+        let shown = if d.is_empty() { "/".to_string() } else { d.clone() };
+        for e in fs.read_dir(&shown).unwrap() {
+            let p = format!("{d}/{}", e.name.to_string_lossy());
+            match e.kind {
+                manyfs::FileKind::Dir => stack.push(p),
+                manyfs::FileKind::File => {
+                    out.insert(p.clone(), fs.read(&p).unwrap());
+                }
+                manyfs::FileKind::Symlink => {}
+            }
+        }
+    }
+    out
+}
+
+/// Check one power-cut image; returns a description of what is wrong.
+fn check_image(scratch: &Path, image: &[u8], expect: &Expect) -> Option<String> {
+    let pool = scratch.join("pool");
+    std::fs::write(&pool, image).unwrap();
+    match manyfs::fsck::check(&pool) {
+        Ok(r) if r.is_clean() => {}
+        Ok(r) => return Some(format!("fsck: {:?}", r.errors)),
+        Err(e) => return Some(format!("fsck: {e}")),
+    }
+    let fs = match Fs::mount(&pool, &opts()) {
+        Ok(fs) => fs,
+        Err(e) => return Some(format!("mount: {e}")),
+    };
+    let diffs = fs.verify().unwrap();
+    if !diffs.is_empty() {
+        return Some(format!("verify: {diffs:?}"));
+    }
+    let files = contents(&fs);
+    for (p, want) in &expect.exact {
+        match files.get(p) {
+            None => return Some(format!("{p}: missing (fsync'd)")),
+            Some(got) if got != want => {
+                return Some(format!(
+                    "{p}: {} bytes, not the {} fsync'd",
+                    got.len(),
+                    want.len()
+                ));
+            }
+            _ => {}
+        }
+    }
+    for (p, choices) in &expect.one_of {
+        if let Some(got) = files.get(p)
+            && !choices.contains(got)
+        {
+            return Some(format!("{p}: content is none of the allowed ones"));
+        }
+        if !files.contains_key(p) {
+            return Some(format!("{p}: missing"));
+        }
+    }
+    for (p, got) in &files {
+        let owners = expect.owners.get(p);
+        for &b in got.iter().filter(|&&b| b != 0) {
+            if owners.is_none_or(|o| !o.contains(&(b / 16))) {
+                return Some(format!("{p}: holds byte {b:#x} written to another file"));
+            }
+        }
+    }
+    drop(fs);
+    // The mount's repairs must leave a clean pool too.
+    match manyfs::fsck::check(&pool) {
+        Ok(r) if r.is_clean() => None,
+        Ok(r) => Some(format!("fsck after mount: {:?}", r.errors)),
+        Err(e) => Some(format!("fsck after mount: {e}")),
+    }
+}
+
+/// Every power-cut image between `durable` and `current` must pass.
+fn power_cuts(durable: &[u8], current: &[u8], expect: &Expect, seed: u64) {
+    power_cuts_n(durable, current, expect, seed, SAMPLES)
+}
+
+fn power_cuts_n(durable: &[u8], current: &[u8], expect: &Expect, seed: u64, samples: usize) {
+    assert_eq!(durable.len(), current.len());
+    let differing: Vec<usize> = (0..durable.len() / PAGE)
+        .filter(|&p| durable[p * PAGE..(p + 1) * PAGE] != current[p * PAGE..(p + 1) * PAGE])
+        .collect();
+    let n = differing.len();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let subsets: Vec<Vec<bool>> = if n <= EXHAUSTIVE {
+        (0..1u64 << n)
+            .map(|m| (0..n).map(|i| m & (1 << i) != 0).collect())
+            .collect()
+    } else {
+        let mut v: Vec<Vec<bool>> = vec![vec![false; n], vec![true; n]];
+        // Every single page alone and every single page missing, then random.
+        for i in 0..n {
+            v.push((0..n).map(|j| j == i).collect());
+            v.push((0..n).map(|j| j != i).collect());
+        }
+        while v.len() < samples {
+            let p: f64 = rng.random_range(0.05..0.95);
+            v.push((0..n).map(|_| rng.random_bool(p)).collect());
+        }
+        v
+    };
+    let mut failures = Vec::new();
+    for subset in &subsets {
+        let mut image = durable.to_vec();
+        for (i, &take) in subset.iter().enumerate() {
+            if take {
+                let p = differing[i];
+                image[p * PAGE..(p + 1) * PAGE].copy_from_slice(&current[p * PAGE..(p + 1) * PAGE]);
+            }
+        }
+        if let Some(why) = check_image(scratch.path(), &image, expect) {
+            let pages: Vec<usize> = differing
+                .iter()
+                .zip(subset)
+                .filter(|(_, t)| **t)
+                .map(|(p, _)| *p)
+                .collect();
+            failures.push(format!("pages {pages:?} reached disk: {why}"));
+            if failures.len() >= 5 {
+                break;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} differing pages, {} images; failures:\n{}",
+        n,
+        subsets.len(),
+        failures.join("\n")
+    );
+}
+
+fn pattern(owner: u8, version: u8, len: usize) -> Vec<u8> {
+    vec![owner * 16 + (version % 15) + 1; len]
+}
+
+fn write_file(fs: &Fs, path: &str, data: &[u8], off: u64) -> manyfs::File {
+    let f = common::open_rw(fs, path);
+    f.write_all_at(data, off).unwrap();
+    f
+}
+
+/// (a) and (c): write A, sync, overwrite A (its old block is freed), write
+/// B (which may take A's old block). A must read its synced or its new
+/// bytes, never B's; the pool must mount (no block owned twice).
+#[test]
+fn overwrite_then_other_file_reuses_the_block() {
+    for pages in [1usize, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = fresh(dir.path());
+        let a0 = pattern(1, 0, pages * PAGE);
+        let a1 = pattern(1, 1, pages * PAGE);
+        let b = pattern(2, 0, pages * PAGE);
+        let fa = write_file(&fs, "/a", &a0, 0);
+        fa.sync_all().unwrap();
+        let durable = read_pool(dir.path());
+        fa.write_all_at(&a1, 0).unwrap();
+        let _fb = write_file(&fs, "/b", &b, 0);
+        let current = read_pool(dir.path());
+        let mut expect = Expect::default();
+        expect.one_of.insert("/a".into(), vec![a0, a1]);
+        expect.owners.insert("/a".into(), [1].into());
+        expect.owners.insert("/b".into(), [2].into());
+        power_cuts(&durable, &current, &expect, pages as u64);
+        drop(fa);
+        drop(fs);
+    }
+}
+
+/// (b): one create in a fresh pool, no sync: whatever reached the disk, the
+/// pool mounts (the new log page's link may arrive before the page).
+#[test]
+fn single_create_in_a_fresh_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fresh(dir.path());
+    fs.sync().unwrap();
+    let durable = read_pool(dir.path());
+    let _f = write_file(&fs, "/new", &pattern(1, 0, 100), 0);
+    let current = read_pool(dir.path());
+    let mut expect = Expect::default();
+    expect.owners.insert("/new".into(), [1].into());
+    power_cuts(&durable, &current, &expect, 7);
+}
+
+/// The same after a remount (the sub-log and page sequences start from a
+/// recovered state).
+#[test]
+fn appends_after_remount_and_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fresh(dir.path());
+    let f = write_file(&fs, "/log", &pattern(1, 0, 3000), 0);
+    f.sync_all().unwrap();
+    drop(f);
+    fs.unmount().unwrap();
+    let fs = Fs::mount(&dir.path().join("pool"), &opts()).unwrap();
+    let f = common::open_rw(&fs, "/log");
+    for i in 0..70u64 {
+        f.write_all_at(&pattern(1, 1, 50), 3000 + i * 50).unwrap();
+    }
+    f.sync_all().unwrap();
+    let synced = fs.read("/log").unwrap();
+    let durable = read_pool(dir.path());
+    for i in 0..70u64 {
+        f.write_all_at(&pattern(1, 2, 50), i * 50).unwrap();
+    }
+    let _g = write_file(&fs, "/other", &pattern(2, 0, 2 * PAGE), 0);
+    let current = read_pool(dir.path());
+    let mut expect = Expect::default();
+    expect.owners.insert("/log".into(), [1].into());
+    expect.owners.insert("/other".into(), [2].into());
+    let _ = synced;
+    power_cuts(&durable, &current, &expect, 11);
+}
+
+/// (d): random writes, overwrites, appends, truncates, creates, unlinks,
+/// renames and fsyncs; files fsync'd and not changed since keep their
+/// synced content in every image.
+#[test]
+fn random_operations() {
+    let seeds: u64 = std::env::var("MANYFS_PAGECACHE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    for seed in 0..seeds {
+        random_run(seed);
+    }
+}
+
+#[derive(Clone)]
+struct Model {
+    owner: u8,
+    content: Vec<u8>,
+    /// Content at its last fsync, if not changed (or renamed) since.
+    synced: Option<Vec<u8>>,
+}
+
+fn random_run(seed: u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1000 + seed);
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fresh(dir.path());
+    fs.create_dir("/d").unwrap();
+    fs.sync().unwrap();
+    let mut files: BTreeMap<String, Model> = BTreeMap::new();
+    let mut owners: BTreeMap<String, BTreeSet<u8>> = BTreeMap::new();
+    let mut next_owner = 1u8;
+    let names = ["/f1", "/f2", "/f3", "/d/g1", "/d/g2"];
+    let total_ops = 24;
+    // Every sync here is a whole-pool barrier: the image right after the
+    // last one is the durable image, and what changed after it is at risk.
+    let mut durable = read_pool(dir.path());
+    let mut exact: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for op in 0..total_ops {
+        let may_sync = op < total_ops - 5;
+        let name = names[rng.random_range(0..names.len())].to_string();
+        let version = rng.random_range(0..15u8);
+        let mut synced = false;
+        match rng.random_range(0..10) {
+            0..=4 => {
+                // write / overwrite / append / create
+                let m = files.entry(name.clone()).or_insert_with(|| {
+                    let o = next_owner;
+                    next_owner = (next_owner % 15) + 1;
+                    Model {
+                        owner: o,
+                        content: Vec::new(),
+                        synced: None,
+                    }
+                });
+                owners.entry(name.clone()).or_default().insert(m.owner);
+                let len = rng.random_range(1..3 * PAGE);
+                let off = if rng.random_bool(0.3) {
+                    m.content.len()
+                } else {
+                    rng.random_range(0..=m.content.len().min(3 * PAGE))
+                };
+                let data = pattern(m.owner, version, len);
+                let f = common::open_rw(&fs, &name);
+                f.write_all_at(&data, off as u64).unwrap();
+                if m.content.len() < off + len {
+                    m.content.resize(off + len, 0);
+                }
+                m.content[off..off + len].copy_from_slice(&data);
+                m.synced = None;
+                exact.remove(&name);
+                if may_sync && rng.random_bool(0.4) {
+                    f.sync_all().unwrap();
+                    m.synced = Some(m.content.clone());
+                    synced = true;
+                }
+            }
+            5 => {
+                if let Some(m) = files.get_mut(&name) {
+                    let len = rng.random_range(0..=m.content.len());
+                    fs.set_len(&name, len as u64).unwrap();
+                    m.content.truncate(len);
+                    m.synced = None;
+                    exact.remove(&name);
+                }
+            }
+            6 => {
+                if files.remove(&name).is_some() {
+                    fs.remove_file(&name).unwrap();
+                    exact.remove(&name);
+                }
+            }
+            7 => {
+                let to = names[rng.random_range(0..names.len())].to_string();
+                if to != name
+                    && let Some(mut m) = files.remove(&name)
+                {
+                    fs.rename(&name, &to).unwrap();
+                    // A rename across directories syncs (its journal
+                    // protocol): a barrier the durable image must follow.
+                    synced |= name.starts_with("/d/") != to.starts_with("/d/");
+                    m.synced = None;
+                    exact.remove(&name);
+                    exact.remove(&to);
+                    owners.entry(to.clone()).or_default().insert(m.owner);
+                    files.insert(to, m);
+                }
+            }
+            _ => {
+                if may_sync && let Some(m) = files.get_mut(&name) {
+                    let f = common::open_rw(&fs, &name);
+                    f.sync_all().unwrap();
+                    m.synced = Some(m.content.clone());
+                    synced = true;
+                }
+            }
+        }
+        if synced {
+            durable = read_pool(dir.path());
+            exact = files
+                .iter()
+                .filter(|(_, m)| m.synced.as_ref() == Some(&m.content))
+                .map(|(p, m)| (p.clone(), m.content.clone()))
+                .collect();
+        }
+    }
+    let current = read_pool(dir.path());
+    let expect = Expect {
+        exact,
+        owners,
+        ..Default::default()
+    };
+    let samples = std::env::var("MANYFS_PAGECACHE_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    power_cuts_n(&durable, &current, &expect, seed, samples);
+}
+
+#[allow(dead_code)]
+fn unused(_: &OpenOptions, _: &mut dyn Rng) {}
