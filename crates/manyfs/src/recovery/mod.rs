@@ -306,7 +306,7 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
     })
 }
 
-fn replay(
+pub(crate) fn replay(
     ino: u64,
     record: InodeRecord,
     parent: u64,
