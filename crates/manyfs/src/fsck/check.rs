@@ -79,6 +79,10 @@ pub(crate) struct Walk {
     pub owners: HashMap<u64, Owner>,
 }
 
+/// An inode to visit: number, (generation, kind) its name expects (none for
+/// the root), parent, and what names it.
+type Visit = (u64, Option<(u32, FileKind)>, u64, Source);
+
 struct Walker<'a> {
     media: &'a Media,
     sb: Superblock,
@@ -87,7 +91,7 @@ struct Walker<'a> {
     pending: Option<RenameRecord>,
     inodes: BTreeMap<u64, RebuiltInode>,
     queued: HashSet<u64>,
-    queue: VecDeque<(u64, Option<(u32, FileKind)>, u64, Source)>,
+    queue: VecDeque<Visit>,
     orphans: VecDeque<(u64, u32, FileKind, u64)>,
 }
 
