@@ -32,12 +32,21 @@ enum Command {
         #[arg(long, default_value = "16K", value_parser = parse_size)]
         bytes_per_inode: u64,
     },
-    /// Check a pool's consistency (exit 0 when clean).
+    /// Check a pool's consistency and list every problem found.
+    ///
+    /// Exit status (as e2fsck): 0 clean; 1 errors corrected (--repair);
+    /// 4 errors left uncorrected; 8 operational error (the pool cannot be
+    /// opened, read or locked, is no manyfs pool, or bad arguments).
     Fsck {
         /// Pool file.
         pool: PathBuf,
-        /// Complete interrupted operations and rewrite a damaged primary
-        /// superblock from its backup, then check again.
+        /// Repair what the check finds: void damaged log entries, cut log
+        /// chains at their last good page, void names of damaged or missing
+        /// inodes, give a block owned twice to one owner, reconnect intact
+        /// inodes only a damaged directory named under /lost+found, rewrite
+        /// a damaged primary superblock from the backup; then complete
+        /// interrupted operations and check again. Needs the pool's
+        /// exclusive lock (a mounted pool is refused).
         #[arg(long)]
         repair: bool,
     },
@@ -65,14 +74,104 @@ enum Command {
 /// [`manyfs_bench::sys::parse_size`].
 pub use manyfs_bench::sys::parse_size;
 
+/// fsck exit status: clean.
+const FSCK_OK: u8 = 0;
+/// fsck exit status: errors corrected.
+const FSCK_CORRECTED: u8 = 1;
+/// fsck exit status: errors left uncorrected.
+const FSCK_UNCORRECTED: u8 = 4;
+/// fsck exit status: operational error.
+const FSCK_OPERATIONAL: u8 = 8;
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // fsck reports operational errors (bad arguments included) as 8, like
+    // e2fsck; other commands keep clap's and anyhow's statuses.
+    let is_fsck = std::env::args_os().nth(1).is_some_and(|a| a == "fsck");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if is_fsck && e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::from(FSCK_OPERATIONAL);
+        }
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("manyfs: {e:#}");
-            ExitCode::FAILURE
+            if is_fsck {
+                ExitCode::from(FSCK_OPERATIONAL)
+            } else {
+                ExitCode::FAILURE
+            }
         }
+    }
+}
+
+fn print_report(pool: &std::path::Path, report: &manyfs::fsck::Report) {
+    println!(
+        "{}: {} inodes ({} directories), {} log entries in {} log pages, {}/{} data blocks used",
+        pool.display(),
+        report.inodes,
+        report.directories,
+        report.entries,
+        report.log_pages,
+        report.used_blocks,
+        report.data_blocks
+    );
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    for p in &report.problems {
+        println!("error: {p}");
+    }
+}
+
+fn fsck(pool: &std::path::Path, repair: bool) -> Result<ExitCode> {
+    if !repair {
+        let report =
+            manyfs::fsck::check(pool).with_context(|| format!("fsck {}", pool.display()))?;
+        print_report(pool, &report);
+        if report.is_clean() {
+            println!("clean");
+            return Ok(ExitCode::from(FSCK_OK));
+        }
+        println!(
+            "NOT CLEAN: {} problem(s){}",
+            report.problems.len(),
+            if report.is_repairable() {
+                "; run fsck --repair"
+            } else {
+                ""
+            }
+        );
+        return Ok(ExitCode::from(FSCK_UNCORRECTED));
+    }
+    let r =
+        manyfs::fsck::repair::repair(pool).with_context(|| format!("repair {}", pool.display()))?;
+    for p in &r.fixed {
+        println!("fixed: {p}");
+    }
+    if !r.fixed.is_empty() {
+        println!(
+            "{} fix(es) in {} pass(es); checking again",
+            r.fixed.len(),
+            r.passes
+        );
+    }
+    print_report(pool, &r.after);
+    if !r.is_clean() {
+        println!(
+            "NOT CLEAN after repair: {} problem(s) left",
+            r.after.problems.len()
+        );
+        Ok(ExitCode::from(FSCK_UNCORRECTED))
+    } else if r.before.is_clean() {
+        println!("clean");
+        Ok(ExitCode::from(FSCK_OK))
+    } else {
+        println!("clean after repair");
+        Ok(ExitCode::from(FSCK_CORRECTED))
     }
 }
 
@@ -104,38 +203,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Fsck { pool, repair } => {
-            if repair {
-                let fs = Fs::mount(&pool, &MountOptions::default())
-                    .with_context(|| format!("repair {}", pool.display()))?;
-                fs.unmount()?;
-            }
-            let report =
-                manyfs::fsck::check(&pool).with_context(|| format!("fsck {}", pool.display()))?;
-            println!(
-                "{}: {} inodes ({} directories), {} log entries in {} log pages, {}/{} data blocks used",
-                pool.display(),
-                report.inodes,
-                report.directories,
-                report.entries,
-                report.log_pages,
-                report.used_blocks,
-                report.data_blocks
-            );
-            for n in &report.notes {
-                println!("note: {n}");
-            }
-            for e in &report.errors {
-                println!("error: {e}");
-            }
-            if report.is_clean() {
-                println!("clean");
-                Ok(ExitCode::SUCCESS)
-            } else {
-                println!("NOT CLEAN: {} problem(s)", report.errors.len());
-                Ok(ExitCode::from(4))
-            }
-        }
+        Command::Fsck { pool, repair } => fsck(&pool, repair),
         Command::Inspect { pool } => {
             let opts = MountOptions {
                 read_only: true,

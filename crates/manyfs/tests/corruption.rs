@@ -914,6 +914,7 @@ fn damaged_pools_never_panic_or_hang() {
     let mut notes: Vec<String> = Vec::new();
     let mut hang = None;
     let mut kept = 0;
+    let mut repairs = Repairs::default();
     for i in 0..iterations * 2 {
         if c.iterations >= iterations && only.is_none() {
             break;
@@ -987,6 +988,7 @@ fn damaged_pools_never_panic_or_hang() {
                 }
             }
         }
+        repairs.run(i, &img, dir.path(), &what, &mut failures);
         if keep && kept < 5 {
             let saved = std::env::temp_dir().join(format!("manyfs-corrupt-{seed:x}-{i}.pool"));
             if std::fs::write(&saved, &img).is_ok() {
@@ -1002,6 +1004,10 @@ fn damaged_pools_never_panic_or_hang() {
     let _ = std::panic::take_hook();
 
     println!("seed {seed:#x}: {c:#?}");
+    println!(
+        "repair: {}/{} damaged pools clean after --repair",
+        repairs.clean, repairs.damaged
+    );
     for n in notes.iter().take(5) {
         println!("note: {n}");
     }
@@ -1024,5 +1030,74 @@ fn damaged_pools_never_panic_or_hang() {
             "{c:?}"
         );
         assert!(c.mounted > 0 && c.mount_errors > 0, "{c:?}");
+    }
+}
+
+// ---- fsck --repair on every damaged image ---------------------------------------
+
+/// Repair outcomes over the damaged images.
+#[derive(Default)]
+struct Repairs {
+    /// Images fsck found damaged.
+    damaged: usize,
+    /// Of those, images repair left clean.
+    clean: usize,
+}
+
+impl Repairs {
+    /// Repair a fresh copy of damaged image `img`: it must not panic or
+    /// hang, and when it reports the pool clean, fsck must agree and the
+    /// pool must mount.
+    fn run(&mut self, i: usize, img: &[u8], dir: &Path, what: &str, failures: &mut Vec<String>) {
+        let pool = dir.join(format!("repair-{i}"));
+        std::fs::write(&pool, img).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let p = pool.clone();
+        let worker = std::thread::Builder::new().name(GUARDED.into());
+        worker
+            .spawn(move || {
+                let r = std::panic::catch_unwind(|| -> Result<Option<bool>, String> {
+                    let r = match manyfs::fsck::repair::repair(&p) {
+                        Ok(r) => r,
+                        Err(e) if e.to_string().trim().is_empty() => {
+                            return Err(format!("repair error with empty Display: {e:?}"));
+                        }
+                        Err(_) => return Ok(None),
+                    };
+                    if r.before.is_clean() {
+                        return Ok(None);
+                    }
+                    if !r.is_clean() {
+                        return Ok(Some(false));
+                    }
+                    match manyfs::fsck::check(&p) {
+                        Ok(c) if c.is_clean() => {}
+                        other => return Err(format!("repair said clean, fsck: {other:?}")),
+                    }
+                    Fs::mount(&p, &MountOptions::default())
+                        .and_then(|fs| fs.unmount())
+                        .map_err(|e| format!("repair said clean, mount failed: {e}"))?;
+                    Ok(Some(true))
+                });
+                let _ = tx.send(r.map_err(|_| {
+                    LAST_PANIC
+                        .with(|c| c.borrow_mut().take())
+                        .unwrap_or_default()
+                }));
+            })
+            .expect("spawn a guarded thread");
+        match rx.recv_timeout(HANG_LIMIT) {
+            Err(_) => failures.push(format!("iteration {i}: repair hangs\n    damage: {what}")),
+            Ok(Err(panic)) => failures.push(format!(
+                "iteration {i}: repair PANIC {panic}\n    damage: {what}"
+            )),
+            Ok(Ok(Err(p))) => failures.push(format!("iteration {i}: {p}\n    damage: {what}")),
+            Ok(Ok(Ok(None))) => {}
+            Ok(Ok(Ok(Some(clean)))) => {
+                self.damaged += 1;
+                self.clean += usize::from(clean);
+            }
+        }
+        let _ = std::fs::remove_file(&pool);
     }
 }

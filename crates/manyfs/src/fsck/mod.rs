@@ -1,8 +1,16 @@
 //! Offline consistency check of a pool (`manyfs fsck`).
 //!
-//! It maps the pool read-only and rebuilds the file system exactly as a
-//! mount would (checksums, commit marks, bounds, block ownership, directory
-//! tree shape, generations, entry kinds), then reports what it found.
+//! It maps the pool read-only and walks it as a mount's rebuild would
+//! (checksums, commit marks, bounds, block ownership, directory tree shape,
+//! generations, entry kinds), but records every problem and skips the
+//! damaged object instead of stopping at the first ([`check`]). `repair`
+//! applies the fixes the check proposes ([`repair::repair`]).
+
+mod check;
+pub mod problems;
+pub mod repair;
+
+pub use problems::{Fix, Problem};
 
 pub(crate) mod verify;
 
@@ -15,8 +23,11 @@ use std::path::Path;
 /// What fsck found.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// Problems that make the pool unmountable or inconsistent.
+    /// Problems that make the pool unmountable or inconsistent, one line
+    /// each (the [`Report::problems`] printed).
     pub errors: Vec<String>,
+    /// The same problems, with where they are and their fix.
+    pub problems: Vec<Problem>,
     /// Notes that need no action (e.g. a rename to be completed at mount).
     pub notes: Vec<String>,
     /// Reachable inodes.
@@ -36,52 +47,56 @@ pub struct Report {
 impl Report {
     /// Whether the pool is consistent.
     pub fn is_clean(&self) -> bool {
-        self.errors.is_empty()
+        self.problems.is_empty()
+    }
+
+    /// Whether `repair` can fix everything found.
+    pub fn is_repairable(&self) -> bool {
+        self.problems.iter().all(|p| p.fix.is_repairable())
     }
 }
 
-/// Check the pool at `path`. I/O errors opening it are returned as `Err`;
-/// inconsistencies are listed in the report.
+/// Check the pool at `path`. Errors opening or reading it (or a file that is
+/// no manyfs pool) are returned as `Err`; inconsistencies are listed in the
+/// report, every one of them, each with where it is and how `repair` fixes it.
 pub fn check(path: &Path) -> Result<Report> {
     let media = Media::open(path, Durability::File, false)?;
-    let mut report = Report::default();
-    match recovery::rebuild(&media) {
-        Ok(r) => {
-            if r.primary_superblock_damaged {
-                report.errors.push("primary superblock damaged (backup is intact; mount or fsck --repair rewrites it)".into());
-            }
-            if let Some(p) = &r.pending_rename {
-                report.notes.push(format!(
-                    "rename transaction {} will be completed at mount",
-                    p.txid
-                ));
-            }
-            report.inodes = r.inodes.len() as u64;
-            report.directories = r
-                .inodes
-                .values()
-                .filter(|n| n.record.kind == FileKind::Dir)
-                .count() as u64;
-            report.used_blocks = r.used_blocks();
-            report.data_blocks = r.data_blocks();
-            for n in r.inodes.values() {
-                for s in &n.sublogs {
-                    report.entries += s.entries.len() as u64;
-                    report.log_pages += s.pages.len() as u64;
-                    if !s.incomplete.is_empty() {
-                        report.notes.push(format!(
-                            "inode {}: {} entries of an interrupted write will be discarded at mount",
-                            n.record.kind.code(),
-                            s.incomplete.len()
-                        ));
-                    }
-                }
-                if n.record.kind != FileKind::Dir && n.nlink == 0 {
-                    report.errors.push("reachable file with no links".into());
-                }
-            }
-        }
-        Err(e) => report.errors.push(e.to_string()),
+    check_media(&media)
+}
+
+/// [`check`] on an open mapping.
+pub fn check_media(media: &Media) -> Result<Report> {
+    let w = check::walk(media)?;
+    let mut report = Report {
+        problems: w.problems,
+        notes: w.notes,
+        ..Default::default()
+    };
+    report.inodes = w.inodes.len() as u64;
+    report.directories = w
+        .inodes
+        .values()
+        .filter(|n| n.record.kind == FileKind::Dir)
+        .count() as u64;
+    if let Some(sb) = &w.sb {
+        report.data_blocks = sb.total_blocks - sb.data_start;
     }
+    report.used_blocks = w.owners.len() as u64;
+    for n in w.inodes.values() {
+        for s in &n.sublogs {
+            report.entries += s.entries.len() as u64;
+            report.log_pages += s.pages.len() as u64;
+        }
+    }
+    // The mount's own rebuild has the last word: a pool the walk finds
+    // clean must mount.
+    if report.problems.is_empty()
+        && let Err(e) = recovery::rebuild(media)
+    {
+        report
+            .problems
+            .push(Problem::new("pool", e.to_string(), Fix::None));
+    }
+    report.errors = report.problems.iter().map(|p| p.to_string()).collect();
     Ok(report)
 }

@@ -400,6 +400,11 @@ impl Media {
         Ok(())
     }
 
+    /// The pool file's path (for messages).
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// How this mapping becomes durable.
     pub(crate) fn mode(&self) -> Durability {
         self.mode

@@ -320,7 +320,7 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
     })
 }
 
-fn replay(
+pub(crate) fn replay(
     ino: u64,
     record: InodeRecord,
     parent: u64,
