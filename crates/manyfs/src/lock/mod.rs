@@ -12,7 +12,7 @@ mod per_inode;
 mod segment_word;
 mod srl;
 
-pub use big_reader::{BigReaderGuard, BigReaderLock};
+pub use big_reader::{BigReaderGuard, BigReaderLock, BigWriterGuard};
 pub use interval::IntervalLock;
 pub use per_inode::PerInodeLock;
 pub use segment_word::SegmentWord;
