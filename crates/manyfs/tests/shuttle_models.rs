@@ -146,14 +146,13 @@ fn big_reader_lock_excludes_truncate_from_io() {
             let (lock, inside) = (lock.clone(), inside.clone());
             handles.push(thread::spawn(move || {
                 if t == 0 {
-                    let g = lock.write();
+                    let _g = lock.write();
                     assert_eq!(
                         inside.swap(-1, Ordering::SeqCst),
                         0,
                         "truncate with I/O in flight"
                     );
                     inside.store(0, Ordering::SeqCst);
-                    lock.write_unlock(g);
                 } else {
                     let _g = lock.read();
                     assert!(
