@@ -215,6 +215,22 @@ impl Fs {
         self.core.media.inject_sync_failure();
     }
 
+    /// Shut the mount down after a fault its user detected (a panic in a
+    /// request handler, say): from now on every change and every sync fails
+    /// with `EIO` naming `reason`, and nothing more is written to the pool,
+    /// which stays as it is for `fsck` and the next mount's recovery (that
+    /// rebuilds all DRAM state from the media, so a half-done change in
+    /// DRAM is forgotten).
+    pub fn fail(&self, reason: &str) {
+        self.core.media.fail(reason);
+    }
+
+    /// Whether the mount has failed ([`Fs::fail`], a failed sync, or a
+    /// pool file that shrank under the mapping) and refuses changes.
+    pub fn has_failed(&self) -> bool {
+        self.core.media.has_failed()
+    }
+
     /// Mount options in force.
     pub fn options(&self) -> &MountOptions {
         &self.core.opts

@@ -140,13 +140,9 @@ impl FsCore {
         if self.opts.read_only {
             return Err(Error::ReadOnly);
         }
-        if self.media.has_failed() {
-            return Err(Error::io(
-                "an earlier sync of the pool failed; refusing further changes",
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
-        }
-        Ok(())
+        // A failed sync, a pool file that shrank, or a mount shut down
+        // after a bug: the media says which.
+        self.media.check_alive()
     }
 
     /// Build the DRAM inode for a record (new or recovered).

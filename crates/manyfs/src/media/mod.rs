@@ -8,6 +8,7 @@
 
 mod flush;
 pub mod recorder;
+mod sigbus;
 
 pub use flush::FlushInstr;
 pub use recorder::Recorder;
@@ -76,6 +77,11 @@ pub struct Media {
     failed: std::sync::atomic::AtomicBool,
     /// Test hook: make the next durability points fail as `msync` would.
     inject_sync_failure: std::sync::atomic::AtomicBool,
+    /// Why the media failed (the first reason given), for error messages.
+    failure: std::sync::OnceLock<String>,
+    /// This mapping's entry in the SIGBUS fault table: a fault in a page
+    /// the file no longer backs is absorbed and counted there.
+    sigbus: sigbus::Registration,
     // Held open for the lifetime of the mapping: it carries the flock that
     // keeps a second process from mounting the same pool.
     _file: File,
@@ -179,6 +185,8 @@ impl Media {
             recorder: None,
             failed: std::sync::atomic::AtomicBool::new(false),
             inject_sync_failure: std::sync::atomic::AtomicBool::new(false),
+            failure: std::sync::OnceLock::new(),
+            sigbus: sigbus::Registration::new(ptr.cast(), len),
             _file: file,
         })
     }
@@ -250,16 +258,79 @@ impl Media {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
-        if self.failed.load(Ordering::Relaxed) {
-            return Err(Error::io(
-                format!(
-                    "{}: an earlier sync failed; refusing further changes",
-                    self.path.display()
-                ),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
+        if self.has_failed() {
+            return Err(self.failure_error());
         }
         Ok(())
+    }
+
+    /// The EIO error every operation on a failed media returns.
+    fn failure_error(&self) -> Error {
+        let why = self
+            .failure
+            .get()
+            .map_or("an earlier sync failed", String::as_str);
+        Error::io(
+            format!("{}: {why}; refusing further changes", self.path.display()),
+            std::io::Error::from_raw_os_error(libc::EIO),
+        )
+    }
+
+    /// Err(EIO), with the reason, once the media has failed.
+    pub fn check_alive(&self) -> Result<()> {
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        Ok(())
+    }
+
+    /// Fail the media: every later store, sync and read answers `EIO`
+    /// with `reason` in the message. What is in the pool file stays as it
+    /// is, for `fsck` and the next mount's recovery. The first reason
+    /// given is kept.
+    pub fn fail(&self, reason: impl Into<String>) {
+        let _ = self.failure.set(reason.into());
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Err(EIO) when a SIGBUS was absorbed in this mapping (the pool file
+    /// shrank, or lost pages, under it): the bytes just copied may be the
+    /// handler's zeros. Fails the media on the first such report.
+    fn check_faults(&self) -> Result<()> {
+        if self.sigbus.faults() != 0 {
+            self.fail_shrunk();
+            return Err(self.failure_error());
+        }
+        Ok(())
+    }
+
+    fn fail_shrunk(&self) {
+        let now = self._file.metadata().map_or_else(
+            |e| format!("cannot stat it: {e}"),
+            |m| format!("{} bytes now", m.len()),
+        );
+        self.fail(format!(
+            "the pool file lost pages under its mapping of {} bytes ({now}); \
+             was it truncated while mounted?",
+            self.len
+        ));
+    }
+
+    /// Err(EIO) when the pool file is now shorter than its mapping (another
+    /// process truncated it): fails the media.
+    pub fn check_size(&self) -> Result<()> {
+        match self._file.metadata() {
+            Ok(m) if m.len() >= self.len as u64 => Ok(()),
+            Ok(m) => {
+                self.fail(format!(
+                    "the pool file shrank from {} to {} bytes while mounted",
+                    self.len,
+                    m.len()
+                ));
+                Err(self.failure_error())
+            }
+            Err(e) => Err(Error::io(format!("stat pool {}", self.path.display()), e)),
+        }
     }
 
     /// Make durability points fail from now on (tests of error handling).
@@ -267,9 +338,23 @@ impl Media {
         self.inject_sync_failure.store(true, Ordering::Relaxed);
     }
 
-    /// Whether a durability point has failed.
+    /// Whether the media has failed: a durability point failed, the pool
+    /// file shrank under the mapping, or [`Media::fail`] was called.
     pub fn has_failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        if self.failed.load(Ordering::Acquire) {
+            return true;
+        }
+        if self.sigbus.faults() != 0 {
+            self.fail_shrunk();
+            return true;
+        }
+        false
+    }
+
+    /// Whether a SIGBUS in this mapping would be absorbed (an EIO) rather
+    /// than kill the process.
+    pub fn is_fault_protected(&self) -> bool {
+        self.sigbus.is_protected()
     }
 
     /// Copy `buf.len()` bytes at `off` into `buf`.
@@ -280,7 +365,9 @@ impl Media {
         unsafe {
             std::ptr::copy_nonoverlapping(self.base.add(start), buf.as_mut_ptr(), buf.len());
         }
-        Ok(())
+        // A page the file no longer backs reads as the SIGBUS handler's
+        // zeros: never hand those out as data.
+        self.check_faults()
     }
 
     /// Read `len` bytes at `off` into a new vector.
@@ -412,7 +499,9 @@ impl Media {
 
     /// Atomic 8-byte load (for words other threads may store concurrently).
     pub fn load_u64(&self, off: u64) -> Result<u64> {
-        Ok(self.atomic_u64(off)?.load(Ordering::Acquire))
+        let v = self.atomic_u64(off)?.load(Ordering::Acquire);
+        self.check_faults()?;
+        Ok(v)
     }
 
     /// Failure-atomic, aligned 8-byte store; not durable until flushed and
@@ -434,8 +523,14 @@ impl Media {
             return Ok(());
         }
         let start = self.check(off, len)?;
+        // Nothing is durable on a failed media (a failed msync, a pool file
+        // that shrank): say so at every durability point.
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        self.check_size()?;
         if self.inject_sync_failure.load(Ordering::Relaxed) {
-            self.failed.store(true, Ordering::Relaxed);
+            self.fail("an earlier sync failed (injected)");
             return Err(Error::io(
                 format!("msync {} (injected)", self.path.display()),
                 std::io::Error::from_raw_os_error(libc::EIO),
@@ -449,7 +544,10 @@ impl Media {
         let rc =
             unsafe { libc::msync(self.base.add(aligned).cast(), end - aligned, libc::MS_SYNC) };
         if rc != 0 {
-            self.failed.store(true, Ordering::Relaxed);
+            self.fail(format!(
+                "an earlier sync failed ({})",
+                std::io::Error::last_os_error()
+            ));
             return Err(Error::io(
                 format!("msync {}", self.path.display()),
                 std::io::Error::last_os_error(),
@@ -466,6 +564,8 @@ impl Media {
 
 impl Drop for Media {
     fn drop(&mut self) {
+        // Out of the fault table before the range can be reused.
+        self.sigbus.unregister();
         // SAFETY: `base`/`len` came from a successful mmap and are unmapped
         // exactly once, here; no references into the mapping outlive `self`.
         unsafe {
