@@ -95,3 +95,40 @@ fn handler_panic_shuts_the_mount_down_and_remount_recovers() {
     common::unmount(m);
     s.fsck();
 }
+
+#[test]
+fn pool_truncated_under_a_fuse_mount_gives_eio_and_unmounts() {
+    if !fuse_available("pool_truncated_under_a_fuse_mount_gives_eio_and_unmounts") {
+        return;
+    }
+    let s = Scratch::with_size(16 << 20);
+    let m = s.mount(&[]);
+    let big = vec![7u8; 11 << 20];
+    std::fs::write(s.mnt.join("big"), &big).unwrap();
+    std::fs::write(s.mnt.join("small"), b"small").unwrap();
+    // Another process truncates the pool to half.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&s.pool)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    // Part of /big lay in the lost half: reading it is an error, not a
+    // SIGBUS that kills the serving process (this test process).
+    eio(
+        std::fs::read(s.mnt.join("big")),
+        "read across the lost half",
+    );
+    eio(
+        std::fs::write(s.mnt.join("small"), b"later"),
+        "write after the fault",
+    );
+    eio(
+        std::fs::File::create(s.mnt.join("new")),
+        "create after the fault",
+    );
+    let err = within(PROGRESS_LIMIT, "unmounting", move || m.unmount())
+        .expect_err("the unmount reports the failed media");
+    assert!(err.to_string().contains("truncated"), "{err}");
+    assert!(!common::is_mounted(&s.mnt), "still mounted");
+}
