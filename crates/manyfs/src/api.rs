@@ -154,11 +154,17 @@ fn path_bytes(p: &Path) -> &[u8] {
 
 impl Fs {
     /// Create a pool file at `pool` and mount it.
+    ///
+    /// A non-empty file already at `pool` is left untouched and the call
+    /// fails with [`Error::Exists`], unless `mkfs.replace_existing` is set:
+    /// then it is replaced (its contents are lost). A pool mounted by
+    /// another process is never replaced (`Busy`).
     pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
         mount.validate()?;
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
         {
-            let media = Media::create(pool, mkfs.size, mount.durability)?;
+            let media =
+                Media::create_with(pool, mkfs.size, mount.durability, mkfs.replace_existing)?;
             format(&media, &sb)?;
         }
         Fs::mount(pool, mount)

@@ -95,8 +95,23 @@ unsafe impl Send for Media {}
 unsafe impl Sync for Media {}
 
 impl Media {
-    /// Create (or replace) the pool file at `path` with `size` bytes and map it.
+    /// Create the pool file at `path` with `size` bytes and map it. An
+    /// existing file is replaced (its contents are discarded) unless it is
+    /// mounted (`Busy`); see [`Media::create_with`] to refuse instead.
     pub fn create(path: &Path, size: u64, mode: Durability) -> Result<Media> {
+        Self::create_with(path, size, mode, true)
+    }
+
+    /// [`Media::create`], but an existing non-empty file at `path` is only
+    /// replaced when `replace_existing`; otherwise the call fails with
+    /// [`Error::Exists`] and leaves the file untouched. (The check is made
+    /// under the pool's exclusive lock, so it cannot race with a mount.)
+    pub fn create_with(
+        path: &Path,
+        size: u64,
+        mode: Durability,
+        replace_existing: bool,
+    ) -> Result<Media> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -105,6 +120,15 @@ impl Media {
             .open(path)
             .map_err(|e| Error::io(format!("create pool {}", path.display()), e))?;
         lock_exclusive(&file, path)?;
+        if !replace_existing {
+            let len = file
+                .metadata()
+                .map_err(|e| Error::io(format!("stat pool {}", path.display()), e))?
+                .len();
+            if len > 0 {
+                return Err(Error::Exists(format!("pool {}", path.display())));
+            }
+        }
         file.set_len(0)
             .and_then(|_| file.set_len(size))
             .map_err(|e| Error::io(format!("size pool {}", path.display()), e))?;
