@@ -413,7 +413,9 @@ impl Media {
         if let Some(r) = &self.recorder {
             r.on_store(off, data.len());
         }
-        Ok(())
+        // A store into a page the file no longer backs went to the SIGBUS
+        // handler's private zero page: it is lost, so it must not succeed.
+        self.check_faults()
     }
 
     /// Fill `len` bytes at `off` with zeros (cached stores).
@@ -425,7 +427,7 @@ impl Media {
         if let Some(r) = &self.recorder {
             r.on_store(off, len);
         }
-        Ok(())
+        self.check_faults()
     }
 
     /// Non-temporal copy of `data` to `off`: bypasses the cache, so in `pm`
@@ -462,7 +464,7 @@ impl Media {
                 self.store(off + tail as u64, &data[tail..])?;
                 self.flush(off + tail as u64, data.len() - tail)?;
             }
-            return Ok(());
+            return self.check_faults();
         }
         self.store(off, data)?;
         self.flush(off, data.len())
@@ -536,7 +538,7 @@ impl Media {
         if let Some(r) = &self.recorder {
             r.on_store(off, 8);
         }
-        Ok(())
+        self.check_faults()
     }
 
     /// A durability point: in `file` mode, `msync` the range so it reaches
