@@ -327,6 +327,9 @@ impl TargetEnv {
                 let _ = std::fs::remove_file(&path);
                 let mkfs = manyfs::MkfsOptions {
                     size: cfg.size,
+                    // A user-given pool is deliberately re-created for
+                    // every point.
+                    replace_existing: true,
                     ..Default::default()
                 };
                 let mount = manyfs::MountOptions {

@@ -23,7 +23,8 @@ struct Cli {
 enum Command {
     /// Create a new pool file.
     Mkfs {
-        /// Pool file to create (replaced if it exists and is not mounted).
+        /// Pool file to create. An existing non-empty file is refused
+        /// unless --force is given.
         pool: PathBuf,
         /// Pool size, e.g. 1G, 512M, 65536.
         #[arg(long, default_value = "1G", value_parser = parse_size)]
@@ -31,6 +32,10 @@ enum Command {
         /// One inode per this many bytes.
         #[arg(long, default_value = "16K", value_parser = parse_size)]
         bytes_per_inode: u64,
+        /// Replace an existing file at POOL (its contents are lost; a pool
+        /// mounted by another process is still refused).
+        #[arg(long)]
+        force: bool,
     },
     /// Check a pool's consistency and list every problem found.
     ///
@@ -181,16 +186,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             pool,
             size,
             bytes_per_inode,
+            force,
         } => {
-            let fs = Fs::mkfs(
+            let fs = match Fs::mkfs(
                 &pool,
                 &MkfsOptions {
                     size,
                     bytes_per_inode,
+                    replace_existing: force,
                 },
                 &MountOptions::default(),
-            )
-            .with_context(|| format!("mkfs {}", pool.display()))?;
+            ) {
+                Err(manyfs::Error::Exists(_)) => {
+                    anyhow::bail!("{} exists; use --force to replace it", pool.display())
+                }
+                r => r.with_context(|| format!("mkfs {}", pool.display()))?,
+            };
             let st = fs.statfs();
             fs.unmount()?;
             println!(

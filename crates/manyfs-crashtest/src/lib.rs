@@ -514,6 +514,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             &MkfsOptions {
                 size: w.pool_size,
                 bytes_per_inode: 16 << 10,
+                ..Default::default()
             },
             &opts,
         )?;

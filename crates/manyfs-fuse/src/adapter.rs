@@ -27,6 +27,8 @@ use fuser::{
 use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr};
 use parking_lot::{Mutex, RwLock};
 
+use crate::poison::{self, ErrorReply, Poison, ShutDown};
+
 /// How long the kernel may cache attributes and directory entries. Every
 /// change made through the mount passes through the kernel, which updates or
 /// invalidates its cache for it; the TTL only bounds how long changes made
@@ -69,7 +71,8 @@ impl FuseStats {
     }
 
     /// Number of requests whose handler panicked; each was answered with
-    /// `EIO` and the daemon kept serving. Should always be 0.
+    /// `EIO`, and the first shut the mount down (see [`crate::poison`]).
+    /// Should always be 0.
     pub fn handler_panics(&self) -> u64 {
         self.panics.load(Ordering::Relaxed)
     }
@@ -197,6 +200,7 @@ pub struct Shared {
     /// Live counters.
     pub stats: FuseStats,
     unmount: Mutex<Option<manyfs::Result<()>>>,
+    poison: Poison,
 }
 
 impl Shared {
@@ -204,6 +208,12 @@ impl Shared {
     /// (`None` while still mounted).
     pub fn take_unmount_result(&self) -> Option<manyfs::Result<()>> {
         self.unmount.lock().take()
+    }
+
+    /// Why the mount was shut down after a handler panicked (`None` while
+    /// it is healthy). See [`crate::poison`].
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poison.reason()
     }
 }
 
@@ -234,6 +244,7 @@ impl ManyFuse {
     /// Serve `fs`. `read_only` makes every modifying request fail with
     /// `EROFS` before it reaches the library.
     pub fn new(fs: Fs, read_only: bool) -> ManyFuse {
+        poison::install_hook();
         ManyFuse {
             fs: Some(fs),
             read_only,
@@ -249,6 +260,25 @@ impl ManyFuse {
     /// The statistics and unmount outcome, shared with the serving threads.
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
+    }
+
+    /// Run the handler of `op` with its `reply`. On a shut-down mount
+    /// (see [`crate::poison`]) answer `EIO` without running it, unless `op`
+    /// only frees adapter bookkeeping. A panic in the handler answers
+    /// `EIO` (the reply, dropped while unwinding, sends it) and shuts the
+    /// mount down.
+    fn serve<R: ErrorReply>(&self, op: &'static str, reply: R, f: impl FnOnce(R)) {
+        if self.shared.poison.reason().is_some() && !poison::served_when_poisoned(op) {
+            reply.error(Errno::EIO);
+            return;
+        }
+        let run = || poison::serving(op, self, || f(reply));
+        if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(run)) {
+            self.shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+            // Normally done already by the panic hook, before the reply
+            // went out; this covers a program that replaced the hook.
+            self.shut_down(op, poison::panic_text(&*payload));
+        }
     }
 
     fn fs(&self) -> Result<&Fs, Errno> {
@@ -507,25 +537,6 @@ fn to_attr(md: &Metadata) -> FileAttr {
     }
 }
 
-/// Run a handler, turning a panic into an `EIO` answer (the reply captured
-/// by the closure is dropped during unwinding, which sends `EIO`) instead of
-/// killing a serving thread.
-#[track_caller]
-fn guard(stats: &FuseStats, f: impl FnOnce()) {
-    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
-        stats.panics.fetch_add(1, Ordering::Relaxed);
-        let msg = payload
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("(no message)");
-        tracing::error!(
-            handler = %std::panic::Location::caller(),
-            "request handler panicked, answered EIO: {msg}"
-        );
-    }
-}
-
 fn reply_entry(reply: ReplyEntry, r: Result<Metadata, Errno>) {
     match r {
         Ok(md) => reply.entry(&TTL, &to_attr(&md), Generation(u64::from(md.generation))),
@@ -544,6 +555,18 @@ fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
     match r {
         Ok(a) => reply.attr(&TTL, &a),
         Err(e) => reply.error(e),
+    }
+}
+
+impl ShutDown for ManyFuse {
+    fn shut_down(&self, op: &str, panic: &str) {
+        let msg = poison::message(op, panic);
+        if self.shared.poison.set(msg.clone()) {
+            if let Some(fs) = &self.fs {
+                fs.fail(&msg);
+            }
+            poison::report(&msg);
+        }
     }
 }
 
@@ -576,13 +599,15 @@ impl Filesystem for ManyFuse {
             shard.lock().clear();
         }
         if let Some(fs) = self.fs.take() {
+            // On a shut-down mount the library refuses the final sync and
+            // says why; the pool is left for the next mount's recovery.
             let r = fs.unmount();
             *self.shared.unmount.lock() = Some(r);
         }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        guard(&self.shared.stats, || {
+        self.serve("lookup", reply, |reply| {
             let r = self
                 .fs()
                 .and_then(|fs| fs.lookup(parent.0, name).map_err(errno));
@@ -591,7 +616,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        guard(&self.shared.stats, || {
+        self.serve("getattr", reply, |reply| {
             let r = (|| {
                 if let Some(fh) = fh
                     && let Some(h) = self.handles.get(fh.0)
@@ -625,7 +650,7 @@ impl Filesystem for ManyFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("setattr", reply, |reply| {
             let to_time = |t: TimeOrNow| match t {
                 TimeOrNow::SpecificTime(t) => t,
                 TimeOrNow::Now => SystemTime::now(),
@@ -644,7 +669,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        guard(&self.shared.stats, || {
+        self.serve("readlink", reply, |reply| {
             match self
                 .fs()
                 .and_then(|fs| fs.readlink_ino(ino.0).map_err(errno))
@@ -665,7 +690,7 @@ impl Filesystem for ManyFuse {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("mknod", reply, |reply| {
             let r = (|| {
                 let kind = mode & libc::S_IFMT;
                 if kind != 0 && kind != libc::S_IFREG {
@@ -691,7 +716,7 @@ impl Filesystem for ManyFuse {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("mkdir", reply, |reply| {
             let r = self.writable().and_then(|()| {
                 self.fs()?
                     .mkdir(parent.0, name, mode & 0o7777, req.uid(), req.gid())
@@ -702,7 +727,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard(&self.shared.stats, || {
+        self.serve("unlink", reply, |reply| {
             let r = self
                 .writable()
                 .and_then(|()| self.fs()?.unlink_at(parent.0, name).map_err(errno));
@@ -711,7 +736,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard(&self.shared.stats, || {
+        self.serve("rmdir", reply, |reply| {
             let r = self
                 .writable()
                 .and_then(|()| self.fs()?.rmdir_at(parent.0, name).map_err(errno));
@@ -727,7 +752,7 @@ impl Filesystem for ManyFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("symlink", reply, |reply| {
             let r = self.writable().and_then(|()| {
                 self.fs()?
                     .symlink_at(parent.0, link_name, target, req.uid(), req.gid())
@@ -747,7 +772,7 @@ impl Filesystem for ManyFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("rename", reply, |reply| {
             let r = (|| {
                 if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
                     // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported.
@@ -771,7 +796,7 @@ impl Filesystem for ManyFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("link", reply, |reply| {
             let r = self.writable().and_then(|()| {
                 self.fs()?
                     .link_at(ino.0, newparent.0, newname)
@@ -782,7 +807,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        guard(&self.shared.stats, || {
+        self.serve("open", reply, |reply| {
             match self.open_handle(ino.0, flags.0) {
                 Ok(fh) => reply.opened(FileHandle(fh), FOPEN_FLAGS),
                 Err(e) => reply.error(e),
@@ -801,7 +826,7 @@ impl Filesystem for ManyFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("read", reply, |reply| {
             match self.do_read(fh, offset, size) {
                 Ok(buf) => reply.data(&buf),
                 Err(e) => reply.error(e),
@@ -821,7 +846,7 @@ impl Filesystem for ManyFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("write", reply, |reply| {
             match self.do_write(fh, offset, data, write_flags) {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
@@ -838,7 +863,7 @@ impl Filesystem for ManyFuse {
         reply: ReplyEmpty,
     ) {
         // Data is in the pool as soon as `write` returns; nothing to push.
-        guard(&self.shared.stats, || {
+        self.serve("flush", reply, |reply| {
             reply_empty(reply, self.file_handle(fh).map(|_| ()));
         });
     }
@@ -853,7 +878,7 @@ impl Filesystem for ManyFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("release", reply, |reply| {
             let r = self.handles.remove(fh.0).map(|_| ()).ok_or(Errno::EBADF);
             reply_empty(reply, r);
         });
@@ -867,7 +892,7 @@ impl Filesystem for ManyFuse {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("fsync", reply, |reply| {
             let r = self.file_handle(fh).and_then(|h| {
                 let Handle::File(h) = &*h else {
                     return Err(Errno::EBADF);
@@ -883,7 +908,7 @@ impl Filesystem for ManyFuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        guard(&self.shared.stats, || {
+        self.serve("opendir", reply, |reply| {
             let r = (|| {
                 let fs = self.fs()?;
                 let entries = fs.readdir_ino(ino.0).map_err(errno)?;
@@ -913,9 +938,9 @@ impl Filesystem for ManyFuse {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("readdir", reply, |mut reply| {
             match self.do_readdir(fh, ino.0, offset, &mut reply) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -929,9 +954,9 @@ impl Filesystem for ManyFuse {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("readdirplus", reply, |mut reply| {
             match self.do_readdirplus(fh, ino.0, offset, &mut reply) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -947,7 +972,7 @@ impl Filesystem for ManyFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("releasedir", reply, |reply| {
             let r = self.handles.remove(fh.0).map(|_| ()).ok_or(Errno::EBADF);
             reply_empty(reply, r);
         });
@@ -961,14 +986,14 @@ impl Filesystem for ManyFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("fsyncdir", reply, |reply| {
             let r = self.fs().and_then(|fs| fs.sync().map_err(errno));
             reply_empty(reply, r);
         });
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        guard(&self.shared.stats, || match self.fs() {
+        self.serve("statfs", reply, |reply| match self.fs() {
             Ok(fs) => {
                 let s = fs.statfs();
                 let bsize = u32::try_from(s.block_size).unwrap_or(4096);
@@ -991,7 +1016,7 @@ impl Filesystem for ManyFuse {
     fn access(&self, _req: &Request, ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         // Permission checks are done by the kernel (`default_permissions`);
         // this is only reached without it: report whether the inode exists.
-        guard(&self.shared.stats, || {
+        self.serve("access", reply, |reply| {
             let r = self
                 .fs()
                 .and_then(|fs| fs.stat(ino.0).map(|_| ()).map_err(errno));
@@ -1009,9 +1034,11 @@ impl Filesystem for ManyFuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("create", reply, |reply| {
             let r = (|| {
                 self.writable()?;
+                #[cfg(feature = "test-probes")]
+                poison::test_panic_probe(name);
                 let fs = self.fs()?;
                 let md = match fs.create(parent.0, name, mode & 0o7777, req.uid(), req.gid()) {
                     Ok(md) => md,
@@ -1057,7 +1084,7 @@ impl Filesystem for ManyFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        guard(&self.shared.stats, || {
+        self.serve("fallocate", reply, |reply| {
             let r = (|| {
                 if mode != 0 {
                     // Only plain preallocation (which may extend the file).

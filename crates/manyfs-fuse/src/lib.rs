@@ -7,6 +7,8 @@
 //!   threads of the calling process (tests, embedding).
 //! * [`cli`] is `manyfs mount`: foreground or daemon, with clean unmount on
 //!   SIGINT/SIGTERM.
+//! * [`poison`]: the mount shuts down (answers `EIO`) after a handler
+//!   panicked; the next mount recovers from media.
 //! * [`log`]: `-o debug` / `RUST_LOG` diagnostics of the daemon on stderr.
 //!
 //! See `docs/mount.md` for the options and the POSIX differences.
@@ -16,6 +18,7 @@ pub mod cli;
 pub mod error;
 pub mod log;
 pub mod options;
+pub mod poison;
 pub mod session;
 
 pub use adapter::{FuseStats, ManyFuse};

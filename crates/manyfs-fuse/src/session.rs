@@ -255,6 +255,12 @@ impl MountedFs {
         &self.shared.stats
     }
 
+    /// Why the mount was shut down after a handler panicked, if it was
+    /// (see [`crate::poison`]).
+    pub fn poisoned(&self) -> Option<&str> {
+        self.shared.poisoned()
+    }
+
     /// Unmount, wait for the serving threads, unmount the library and report
     /// the first error.
     ///

@@ -155,13 +155,9 @@ impl FsCore {
         if self.opts.read_only {
             return Err(Error::ReadOnly);
         }
-        if self.media.has_failed() {
-            return Err(Error::io(
-                "an earlier sync of the pool failed; refusing further changes",
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
-        }
-        Ok(())
+        // A failed sync, a pool file that shrank, or a mount shut down
+        // after a bug: the media says which.
+        self.media.check_alive()
     }
 
     /// Build the DRAM inode for a record (new or recovered).
@@ -257,11 +253,12 @@ impl FsCore {
             });
             let log = inode.log.owned_blocks();
             self.shard(inode.ino).write().remove(&inode.ino);
-            self.sync_engine.defer(crate::alloc::deferred::Pending::Inode {
-                ino: inode.ino,
-                data,
-                log,
-            });
+            self.sync_engine
+                .defer(crate::alloc::deferred::Pending::Inode {
+                    ino: inode.ino,
+                    data,
+                    log,
+                });
             return;
         }
         if let Some(f) = &inode.file {

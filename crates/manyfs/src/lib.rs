@@ -56,6 +56,8 @@ mod recovery;
 mod shuttle_models;
 mod sync;
 mod sync_engine;
+#[cfg(test)]
+mod test_support;
 mod time;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};

@@ -54,6 +54,10 @@ pub struct MkfsOptions {
     pub size: u64,
     /// One inode slot per this many bytes of pool.
     pub bytes_per_inode: u64,
+    /// Replace a non-empty file already at the pool's path (its contents
+    /// are lost). Off by default: [`crate::Fs::mkfs`] then fails with
+    /// [`crate::Error::Exists`] instead of destroying an existing pool.
+    pub replace_existing: bool,
 }
 
 impl Default for MkfsOptions {
@@ -61,6 +65,7 @@ impl Default for MkfsOptions {
         MkfsOptions {
             size: 1 << 30,
             bytes_per_inode: 16 << 10,
+            replace_existing: false,
         }
     }
 }

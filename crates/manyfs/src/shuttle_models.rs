@@ -9,8 +9,6 @@ use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use shuttle::thread;
 
-mod common;
-
 const ITERATIONS: usize = 3000;
 
 /// Wall-clock bound of one model's exploration. A deadlock or livelock
@@ -26,7 +24,7 @@ fn both(f: impl Fn() + Send + Sync + 'static) {
         .unwrap_or("shuttle model")
         .to_string();
     let what = format!("{test}: {ITERATIONS} random and {ITERATIONS} PCT schedules");
-    common::within(WALL_CLOCK_LIMIT, &what, move || {
+    crate::test_support::within(WALL_CLOCK_LIMIT, &what, move || {
         let f = std::sync::Arc::new(f);
         let g = f.clone();
         shuttle::check_random(move || f(), ITERATIONS);
@@ -145,14 +143,13 @@ fn big_reader_lock_excludes_truncate_from_io() {
             let (lock, inside) = (lock.clone(), inside.clone());
             handles.push(thread::spawn(move || {
                 if t == 0 {
-                    let g = lock.write();
+                    let _g = lock.write();
                     assert_eq!(
                         inside.swap(-1, Ordering::SeqCst),
                         0,
                         "truncate with I/O in flight"
                     );
                     inside.store(0, Ordering::SeqCst);
-                    lock.write_unlock(g);
                 } else {
                     let _g = lock.read();
                     assert!(
@@ -170,8 +167,9 @@ fn big_reader_lock_excludes_truncate_from_io() {
 }
 
 mod log_append {
+    use crate::layout::CommitRule;
     use crate::layout::{BLOCK_SIZE, Entry, FileKind, Superblock};
-    use crate::log::scan::scan_log;
+    use crate::log::scan::scan_log_with;
     use crate::log::{InodeLog, LogSpace};
     use crate::media::{Durability, Media};
     use shuttle::sync::atomic::AtomicU32;
@@ -248,7 +246,7 @@ mod log_append {
             for h in handles {
                 h.join().unwrap();
             }
-            let subs = scan_log(&media, &sb, 9, array).unwrap();
+            let subs = scan_log_with(&media, &sb, 9, 0, array, CommitRule::Immediate).unwrap();
             assert_eq!(subs.len(), 1);
             assert_eq!(
                 subs[0].pages.len(),

@@ -60,11 +60,7 @@ impl FsCore {
     /// Allocate blocks; in `file` mode a dry allocator first runs a sync
     /// (which frees deferred blocks) and tries once more. Never call with a
     /// sub-log mutex held.
-    pub fn alloc_blocks(
-        &self,
-        want: u64,
-        purpose: crate::alloc::Purpose,
-    ) -> Result<(u64, u64)> {
+    pub fn alloc_blocks(&self, want: u64, purpose: crate::alloc::Purpose) -> Result<(u64, u64)> {
         match self.blocks.alloc(want, purpose) {
             Err(crate::Error::NoSpace(_)) if self.deferring() => {
                 self.sync()?;

@@ -136,3 +136,133 @@ fn mkfs_on_a_full_file_system_fails_cleanly() {
     drop(fits);
     let _ = std::process::Command::new("umount").arg(&mnt).status();
 }
+
+/// Write a file of `len` bytes of `byte` (most of a small pool, so part of
+/// it lies in the pool's second half).
+fn fill(fs: &Fs, path: &str, len: usize, byte: u8) {
+    let f = open_rw(fs, path);
+    for off in (0..len).step_by(1 << 20) {
+        f.write_all_at(&vec![byte; (1 << 20).min(len - off)], off as u64)
+            .unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+fn truncate_pool(pool: &std::path::Path, len: u64) {
+    // Another process would do the same: the pool's flock does not stop
+    // truncate(2).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(pool)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+#[test]
+fn pool_truncated_under_the_mount_gives_eio_not_sigbus() {
+    let (_dir, pool, fs) = fresh(16 << 20);
+    fill(&fs, "/big", 11 << 20, 7);
+    let small = open_rw(&fs, "/small");
+    small.write_all_at(b"kept", 0).unwrap();
+    truncate_pool(&pool, 8 << 20);
+    // Reading the part of /big that lay in the lost half faults; the
+    // SIGBUS is absorbed and the read fails instead of killing us.
+    let big = open_rw(&fs, "/big");
+    let mut buf = vec![0u8; 1 << 20];
+    let mut failed = None;
+    for off in (0..11u64 << 20).step_by(1 << 20) {
+        if let Err(e) = big.read_exact_at(&mut buf, off) {
+            failed = Some(e);
+            break;
+        }
+        assert!(buf.iter().all(|&b| b == 7), "read zeros as data at {off}");
+    }
+    let err = failed.expect("some of /big lay in the truncated half");
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(err.to_string().contains("truncated"), "{err}");
+    assert!(fs.has_failed());
+    // From now on: no changes, no syncs.
+    let err = small.write_at(b"later", 0).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(matches!(fs.create_dir("/d"), Err(Error::Io { .. })));
+    assert_eq!(small.sync_all().unwrap_err().errno(), libc::EIO);
+    drop((big, small));
+    assert_eq!(fs.unmount().unwrap_err().errno(), libc::EIO);
+    // The shrunken pool is refused at the next mount, not mounted half.
+    let err = Fs::mount(&pool, &MountOptions::default())
+        .err()
+        .expect("a pool shorter than its geometry must not mount");
+    assert!(err.to_string().contains("geometry"), "{err}");
+}
+
+#[test]
+fn pool_truncated_is_found_at_the_next_sync() {
+    let (_dir, pool, fs) = fresh(16 << 20);
+    let f = open_rw(&fs, "/f");
+    f.write_all_at(b"before", 0).unwrap();
+    f.sync_all().unwrap();
+    truncate_pool(&pool, 8 << 20);
+    // No access faulted yet (the file's page is in the first half), but
+    // the durability point checks the file's size.
+    let err = f.sync_all().unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(err.to_string().contains("shrank"), "{err}");
+    assert_eq!(f.write_at(b"after", 0).unwrap_err().errno(), libc::EIO);
+}
+
+/// A SIGBUS at an address outside every pool mapping still kills the
+/// process (the handler passes it on): checked in a child process, this
+/// test's own executable started again.
+#[test]
+fn sigbus_outside_a_pool_still_kills() {
+    const CHILD: &str = "MANYFS_TEST_FOREIGN_SIGBUS";
+    if std::env::var_os(CHILD).is_some() {
+        // A mounted pool, so the handler is installed.
+        let (_dir, _pool, _fs) = fresh(8 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("other"))
+            .unwrap();
+        file.set_len(8192).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of a file we own; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        file.set_len(0).unwrap();
+        // SAFETY: `p` is a live 8 KiB mapping; the file behind it is gone,
+        // so this load raises SIGBUS, which is the point.
+        let v = unsafe { std::ptr::read_volatile(p.cast::<u8>()) };
+        panic!("the load past end of file returned {v} instead of SIGBUS");
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigbus_outside_a_pool_still_kills",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGBUS),
+        "child: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -50,8 +50,12 @@ impl Default for SyncEngine {
     fn default() -> Self {
         SyncEngine {
             lock: Mutex::new(()),
-            dirty: (0..SHARDS).map(|_| CachePadded::new(Mutex::default())).collect(),
-            pending: (0..SHARDS).map(|_| CachePadded::new(Mutex::default())).collect(),
+            dirty: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::default()))
+                .collect(),
+            pending: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::default()))
+                .collect(),
         }
     }
 }
@@ -91,4 +95,3 @@ impl SyncEngine {
             || self.pending.iter().any(|s| !s.lock().is_empty())
     }
 }
-

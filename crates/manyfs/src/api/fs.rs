@@ -25,11 +25,17 @@ pub struct Fs {
 
 impl Fs {
     /// Create a pool file at `pool` and mount it.
+    ///
+    /// A non-empty file already at `pool` is left untouched and the call
+    /// fails with [`Error::Exists`], unless `mkfs.replace_existing` is set:
+    /// then it is replaced (its contents are lost). A pool mounted by
+    /// another process is never replaced (`Busy`).
     pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
         mount.validate()?;
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
         {
-            let media = Media::create(pool, mkfs.size, mount.durability)?;
+            let media =
+                Media::create_with(pool, mkfs.size, mount.durability, mkfs.replace_existing)?;
             crate::layout::format::format(&media, &sb)?;
         }
         Fs::mount(pool, mount)
@@ -78,6 +84,22 @@ impl Fs {
     /// Without one: nothing.
     pub fn note(&self, tag: u64) {
         self.core.media.note(tag);
+    }
+
+    /// Shut the mount down after a fault its user detected (a panic in a
+    /// request handler, say): from now on every change and every sync fails
+    /// with `EIO` naming `reason`, and nothing more is written to the pool,
+    /// which stays as it is for `fsck` and the next mount's recovery (that
+    /// rebuilds all DRAM state from the media, so a half-done change in
+    /// DRAM is forgotten).
+    pub fn fail(&self, reason: &str) {
+        self.core.media.fail(reason);
+    }
+
+    /// Whether the mount has failed ([`Fs::fail`], a failed sync, or a
+    /// pool file that shrank under the mapping) and refuses changes.
+    pub fn has_failed(&self) -> bool {
+        self.core.media.has_failed()
     }
 
     /// Mount options in force.
@@ -377,10 +399,8 @@ impl Fs {
     /// page mappings and free space. Returns the differences (empty when
     /// consistent). Quiesce writers first for an exact comparison.
     pub fn verify(&self) -> Result<Vec<String>> {
-        let rebuilt = recovery::rebuild_with(
-            &self.core.media,
-            Some(crate::layout::CommitRule::Immediate),
-        )?;
+        let rebuilt =
+            recovery::rebuild_with(&self.core.media, Some(crate::layout::CommitRule::Immediate))?;
         Ok(crate::fsck::verify::compare(&self.core, &rebuilt))
     }
 

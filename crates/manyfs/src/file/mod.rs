@@ -304,7 +304,7 @@ pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     }
     let guard = f.truncate_lock.write();
     let result = set_len_exclusive(core, inode, f, len);
-    f.truncate_lock.write_unlock(guard);
+    drop(guard);
     result?;
     maybe_compact(core, inode);
     Ok(())
@@ -320,14 +320,12 @@ pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     if f.size() >= len {
         return Ok(());
     }
-    let guard = f.truncate_lock.write();
-    let result = if f.size() < len {
+    let _guard = f.truncate_lock.write();
+    if f.size() < len {
         set_len_exclusive(core, inode, f, len)
     } else {
         Ok(())
-    };
-    f.truncate_lock.write_unlock(guard);
-    result
+    }
 }
 
 fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
@@ -436,12 +434,11 @@ fn maybe_compact(core: &FsCore, inode: &Inode) {
         return;
     }
     let Some(f) = inode.file.as_ref() else { return };
-    let guard = f.truncate_lock.write();
+    let _guard = f.truncate_lock.write();
     let attrs = inode.attrs.lock();
     // Best effort: on failure (a full pool) the old log stays valid.
     let _ = compact_file(core, inode, f, &attrs);
     drop(attrs);
-    f.truncate_lock.write_unlock(guard);
 }
 
 /// Rewrite a file's log as: one attribute entry with the current size and

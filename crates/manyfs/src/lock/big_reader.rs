@@ -59,9 +59,19 @@ impl BigReaderLock {
     }
 
     /// Take it exclusive: waits for every reader on every CPU to leave.
-    pub fn write(&self) -> parking_lot::MutexGuard<'_, ()> {
-        let guard = self.writer_mutex.lock();
+    ///
+    /// The hold ends when the returned guard is dropped, including when the
+    /// holder unwinds from a panic: the writer flag is cleared and parked
+    /// readers are woken, so a failed truncate cannot wedge the file.
+    pub fn write(&self) -> BigWriterGuard<'_> {
+        let mutex = self.writer_mutex.lock();
         self.writer.store(1, Ordering::SeqCst);
+        // From here on the guard owns the flag: if anything below unwinds,
+        // its drop clears the flag again.
+        let guard = BigWriterGuard {
+            lock: self,
+            _mutex: mutex,
+        };
         for counter in self.readers.iter() {
             let mut spins = 0;
             while counter.load(Ordering::SeqCst) != 0 {
@@ -75,12 +85,21 @@ impl BigReaderLock {
         }
         guard
     }
+}
 
-    /// Release an exclusive hold taken with [`BigReaderLock::write`].
-    pub fn write_unlock(&self, guard: parking_lot::MutexGuard<'_, ()>) {
-        self.writer.store(0, Ordering::SeqCst);
-        unpark_all(&self.writer);
-        drop(guard);
+/// An exclusive hold on a [`BigReaderLock`]; releases on drop (also when
+/// the holder panics).
+pub struct BigWriterGuard<'a> {
+    lock: &'a BigReaderLock,
+    // Dropped after `drop` below has cleared the flag, so the next writer
+    // cannot set the flag before this one has cleared it.
+    _mutex: parking_lot::MutexGuard<'a, ()>,
+}
+
+impl Drop for BigWriterGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.writer.store(0, Ordering::SeqCst);
+        unpark_all(&self.lock.writer);
     }
 }
 

@@ -12,16 +12,7 @@ const PROGRESS_LIMIT: Duration = Duration::from_secs(60);
 /// a lock fails the test with a message instead of hanging the run. A
 /// panic in `body` (an exclusion violation) is passed on.
 fn within(what: &str, body: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(PROGRESS_LIMIT) {
-        Ok(Ok(())) => worker.join().expect("worker already finished"),
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(_) => panic!("no progress after {} s: {what}", PROGRESS_LIMIT.as_secs()),
-    }
+    crate::test_support::within(PROGRESS_LIMIT, what, body)
 }
 
 /// Threads lock random ranges over 64 cells; a writer marks its cells -1
@@ -131,10 +122,9 @@ fn big_reader_body() {
             s.spawn(move || {
                 for i in 0..3000 {
                     if (i + t) % 50 == 0 {
-                        let g = l.write();
+                        let _g = l.write();
                         assert_eq!(inside.swap(-1000, Ordering::SeqCst), 0);
                         inside.store(0, Ordering::SeqCst);
-                        l.write_unlock(g);
                     } else {
                         let _g = l.read();
                         assert!(inside.fetch_add(1, Ordering::SeqCst) >= 0);
@@ -144,4 +134,109 @@ fn big_reader_body() {
             });
         }
     });
+}
+
+/// Run `body`, which must panic, without printing the panic message (the
+/// default hook would make an expected panic look like a failure in the
+/// test output).
+fn expect_panic(body: impl FnOnce()) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    assert!(r.is_err(), "body was expected to panic");
+}
+
+#[test]
+fn big_reader_writer_panic_releases_the_lock() {
+    within(
+        "big-reader lock: a reader and a writer after a writer panicked",
+        || {
+            let l = std::sync::Arc::new(BigReaderLock::new(4));
+            // A truncate that panics while holding the lock exclusive.
+            let l2 = l.clone();
+            std::thread::spawn(move || {
+                expect_panic(|| {
+                    let _g = l2.write();
+                    panic!("injected panic while holding the write guard");
+                })
+            })
+            .join()
+            .unwrap();
+            // Readers on every slot and another writer still get in.
+            let reader = {
+                let l = l.clone();
+                std::thread::spawn(move || drop(l.read()))
+            };
+            let writer = {
+                let l = l.clone();
+                std::thread::spawn(move || drop(l.write()))
+            };
+            reader.join().unwrap();
+            writer.join().unwrap();
+            drop(l.read());
+            drop(l.write());
+        },
+    );
+}
+
+#[test]
+fn big_reader_waiting_readers_wake_after_writer_panic() {
+    within(
+        "big-reader lock: readers parked behind a writer that panics",
+        || {
+            let l = std::sync::Arc::new(BigReaderLock::new(4));
+            let (held_tx, held_rx) = std::sync::mpsc::channel();
+            let l2 = l.clone();
+            let writer = std::thread::spawn(move || {
+                expect_panic(|| {
+                    let _g = l2.write();
+                    held_tx.send(()).unwrap();
+                    // Give the readers time to park behind us.
+                    std::thread::sleep(Duration::from_millis(100));
+                    panic!("injected panic while readers wait");
+                })
+            });
+            held_rx.recv().unwrap();
+            let readers: Vec<_> = (0..4)
+                .map(|_| {
+                    let l = l.clone();
+                    std::thread::spawn(move || drop(l.read()))
+                })
+                .collect();
+            writer.join().unwrap();
+            for r in readers {
+                r.join().unwrap();
+            }
+        },
+    );
+}
+
+#[test]
+fn range_guard_releases_on_unwind() {
+    for kind in LockKind::ALL {
+        within(
+            &format!("{kind}: range held by a panicking thread is released"),
+            move || {
+                let lock: std::sync::Arc<dyn RangeLock> = kind.build(4096, 1 << 20).into();
+                for access in [Access::Write, Access::Read] {
+                    let l2 = lock.clone();
+                    std::thread::spawn(move || {
+                        expect_panic(|| {
+                            // Spans two segments so SRL takes the
+                            // multi-word path; and one single word (not
+                            // for the per-inode lock, where the second
+                            // range would wait on the first).
+                            let _a = RangeGuard::new(&*l2, 0, 8192, access);
+                            let _b = (kind != LockKind::Inode)
+                                .then(|| RangeGuard::new(&*l2, 16384, 16385, access));
+                            panic!("injected panic while holding ranges");
+                        })
+                    })
+                    .join()
+                    .unwrap();
+                    // Exclusive access to everything must be free again.
+                    drop(RangeGuard::new(&*lock, 0, 1 << 20, Access::Write));
+                    drop(RangeGuard::new(&*lock, 0, 8192, Access::Read));
+                }
+            },
+        );
+    }
 }

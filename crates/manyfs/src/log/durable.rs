@@ -108,7 +108,12 @@ impl InodeLog {
 
     /// After a barrier made everything in `marks` durable: store the marks
     /// (pages unlinked meanwhile are skipped) and return the pages written.
-    pub fn apply_marks(&self, media: &Media, marks: &LogMarks, written: &mut Vec<u64>) -> Result<()> {
+    pub fn apply_marks(
+        &self,
+        media: &Media,
+        marks: &LogMarks,
+        written: &mut Vec<u64>,
+    ) -> Result<()> {
         let mut i = 0;
         while i < marks.len() {
             let idx = marks[i].0;

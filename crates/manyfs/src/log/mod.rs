@@ -260,7 +260,13 @@ impl InodeLog {
         }
 
         for (page, prev_used) in new_pages {
-            self.link_new_page(media, sublog % self.sublogs.len(), &mut sub, page, prev_used)?;
+            self.link_new_page(
+                media,
+                sublog % self.sublogs.len(),
+                &mut sub,
+                page,
+                prev_used,
+            )?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {

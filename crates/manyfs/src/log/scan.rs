@@ -135,68 +135,68 @@ impl Chain<'_> {
         let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
         let mut page = head;
         while page != 0 {
-        let what = || format!("inode {ino} sub-log {index} log page {page}");
-        check_block(sb, page, what)?;
-        if !seen.insert(page) {
-            return Err(Error::corrupt(what(), "log page linked twice (cycle)"));
-        }
-        let bytes = media.read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-        let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
-        if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
-            return Err(Error::corrupt(what(), "bad log page footer"));
-        }
-        sub.pages.push(page);
-        let mark = le_u32(footer, FOOTER_MARK as usize);
-        let seq = le_u64(footer, FOOTER_SEQ as usize);
-        let limit = if marked {
-            u64::from(mark & !MARK_SEALED).min(ENTRY_SLOTS_PER_PAGE)
-        } else {
-            ENTRY_SLOTS_PER_PAGE
-        };
-        let mut slot = 0u64;
-        while slot < limit {
-            let at = (slot * SLOT_SIZE) as usize;
-            let header = &bytes[at..at + 64];
-            let n = header[1] as usize;
-            if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
+            let what = || format!("inode {ino} sub-log {index} log page {page}");
+            check_block(sb, page, what)?;
+            if !seen.insert(page) {
+                return Err(Error::corrupt(what(), "log page linked twice (cycle)"));
+            }
+            let bytes = media.read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+            let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
+            if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
+                return Err(Error::corrupt(what(), "bad log page footer"));
+            }
+            sub.pages.push(page);
+            let mark = le_u32(footer, FOOTER_MARK as usize);
+            let seq = le_u64(footer, FOOTER_SEQ as usize);
+            let limit = if marked {
+                u64::from(mark & !MARK_SEALED).min(ENTRY_SLOTS_PER_PAGE)
+            } else {
+                ENTRY_SLOTS_PER_PAGE
+            };
+            let mut slot = 0u64;
+            while slot < limit {
+                let at = (slot * SLOT_SIZE) as usize;
+                let header = &bytes[at..at + 64];
+                let n = header[1] as usize;
+                if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
+                    slot += n as u64;
+                    continue;
+                }
+                let Some(n) = Entry::claimed_slots(header) else {
+                    break;
+                };
+                if slot + n as u64 > limit {
+                    break;
+                }
+                let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
+                else {
+                    break;
+                };
+                pending.push((entry_loc(page, slot), entry, n));
+                if flags & FLAG_GROUP_CONTINUES == 0 {
+                    sub.entries
+                        .extend(pending.drain(..).map(|(l, e, _)| (l, e)));
+                }
                 slot += n as u64;
-                continue;
             }
-            let Some(n) = Entry::claimed_slots(header) else {
-                break;
-            };
-            if slot + n as u64 > limit {
-                break;
+            sub.next_slot = slot;
+            sub.meta.push(PageMeta {
+                seq,
+                used: slot,
+                marked: mark,
+                footer_durable: true,
+            });
+            let next = le_u64(footer, 0);
+            if marked && next != 0 {
+                let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
+                if mark & MARK_SEALED == 0
+                    || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
+                {
+                    sub.cut_next = true;
+                    break;
+                }
             }
-            let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
-            else {
-                break;
-            };
-            pending.push((entry_loc(page, slot), entry, n));
-            if flags & FLAG_GROUP_CONTINUES == 0 {
-                sub.entries
-                    .extend(pending.drain(..).map(|(l, e, _)| (l, e)));
-            }
-            slot += n as u64;
-        }
-        sub.next_slot = slot;
-        sub.meta.push(PageMeta {
-            seq,
-            used: slot,
-            marked: mark,
-            footer_durable: true,
-        });
-        let next = le_u64(footer, 0);
-        if marked && next != 0 {
-            let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
-            if mark & MARK_SEALED == 0
-                || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
-            {
-                sub.cut_next = true;
-                break;
-            }
-        }
-        page = next;
+            page = next;
         }
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)

@@ -38,7 +38,9 @@ impl Media {
         blocks.dedup();
         if let Some(o) = &self.observer {
             for (start, end) in runs(blocks) {
-                if let Err(e) = o.0.on_sync(start * SYNC_UNIT, ((end - start) * SYNC_UNIT) as usize) {
+                if let Err(e) =
+                    o.0.on_sync(start * SYNC_UNIT, ((end - start) * SYNC_UNIT) as usize)
+                {
                     self.failed.store(true, Ordering::Relaxed);
                     return Err(Error::io(format!("sync {}", self.path.display()), e));
                 }

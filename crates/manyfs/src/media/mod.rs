@@ -14,6 +14,7 @@
 mod barrier;
 mod flush;
 mod observer;
+mod sigbus;
 
 pub(crate) use barrier::SYNC_UNIT;
 pub(crate) use flush::FlushInstr;
@@ -81,6 +82,11 @@ pub(crate) struct Media {
     /// Set once a durability point failed: the media's state on disk is
     /// unknown from then on, so every later store and sync fails too.
     failed: std::sync::atomic::AtomicBool,
+    /// Why the media failed (the first reason given), for error messages.
+    failure: std::sync::OnceLock<String>,
+    /// This mapping's entry in the SIGBUS fault table: a fault in a page
+    /// the file no longer backs is absorbed and counted there.
+    sigbus: sigbus::Registration,
     // Held open for the lifetime of the mapping: it carries the flock that
     // keeps a second process from mounting the same pool.
     _file: File,
@@ -94,8 +100,24 @@ unsafe impl Send for Media {}
 unsafe impl Sync for Media {}
 
 impl Media {
-    /// Create (or replace) the pool file at `path` with `size` bytes and map it.
+    /// Create the pool file at `path` with `size` bytes and map it,
+    /// replacing an existing file (tests).
+    #[cfg(test)]
     pub fn create(path: &Path, size: u64, mode: Durability) -> Result<Media> {
+        Self::create_with(path, size, mode, true)
+    }
+
+    /// Create the pool file at `path` with `size` bytes and map it; an
+    /// existing non-empty file at `path` is only
+    /// replaced when `replace_existing`; otherwise the call fails with
+    /// [`Error::Exists`] and leaves the file untouched. (The check is made
+    /// under the pool's exclusive lock, so it cannot race with a mount.)
+    pub fn create_with(
+        path: &Path,
+        size: u64,
+        mode: Durability,
+        replace_existing: bool,
+    ) -> Result<Media> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -104,6 +126,15 @@ impl Media {
             .open(path)
             .map_err(|e| Error::io(format!("create pool {}", path.display()), e))?;
         lock_exclusive(&file, path)?;
+        if !replace_existing {
+            let len = file
+                .metadata()
+                .map_err(|e| Error::io(format!("stat pool {}", path.display()), e))?
+                .len();
+            if len > 0 {
+                return Err(Error::Exists(format!("pool {}", path.display())));
+            }
+        }
         file.set_len(0)
             .and_then(|_| file.set_len(size))
             .map_err(|e| Error::io(format!("size pool {}", path.display()), e))?;
@@ -183,6 +214,8 @@ impl Media {
             path: path.to_path_buf(),
             observer: None,
             failed: std::sync::atomic::AtomicBool::new(false),
+            failure: std::sync::OnceLock::new(),
+            sigbus: sigbus::Registration::new(ptr.cast(), len),
             _file: file,
         })
     }
@@ -229,21 +262,92 @@ impl Media {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
-        if self.failed.load(Ordering::Relaxed) {
-            return Err(Error::io(
-                format!(
-                    "{}: an earlier sync failed; refusing further changes",
-                    self.path.display()
-                ),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
+        if self.has_failed() {
+            return Err(self.failure_error());
         }
         Ok(())
     }
 
-    /// Whether a durability point has failed.
+    /// The EIO error every operation on a failed media returns.
+    fn failure_error(&self) -> Error {
+        let why = self
+            .failure
+            .get()
+            .map_or("an earlier sync failed", String::as_str);
+        Error::io(
+            format!("{}: {why}; refusing further changes", self.path.display()),
+            std::io::Error::from_raw_os_error(libc::EIO),
+        )
+    }
+
+    /// Err(EIO), with the reason, once the media has failed.
+    pub fn check_alive(&self) -> Result<()> {
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        Ok(())
+    }
+
+    /// Fail the media: every later store, sync and read answers `EIO`
+    /// with `reason` in the message. What is in the pool file stays as it
+    /// is, for `fsck` and the next mount's recovery. The first reason
+    /// given is kept.
+    pub fn fail(&self, reason: impl Into<String>) {
+        let _ = self.failure.set(reason.into());
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Err(EIO) when a SIGBUS was absorbed in this mapping (the pool file
+    /// shrank, or lost pages, under it): the bytes just copied may be the
+    /// handler's zeros. Fails the media on the first such report.
+    fn check_faults(&self) -> Result<()> {
+        if self.sigbus.faults() != 0 {
+            self.fail_shrunk();
+            return Err(self.failure_error());
+        }
+        Ok(())
+    }
+
+    fn fail_shrunk(&self) {
+        let now = self._file.metadata().map_or_else(
+            |e| format!("cannot stat it: {e}"),
+            |m| format!("{} bytes now", m.len()),
+        );
+        self.fail(format!(
+            "the pool file lost pages under its mapping of {} bytes ({now}); \
+             was it truncated while mounted?",
+            self.len
+        ));
+    }
+
+    /// Err(EIO) when the pool file is now shorter than its mapping (another
+    /// process truncated it): fails the media.
+    pub fn check_size(&self) -> Result<()> {
+        match self._file.metadata() {
+            Ok(m) if m.len() >= self.len as u64 => Ok(()),
+            Ok(m) => {
+                self.fail(format!(
+                    "the pool file shrank from {} to {} bytes while mounted",
+                    self.len,
+                    m.len()
+                ));
+                Err(self.failure_error())
+            }
+            Err(e) => Err(Error::io(format!("stat pool {}", self.path.display()), e)),
+        }
+    }
+
+    /// Whether the media has failed: a durability point failed, the pool
+    /// file shrank under the mapping, or [`Media::fail`] was called.
     pub fn has_failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        if self.failed.load(Ordering::Acquire) {
+            return true;
+        }
+        if self.sigbus.faults() != 0 {
+            self.fail_shrunk();
+            return true;
+        }
+        false
     }
 
     /// Copy `buf.len()` bytes at `off` into `buf`.
@@ -254,7 +358,9 @@ impl Media {
         unsafe {
             std::ptr::copy_nonoverlapping(self.base.add(start), buf.as_mut_ptr(), buf.len());
         }
-        Ok(())
+        // A page the file no longer backs reads as the SIGBUS handler's
+        // zeros: never hand those out as data.
+        self.check_faults()
     }
 
     /// Read `len` bytes at `off` into a new vector.
@@ -276,7 +382,9 @@ impl Media {
         if let Some(r) = &self.observer {
             r.0.on_store(off, data.len());
         }
-        Ok(())
+        // A store into a page the file no longer backs went to the SIGBUS
+        // handler's private zero page: it is lost, so it must not succeed.
+        self.check_faults()
     }
 
     /// Fill `len` bytes at `off` with zeros (cached stores).
@@ -288,7 +396,7 @@ impl Media {
         if let Some(r) = &self.observer {
             r.0.on_store(off, len);
         }
-        Ok(())
+        self.check_faults()
     }
 
     /// Non-temporal copy of `data` to `off`: bypasses the cache, so in `pm`
@@ -325,7 +433,7 @@ impl Media {
                 self.store(off + tail as u64, &data[tail..])?;
                 self.flush(off + tail as u64, data.len() - tail)?;
             }
-            return Ok(());
+            return self.check_faults();
         }
         self.store(off, data)?;
         self.flush(off, data.len())
@@ -386,7 +494,9 @@ impl Media {
 
     /// Atomic 8-byte load (for words other threads may store concurrently).
     pub fn load_u64(&self, off: u64) -> Result<u64> {
-        Ok(self.atomic_u64(off)?.load(Ordering::Acquire))
+        let v = self.atomic_u64(off)?.load(Ordering::Acquire);
+        self.check_faults()?;
+        Ok(v)
     }
 
     /// Failure-atomic, aligned 8-byte store; not durable until flushed and
@@ -397,7 +507,7 @@ impl Media {
         if let Some(r) = &self.observer {
             r.0.on_store(off, 8);
         }
-        Ok(())
+        self.check_faults()
     }
 
     /// The pool file's path (for messages).
@@ -418,8 +528,14 @@ impl Media {
             return Ok(());
         }
         let start = self.check(off, len)?;
+        // Nothing is durable on a failed media (a failed msync, a pool file
+        // that shrank): say so at every durability point.
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        self.check_size()?;
         if let Some(Err(e)) = self.observer.as_ref().map(|o| o.0.on_sync(off, len)) {
-            self.failed.store(true, Ordering::Relaxed);
+            self.fail(format!("msync failed: {e}"));
             return Err(Error::io(format!("msync {}", self.path.display()), e));
         }
         let page = page_size();
@@ -430,7 +546,10 @@ impl Media {
         let rc =
             unsafe { libc::msync(self.base.add(aligned).cast(), end - aligned, libc::MS_SYNC) };
         if rc != 0 {
-            self.failed.store(true, Ordering::Relaxed);
+            self.fail(format!(
+                "an earlier sync failed ({})",
+                std::io::Error::last_os_error()
+            ));
             return Err(Error::io(
                 format!("msync {}", self.path.display()),
                 std::io::Error::last_os_error(),
@@ -447,6 +566,8 @@ impl Media {
 
 impl Drop for Media {
     fn drop(&mut self) {
+        // Out of the fault table before the range can be reused.
+        self.sigbus.unregister();
         // SAFETY: `base`/`len` came from a successful mmap and are unmapped
         // exactly once, here; no references into the mapping outlive `self`.
         unsafe {

@@ -245,14 +245,7 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
             return Err(Error::corrupt("root inode", "is not a directory"));
         }
         marker.mark(record.log_array, || format!("inode {ino} log array"))?;
-        let sublogs = scan_log_with(
-            media,
-            &sb,
-            ino,
-            record.generation,
-            record.log_array,
-            rule,
-        )?;
+        let sublogs = scan_log_with(media, &sb, ino, record.generation, record.log_array, rule)?;
         for s in &sublogs {
             for &p in &s.pages {
                 marker.mark(p, || format!("inode {ino} log page"))?;
