@@ -86,6 +86,10 @@ impl FsCore {
         if !self.deferring() {
             return self.media.sync_all();
         }
+        // A failed media (an earlier failed sync, a pool file that shrank)
+        // makes nothing durable: say so even when there is nothing to write.
+        self.media.check_alive()?;
+        self.media.check_size()?;
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
         let pending: Vec<Pending> = eng
