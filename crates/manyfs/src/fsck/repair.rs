@@ -183,6 +183,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
                 index: 0,
                 tail: None,
                 seq: 0,
+                generation: rec.generation,
             };
             return add_all(media, walk, &sb, &mut log, orphans);
         }
@@ -228,6 +229,8 @@ struct DirLog {
     /// (tail page, next free slot).
     tail: Option<(u64, u64)>,
     seq: u64,
+    /// The directory's generation (format-2 footers name it).
+    generation: u32,
 }
 
 impl DirLog {
@@ -246,6 +249,7 @@ impl DirLog {
             index: 0,
             tail: None,
             seq,
+            generation: node.record.generation,
         };
         if let Some(s) = node.sublogs.iter().find(|s| !s.pages.is_empty()) {
             for &(loc, _) in &s.incomplete {
@@ -281,16 +285,34 @@ impl DirLog {
             .is_some_and(|(_, slot)| slot + enc.slots() <= ENTRY_SLOTS_PER_PAGE);
         if !fits {
             let page = alloc_block(walk, sb, Owner::LogPage(self.ino))?;
+            // Format-2 footer: a sequence above the page it follows (or the
+            // log array's base for a head), so the `Marked` commit rule of a
+            // file-mode pool follows the link (see log/durable.rs).
+            let page_seq = match self.tail {
+                Some((prev, _)) => {
+                    media.load_u64(prev * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_SEQ)? + 1
+                }
+                None => media.load_u64(self.array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8)?,
+            };
             let off = page * BLOCK_SIZE;
             media.store(off, &[0u8; BLOCK_SIZE as usize - 64])?;
             media.store(
                 off + LOG_FOOTER_OFFSET,
-                &encode_log_footer(self.ino, self.index as u32, 0, 0),
+                &encode_log_footer(self.ino, self.index as u32, self.generation, page_seq),
             )?;
             media.flush(off, BLOCK_SIZE as usize)?;
             media.fence();
             let link_at = match self.tail {
-                Some((prev, _)) => prev * BLOCK_SIZE + LOG_FOOTER_OFFSET,
+                Some((prev, used)) => {
+                    let footer = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+                    media.store_u64(footer + FOOTER_NEXT_SEQ, page_seq)?;
+                    media.store(
+                        footer + FOOTER_MARK,
+                        &(MARK_SEALED | used as u32).to_le_bytes(),
+                    )?;
+                    media.flush(footer + FOOTER_MARK, 24)?;
+                    footer
+                }
                 None => self.array * BLOCK_SIZE + self.index as u64 * 8,
             };
             media.store_u64(link_at, page)?;
@@ -304,7 +326,13 @@ impl DirLog {
         media.fence();
         media.store_u64(off + 56, enc.commit_word)?;
         media.persist(off + 56, 8)?;
-        self.tail = Some((page, slot + enc.slots()));
+        let used = slot + enc.slots();
+        // The durable mark (file-mode pools): repair msyncs everything it
+        // wrote before it returns, so the entry counts under either rule.
+        let mark_at = page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_MARK;
+        media.store(mark_at, &(used as u32).to_le_bytes())?;
+        media.persist(mark_at, 4)?;
+        self.tail = Some((page, used));
         Ok(())
     }
 }
