@@ -67,7 +67,11 @@ fn contents(fs: &Fs) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![String::new()];
     while let Some(d) = stack.pop() {
-        let shown = if d.is_empty() { "/".to_string() } else { d.clone() };
+        let shown = if d.is_empty() {
+            "/".to_string()
+        } else {
+            d.clone()
+        };
         for e in fs.read_dir(&shown).unwrap() {
             let p = format!("{d}/{}", e.name.to_string_lossy());
             match e.kind {

@@ -89,15 +89,25 @@ pub fn scan_log_with(
     Ok(out)
 }
 
-struct Chain<'a> {
-    media: &'a Media,
-    sb: &'a Superblock,
-    ino: u64,
-    generation: u32,
-    rule: CommitRule,
+/// An entry read from a page, waiting for the end of its group.
+pub(crate) type PendingEntry = (EntryLoc, Entry, usize);
+
+/// How recovery reads one inode's log chains under a commit rule. `fsck`'s
+/// tolerant walk uses the same pieces (head and link acceptance, the slot
+/// walk of a page), so both agree on what counts.
+pub(crate) struct Chain<'a> {
+    pub media: &'a Media,
+    pub sb: &'a Superblock,
+    pub ino: u64,
+    pub generation: u32,
+    pub rule: CommitRule,
 }
 
 impl Chain<'_> {
+    fn marked(&self) -> bool {
+        self.rule == CommitRule::Marked
+    }
+
     /// Under the `Marked` rule: whether `page` is the page a link with
     /// expected sequence `min_seq` means (footer of this inode, generation
     /// and sub-log, sequence at least `min_seq`).
@@ -115,36 +125,28 @@ impl Chain<'_> {
             && le_u64(&f, FOOTER_SEQ as usize) >= min_seq)
     }
 
-    fn scan(
+    /// Whether the head page `head` named by the array (base sequence
+    /// `base_seq`) counts. Always under the `Immediate` rule.
+    pub fn head_counts(&self, index: usize, head: u64, base_seq: u64) -> Result<bool> {
+        Ok(!self.marked() || self.accepts(head, index, base_seq)?)
+    }
+
+    /// Read the entries of log page `page` (its bytes `bytes`, footer
+    /// already checked for magic and owner) into `sub`: the page is
+    /// appended to `sub.pages` and `sub.meta`, complete groups to
+    /// `sub.entries`, a group still open stays in `pending`. Returns the
+    /// page to go on with: its `next`, or 0 at the end of the chain or where
+    /// the rule ends it (then `sub.cut_next` is set).
+    pub fn read_page(
         &self,
         index: usize,
-        head: u64,
-        base_seq: u64,
-        seen: &mut HashSet<u64>,
-    ) -> Result<ScannedSublog> {
-        let (media, sb, ino) = (self.media, self.sb, self.ino);
-        let marked = self.rule == CommitRule::Marked;
-        let mut sub = ScannedSublog {
-            index,
-            ..Default::default()
-        };
-        if marked && !self.accepts(head, index, base_seq)? {
-            sub.cut_head = true;
-            return Ok(sub);
-        }
-        let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
-        let mut page = head;
-        while page != 0 {
-        let what = || format!("inode {ino} sub-log {index} log page {page}");
-        check_block(sb, page, what)?;
-        if !seen.insert(page) {
-            return Err(Error::corrupt(what(), "log page linked twice (cycle)"));
-        }
-        let bytes = media.read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+        page: u64,
+        bytes: &[u8],
+        sub: &mut ScannedSublog,
+        pending: &mut Vec<PendingEntry>,
+    ) -> Result<u64> {
+        let marked = self.marked();
         let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
-        if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
-            return Err(Error::corrupt(what(), "bad log page footer"));
-        }
         sub.pages.push(page);
         let mark = le_u32(footer, FOOTER_MARK as usize);
         let seq = le_u64(footer, FOOTER_SEQ as usize);
@@ -193,10 +195,42 @@ impl Chain<'_> {
                 || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
             {
                 sub.cut_next = true;
-                break;
+                return Ok(0);
             }
         }
-        page = next;
+        Ok(next)
+    }
+
+    fn scan(
+        &self,
+        index: usize,
+        head: u64,
+        base_seq: u64,
+        seen: &mut HashSet<u64>,
+    ) -> Result<ScannedSublog> {
+        let (media, sb, ino) = (self.media, self.sb, self.ino);
+        let mut sub = ScannedSublog {
+            index,
+            ..Default::default()
+        };
+        if !self.head_counts(index, head, base_seq)? {
+            sub.cut_head = true;
+            return Ok(sub);
+        }
+        let mut pending: Vec<PendingEntry> = Vec::new();
+        let mut page = head;
+        while page != 0 {
+            let what = || format!("inode {ino} sub-log {index} log page {page}");
+            check_block(sb, page, what)?;
+            if !seen.insert(page) {
+                return Err(Error::corrupt(what(), "log page linked twice (cycle)"));
+            }
+            let bytes = media.read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+            let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
+            if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
+                return Err(Error::corrupt(what(), "bad log page footer"));
+            }
+            page = self.read_page(index, page, &bytes, &mut sub, &mut pending)?;
         }
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)
