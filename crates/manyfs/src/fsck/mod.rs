@@ -66,17 +66,6 @@ pub fn check(path: &Path) -> Result<Report> {
 
 /// [`check`] on an open mapping.
 pub(crate) fn check_media(media: &Media) -> Result<Report> {
-    // A file-mode pool (`Marked` commit rule) may end a sub-log at a link
-    // that reached the disk before its page (normal after a power cut, see
-    // log/durable.rs); the tolerant walk below does not know marks, so the
-    // mount's own rebuild decides first, and the walk lists problems only
-    // for a pool that rebuild refuses.
-    if let Ok((sb, _)) = recovery::read_superblock(media)
-        && sb.commit_rule == CommitRule::Marked
-        && let Ok(r) = recovery::rebuild(media)
-    {
-        return Ok(report_from_rebuild(&r));
-    }
     let w = check::walk(media)?;
     let mut report = Report {
         problems: w.problems,
@@ -110,32 +99,4 @@ pub(crate) fn check_media(media: &Media) -> Result<Report> {
     }
     report.errors = report.problems.iter().map(|p| p.to_string()).collect();
     Ok(report)
-}
-
-/// The report of a pool the mount's rebuild accepts.
-fn report_from_rebuild(r: &recovery::Rebuilt) -> Report {
-    let mut report = Report {
-        inodes: r.inodes.len() as u64,
-        directories: r
-            .inodes
-            .values()
-            .filter(|n| n.record.kind == FileKind::Dir)
-            .count() as u64,
-        used_blocks: r.used_blocks(),
-        data_blocks: r.data_blocks(),
-        ..Default::default()
-    };
-    for n in r.inodes.values() {
-        for s in &n.sublogs {
-            report.entries += s.entries.len() as u64;
-            report.log_pages += s.pages.len() as u64;
-        }
-    }
-    if let Some(p) = &r.pending_rename {
-        report.notes.push(format!(
-            "rename transaction {} will be completed at mount",
-            p.txid
-        ));
-    }
-    report
 }
