@@ -104,11 +104,15 @@ impl LogSpace for FsCore {
             let off = self.sb.inode_offset(*ino);
             let rec = off / BLOCK_SIZE;
             out.push((rec, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
-            if let Ok(array) = self.media.load_u64(off + 24 /* InodeRecord::encode: log_array */)
+            if let Ok(array) = self
+                .media
+                .load_u64(off + 24 /* InodeRecord::encode: log_array */)
                 && array >= self.sb.data_start
                 && array < self.sb.total_blocks
             {
-                out.push((array, array + 1));
+                // Resolved by the sync: the array and the heads it then names.
+                let tag = crate::sync_engine::LOG_ARRAY_TAG;
+                out.push((array | tag, (array + 1) | tag));
             }
         }
     }

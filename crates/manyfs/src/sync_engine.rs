@@ -18,10 +18,13 @@
 //!
 //! A **per-inode sync** (`File::sync_all`/`sync_data`) costs what the file
 //! changed. Under each sub-log mutex, `append` records the blocks a later
-//! sync of that inode must make durable (`SubLog::unsynced`: the entries'
-//! log pages, a new page and the page or log array linking it, the data
-//! blocks a write entry points to, a directory entry's target inode record
-//! and log array). The sync, under the inode's own sync mutex:
+//! sync of that inode must make durable before its marks (`SubLog::unsynced`:
+//! a new log page, the log array when a head is linked, the data blocks a
+//! write entry points to, a directory entry's target inode record and log
+//! array). The entries' own pages and a linking page's `next` are not in
+//! it: they share the page with the mark that counts them, which barrier 2
+//! writes (a 4 KiB page reaches the disk whole). The sync, under the
+//! inode's own sync mutex:
 //! 1. snapshots each sub-log's marks and takes its recorded blocks (each
 //!    sub-log mutex briefly);
 //! 2. **barrier 1** over exactly those blocks (`Media::sync_block_ranges`),
@@ -183,6 +186,7 @@ impl FsCore {
         let incarnation = inode.log.incarnation();
         let mut blocks = Vec::new();
         let marks = inode.log.snapshot_for_sync(&mut blocks);
+        self.resolve_log_arrays(&mut blocks);
         if incarnation != *synced_incarnation {
             // A compaction switched the inode record to a new log array.
             let off = self.sb.inode_offset(inode.ino);
@@ -310,6 +314,41 @@ impl FsCore {
             media.sync_range(block * BLOCK_SIZE, enc.len())?;
         }
         Ok(())
+    }
+}
+
+/// Marks a recorded range as log arrays of inodes a directory entry names
+/// (see [`FsCore::resolve_log_arrays`]).
+pub(crate) const LOG_ARRAY_TAG: u64 = 1 << 63;
+
+impl FsCore {
+    /// Replace each tagged log-array range by the arrays and the head pages
+    /// they name now: an array made durable must not name a page whose
+    /// footer is not (fsck would call the head bad). As with the full
+    /// sync's `msync`, a head linked by a concurrent append after this read
+    /// is recovered by cutting it.
+    fn resolve_log_arrays(&self, blocks: &mut Vec<(u64, u64)>) {
+        if !blocks.iter().any(|&(s, _)| s & LOG_ARRAY_TAG != 0) {
+            return;
+        }
+        let mut heads = Vec::new();
+        for r in blocks.iter_mut() {
+            if r.0 & LOG_ARRAY_TAG == 0 {
+                continue;
+            }
+            *r = (r.0 & !LOG_ARRAY_TAG, r.1 & !LOG_ARRAY_TAG);
+            for array in r.0..r.1 {
+                for i in 0..MAX_SUBLOGS as u64 {
+                    if let Ok(h) = self.media.load_u64(array * BLOCK_SIZE + i * 8)
+                        && h >= self.sb.data_start
+                        && h < self.sb.total_blocks
+                    {
+                        heads.push((h, h + 1));
+                    }
+                }
+            }
+        }
+        blocks.extend(heads);
     }
 }
 

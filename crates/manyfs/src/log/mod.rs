@@ -305,12 +305,18 @@ impl InodeLog {
             slot += e.slots();
         }
 
-        for &(page, _) in &new_pages {
-            if marks {
-                // The new page, and the page (or log array) linking to it.
-                let link = sub.pages.last().copied().unwrap_or(self.array_block());
+        if marks && let Some(&(first, _)) = new_pages.first() {
+            // A new page's footer must be durable before the page linking
+            // it is sealed, and a new head before the log array names it.
+            // The linking page itself needs no barrier: its link and its
+            // seal are on one page, written whole with the mark.
+            if sub.pages.is_empty() {
+                let a = self.array_block();
+                note_unsynced(&mut sub.unsynced, a, a + 1);
+            }
+            note_unsynced(&mut sub.unsynced, first, first + 1);
+            for &(page, _) in &new_pages[1..] {
                 note_unsynced(&mut sub.unsynced, page, page + 1);
-                note_unsynced(&mut sub.unsynced, link, link + 1);
             }
         }
         for (page, prev_used) in new_pages {
@@ -342,10 +348,10 @@ impl InodeLog {
         let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
         sub.next_slot = last_loc_slot;
         if marks {
-            for loc in &places {
-                let p = loc_page(*loc);
-                note_unsynced(&mut sub.unsynced, p, p + 1);
-            }
+            // The entries' own pages need no barrier before their marks: a
+            // mark counts only entries of its own page, and a 4 KiB page
+            // reaches the disk whole (docs/guarantees.md), so the sync's
+            // second barrier writes them with the mark.
             for (s, e) in deps {
                 note_unsynced(&mut sub.unsynced, s, e);
             }
