@@ -356,14 +356,16 @@ impl FsCore {
 /// child -> (directory, a sequence that tells a later naming apart).
 #[derive(Default)]
 pub struct Named {
-    shards: [crossbeam_utils::CachePadded<parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)>>;
-        NAMED_SHARDS],
+    shards: [crossbeam_utils::CachePadded<NamedShard>; NAMED_SHARDS],
 }
 
 const NAMED_SHARDS: usize = 16;
 
+/// (last sequence handed out, child -> (directory, sequence)).
+type NamedShard = parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)>;
+
 impl Named {
-    fn shard(&self, ino: u64) -> &parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)> {
+    fn shard(&self, ino: u64) -> &NamedShard {
         &self.shards[ino as usize % NAMED_SHARDS]
     }
 
