@@ -6,7 +6,9 @@
 //! The child is this test binary re-executed with `MANYFS_CRASH_CHILD` set;
 //! it reports each returned write on stdout before starting the next one.
 
-use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
+mod common;
+
+use manyfs::{Fs, MountOptions, OpenOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
@@ -115,18 +117,8 @@ fn sigkill_at_random_moments() {
         child(&pool);
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    {
-        let fs = Fs::mkfs(
-            &pool,
-            &MkfsOptions {
-                size: 64 << 20,
-                ..Default::default()
-            },
-            &MountOptions::default(),
-        )
-        .unwrap();
+    let (_dir, pool) = {
+        let (dir, pool, fs) = common::fresh(64 << 20);
         fs.create_dir("/dir").unwrap();
         let f = OpenOptions::new()
             .write(true)
@@ -135,7 +127,8 @@ fn sigkill_at_random_moments() {
             .unwrap();
         f.set_len(THREADS * REGION * BLOCK as u64).unwrap();
         fs.unmount().unwrap();
-    }
+        (dir, pool)
+    };
     let exe = std::env::current_exe().unwrap();
     let mut reported: HashMap<(u64, u64), u64> = HashMap::new();
     let mut next_seq = 1u64;
