@@ -121,17 +121,14 @@ impl File {
         file::extend_to(&self.handle.core, &self.handle.inode, end)
     }
 
-    /// Make the file's data and metadata durable, and its name if it was
-    /// created (or linked) since the last full sync. In `file` mode this
-    /// writes back only what this file changed (and, then, its directory).
+    /// Make the file's data and metadata durable.
     pub fn sync_all(&self) -> Result<()> {
-        self.handle.core.sync_inode(&self.handle.inode)
+        self.handle.core.sync()
     }
 
-    /// Make the file's data durable (the same as [`File::sync_all`]: sizes
-    /// and attributes live in the same log).
+    /// Make the file's data durable.
     pub fn sync_data(&self) -> Result<()> {
-        self.handle.core.sync_inode(&self.handle.inode)
+        self.handle.core.sync()
     }
 
     /// Attributes.

@@ -43,7 +43,6 @@ impl ScannedSublog {
             next_slot: self.next_slot,
             last_mtime_ns: 0,
             meta: self.meta.clone(),
-            unsynced: Vec::new(),
         }
     }
 }
