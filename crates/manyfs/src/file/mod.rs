@@ -288,10 +288,19 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
         .log
         .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
     inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
     if change.mtime_ns.is_some() {
         inode.log.reset_mtime();
     }
     *attrs = next;
+    drop(attrs);
+    // Each attribute change leaves an entry recovery needs until the log is
+    // rewritten: compact once they dominate, so chmod loops stay bounded.
+    if inode.dir.is_some() {
+        crate::namespace::maybe_compact_dir_attrs(core, inode);
+    } else {
+        maybe_compact(core, inode);
+    }
     Ok(())
 }
 
