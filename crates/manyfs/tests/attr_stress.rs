@@ -51,7 +51,9 @@ fn chmod_loop_is_bounded(durability: Durability) {
                 &SetAttr {
                     mode: Some(0o700 | (i & 0o77)),
                     uid: Some(i % 7),
-                    mtime: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i))),
+                    mtime: Some(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i)),
+                    ),
                     ..Default::default()
                 },
             )
@@ -105,6 +107,16 @@ fn chmod_loop_log_space_is_bounded_file() {
 }
 
 const FILES: usize = 3;
+/// Rounds per trial: each ends with every thread joined and checked.
+const ROUNDS: u32 = 10;
+
+/// Every inode in `expected` has the (mode, uid) set last.
+fn check(fs: &Fs, expected: &[(u64, (u32, u32))], when: &str) {
+    for &(ino, (mode, uid)) in expected {
+        let m = fs.stat(ino).unwrap();
+        assert_eq!((m.mode & 0o7777, m.uid), (mode, uid), "{when}: inode {ino}");
+    }
+}
 
 fn one_trial(durability: Durability, trial: u32) {
     let o = opts(durability);
@@ -119,81 +131,90 @@ fn one_trial(durability: Durability, trial: u32) {
             fs.metadata(&p).unwrap().ino
         })
         .collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut handles = Vec::new();
-    // Churn: creates and unlinks in /d compact its log often.
-    for t in 0..2u32 {
-        let (fs, stop) = (fs.clone(), stop.clone());
-        handles.push(std::thread::spawn(move || {
-            let mut i = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let p = format!("/d/churn{t}_{}", i % 40);
-                if fs.write(&p, b"c").is_ok() {
-                    let _ = fs.remove_file(&p);
+    // Many names make each directory compaction long (a wide window for a
+    // racing chmod).
+    for i in 0..200 {
+        fs.write(format!("/d/static{i}"), b"s").unwrap();
+    }
+    let mut expected: Vec<(u64, (u32, u32))> = Vec::new();
+    for round in 0..ROUNDS {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        // Churn: creates and unlinks in /d compact its log often.
+        for t in 0..2u32 {
+            let (fs, stop) = (fs.clone(), stop.clone());
+            handles.push(std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let p = format!("/d/churn{t}_{}", i % 40);
+                    if fs.write(&p, b"c").is_ok() {
+                        let _ = fs.remove_file(&p);
+                    }
+                    i += 1;
                 }
-                i += 1;
-            }
-        }));
-    }
-    // Writes and truncates of the files whose mode is changed below.
-    {
-        let (fs, stop) = (fs.clone(), stop.clone());
-        handles.push(std::thread::spawn(move || {
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let p = format!("/d/f{}", i as usize % FILES);
-                let f = manyfs::OpenOptions::new().write(true).open(&fs, &p).unwrap();
-                if i % 3 == 0 {
-                    f.set_len(i % 9000).unwrap();
-                } else {
-                    f.write_all_at(&[i as u8; 3000], (i * 1000) % 12_000).unwrap();
-                }
-                i += 1;
-            }
-        }));
-    }
-    // The attribute changers: one per inode, so the last value set is known.
-    let mut changers = Vec::new();
-    for (k, &ino) in std::iter::once(&d).chain(&files).enumerate() {
-        let fs = fs.clone();
-        changers.push(std::thread::spawn(move || {
-            let n = 600 + trial * 7 + k as u32 * 13;
-            let mut last = (0, 0);
-            for i in 0..n {
-                let mode = 0o700 | ((i + k as u32) & 0o77);
-                let uid = 1000 + i;
-                chmod(&fs, ino, mode, Some(uid));
-                last = (mode, uid);
-            }
-            (ino, last)
-        }));
-    }
-    let expected: Vec<(u64, (u32, u32))> =
-        changers.into_iter().map(|h| h.join().unwrap()).collect();
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
-    let check = |fs: &Fs, when: &str| {
-        for &(ino, (mode, uid)) in &expected {
-            let m = fs.stat(ino).unwrap();
-            assert_eq!(
-                (m.mode & 0o7777, m.uid),
-                (mode, uid),
-                "{durability:?} trial {trial}: inode {ino} {when}"
-            );
+            }));
         }
-    };
-    check(&fs, "in memory");
-    let diffs = fs.verify().unwrap();
-    assert!(
-        diffs.is_empty(),
-        "{durability:?} trial {trial}: verify: {diffs:?}"
-    );
+        // Writes and truncates of the files whose mode is changed below.
+        {
+            let (fs, stop) = (fs.clone(), stop.clone());
+            handles.push(std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let p = format!("/d/f{}", i as usize % FILES);
+                    let f = manyfs::OpenOptions::new()
+                        .write(true)
+                        .open(&fs, &p)
+                        .unwrap();
+                    if i % 3 == 0 {
+                        f.set_len(i % 9000).unwrap();
+                    } else {
+                        f.write_all_at(&[i as u8; 3000], (i * 1000) % 12_000)
+                            .unwrap();
+                    }
+                    i += 1;
+                }
+            }));
+        }
+        // The attribute changers: one per inode, so the last value set is known.
+        let mut changers = Vec::new();
+        for (k, &ino) in std::iter::once(&d).chain(&files).enumerate() {
+            let fs = fs.clone();
+            changers.push(std::thread::spawn(move || {
+                let n = 100 + trial * 7 + round * 5 + k as u32 * 13;
+                let mut last = (0, 0);
+                for i in 0..n {
+                    let mode = 0o700 | ((i + k as u32) & 0o77);
+                    let uid = 1000 + i;
+                    chmod(&fs, ino, mode, Some(uid));
+                    last = (mode, uid);
+                }
+                (ino, last)
+            }));
+        }
+        expected = changers.into_iter().map(|h| h.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            h.join().unwrap();
+        }
+        check(
+            &fs,
+            &expected,
+            &format!("{durability:?} trial {trial} round {round} in memory"),
+        );
+        let diffs = fs.verify().unwrap();
+        assert!(
+            diffs.is_empty(),
+            "{durability:?} trial {trial} round {round}: verify: {diffs:?}"
+        );
+    }
     let fs = Arc::into_inner(fs).expect("threads joined");
     fs.unmount().unwrap();
     let fs = Fs::mount(&pool, &o).unwrap();
-    check(&fs, "after remount");
+    check(
+        &fs,
+        &expected,
+        &format!("{durability:?} trial {trial} after remount"),
+    );
     assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
     fs.unmount().unwrap();
 }

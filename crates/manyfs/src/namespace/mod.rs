@@ -116,8 +116,7 @@ pub(crate) fn maybe_compact_dir_attrs(core: &FsCore, dir: &Inode) {
     let Ok(d) = dir.dir() else { return };
     let mut st = d.state.write();
     // A removed directory's log is freed with it; re-check under the lock.
-    if dir.nlink() == 0 || dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES
-    {
+    if dir.nlink() == 0 || dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
         return;
     }
     let _ = compact_dir(core, dir, &mut st);
