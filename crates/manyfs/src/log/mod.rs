@@ -615,7 +615,13 @@ impl InodeLog {
     }
 
     /// Unlink page `i` (not the tail) of `sub`'s chain and retire it.
-    fn unlink_page(&self, space: &dyn LogSpace, idx: usize, sub: &mut SubLog, i: usize) -> Result<()> {
+    fn unlink_page(
+        &self,
+        space: &dyn LogSpace,
+        idx: usize,
+        sub: &mut SubLog,
+        i: usize,
+    ) -> Result<()> {
         let media = space.media();
         let page = sub.pages[i];
         let next = sub.pages[i + 1];
