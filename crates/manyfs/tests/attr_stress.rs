@@ -165,7 +165,7 @@ fn one_trial(durability: Durability, trial: u32) {
                         .write(true)
                         .open(&fs, &p)
                         .unwrap();
-                    if i % 3 == 0 {
+                    if i.is_multiple_of(3) {
                         f.set_len(i % 9000).unwrap();
                     } else {
                         f.write_all_at(&[i as u8; 3000], (i * 1000) % 12_000)
