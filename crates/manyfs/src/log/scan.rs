@@ -43,6 +43,7 @@ impl ScannedSublog {
             next_slot: self.next_slot,
             last_mtime_ns: 0,
             meta: self.meta.clone(),
+            ..SubLog::recovered()
         }
     }
 }
