@@ -166,6 +166,9 @@ impl Fs {
             || change.mtime_ns.is_some()
         {
             file::set_attrs(&self.core, &inode, &change)?;
+            if inode.dir.is_some() {
+                namespace::maybe_compact_dir_attrs(&self.core, &inode);
+            }
         }
         Ok(self.meta(&inode))
     }

@@ -313,10 +313,9 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
     *attrs = next;
     drop(attrs);
     // Each attribute change leaves an entry recovery needs until the log is
-    // rewritten: compact once they dominate, so chmod loops stay bounded.
-    if inode.dir.is_some() {
-        crate::namespace::maybe_compact_dir_attrs(core, inode);
-    } else {
+    // rewritten: compact once they dominate, so chmod loops stay bounded
+    // (directories: the caller, see `namespace::maybe_compact_dir_attrs`).
+    if inode.dir.is_none() {
         maybe_compact(core, inode);
     }
     Ok(())
