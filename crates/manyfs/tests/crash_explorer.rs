@@ -1,6 +1,6 @@
 //! The crash-state explorer over ACE-style, random and concurrent workloads.
 
-use manyfs::crashtest::{self, Config, Stats};
+use manyfs::crashtest::{self, Config, MediaModel, PlantedBug, Stats};
 use std::time::Instant;
 
 fn min_images() -> u64 {
@@ -44,7 +44,7 @@ fn a_dropped_flush_is_found() {
     // links) is silently dropped, so a write can return while its commit
     // mark is still only in the CPU cache.
     let cfg = Config {
-        planted_bug: true,
+        planted_bug: Some(PlantedBug::DroppedFlush),
         recovery_every: 0,
         ..Config::default()
     };

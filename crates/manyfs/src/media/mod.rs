@@ -202,6 +202,13 @@ impl Media {
         l
     }
 
+    /// Copy the bytes at `off` for the recorder (a page model keeps page
+    /// contents); the last page is cut at the end of the mapping.
+    fn read_for_recorder(&self, off: u64, buf: &mut [u8]) {
+        let n = buf.len().min(self.len.saturating_sub(off as usize));
+        let _ = self.read(off, &mut buf[..n]);
+    }
+
     /// Length of the mapping in bytes.
     pub fn len(&self) -> u64 {
         self.len as u64
@@ -300,7 +307,7 @@ impl Media {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
         }
         if let Some(r) = &self.recorder {
-            r.on_store(off, data.len());
+            r.on_store(off, data.len(), |o, b| self.read_for_recorder(o, b));
         }
         Ok(())
     }
@@ -312,7 +319,7 @@ impl Media {
         // SAFETY: bounds checked above.
         unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
         if let Some(r) = &self.recorder {
-            r.on_store(off, len);
+            r.on_store(off, len, |o, b| self.read_for_recorder(o, b));
         }
         Ok(())
     }
@@ -328,7 +335,7 @@ impl Media {
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
             }
-            r.on_nt_store(off, data.len());
+            r.on_nt_store(off, data.len(), |o, b| self.read_for_recorder(o, b));
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
@@ -421,7 +428,7 @@ impl Media {
         self.check_writable()?;
         self.atomic_u64(off)?.store(value, Ordering::Release);
         if let Some(r) = &self.recorder {
-            r.on_store(off, 8);
+            r.on_store(off, 8, |o, b| self.read_for_recorder(o, b));
         }
         Ok(())
     }
@@ -430,6 +437,15 @@ impl Media {
     /// the disk; in `pm` mode flushed data already is durable; in `dram`
     /// mode nothing is.
     pub fn sync_range(&self, off: u64, len: usize) -> Result<()> {
+        if let Some(r) = &self.recorder {
+            // The recorder models the medium, whatever the mode: every
+            // durability point reports its range.
+            if self.writable && len > 0 {
+                self.check(off, len)?;
+                r.on_sync(off, len);
+            }
+            return Ok(());
+        }
         if self.mode != Durability::File || !self.writable || len == 0 {
             return Ok(());
         }
