@@ -713,12 +713,12 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     }
     let base = std::fs::read(&pool).map_err(|e| Error::io("read pool", e))?;
     let rec = Arc::new(Recorder::with_model(cfg.model));
-    match cfg.planted_bug {
-        Some(PlantedBug::DroppedFlush) => rec.drop_short_flushes(true),
-        Some(PlantedBug::ForgottenSync) => rec.forget_syncs(1),
-        None => {}
-    }
+    rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
     let fs = Fs::mount_recorded(&pool, &opts, Some(rec.clone()))?;
+    if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
+        // The first sync of the workload (not the mount's) is forgotten.
+        rec.forget_syncs(1);
+    }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
     match &w.concurrent {

@@ -367,8 +367,19 @@ impl History {
                     .zip(got)
                     .position(|(a, b)| a != b)
                     .unwrap_or(latest.len().min(got.len()));
+                let found = match got.get(first) {
+                    None => "the file ends there".to_string(),
+                    Some(0) => "zeros there".to_string(),
+                    Some(_) => self
+                        .tag_paths
+                        .keys()
+                        .find(|t| pattern(**t, first as u64) == got[first])
+                        .map_or("unknown bytes there".into(), |t| {
+                            format!("bytes of write {t:#x} there")
+                        }),
+                };
                 return Err(format!(
-                    "{p}: content is no combination of whole writes since its last sync ({} bytes, {} pending writes; latest state has {} bytes; first difference at {first})",
+                    "{p}: content is no combination of whole writes since its last sync ({} bytes, {} pending writes; latest state has {} bytes; first difference at {first}: {found})",
                     got.len(),
                     pending.len(),
                     latest.len()
