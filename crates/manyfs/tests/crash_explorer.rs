@@ -73,7 +73,11 @@ fn every_crash_image_recovers_on_a_page_cache_and_a_block_device() {
         let stats = run(&workloads, &cfg, min_images(model));
         total += stats.images;
         if stats.violations.is_empty() {
-            assert!(stats.images >= min_images(model), "only {} images", stats.images);
+            assert!(
+                stats.images >= min_images(model),
+                "only {} images",
+                stats.images
+            );
         }
         found.extend(stats.violations);
     }

@@ -34,15 +34,14 @@ mod workloads;
 pub use pagecache::MediaModel;
 pub use workloads::{
     Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
-    sync_tail_workloads,
-    random_workloads,
+    random_workloads, sync_tail_workloads,
 };
 
 use crate::error::{Error, Result};
 use crate::media::Recorder;
 use crate::media::recorder::{Event, PageData, apply};
-use oracle::{History, Window};
 use crate::{Durability, FileKind, Fs, MkfsOptions, MountOptions};
+use oracle::{History, Window};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -476,7 +475,7 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
                         vs.retain(|x| x != last);
                         vs.push(last.clone());
                     }
-                    (!vs.is_empty()).then(|| Unit {
+                    (!vs.is_empty()).then_some(Unit {
                         off: *off,
                         old,
                         versions: vs,

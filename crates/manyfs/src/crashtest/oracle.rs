@@ -80,7 +80,10 @@ pub fn read_tree(fs: &Fs) -> Result<(Tree, BTreeMap<String, Vec<u8>>)> {
                 }
                 FileKind::Symlink => {
                     let t = fs.read_link(&p)?;
-                    tree.insert(key, PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec()));
+                    tree.insert(
+                        key,
+                        PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
+                    );
                 }
             }
         }
@@ -228,14 +231,16 @@ impl History {
                     .collect(),
             };
             let c = &data[p];
-            let bad = c.iter().enumerate().position(|(x, &b)| {
-                b != 0 && !own.iter().any(|&t| pattern(t, x as u64) == b)
-            });
+            let bad = c
+                .iter()
+                .enumerate()
+                .position(|(x, &b)| b != 0 && !own.iter().any(|&t| pattern(t, x as u64) == b));
             if let Some(x) = bad {
                 let end = (x + 64).min(c.len());
-                let whose = self.tag_paths.iter().find(|(t, _)| {
-                    (x..end).all(|i| c[i] == 0 || pattern(**t, i as u64) == c[i])
-                });
+                let whose = self
+                    .tag_paths
+                    .iter()
+                    .find(|(t, _)| (x..end).all(|i| c[i] == 0 || pattern(**t, i as u64) == c[i]));
                 return Err(match whose {
                     Some((t, q)) => format!(
                         "SECURITY: {p} (inode {}) holds at offset {x} bytes of write {t:#x} to {q}",

@@ -20,8 +20,8 @@
 //! content is kept), flushes and fences order nothing, and only durability
 //! points ([`Recorder::on_sync`]) make pages durable.
 
-pub use crate::crashtest::pagecache::{MediaModel, PAGE, PageData};
 use crate::crashtest::pagecache::PageTracker;
+pub use crate::crashtest::pagecache::{MediaModel, PAGE, PageData};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::thread::ThreadId;
