@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The library's public boundary is documented and its modules form layers.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs
+bash scripts/module-graph.sh > /dev/null
 cargo test --workspace
 # Model-checked concurrency: the lock word, the CAS radix tree and the
 # big-reader lock compiled against shuttle's scheduler.

@@ -20,13 +20,12 @@
 //!   coherence term `κ = max(0, (2 X(1) / X(2) - 1 - σ) / 2)` fitted to the
 //!   measured two-thread rate.
 
-use crate::report::{ns, si};
+use crate::report::{Rule, ns, si, text_table};
 use crate::runner::{Histogram, add_histogram, latency_histogram, record_latency};
 use crate::sys::{AlignedBuf, Gate, allowed_cpus, pin_current_thread};
 use crate::workload::{BLOCK, REGION};
 use manyfs::lock::{Access, LockKind, RangeLock};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -265,29 +264,21 @@ fn run_threads(
                         ops: 0,
                     };
                     let (mut first, mut again) = (new_t(), new_t());
+                    // One timed cycle on block `b` of this thread's region.
+                    let mut block = |b: u64, t: &mut Timings| {
+                        let o = (b as usize % DST_BLOCKS) * BLOCK;
+                        let off = region(i) + b * BLOCK as u64;
+                        timed_cycle(cycle, off, &src, &mut dst[o..o + BLOCK], t);
+                    };
                     start.arrive_and_wait();
                     let n = blocks_per_thread();
                     for b in 0..n {
-                        let o = (b as usize % DST_BLOCKS) * BLOCK;
-                        timed_cycle(
-                            cycle,
-                            region(i) + b * BLOCK as u64,
-                            &src,
-                            &mut dst[o..o + BLOCK],
-                            &mut first,
-                        );
+                        block(b, &mut first);
                     }
                     initial_done.arrive_and_wait();
                     let mut b = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        let o = (b as usize % DST_BLOCKS) * BLOCK;
-                        timed_cycle(
-                            cycle,
-                            region(i) + b * BLOCK as u64,
-                            &src,
-                            &mut dst[o..o + BLOCK],
-                            &mut again,
-                        );
+                        block(b, &mut again);
                         b = (b + 1) % n;
                     }
                     (first, again)
@@ -328,6 +319,11 @@ fn run_threads(
     })
 }
 
+/// Operations per second of a timed run (`elapsed` floored at 1 ns).
+fn rate(t: &Timings, elapsed: Duration) -> f64 {
+    t.ops as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
 fn latency(kind: LockKind, phase: &str, threads: usize, t: &Timings, secs: f64) -> LatencyRecord {
     LatencyRecord {
         lock: kind.to_string(),
@@ -361,19 +357,19 @@ pub fn run_locks(cfg: &LockConfig, mut progress: impl FnMut(&str)) -> LockReport
                 .push(latency(kind, "initial", n, &first, initial_secs));
             rep.latency
                 .push(latency(kind, "overwrite", n, &again, elapsed.as_secs_f64()));
-            let rate = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+            let per_sec = rate(&again, elapsed);
             if n == 1 {
-                x[0] = rate;
+                x[0] = per_sec;
                 serial = Some(again);
             } else if n == 2 {
-                x[1] = rate;
+                x[1] = per_sec;
             }
         }
         if x[1] == 0.0 {
             progress(&format!("lock serial time {kind} 2 threads"));
             let lock = kind.build(cfg.segment_size, 2 * REGION);
             let (_, again, elapsed) = run_threads(&*lock, 2, cfg.duration, cfg.pin, timer);
-            x[1] = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+            x[1] = rate(&again, elapsed);
         }
         let one = match serial {
             Some(t) => t,
@@ -381,7 +377,7 @@ pub fn run_locks(cfg: &LockConfig, mut progress: impl FnMut(&str)) -> LockReport
                 progress(&format!("lock serial time {kind} 1 thread"));
                 let lock = kind.build(cfg.segment_size, REGION);
                 let (_, again, elapsed) = run_threads(&*lock, 1, cfg.duration, cfg.pin, timer);
-                x[0] = again.ops as f64 / elapsed.as_secs_f64().max(1e-9);
+                x[0] = rate(&again, elapsed);
                 again
             }
         };
@@ -504,22 +500,48 @@ pub fn project_fs(
     out
 }
 
+/// Titles of the projection columns ([`projection_cells`]).
+const PROJECTION_HEADER: [&str; 6] = ["serial", "s", "X(2)/X(1)", "Amdahl@56", "USL k", "USL@56"];
+
+/// The projection columns of one row: serial time, serial fraction,
+/// measured two-thread speedup, Amdahl and USL projections.
+fn projection_cells(
+    serial_ns: f64,
+    s: f64,
+    speedup_2: f64,
+    amdahl: f64,
+    kappa: f64,
+    usl: f64,
+) -> [String; 6] {
+    [
+        format!("{serial_ns:.0}ns"),
+        format!("{s:.3}"),
+        format!("{speedup_2:.2}"),
+        format!("{amdahl:.2}x"),
+        format!("{kappa:.2e}"),
+        format!("{usl:.2}x"),
+    ]
+}
+
 /// Render [`project_fs`] results as a table.
 pub fn projection_table(p: &[FsProjection]) -> String {
     let rows: Vec<Vec<String>> = p
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.workload.clone(),
                 r.lock.clone(),
                 format!("{:.0}ns", r.op_ns),
-                format!("{:.0}ns", r.serial_ns),
-                format!("{:.3}", r.serial_fraction),
-                format!("{:.2}", r.speedup_2),
-                format!("{:.2}x", r.amdahl_speedup),
-                format!("{:.2e}", r.usl_kappa),
-                format!("{:.2}x", r.usl_speedup),
-            ]
+            ];
+            row.extend(projection_cells(
+                r.serial_ns,
+                r.serial_fraction,
+                r.speedup_2,
+                r.amdahl_speedup,
+                r.usl_kappa,
+                r.usl_speedup,
+            ));
+            row
         })
         .collect();
     let mut out = format!(
@@ -527,17 +549,7 @@ pub fn projection_table(p: &[FsProjection]) -> String {
          lock calls for interval, 0 for SRL)\n"
     );
     out += &aligned(
-        &[
-            "workload",
-            "lock",
-            "op (1t)",
-            "serial",
-            "s",
-            "X(2)/X(1)",
-            "Amdahl@56",
-            "USL k",
-            "USL@56",
-        ],
+        &[&["workload", "lock", "op (1t)"][..], &PROJECTION_HEADER].concat(),
         &rows,
     );
     out
@@ -557,40 +569,7 @@ fn bytes(v: u64) -> String {
 }
 
 fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (w, c) in width.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            if i == 0 {
-                let _ = write!(out, "{c:<w$}");
-            } else {
-                let _ = write!(out, "{c:>w$}");
-            }
-        }
-        out.push('\n');
-    };
-    line(header.to_vec());
-    line(
-        width
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str)
-            .collect(),
-    );
-    for r in rows {
-        line(r.iter().map(String::as_str).collect());
-    }
-    out
+    text_table(header, rows, 1, Rule::Columns)
 }
 
 impl LockReport {
@@ -651,31 +630,24 @@ impl LockReport {
             .serial
             .iter()
             .map(|r| {
-                vec![
+                let mut row = vec![
                     r.lock.clone(),
                     format!("{:.0}ns", r.op_ns),
                     format!("{:.0}ns", r.lock_call_ns),
-                    format!("{:.0}ns", r.serial_ns),
-                    format!("{:.3}", r.serial_fraction),
-                    format!("{:.2}", if r.x1 > 0.0 { r.x2 / r.x1 } else { 0.0 }),
-                    format!("{:.2}x", r.amdahl_speedup),
-                    format!("{:.2e}", r.usl_kappa),
-                    format!("{:.2}x", r.usl_speedup),
-                ]
+                ];
+                row.extend(projection_cells(
+                    r.serial_ns,
+                    r.serial_fraction,
+                    if r.x1 > 0.0 { r.x2 / r.x1 } else { 0.0 },
+                    r.amdahl_speedup,
+                    r.usl_kappa,
+                    r.usl_speedup,
+                ));
+                row
             })
             .collect();
         out += &aligned(
-            &[
-                "lock",
-                "op",
-                "in lock calls",
-                "serial",
-                "s",
-                "X(2)/X(1)",
-                "Amdahl@56",
-                "USL k",
-                "USL@56",
-            ],
+            &[&["lock", "op", "in lock calls"][..], &PROJECTION_HEADER].concat(),
             &rows,
         );
         out

@@ -73,6 +73,59 @@ pub fn memory_fraction(r: &Record, all: &[Record], hot: bool) -> Option<f64> {
     (reference > 0.0).then(|| r.bytes_per_sec / reference)
 }
 
+/// The line under a [`text_table`] header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// No line.
+    None,
+    /// One unbroken line of dashes, as wide as the table.
+    Full,
+    /// Dashes under each column, two spaces apart.
+    Columns,
+}
+
+/// Lay `rows` out under `header` in columns two spaces apart: the first
+/// `left` columns left-aligned, the others right-aligned.
+pub(crate) fn text_table(header: &[&str], rows: &[Vec<String>], left: usize, rule: Rule) -> String {
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        for (i, (c, &w)) in cells.zip(&width).enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if i < left {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "{c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &mut header.iter().copied());
+    match rule {
+        Rule::None => {}
+        Rule::Full => {
+            let total: usize = width.iter().sum::<usize>() + 2 * (width.len() - 1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+        Rule::Columns => {
+            let dashes: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+            line(&mut out, &mut dashes.iter().map(String::as_str));
+        }
+    }
+    for row in rows {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}
+
 /// Render records as an aligned table (one row per point).
 pub fn table(records: &[Record]) -> String {
     let header = [
@@ -90,10 +143,10 @@ pub fn table(records: &[Record]) -> String {
         f.map(|f| format!("{:.1}%", f * 100.0))
             .unwrap_or_else(|| "-".into())
     };
-    let rows: Vec<[String; 9]> = records
+    let rows: Vec<Vec<String>> = records
         .iter()
         .map(|r| {
-            [
+            vec![
                 r.workload.clone(),
                 r.target.clone(),
                 r.threads.to_string(),
@@ -106,35 +159,7 @@ pub fn table(records: &[Record]) -> String {
             ]
         })
         .collect();
-    let mut width = header.map(str::len);
-    for row in &rows {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[&str]| {
-        for (i, (c, w)) in cells.iter().zip(width).enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            if i < 2 {
-                let _ = write!(out, "{c:<w$}");
-            } else {
-                let _ = write!(out, "{c:>w$}");
-            }
-        }
-        out.push('\n');
-    };
-    line(&mut out, &header);
-    let total: usize = width.iter().sum::<usize>() + 2 * (width.len() - 1);
-    out.push_str(&"-".repeat(total));
-    out.push('\n');
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        line(&mut out, &cells);
-    }
-    out
+    text_table(&header, &rows, 2, Rule::Full)
 }
 
 /// Write records as a JSON array (one object per point).
@@ -224,27 +249,8 @@ pub fn headline(records: &[Record]) -> String {
             rows.push(row);
         }
     }
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in width.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut out = String::new();
-    for r in std::iter::once(&header).chain(rows.iter()) {
-        for (i, (c, &w)) in r.iter().zip(&width).enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            if i < 2 {
-                let _ = write!(out, "{c:<w$}");
-            } else {
-                let _ = write!(out, "{c:>w$}");
-            }
-        }
-        out.push('\n');
-    }
-    out
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    text_table(&header, &rows, 2, Rule::None)
 }
 
 #[cfg(test)]

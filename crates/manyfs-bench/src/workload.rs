@@ -355,50 +355,42 @@ impl Op for Truncate {
     }
 }
 
-struct Create {
+/// MWC*/MWU*: create (or remove) the files `prefix0..prefixN` one per op;
+/// after a batch of [`META_BATCH`], remove (or recreate) them all.
+struct CreateOrUnlink {
     be: Arc<dyn Backend>,
     prefix: String,
     next: usize,
+    create: bool,
 }
 
-impl Op for Create {
-    fn run(&mut self) -> Result<u64> {
-        if self.next == META_BATCH {
-            for i in 0..META_BATCH {
-                self.be.remove_file(&format!("{}{i}", self.prefix))?;
-            }
-            self.next = 0;
+impl CreateOrUnlink {
+    /// Create (`create` true) or remove file `i` of the batch.
+    fn touch(&self, i: usize, create: bool) -> Result<()> {
+        let name = format!("{}{i}", self.prefix);
+        if create {
+            self.be.create_file(&name)
+        } else {
+            self.be.remove_file(&name)
         }
-        self.be
-            .create_file(&format!("{}{}", self.prefix, self.next))?;
-        self.next += 1;
-        Ok(0)
     }
-}
 
-struct Unlink {
-    be: Arc<dyn Backend>,
-    prefix: String,
-    next: usize,
-}
-
-impl Unlink {
-    fn refill(&mut self) -> Result<()> {
+    /// Undo the whole batch: the state the next batch starts from.
+    fn reset(&mut self) -> Result<()> {
         for i in 0..META_BATCH {
-            self.be.create_file(&format!("{}{i}", self.prefix))?;
+            self.touch(i, !self.create)?;
         }
         self.next = 0;
         Ok(())
     }
 }
 
-impl Op for Unlink {
+impl Op for CreateOrUnlink {
     fn run(&mut self) -> Result<u64> {
         if self.next == META_BATCH {
-            self.refill()?;
+            self.reset()?;
         }
-        self.be
-            .remove_file(&format!("{}{}", self.prefix, self.next))?;
+        self.touch(self.next, self.create)?;
         self.next += 1;
         Ok(0)
     }
@@ -564,6 +556,17 @@ impl Op for MemCopy {
 /// Size of the memory-bandwidth buffer (larger than any last-level cache).
 pub const MEM_BYTES: usize = 256 << 20;
 
+/// Name prefix of thread `t`'s files for a metadata workload: in its own
+/// directory `/p{t}` (created here) when `private`, else in `/shared-dir`.
+fn meta_prefix(be: &Arc<dyn Backend>, private: bool, t: usize, leaf: &str) -> Result<String> {
+    if private {
+        be.create_dir_all(&format!("/p{t}"))?;
+        Ok(format!("/p{t}/{leaf}"))
+    } else {
+        Ok(format!("/shared-dir/t{t}-{leaf}"))
+    }
+}
+
 fn prepare_memory(write: bool, hot: bool, threads: usize) -> Vec<Box<dyn Op>> {
     let bytes = if hot { threads * BLOCK } else { MEM_BYTES };
     let total_blocks = bytes / BLOCK;
@@ -683,31 +686,22 @@ impl Workload {
             }
             Workload::Mwcl | Workload::Mwcm | Workload::Mwul | Workload::Mwum => {
                 let private = matches!(self, Workload::Mwcl | Workload::Mwul);
+                let create = matches!(self, Workload::Mwcl | Workload::Mwcm);
                 if !private {
                     be.create_dir_all("/shared-dir")?;
                 }
                 for t in 0..threads {
-                    let prefix = if private {
-                        be.create_dir_all(&format!("/p{t}"))?;
-                        format!("/p{t}/f")
-                    } else {
-                        format!("/shared-dir/t{t}-f")
+                    let mut op = CreateOrUnlink {
+                        be: be.clone(),
+                        prefix: meta_prefix(be, private, t, "f")?,
+                        next: 0,
+                        create,
                     };
-                    if matches!(self, Workload::Mwcl | Workload::Mwcm) {
-                        ops.push(Box::new(Create {
-                            be: be.clone(),
-                            prefix,
-                            next: 0,
-                        }));
-                    } else {
-                        let mut u = Unlink {
-                            be: be.clone(),
-                            prefix,
-                            next: 0,
-                        };
-                        u.refill()?;
-                        ops.push(Box::new(u));
+                    if !create {
+                        // Unlinking starts from a full batch.
+                        op.reset()?;
                     }
+                    ops.push(Box::new(op));
                 }
             }
             Workload::Mwrl | Workload::Mwrm => {
@@ -715,12 +709,7 @@ impl Workload {
                     be.create_dir_all("/shared-dir")?;
                 }
                 for t in 0..threads {
-                    let prefix = if self == Workload::Mwrl {
-                        be.create_dir_all(&format!("/p{t}"))?;
-                        format!("/p{t}/r")
-                    } else {
-                        format!("/shared-dir/t{t}-r")
-                    };
+                    let prefix = meta_prefix(be, self == Workload::Mwrl, t, "r")?;
                     be.create_file(&format!("{prefix}0"))?;
                     ops.push(Box::new(Rename {
                         be: be.clone(),

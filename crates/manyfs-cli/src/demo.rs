@@ -24,6 +24,21 @@ fn pattern(thread: u64, block: u64) -> u8 {
     (thread.wrapping_mul(31).wrapping_add(block) % 251) as u8
 }
 
+/// Call `f(thread, block)` for blocks `0..blocks` in order on each of
+/// `threads` threads at once; the first error wins.
+fn each_block(threads: u64, blocks: u64, f: impl Fn(u64, u64) -> Result<()> + Sync) -> Result<()> {
+    std::thread::scope(|s| -> Result<()> {
+        let f = &f;
+        let handles: Vec<_> = (0..threads)
+            .map(|th| s.spawn(move || (0..blocks).try_for_each(|b| f(th, b))))
+            .collect();
+        for h in handles {
+            h.join().expect("demo thread")?;
+        }
+        Ok(())
+    })
+}
+
 /// Run the demo.
 pub fn run(args: &DemoArgs) -> Result<ExitCode> {
     let dir = tempfile::tempdir().context("create a temporary directory")?;
@@ -58,22 +73,9 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode> {
     let bytes = threads * blocks * 4096;
 
     let t = Instant::now();
-    std::thread::scope(|s| -> Result<()> {
-        let handles: Vec<_> = (0..threads)
-            .map(|th| {
-                let file = &file;
-                s.spawn(move || -> manyfs::Result<()> {
-                    for b in 0..blocks {
-                        let off = (th * blocks + b) * 4096;
-                        file.write_at(&[pattern(th, b); 4096], off)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("writer thread")?;
-        }
+    each_block(threads, blocks, |th, b| {
+        let off = (th * blocks + b) * 4096;
+        file.write_at(&[pattern(th, b); 4096], off)?;
         Ok(())
     })?;
     file.sync_all()?;
@@ -98,24 +100,11 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode> {
     }
     let file = OpenOptions::new().read(true).open(&fs, "/shared.dat")?;
     let t = Instant::now();
-    std::thread::scope(|s| -> Result<()> {
-        let handles: Vec<_> = (0..threads)
-            .map(|th| {
-                let file = &file;
-                s.spawn(move || -> Result<()> {
-                    let mut buf = [0u8; 4096];
-                    for b in 0..blocks {
-                        file.read_exact_at(&mut buf, (th * blocks + b) * 4096)?;
-                        if buf.iter().any(|&x| x != pattern(th, b)) {
-                            bail!("thread {th} block {b}: wrong data after remount");
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("reader thread")?;
+    each_block(threads, blocks, |th, b| {
+        let mut buf = [0u8; 4096];
+        file.read_exact_at(&mut buf, (th * blocks + b) * 4096)?;
+        if buf.iter().any(|&x| x != pattern(th, b)) {
+            bail!("thread {th} block {b}: wrong data after remount");
         }
         Ok(())
     })?;

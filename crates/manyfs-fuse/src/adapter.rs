@@ -316,6 +316,19 @@ impl ManyFuse {
         }
     }
 
+    /// Run `f` on the open file of handle `fh` (`EBADF` when there is none).
+    fn with_file<T>(
+        &self,
+        fh: FileHandle,
+        f: impl FnOnce(&FileHandleState) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let h = self.file_handle(fh)?;
+        let Handle::File(h) = &*h else {
+            return Err(Errno::EBADF);
+        };
+        f(h)
+    }
+
     /// Open `ino` and register a handle; returns the handle number.
     fn open_handle(&self, ino: u64, flags: i32) -> Result<u64, Errno> {
         let fs = self.fs()?;
@@ -347,48 +360,44 @@ impl ManyFuse {
         data: &[u8],
         flags: WriteFlags,
     ) -> Result<u32, Errno> {
-        let h = self.file_handle(fh)?;
-        let Handle::File(h) = &*h else {
-            return Err(Errno::EBADF);
-        };
-        let len = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
-        #[cfg(feature = "test-probes")]
-        {
-            let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
-            self.shared.stats.observe_inflight(now);
-        }
-        // Page-cache writeback (shared mmap) may come through any writable
-        // handle of the inode, an O_APPEND one included: it is positional.
-        let res = if h.append && !flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
-            h.file.append(data).map(|_| ())
-        } else {
-            write_all_at(&h.file, data, offset)
-        };
-        #[cfg(feature = "test-probes")]
-        h.io.inflight.fetch_sub(1, Ordering::AcqRel);
-        res.map_err(errno)?;
-        Ok(len)
+        self.with_file(fh, |h| {
+            let len = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
+            #[cfg(feature = "test-probes")]
+            {
+                let now = h.io.inflight.fetch_add(1, Ordering::AcqRel) + 1;
+                self.shared.stats.observe_inflight(now);
+            }
+            // Page-cache writeback (shared mmap) may come through any writable
+            // handle of the inode, an O_APPEND one included: it is positional.
+            let res = if h.append && !flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+                h.file.append(data).map(|_| ())
+            } else {
+                write_all_at(&h.file, data, offset)
+            };
+            #[cfg(feature = "test-probes")]
+            h.io.inflight.fetch_sub(1, Ordering::AcqRel);
+            res.map_err(errno)?;
+            Ok(len)
+        })
     }
 
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
-        let h = self.file_handle(fh)?;
-        let Handle::File(h) = &*h else {
-            return Err(Errno::EBADF);
-        };
-        // The kernel never asks for more than max_read (about 1 MiB); cap it
-        // anyway so a bogus request cannot make us allocate gigabytes.
-        let mut buf = vec![0u8; (size as usize).min(MAX_READ)];
-        let mut done = 0usize;
-        while done < buf.len() {
-            let off = offset.checked_add(done as u64).ok_or(Errno::EINVAL)?;
-            let n = h.file.read_at(&mut buf[done..], off).map_err(errno)?;
-            if n == 0 {
-                break;
+        self.with_file(fh, |h| {
+            // The kernel never asks for more than max_read (about 1 MiB); cap
+            // it anyway so a bogus request cannot make us allocate gigabytes.
+            let mut buf = vec![0u8; (size as usize).min(MAX_READ)];
+            let mut done = 0usize;
+            while done < buf.len() {
+                let off = offset.checked_add(done as u64).ok_or(Errno::EINVAL)?;
+                let n = h.file.read_at(&mut buf[done..], off).map_err(errno)?;
+                if n == 0 {
+                    break;
+                }
+                done += n;
             }
-            done += n;
-        }
-        buf.truncate(done);
-        Ok(buf)
+            buf.truncate(done);
+            Ok(buf)
+        })
     }
 
     fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
@@ -537,25 +546,26 @@ fn to_attr(md: &Metadata) -> FileAttr {
     }
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Metadata, Errno>) {
+/// Answer `reply` through `ok` with the value of `r`, or with its errno.
+fn reply_with<R: ErrorReply, T>(reply: R, r: Result<T, Errno>, ok: impl FnOnce(R, T)) {
     match r {
-        Ok(md) => reply.entry(&TTL, &to_attr(&md), Generation(u64::from(md.generation))),
+        Ok(v) => ok(reply, v),
         Err(e) => reply.error(e),
     }
+}
+
+fn reply_entry(reply: ReplyEntry, r: Result<Metadata, Errno>) {
+    reply_with(reply, r, |reply, md| {
+        reply.entry(&TTL, &to_attr(&md), Generation(u64::from(md.generation)))
+    });
 }
 
 fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(e),
-    }
+    reply_with(reply, r, |reply, ()| reply.ok());
 }
 
 fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
-    match r {
-        Ok(a) => reply.attr(&TTL, &a),
-        Err(e) => reply.error(e),
-    }
+    reply_with(reply, r, |reply, a| reply.attr(&TTL, &a));
 }
 
 impl ShutDown for ManyFuse {
@@ -670,13 +680,12 @@ impl Filesystem for ManyFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.serve("readlink", reply, |reply| {
-            match self
+            let r = self
                 .fs()
-                .and_then(|fs| fs.readlink_ino(ino.0).map_err(errno))
-            {
-                Ok(p) => reply.data(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())),
-                Err(e) => reply.error(e),
-            }
+                .and_then(|fs| fs.readlink_ino(ino.0).map_err(errno));
+            reply_with(reply, r, |reply, p| {
+                reply.data(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()))
+            });
         });
     }
 
@@ -808,10 +817,9 @@ impl Filesystem for ManyFuse {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.serve("open", reply, |reply| {
-            match self.open_handle(ino.0, flags.0) {
-                Ok(fh) => reply.opened(FileHandle(fh), FOPEN_FLAGS),
-                Err(e) => reply.error(e),
-            }
+            reply_with(reply, self.open_handle(ino.0, flags.0), |reply, fh| {
+                reply.opened(FileHandle(fh), FOPEN_FLAGS)
+            });
         });
     }
 
@@ -827,10 +835,9 @@ impl Filesystem for ManyFuse {
         reply: ReplyData,
     ) {
         self.serve("read", reply, |reply| {
-            match self.do_read(fh, offset, size) {
-                Ok(buf) => reply.data(&buf),
-                Err(e) => reply.error(e),
-            }
+            reply_with(reply, self.do_read(fh, offset, size), |reply, buf| {
+                reply.data(&buf)
+            });
         });
     }
 
@@ -847,10 +854,8 @@ impl Filesystem for ManyFuse {
         reply: ReplyWrite,
     ) {
         self.serve("write", reply, |reply| {
-            match self.do_write(fh, offset, data, write_flags) {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            }
+            let r = self.do_write(fh, offset, data, write_flags);
+            reply_with(reply, r, |reply, n| reply.written(n));
         });
     }
 
@@ -893,10 +898,7 @@ impl Filesystem for ManyFuse {
         reply: ReplyEmpty,
     ) {
         self.serve("fsync", reply, |reply| {
-            let r = self.file_handle(fh).and_then(|h| {
-                let Handle::File(h) = &*h else {
-                    return Err(Errno::EBADF);
-                };
+            let r = self.with_file(fh, |h| {
                 if datasync {
                     h.file.sync_data().map_err(errno)
                 } else {
@@ -925,10 +927,9 @@ impl Filesystem for ManyFuse {
                     entries: Mutex::new(Arc::new(entries)),
                 })))
             })();
-            match r {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(e),
-            }
+            reply_with(reply, r, |reply, fh| {
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            });
         });
     }
 
@@ -941,10 +942,8 @@ impl Filesystem for ManyFuse {
         reply: ReplyDirectory,
     ) {
         self.serve("readdir", reply, |mut reply| {
-            match self.do_readdir(fh, ino.0, offset, &mut reply) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            let r = self.do_readdir(fh, ino.0, offset, &mut reply);
+            reply_with(reply, r, |reply, ()| reply.ok());
         });
     }
 
@@ -957,10 +956,8 @@ impl Filesystem for ManyFuse {
         reply: ReplyDirectoryPlus,
     ) {
         self.serve("readdirplus", reply, |mut reply| {
-            match self.do_readdirplus(fh, ino.0, offset, &mut reply) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            let r = self.do_readdirplus(fh, ino.0, offset, &mut reply);
+            reply_with(reply, r, |reply, ()| reply.ok());
         });
     }
 
@@ -993,8 +990,8 @@ impl Filesystem for ManyFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.serve("statfs", reply, |reply| match self.fs() {
-            Ok(fs) => {
+        self.serve("statfs", reply, |reply| {
+            reply_with(reply, self.fs(), |reply, fs| {
                 let s = fs.statfs();
                 let bsize = u32::try_from(s.block_size).unwrap_or(4096);
                 let namelen = u32::try_from(s.name_max).unwrap_or(255);
@@ -1008,8 +1005,7 @@ impl Filesystem for ManyFuse {
                     namelen,
                     bsize,
                 );
-            }
-            Err(e) => reply.error(e),
+            });
         });
     }
 
@@ -1061,16 +1057,15 @@ impl Filesystem for ManyFuse {
                 };
                 Ok((md, fh))
             })();
-            match r {
-                Ok((md, fh)) => reply.created(
+            reply_with(reply, r, |reply, (md, fh)| {
+                reply.created(
                     &TTL,
                     &to_attr(&md),
                     Generation(u64::from(md.generation)),
                     FileHandle(fh),
                     FOPEN_FLAGS,
-                ),
-                Err(e) => reply.error(e),
-            }
+                )
+            });
         });
     }
 
@@ -1091,12 +1086,8 @@ impl Filesystem for ManyFuse {
                     return Err(Errno::EOPNOTSUPP);
                 }
                 self.writable()?;
-                let h = self.file_handle(fh)?;
-                let Handle::File(h) = &*h else {
-                    return Err(Errno::EBADF);
-                };
                 // Extends atomically with respect to concurrent writers.
-                h.file.allocate(offset, length).map_err(errno)
+                self.with_file(fh, |h| h.file.allocate(offset, length).map_err(errno))
             })();
             reply_empty(reply, r);
         });

@@ -70,11 +70,17 @@ fn handler_panic_shuts_the_mount_down_and_remount_recovers() {
     assert!(!common::is_mounted(&s.mnt), "still mounted");
 
     // The pool is clean for fsck, and the next mount has everything that
-    // was written before the panic.
+    // was synced before the panic.
     s.fsck();
     let fs = retry_busy(|| Fs::mount(&s.pool, &MountOptions::default())).unwrap();
     assert_eq!(fs.read("/synced").unwrap(), synced);
-    assert_eq!(fs.read("/dir/unsynced").unwrap(), b"written, not fsynced");
+    // Not fsynced, and the shut-down mount refused its final sync: in
+    // `file` mode (docs/guarantees.md) it is there whole only if the
+    // background commit made it durable before the panic, else absent.
+    match fs.read("/dir/unsynced") {
+        Ok(data) => assert_eq!(data, b"written, not fsynced"),
+        Err(e) => assert!(matches!(e, manyfs::Error::NotFound(_)), "{e}"),
+    }
     assert!(fs.metadata("/new").is_err());
     assert!(
         fs.metadata(format!("/{}", manyfs_fuse::poison::TEST_PANIC_NAME))

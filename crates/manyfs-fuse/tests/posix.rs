@@ -19,6 +19,23 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
+/// `renameat2(from, to, flags)` on absolute paths, which must fail: its errno.
+fn renameat2_errno(from: &Path, to: &Path, flags: libc::c_uint) -> Option<i32> {
+    let (from, to) = (cstr(from), cstr(to));
+    // SAFETY: valid NUL-terminated paths; AT_FDCWD with absolute paths.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            flags,
+        )
+    };
+    assert_eq!(rc, -1);
+    std::io::Error::last_os_error().raw_os_error()
+}
+
 #[test]
 fn basic_posix_operations() {
     if !fuse_available("basic_posix_operations") {
@@ -199,20 +216,8 @@ fn basic_posix_operations() {
     assert!(!root.join("winner").exists());
     fs::write(root.join("x1"), b"1").unwrap();
     fs::write(root.join("x2"), b"2").unwrap();
-    let (c1, c2) = (cstr(&root.join("x1")), cstr(&root.join("x2")));
-    // SAFETY: valid NUL-terminated paths; AT_FDCWD with absolute paths.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            c1.as_ptr(),
-            libc::AT_FDCWD,
-            c2.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    assert_eq!(rc, -1);
     assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
+        renameat2_errno(&root.join("x1"), &root.join("x2"), libc::RENAME_NOREPLACE),
         Some(libc::EEXIST)
     );
     assert_eq!(fs::read(root.join("x2")).unwrap(), b"2");
@@ -419,20 +424,12 @@ fn library_errors_reach_programs_as_errno() {
         std::io::Error::last_os_error().raw_os_error(),
         Some(libc::EPERM)
     );
-    let (a, b) = (cstr(&root.join("plain")), cstr(&root.join("after")));
-    // SAFETY: valid NUL-terminated paths.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, -1);
     assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
+        renameat2_errno(
+            &root.join("plain"),
+            &root.join("after"),
+            libc::RENAME_EXCHANGE
+        ),
         Some(libc::EINVAL)
     );
 

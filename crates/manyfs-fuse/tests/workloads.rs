@@ -5,10 +5,28 @@
 mod common;
 
 use std::fs::{self, OpenOptions};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+
+/// Start `dd` with `args` and `conv=notrunc status=none`, stdin closed.
+fn spawn_dd(args: impl IntoIterator<Item = String>) -> Child {
+    Command::new("dd")
+        .args(args)
+        .arg("conv=notrunc")
+        .arg("status=none")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dd")
+}
+
+/// Wait for every `dd` of `children`; each must succeed.
+fn wait_dd(children: Vec<Child>) {
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "dd failed");
+    }
+}
 
 /// fio: 4 processes write disjoint 16 MiB regions of ONE file with direct
 /// I/O, then read them back and verify every block's crc32c.
@@ -25,14 +43,7 @@ fn fio_shared_file_disjoint_regions_verify() {
     let file = s.mnt.join("shared.dat");
     // Pre-size the file: writes inside it are non-extending, so the kernel
     // sends them to the daemon in parallel (FOPEN_PARALLEL_DIRECT_WRITES).
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&file)
-        .unwrap()
-        .set_len(jobs * region)
-        .unwrap();
+    create_sized(&file, jobs * region);
     let start = Instant::now();
     let out = run_ok(
         Command::new("fio")
@@ -88,36 +99,23 @@ fn disjoint_writes_from_processes_run_concurrently() {
     let chunk = 64u64 << 10;
     let count = 256u64; // 16 MiB per process
     let file = s.mnt.join("disjoint.dat");
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&file)
-        .unwrap()
-        .set_len(procs * chunk * count)
-        .unwrap();
+    create_sized(&file, procs * chunk * count);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut rounds = 0;
     while m.stats().max_concurrent_writes() < 2 && Instant::now() < deadline {
         rounds += 1;
         let children: Vec<_> = (0..procs)
             .map(|i| {
-                Command::new("dd")
-                    .arg("if=/dev/zero")
-                    .arg(format!("of={}", file.display()))
-                    .arg(format!("bs={chunk}"))
-                    .arg(format!("count={count}"))
-                    .arg(format!("seek={}", i * count))
-                    .arg("conv=notrunc")
-                    .arg("status=none")
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("spawn dd")
+                spawn_dd([
+                    "if=/dev/zero".to_string(),
+                    format!("of={}", file.display()),
+                    format!("bs={chunk}"),
+                    format!("count={count}"),
+                    format!("seek={}", i * count),
+                ])
             })
             .collect();
-        for mut c in children {
-            assert!(c.wait().unwrap().success(), "dd failed");
-        }
+        wait_dd(children);
     }
     let conc = m.stats().max_concurrent_writes();
     eprintln!(
@@ -158,22 +156,14 @@ fn concurrent_o_append_from_processes_is_atomic() {
         }
         let src = s.dir.path().join(format!("in{p}"));
         fs::write(&src, &input).unwrap();
-        children.push(
-            Command::new("dd")
-                .arg(format!("if={}", src.display()))
-                .arg(format!("of={}", log.display()))
-                .arg(format!("bs={rec}"))
-                .arg("oflag=append")
-                .arg("conv=notrunc")
-                .arg("status=none")
-                .stdin(Stdio::null())
-                .spawn()
-                .expect("spawn dd"),
-        );
+        children.push(spawn_dd([
+            format!("if={}", src.display()),
+            format!("of={}", log.display()),
+            format!("bs={rec}"),
+            "oflag=append".to_string(),
+        ]));
     }
-    for mut c in children {
-        assert!(c.wait().unwrap().success(), "dd failed");
-    }
+    wait_dd(children);
     let data = fs::read(&log).unwrap();
     assert_eq!(
         data.len(),

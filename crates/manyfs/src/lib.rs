@@ -22,7 +22,8 @@
 //!
 //! 1. leaves: `error`, `cpu`, `sync`, `time`;
 //! 2. `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
-//!    `alloc` (per-CPU block and inode allocators);
+//!    `alloc` (per-CPU block and inode allocators, and the frees that wait
+//!    for a sync in `file` mode);
 //! 3. `layout` (the on-media format, mkfs);
 //! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
 //!    (range locks), `options`;
@@ -31,7 +32,8 @@
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
 //!    rename);
 //! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
-//!    (checking, verify);
+//!    (checking, repair, verify) and `sync_engine` (`file`-mode syncs:
+//!    barriers, durable marks, the background commit);
 //! 9. `api` (the public [`Fs`], [`File`] and friends).
 
 #![deny(missing_docs)]

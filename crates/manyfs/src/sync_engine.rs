@@ -86,6 +86,10 @@ impl FsCore {
         if !self.deferring() {
             return self.media.sync_all();
         }
+        // A failed media (an earlier failed sync, a pool file that shrank)
+        // makes nothing durable: say so even when there is nothing to write.
+        self.media.check_alive()?;
+        self.media.check_size()?;
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
         let pending: Vec<Pending> = eng
@@ -163,30 +167,43 @@ impl FsCore {
         }
     }
 
+    /// First step of a writable `file`-mode mount, before anything is
+    /// appended (a pending rename is redone after it): cut the links to
+    /// pages that did not count and clear heads naming such pages, so that
+    /// pages appended later are never cut by mistake.
+    pub fn cut_undurable_links(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
+        if self.media.mode() != crate::media::Durability::File {
+            return Ok(());
+        }
+        let media = &self.media;
+        for node in rebuilt.inodes.values() {
+            for s in &node.sublogs {
+                if s.cut_head {
+                    let at = node.record.log_array * BLOCK_SIZE + s.index as u64 * 8;
+                    media.store_u64(at, 0)?;
+                }
+                if s.cut_next
+                    && let Some(&last) = s.pages.last()
+                {
+                    let at = last * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+                    media.store_u64(at, 0)?;
+                    media.store_u64(at + FOOTER_NEXT_SEQ, 0)?;
+                }
+            }
+        }
+        media.fence();
+        Ok(())
+    }
+
     /// End of a writable mount: make the recovered state durable under the
     /// rule of this mount, then record that rule (and a new mount epoch) in
     /// the superblock. Under `file` mode every page gets its mark (full
-    /// pages sealed), links to pages that did not count are cut and heads
-    /// naming such pages cleared, all before anything else can happen.
+    /// pages sealed); the links to pages that did not count were already
+    /// cut by [`FsCore::cut_undurable_links`].
     pub fn finish_mount(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
         let media = &self.media;
         let file = self.media.mode() == crate::media::Durability::File;
         if file {
-            for node in rebuilt.inodes.values() {
-                for s in &node.sublogs {
-                    if s.cut_head {
-                        let at = node.record.log_array * BLOCK_SIZE + s.index as u64 * 8;
-                        media.store_u64(at, 0)?;
-                    }
-                    if s.cut_next
-                        && let Some(&last) = s.pages.last()
-                    {
-                        let at = last * BLOCK_SIZE + LOG_FOOTER_OFFSET;
-                        media.store_u64(at, 0)?;
-                        media.store_u64(at + FOOTER_NEXT_SEQ, 0)?;
-                    }
-                }
-            }
             for inode in self.all_inodes() {
                 inode.log.clear_dirty();
                 inode.log.for_each_sublog(|_, pages, meta, next_slot| {

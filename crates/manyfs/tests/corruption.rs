@@ -446,7 +446,7 @@ fn corrupt(img: &mut [u8], r: &Regions, rng: &mut Rng, pending: bool) -> String 
                     what: if primary { "superblock" } else { "backup" },
                     start: base,
                     len: 96,
-                    crc_at: 80,
+                    crc_at: 92,
                     protect: 0..8,
                     zeroed_window: false,
                     also_zero: 0..0,
@@ -844,8 +844,8 @@ fn crc32_is_the_checksum_on_media() {
     let r = regions(&img);
     for base in [0, BS] {
         assert_eq!(
-            crc32(&img[base..base + 80]),
-            le_u32(&img, base + 80),
+            crc32(&img[base..base + 92]),
+            le_u32(&img, base + 92),
             "superblock at {base}"
         );
     }

@@ -6,7 +6,9 @@
 //! The child is this test binary re-executed with `MANYFS_CRASH_CHILD` set;
 //! it reports each returned write on stdout before starting the next one.
 
-use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
+mod common;
+
+use manyfs::{Fs, MountOptions, OpenOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
@@ -61,9 +63,20 @@ fn child(pool: &str) {
                         let _ = fs.rename(&name, format!("/dir/t{t}"));
                     }
                     use std::io::Write;
-                    let mut o = out.lock().unwrap();
-                    writeln!(o, "{t} {seq} {first} {pages}").unwrap();
-                    o.flush().unwrap();
+                    {
+                        let mut o = out.lock().unwrap();
+                        writeln!(o, "{t} {seq} {first} {pages}").unwrap();
+                        o.flush().unwrap();
+                    }
+                    // In `file` mode a write is durable once a sync covering
+                    // it returned (docs/guarantees.md): sync now and then and
+                    // say so, so the parent knows which writes must survive.
+                    if seq % 8 == 0 {
+                        file.sync_all().unwrap();
+                        let mut o = out.lock().unwrap();
+                        writeln!(o, "S {t} {seq}").unwrap();
+                        o.flush().unwrap();
+                    }
                 }
             });
         }
@@ -77,6 +90,7 @@ fn check(data: &[u8], reported: &HashMap<(u64, u64), u64>) {
             let blk = &data[((t * REGION + b) as usize) * BLOCK..][..BLOCK];
             let word = |k: usize| u64::from_le_bytes(blk[k * 8..k * 8 + 8].try_into().unwrap());
             let (th, seq, first, pages, i) = (word(0), word(1), word(2), word(3), word(4));
+            // The newest write to this block that a completed sync covered.
             let newest_returned = reported.get(&(t, b)).copied();
             if th == 0 && seq == 0 && pages == 0 {
                 assert!(
@@ -115,18 +129,8 @@ fn sigkill_at_random_moments() {
         child(&pool);
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    {
-        let fs = Fs::mkfs(
-            &pool,
-            &MkfsOptions {
-                size: 64 << 20,
-                ..Default::default()
-            },
-            &MountOptions::default(),
-        )
-        .unwrap();
+    let (_dir, pool) = {
+        let (dir, pool, fs) = common::fresh(64 << 20);
         fs.create_dir("/dir").unwrap();
         let f = OpenOptions::new()
             .write(true)
@@ -135,7 +139,8 @@ fn sigkill_at_random_moments() {
             .unwrap();
         f.set_len(THREADS * REGION * BLOCK as u64).unwrap();
         fs.unmount().unwrap();
-    }
+        (dir, pool)
+    };
     let exe = std::env::current_exe().unwrap();
     let mut reported: HashMap<(u64, u64), u64> = HashMap::new();
     let mut next_seq = 1u64;
@@ -167,17 +172,34 @@ fn sigkill_at_random_moments() {
         child.kill().unwrap();
         child.wait().unwrap();
         let lines = reader.join().unwrap();
+        // Writes of this round by thread and block, and how far each
+        // thread's completed syncs reached.
+        let mut round_writes: Vec<(u64, u64, u64)> = Vec::new();
+        let mut synced_upto: HashMap<u64, u64> = HashMap::new();
         for l in &lines {
+            if let Some(rest) = l.strip_prefix("S ") {
+                let v: Vec<u64> = rest.split(' ').filter_map(|x| x.parse().ok()).collect();
+                if let [t, seq] = v[..] {
+                    let e = synced_upto.entry(t).or_insert(0);
+                    *e = (*e).max(seq);
+                }
+                continue;
+            }
             let v: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
             if v.len() != 4 {
                 continue; // test-harness chatter
             }
             let (t, seq, first, pages) = (v[0], v[1], v[2], v[3]);
             for b in first..first + pages {
+                round_writes.push((t, b, seq));
+            }
+            next_seq = next_seq.max(seq + 1);
+        }
+        for (t, b, seq) in round_writes {
+            if synced_upto.get(&t).is_some_and(|&upto| seq <= upto) {
                 let e = reported.entry((t, b)).or_insert(0);
                 *e = (*e).max(seq);
             }
-            next_seq = next_seq.max(seq + 1);
         }
         next_seq += 100_000; // never reuse a sequence a killed write may have used
 

@@ -18,7 +18,9 @@
 //! `MANYFS_DIFF_CASES=<n>` changes the number of cases (default 512),
 //! `MANYFS_DIFF_MAX_OPS=<n>` the longest sequence (default 40).
 
-use manyfs::{Durability, FileKind, Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
+mod common;
+
+use manyfs::{Durability, FileKind, Fs, LockKind, MountOptions, OpenOptions};
 use proptest::prelude::*;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -422,15 +424,7 @@ impl Harness {
         let pool = dir.path().join("pool");
         let root = dir.path().join("ref");
         std::fs::create_dir(&root).unwrap();
-        let fs = Fs::mkfs(
-            &pool,
-            &MkfsOptions {
-                size: 32 << 20,
-                ..Default::default()
-            },
-            &opts,
-        )
-        .unwrap();
+        let fs = common::mkfs(&pool, 32 << 20, &opts);
         let initial = fs.statfs();
         let initial_log_pages = fs.usage().1;
         Harness {

@@ -3,23 +3,15 @@
 //! must hold is that memory and media agree afterwards, before and after a
 //! remount, and that fsck is clean.
 
-use manyfs::{Fs, MkfsOptions, MountOptions};
+mod common;
+
+use manyfs::{Fs, MountOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 #[test]
 fn racing_namespace_operations_stay_consistent() {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size: 64 << 20,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    )
-    .unwrap();
+    let (_dir, pool, fs) = common::fresh(64 << 20);
     for d in ["/a", "/b", "/c"] {
         fs.create_dir(d).unwrap();
     }

@@ -6,7 +6,9 @@
 //!   file) shows write A in block x and write B in block y, and both A and B
 //!   covered both x and y, then A == B.
 
-use manyfs::{Fs, LockKind, MkfsOptions, MountOptions, OpenOptions};
+mod common;
+
+use manyfs::{Fs, LockKind, MountOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
@@ -61,27 +63,12 @@ fn check_serialisable(first: u64, ids: &[u64], ranges: &HashMap<u64, (u64, u64)>
 }
 
 fn run(kind: LockKind, threads: u64, ops: u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
     let opts = MountOptions {
         lock: kind,
         ..Default::default()
     };
-    let fs = Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size: 64 << 20,
-            ..Default::default()
-        },
-        &opts,
-    )
-    .unwrap();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(&fs, "/shared")
-        .unwrap();
+    let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
+    let file = common::open_rw(&fs, "/shared");
     file.set_len(BLOCKS * BLOCK as u64).unwrap();
     let ranges: Mutex<HashMap<u64, (u64, u64)>> = Mutex::new(HashMap::new());
     std::thread::scope(|s| {

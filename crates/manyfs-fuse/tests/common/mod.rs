@@ -215,6 +215,18 @@ pub fn run_ok(cmd: &mut Command) -> String {
     stdout
 }
 
+/// Create (or truncate) the file `path` and size it to `len` bytes, sparse.
+pub fn create_sized(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 /// Pseudo-random bytes from a seeded generator, so failures reproduce.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     use rand::{Rng, SeedableRng};

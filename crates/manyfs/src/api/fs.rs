@@ -329,17 +329,21 @@ impl Fs {
         self.readdir_ino(i.ino)
     }
 
+    /// Apply `attr` to the inode `path` resolves to (following symlinks).
+    fn setattr_path(&self, path: &Path, attr: &SetAttr) -> Result<()> {
+        let i = namespace::resolve(&self.core, path_bytes(path), true)?;
+        self.setattr(i.ino, attr).map(|_| ())
+    }
+
     /// Change permission bits.
     pub fn set_permissions(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
-        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
-        self.setattr(
-            i.ino,
+        self.setattr_path(
+            path.as_ref(),
             &SetAttr {
                 mode: Some(mode),
                 ..Default::default()
             },
         )
-        .map(|_| ())
     }
 
     /// Change access and modification times.
@@ -349,29 +353,25 @@ impl Fs {
         atime: SystemTime,
         mtime: SystemTime,
     ) -> Result<()> {
-        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
-        self.setattr(
-            i.ino,
+        self.setattr_path(
+            path.as_ref(),
             &SetAttr {
                 atime: Some(atime),
                 mtime: Some(mtime),
                 ..Default::default()
             },
         )
-        .map(|_| ())
     }
 
     /// Truncate or extend the file at `path`.
     pub fn set_len(&self, path: impl AsRef<Path>, len: u64) -> Result<()> {
-        let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
-        self.setattr(
-            i.ino,
+        self.setattr_path(
+            path.as_ref(),
             &SetAttr {
                 size: Some(len),
                 ..Default::default()
             },
         )
-        .map(|_| ())
     }
 
     /// Read a whole file.

@@ -191,6 +191,14 @@ fn write_locked(
             return Err(e);
         }
     };
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch {
+        // An attribute change was logged while this write was in flight:
+        // recovery ignores this entry's mtime (its epoch is older), and the
+        // attribute entry may predate it. Log the mtime the inode now shows.
+        // Best effort: the data is committed either way.
+        let _ = log_write_mtime(core, inode, now);
+    }
 
     // Publish in the index, then retire what was replaced (its entry is
     // superseded by a committed one, so its block may be reused).
@@ -266,12 +274,22 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
     if let Some(a) = change.atime_ns {
         next.atime_ns = a;
     }
+    // Without an explicit mtime, publish the new sequence before reading the
+    // writes' mtimes: a racing write whose mtime this misses sees the
+    // sequence change after its append and logs its mtime itself
+    // (`write_locked`). With one, the sequence is published after the
+    // sub-logs' mtimes are reset, so a write that starts from it keeps its
+    // mtime in memory exactly when recovery counts it.
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    if change.mtime_ns.is_none() {
+        inode.attr_seq.store(seq, Ordering::Release);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
     next.mtime_ns = match change.mtime_ns {
         Some(m) => m,
         None => next.mtime_ns.max(inode.log.last_mtime_ns()),
     };
     next.ctime_ns = now;
-    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
     let size = inode.file.as_ref().map_or(0, FileData::size);
     let entry = Entry::SetAttr {
         seq,
@@ -287,11 +305,48 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
     inode
         .log
         .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
-    inode.attr_seq.store(seq, Ordering::Release);
     if change.mtime_ns.is_some() {
         inode.log.reset_mtime();
     }
+    inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
     *attrs = next;
+    drop(attrs);
+    // Each attribute change leaves an entry recovery needs until the log is
+    // rewritten: compact once they dominate, so chmod loops stay bounded.
+    if inode.dir.is_some() {
+        crate::namespace::maybe_compact_dir_attrs(core, inode);
+    } else {
+        maybe_compact(core, inode);
+    }
+    Ok(())
+}
+
+/// Make a write's mtime `mtime_ns` durable after an attribute change raced
+/// with it: one attribute entry carrying the current attributes and the
+/// mtime memory shows (the maximum over the sub-logs).
+fn log_write_mtime(core: &FsCore, inode: &Inode, mtime_ns: u64) -> Result<()> {
+    let mut attrs = inode.attrs.lock();
+    let mtime = attrs.mtime_ns.max(inode.log.last_mtime_ns()).max(mtime_ns);
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    let size = inode.file.as_ref().map_or(0, FileData::size);
+    let entry = Entry::SetAttr {
+        seq,
+        size_set: false,
+        size,
+        mode: attrs.mode,
+        uid: attrs.uid,
+        gid: attrs.gid,
+        atime_ns: attrs.atime_ns,
+        mtime_ns: mtime,
+        ctime_ns: attrs.ctime_ns,
+    };
+    inode
+        .log
+        .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
+    inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
+    attrs.mtime_ns = mtime;
     Ok(())
 }
 

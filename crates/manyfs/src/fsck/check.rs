@@ -14,7 +14,7 @@
 use super::problems::{Fix, Problem, at, show};
 use crate::error::{Error, Result};
 use crate::layout::*;
-use crate::log::scan::ScannedSublog;
+use crate::log::scan::{Chain, PendingEntry, ScannedSublog};
 use crate::log::{EntryLoc, VOID_MAGIC, entry_loc};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
@@ -165,6 +165,21 @@ pub(crate) fn walk(media: &Media) -> Result<Walk> {
     }
     for (ino, n) in &w.inodes {
         for s in &n.sublogs {
+            // What the `Marked` rule ends silently: normal after a power
+            // cut, and cleaned up by the next writable mount.
+            if s.cut_head {
+                notes.push(format!(
+                    "inode {ino} sub-log {}: the head page is not durable (its link reached disk first); the sub-log will be cleared at mount",
+                    s.index
+                ));
+            }
+            if s.cut_next {
+                notes.push(format!(
+                    "inode {ino} sub-log {}: the link after log page {} names a page that is not durable; it will be cut at mount",
+                    s.index,
+                    s.pages.last().copied().unwrap_or(0)
+                ));
+            }
             if !s.incomplete.is_empty() {
                 notes.push(format!(
                     "inode {ino} sub-log {}: {} entries of an interrupted write will be discarded at mount",
@@ -304,7 +319,7 @@ impl Walker<'_> {
         if let Err(e) = self.claim(record.log_array, Owner::Array(ino), claims) {
             return Ok(Err(format!("log array: {e}")));
         }
-        let mut sublogs = self.scan_log(ino, record.log_array, claims)?;
+        let mut sublogs = self.scan_log(ino, record.generation, record.log_array, claims)?;
         for s in &mut sublogs {
             let kind = record.kind;
             let sb = &self.sb;
@@ -367,22 +382,35 @@ impl Walker<'_> {
         }
     }
 
-    /// Tolerant scan of every chain of an inode's log.
+    /// Tolerant scan of every chain of an inode's log, under the pool's
+    /// commit rule: the same head and link acceptance and the same slot walk
+    /// as the mount's scan ([`Chain`]), so what the `Marked` rule ends
+    /// silently (a link that reached disk before its page) is no problem
+    /// here either; it only gets a note (see [`walk`]).
     fn scan_log(
         &mut self,
         ino: u64,
+        generation: u32,
         array: u64,
         claims: &mut Vec<u64>,
     ) -> Result<Vec<ScannedSublog>> {
         let heads = self
             .media
             .read_vec(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+        let base_seq = le_u64(&heads, ARRAY_BASE_SEQ_WORD * 8);
         let mut out = Vec::new();
         for index in 0..MAX_SUBLOGS {
             let head = le_u64(&heads, index * 8);
             if head != 0 {
                 let link = array * BLOCK_SIZE + index as u64 * 8;
-                out.push(self.scan_chain(ino, index, head, link, claims)?);
+                out.push(self.scan_chain(
+                    ino,
+                    generation,
+                    index,
+                    (head, base_seq),
+                    link,
+                    claims,
+                )?);
             }
         }
         Ok(out)
@@ -391,16 +419,29 @@ impl Walker<'_> {
     fn scan_chain(
         &mut self,
         ino: u64,
+        generation: u32,
         index: usize,
-        head: u64,
+        (head, base_seq): (u64, u64),
         mut link_at: u64,
         claims: &mut Vec<u64>,
     ) -> Result<ScannedSublog> {
+        let sb = self.sb.clone();
+        let chain = Chain {
+            media: self.media,
+            sb: &sb,
+            ino,
+            generation,
+            rule: sb.commit_rule,
+        };
         let mut sub = ScannedSublog {
             index,
             ..Default::default()
         };
-        let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
+        if !chain.head_counts(index, head, base_seq)? {
+            sub.cut_head = true;
+            return Ok(sub);
+        }
+        let mut pending: Vec<PendingEntry> = Vec::new();
         let mut page = head;
         while page != 0 {
             let place = || format!("inode {ino} sub-log {index} log page {page}");
@@ -423,36 +464,8 @@ impl Walker<'_> {
                 ));
                 break;
             }
-            sub.pages.push(page);
-            let mut slot = 0u64;
-            while slot < ENTRY_SLOTS_PER_PAGE {
-                let at = (slot * SLOT_SIZE) as usize;
-                let header = &bytes[at..at + 64];
-                let n = header[1] as usize;
-                if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
-                    slot += n as u64;
-                    continue;
-                }
-                let Some(n) = Entry::claimed_slots(header) else {
-                    break;
-                };
-                if slot + n as u64 > ENTRY_SLOTS_PER_PAGE {
-                    break;
-                }
-                let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
-                else {
-                    break;
-                };
-                pending.push((entry_loc(page, slot), entry, n));
-                if flags & FLAG_GROUP_CONTINUES == 0 {
-                    sub.entries
-                        .extend(pending.drain(..).map(|(l, e, _)| (l, e)));
-                }
-                slot += n as u64;
-            }
-            sub.next_slot = slot;
             link_at = page * BLOCK_SIZE + LOG_FOOTER_OFFSET;
-            page = le_u64(footer, 0);
+            page = chain.read_page(index, page, &bytes, &mut sub, &mut pending)?;
         }
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)

@@ -65,7 +65,7 @@ pub fn check(path: &Path) -> Result<Report> {
 }
 
 /// [`check`] on an open mapping.
-pub fn check_media(media: &Media) -> Result<Report> {
+pub(crate) fn check_media(media: &Media) -> Result<Report> {
     let w = check::walk(media)?;
     let mut report = Report {
         problems: w.problems,

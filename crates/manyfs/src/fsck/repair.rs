@@ -20,6 +20,7 @@ use super::problems::{Fix, Problem};
 use super::{Report, check_media};
 use crate::error::{Error, Result};
 use crate::layout::*;
+use crate::log::durable::mark_offset;
 use crate::log::{VOID_MAGIC, loc_page, loc_slot};
 use crate::media::{Durability, Media};
 use crate::namespace::journal;
@@ -131,10 +132,23 @@ fn void(media: &Media, loc: u64) -> Result<()> {
 
 /// Link `orphans` into `/lost+found`, creating it if needed.
 fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -> Result<()> {
-    let sb = walk
+    let mut sb = walk
         .sb
         .clone()
         .ok_or_else(|| Error::corrupt("superblock", "unreadable"))?;
+    // Repair appends log pages the way a mount would, so it takes a mount
+    // epoch of its own first: its page sequences ((epoch << 32) on) are
+    // above every page an earlier mount wrote, and the next mount's are
+    // above repair's. The new epoch is durable before any page uses it.
+    sb.mount_epoch += 1;
+    let enc = sb.encode();
+    for block in [BACKUP_SUPERBLOCK_BLOCK, SUPERBLOCK_BLOCK] {
+        media.store(block * BLOCK_SIZE, &enc)?;
+        media.persist(block * BLOCK_SIZE, enc.len())?;
+        media.sync_range(block * BLOCK_SIZE, enc.len())?;
+    }
+    walk.sb = Some(sb.clone());
+    let first_seq = sb.mount_epoch << 32;
     let existing = walk
         .inodes
         .get(&ROOT_INO)
@@ -168,7 +182,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             media.store(off, &rec.encode())?;
             media.flush(off, INODE_SIZE as usize)?;
             media.fence();
-            let mut log = DirLog::empty(ROOT_INO, walk, media)?;
+            let mut log = DirLog::empty(ROOT_INO, walk, media, first_seq)?;
             log.append(media, walk, &sb, |seq| Entry::DirAdd {
                 seq,
                 ino,
@@ -177,18 +191,24 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
                 txid: 0,
                 name: LOST_FOUND.to_vec(),
             })?;
+            log.finish(media)?;
             let mut log = DirLog {
                 ino,
+                generation: rec.generation,
                 array,
                 index: 0,
                 tail: None,
                 seq: 0,
+                page_seq: first_seq,
+                pages: Vec::new(),
             };
-            return add_all(media, walk, &sb, &mut log, orphans);
+            add_all(media, walk, &sb, &mut log, orphans)?;
+            return log.finish(media);
         }
     };
-    let mut log = DirLog::empty(lf, walk, media)?;
-    add_all(media, walk, &sb, &mut log, orphans)
+    let mut log = DirLog::empty(lf, walk, media, first_seq)?;
+    add_all(media, walk, &sb, &mut log, orphans)?;
+    log.finish(media)
 }
 
 fn add_all(
@@ -221,20 +241,37 @@ fn alloc_block(walk: &mut Walk, sb: &Superblock, who: Owner) -> Result<u64> {
 }
 
 /// Where the next entry of a directory goes.
+///
+/// Repair writes format-2 log pages the way the engine does (rather than
+/// normalising the pool and switching it to the `Immediate` rule, which
+/// would have to rewrite every log's marks and links, not only the ones it
+/// touches): each new page's footer carries the inode's generation and a
+/// page sequence above every one the log used (the repair's own mount
+/// epoch, see [`reconnect`]); `next_seq` is stored before `next`; and
+/// [`DirLog::finish`] writes durable marks after a barrier (completed
+/// pages sealed, the tail marked with its slots used) and a second barrier
+/// after them. So what repair appends counts under the `Marked` rule, and
+/// under `Immediate` the footers and marks are simply unused.
 struct DirLog {
     ino: u64,
+    generation: u32,
     array: u64,
     index: usize,
     /// (tail page, next free slot).
     tail: Option<(u64, u64)>,
     seq: u64,
+    /// Sequence of the next page linked.
+    page_seq: u64,
+    /// Pages whose marks `finish` writes, in chain order: (page, slots
+    /// used); all but the last are complete.
+    pages: Vec<(u64, u64)>,
 }
 
 impl DirLog {
     /// The first sub-log of a checked directory, its abandoned group
     /// entries voided and its tail page cleared past the last entry (what
     /// a mount does before it appends).
-    fn empty(ino: u64, walk: &Walk, media: &Media) -> Result<DirLog> {
+    fn empty(ino: u64, walk: &Walk, media: &Media, first_seq: u64) -> Result<DirLog> {
         let node = walk
             .inodes
             .get(&ino)
@@ -242,10 +279,13 @@ impl DirLog {
         let seq = node.dir.as_ref().map_or(0, |d| d.seq);
         let mut log = DirLog {
             ino,
+            generation: node.record.generation,
             array: node.record.log_array,
             index: 0,
             tail: None,
             seq,
+            page_seq: first_seq,
+            pages: Vec::new(),
         };
         if let Some(s) = node.sublogs.iter().find(|s| !s.pages.is_empty()) {
             for &(loc, _) in &s.incomplete {
@@ -262,8 +302,30 @@ impl DirLog {
             media.fence();
             log.index = s.index;
             log.tail = Some((page, s.next_slot));
+            log.pages.push((page, s.next_slot));
+            let last_seq = s.meta.last().map_or(0, |m| m.seq);
+            log.page_seq = log.page_seq.max(last_seq.saturating_add(1));
         }
         Ok(log)
+    }
+
+    /// Make everything appended count: barrier, durable marks (complete
+    /// pages sealed, the tail its slots used), barrier.
+    fn finish(&mut self, media: &Media) -> Result<()> {
+        if self.pages.is_empty() {
+            return Ok(());
+        }
+        media.sync_all()?;
+        let n = self.pages.len();
+        for (i, &(page, used)) in self.pages.iter().enumerate() {
+            let mark = if i + 1 < n {
+                used as u32 | MARK_SEALED
+            } else {
+                used as u32
+            };
+            media.store(mark_offset(page), &mark.to_le_bytes())?;
+        }
+        media.sync_all()
     }
 
     /// Append one committed entry (a new page linked first if needed).
@@ -283,19 +345,29 @@ impl DirLog {
             let page = alloc_block(walk, sb, Owner::LogPage(self.ino))?;
             let off = page * BLOCK_SIZE;
             media.store(off, &[0u8; BLOCK_SIZE as usize - 64])?;
+            let seq = self.page_seq;
+            self.page_seq += 1;
             media.store(
                 off + LOG_FOOTER_OFFSET,
-                &encode_log_footer(self.ino, self.index as u32, 0, 0),
+                &encode_log_footer(self.ino, self.index as u32, self.generation, seq),
             )?;
             media.flush(off, BLOCK_SIZE as usize)?;
             media.fence();
             let link_at = match self.tail {
-                Some((prev, _)) => prev * BLOCK_SIZE + LOG_FOOTER_OFFSET,
+                Some((prev, _)) => {
+                    // The expected sequence before the link (durable.rs).
+                    let at = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+                    media.store_u64(at + FOOTER_NEXT_SEQ, seq)?;
+                    media.flush(at + FOOTER_NEXT_SEQ, 8)?;
+                    media.fence();
+                    at
+                }
                 None => self.array * BLOCK_SIZE + self.index as u64 * 8,
             };
             media.store_u64(link_at, page)?;
             media.persist(link_at, 8)?;
             self.tail = Some((page, 0));
+            self.pages.push((page, 0));
         }
         let (page, slot) = self.tail.expect("a tail page");
         let off = page * BLOCK_SIZE + slot * SLOT_SIZE;
@@ -305,6 +377,9 @@ impl DirLog {
         media.store_u64(off + 56, enc.commit_word)?;
         media.persist(off + 56, 8)?;
         self.tail = Some((page, slot + enc.slots()));
+        if let Some(last) = self.pages.last_mut() {
+            last.1 = slot + enc.slots();
+        }
         Ok(())
     }
 }

@@ -29,6 +29,34 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 node.nlink
             ));
         }
+        let a = inode.attrs.lock().clone();
+        let mut attr_diff = |what: &str, mem: u64, media: u64| {
+            if mem != media {
+                diffs.push(format!(
+                    "inode {}: {what} {mem} in memory, {media} on media",
+                    inode.ino
+                ));
+            }
+        };
+        attr_diff("mode", u64::from(a.mode), u64::from(node.mode));
+        attr_diff("uid", u64::from(a.uid), u64::from(node.uid));
+        attr_diff("gid", u64::from(a.gid), u64::from(node.gid));
+        attr_diff("atime", a.atime_ns, node.atime_ns);
+        // A directory's mtime and ctime change with its entries and are
+        // persisted only with its next attribute change (docs/guarantees.md).
+        if inode.dir.is_none() {
+            let mtime = a.mtime_ns.max(inode.log.last_mtime_ns());
+            attr_diff("mtime", mtime, node.mtime_ns);
+        }
+        // link, unlink and rename change a ctime in memory only; it is
+        // persisted with the next attribute change (docs/guarantees.md), so
+        // the media's may be older, never newer.
+        if node.ctime_ns > a.ctime_ns {
+            diffs.push(format!(
+                "inode {}: ctime {} in memory, newer {} on media",
+                inode.ino, a.ctime_ns, node.ctime_ns
+            ));
+        }
         if let (Some(f), Some(fs)) = (&inode.file, &node.file) {
             if f.size() != fs.size {
                 diffs.push(format!(

@@ -55,8 +55,20 @@ pub const VOID_MAGIC: u32 = 0x0B50_1E7E;
 
 /// Take a sub-log's mutex. A panic while holding it cannot leave the
 /// media inconsistent (entries commit atomically), so poisoning is ignored.
-fn lock(m: &Mutex<SubLog>) -> MutexGuard<'_, SubLog> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Pages of one sub-log whose live count dropped to zero, waiting to be
+/// unlinked by that sub-log's next append. Appends visit these candidates
+/// only, never the whole chain, so an append costs the same however long
+/// the log grows.
+#[derive(Default)]
+struct DeadList {
+    /// Candidates added since the owner last looked.
+    fresh: AtomicU64,
+    /// The candidates (a page may appear twice; stale ones are dropped).
+    pages: Mutex<Vec<u64>>,
 }
 
 /// Services a log needs from the mounted file system.
@@ -101,6 +113,25 @@ pub struct SubLog {
     /// Per page of `pages`: sequence, final slot count, durable mark
     /// (maintained in every mode, used in `file` mode).
     pub meta: Vec<PageMeta>,
+    /// Dead pages that could not be unlinked yet (the tail, or in `file`
+    /// mode a page whose successor's footer is not durable yet).
+    dead_held: u64,
+    /// Appends to let pass before looking at held pages again (amortises
+    /// the retries over the appends).
+    dead_skip: u64,
+    /// Recovered chain not yet searched for pages that were dead at mount
+    /// (searched once, at the first release of a page of this sub-log).
+    scan_all: bool,
+}
+
+impl SubLog {
+    /// Bookkeeping of a sub-log recovered at mount (chain fields empty).
+    pub fn recovered() -> Self {
+        SubLog {
+            scan_all: true,
+            ..SubLog::default()
+        }
+    }
 }
 
 /// The log of one inode.
@@ -117,8 +148,9 @@ pub struct InodeLog {
     /// Block of the log array (changes only when the log is rewritten).
     array_block: AtomicU64,
     sublogs: Box<[crossbeam_utils::CachePadded<Mutex<SubLog>>]>,
-    /// Log pages whose live count dropped to zero and await unlinking.
-    dead_pages: AtomicU64,
+    /// Per sub-log: log pages whose live count dropped to zero and await
+    /// unlinking.
+    dead: Box<[crossbeam_utils::CachePadded<DeadList>]>,
 }
 
 impl InodeLog {
@@ -136,6 +168,9 @@ impl InodeLog {
         for (i, s) in recovered {
             subs[i] = s;
         }
+        let dead = (0..n)
+            .map(|_| crossbeam_utils::CachePadded::new(DeadList::default()))
+            .collect();
         InodeLog {
             ino,
             generation: 0,
@@ -147,7 +182,7 @@ impl InodeLog {
                 .into_iter()
                 .map(|s| crossbeam_utils::CachePadded::new(Mutex::new(s)))
                 .collect(),
-            dead_pages: AtomicU64::new(0),
+            dead,
         }
     }
 
@@ -226,7 +261,12 @@ impl InodeLog {
             .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
             .collect();
         let mut sub = lock(&self.sublogs[sublog % self.sublogs.len()]);
-        if self.dead_pages.load(Ordering::Relaxed) > 0 {
+        if sub.dead_held > 0
+            || self.dead[sublog % self.sublogs.len()]
+                .fresh
+                .load(Ordering::Relaxed)
+                > 0
+        {
             self.collect_dead_pages(space, sublog % self.sublogs.len(), &mut sub)?;
         }
 
@@ -443,6 +483,12 @@ impl InodeLog {
             old.append(&mut g.pages);
             g.meta.clear();
             g.next_slot = 0;
+            g.dead_held = 0;
+            g.dead_skip = 0;
+        }
+        for d in self.dead.iter() {
+            lock(&d.pages).clear();
+            d.fresh.store(0, Ordering::Relaxed);
         }
         guards[0].meta = seqs
             .iter()
@@ -459,7 +505,6 @@ impl InodeLog {
         guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
         self.array_block.store(new_array, Ordering::Release);
         self.incarnation.fetch_add(1, Ordering::AcqRel);
-        self.dead_pages.store(0, Ordering::Relaxed);
         drop(guards);
         for b in old {
             if let Some(c) = space.live_counter(b) {
@@ -482,55 +527,123 @@ impl InodeLog {
         if let Some(c) = space.live_counter(loc_page(loc)) {
             let prev = c.fetch_sub(n, Ordering::Relaxed);
             debug_assert!(prev >= n, "live count underflow on page {}", loc_page(loc));
-            if prev == n {
-                self.dead_pages.fetch_add(1, Ordering::Relaxed);
+            if prev == n
+                && let Some(idx) = self.sublog_of(space.media(), loc_page(loc))
+            {
+                let d = &self.dead[idx];
+                lock(&d.pages).push(loc_page(loc));
+                d.fresh.fetch_add(1, Ordering::Release);
             }
         }
     }
 
-    /// Unlink and free this sub-log's pages that hold no live entry (never
-    /// the tail page, which still receives appends). Called under the
-    /// sub-log's mutex. The predecessor's link is persisted before the page
-    /// is freed, so recovery can never follow a pointer into a reused page.
+    /// The sub-log a log page of this inode belongs to, from its footer
+    /// (`None` if the block is not one of this inode's log pages).
+    fn sublog_of(&self, media: &Media, page: u64) -> Option<usize> {
+        let at = page * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+        let ino = media.load_u64(at + 8).ok()?;
+        let w = media.load_u64(at + 16).ok()?;
+        let (idx, magic) = (w as u32 as usize, (w >> 32) as u32);
+        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.sublogs.len()).then_some(idx)
+    }
+
+    /// Where `page` is in `sub`'s chain: by its footer's sequence (the
+    /// chain's sequences ascend), checked against the chain.
+    fn find_page(media: &Media, sub: &SubLog, page: u64) -> Option<usize> {
+        let seq = media
+            .load_u64(page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_SEQ)
+            .ok()?;
+        let i = sub.meta.binary_search_by_key(&seq, |m| m.seq).ok()?;
+        (sub.pages.get(i) == Some(&page)).then_some(i)
+    }
+
+    /// Unlink and free this sub-log's dead pages: the candidates its
+    /// releases queued (never the tail page, which still receives appends).
+    /// Called under the sub-log's mutex. The predecessor's link is persisted
+    /// before the page is freed, so recovery can never follow a pointer into
+    /// a reused page.
     fn collect_dead_pages(&self, space: &dyn LogSpace, idx: usize, sub: &mut SubLog) -> Result<()> {
+        let list = &self.dead[idx];
+        if list.fresh.swap(0, Ordering::Acquire) == 0 && sub.dead_skip > 0 {
+            sub.dead_skip -= 1;
+            return Ok(());
+        }
         let media = space.media();
-        let mut i = 0;
-        while i + 1 < sub.pages.len() {
-            let page = sub.pages[i];
+        let mut candidates = std::mem::take(&mut *lock(&list.pages));
+        if std::mem::take(&mut sub.scan_all) {
+            candidates.extend(sub.pages.iter().copied().filter(|&p| {
+                space
+                    .live_counter(p)
+                    .is_some_and(|c| c.load(Ordering::Relaxed) == 0)
+            }));
+        }
+        let mut held: Vec<u64> = Vec::new();
+        let mut result = Ok(());
+        for page in candidates {
+            if result.is_err() {
+                held.push(page);
+                continue;
+            }
             let dead = space
                 .live_counter(page)
                 .is_some_and(|c| c.load(Ordering::Relaxed) == 0);
+            if !dead {
+                // Live again (the tail took new entries): a later release
+                // queues it anew.
+                continue;
+            }
+            let Some(i) = Self::find_page(media, sub, page) else {
+                // Already unlinked (queued twice) or not this sub-log's.
+                continue;
+            };
             // With durable marks, a page is unlinked only when its
             // successor's footer is durable: the new link may reach the disk
             // at any moment (durable.rs).
-            if !dead || (space.keeps_marks() && !sub.meta[i + 1].footer_durable) {
-                i += 1;
+            if i + 1 >= sub.pages.len() || (space.keeps_marks() && !sub.meta[i + 1].footer_durable)
+            {
+                held.push(page);
                 continue;
             }
-            let next = sub.pages[i + 1];
-            let link_at = if i == 0 {
-                self.array_block() * BLOCK_SIZE + idx as u64 * 8
-            } else {
-                sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
-            };
-            media.store_u64(link_at, next)?;
-            media.persist(link_at, 8)?;
-            if i > 0 {
-                // `next` first, then its sequence: either mix the page cache
-                // may write back is accepted (the successor's sequence is
-                // above the old one).
-                let at = link_at + FOOTER_NEXT_SEQ;
-                media.store_u64(at, sub.meta[i + 1].seq)?;
-                media.persist(at, 8)?;
-            }
-            sub.pages.remove(i);
-            sub.meta.remove(i);
-            space.retire_block(page);
-            self.note_dirty(space);
-            let _ = self
-                .dead_pages
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| d.checked_sub(1));
+            result = self.unlink_page(space, idx, sub, i);
         }
+        sub.dead_held = held.len() as u64;
+        sub.dead_skip = held.len() as u64;
+        if !held.is_empty() {
+            lock(&list.pages).extend(held);
+        }
+        result
+    }
+
+    /// Unlink page `i` (not the tail) of `sub`'s chain and retire it.
+    fn unlink_page(
+        &self,
+        space: &dyn LogSpace,
+        idx: usize,
+        sub: &mut SubLog,
+        i: usize,
+    ) -> Result<()> {
+        let media = space.media();
+        let page = sub.pages[i];
+        let next = sub.pages[i + 1];
+        let link_at = if i == 0 {
+            self.array_block() * BLOCK_SIZE + idx as u64 * 8
+        } else {
+            sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
+        };
+        media.store_u64(link_at, next)?;
+        media.persist(link_at, 8)?;
+        if i > 0 {
+            // `next` first, then its sequence: either mix the page cache
+            // may write back is accepted (the successor's sequence is
+            // above the old one).
+            let at = link_at + FOOTER_NEXT_SEQ;
+            media.store_u64(at, sub.meta[i + 1].seq)?;
+            media.persist(at, 8)?;
+        }
+        sub.pages.remove(i);
+        sub.meta.remove(i);
+        space.retire_block(page);
+        self.note_dirty(space);
         Ok(())
     }
 }

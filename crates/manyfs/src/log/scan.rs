@@ -43,6 +43,7 @@ impl ScannedSublog {
             next_slot: self.next_slot,
             last_mtime_ns: 0,
             meta: self.meta.clone(),
+            ..SubLog::recovered()
         }
     }
 }
@@ -89,15 +90,25 @@ pub fn scan_log_with(
     Ok(out)
 }
 
-struct Chain<'a> {
-    media: &'a Media,
-    sb: &'a Superblock,
-    ino: u64,
-    generation: u32,
-    rule: CommitRule,
+/// An entry read from a page, waiting for the end of its group.
+pub(crate) type PendingEntry = (EntryLoc, Entry, usize);
+
+/// How recovery reads one inode's log chains under a commit rule. `fsck`'s
+/// tolerant walk uses the same pieces (head and link acceptance, the slot
+/// walk of a page), so both agree on what counts.
+pub(crate) struct Chain<'a> {
+    pub media: &'a Media,
+    pub sb: &'a Superblock,
+    pub ino: u64,
+    pub generation: u32,
+    pub rule: CommitRule,
 }
 
 impl Chain<'_> {
+    fn marked(&self) -> bool {
+        self.rule == CommitRule::Marked
+    }
+
     /// Under the `Marked` rule: whether `page` is the page a link with
     /// expected sequence `min_seq` means (footer of this inode, generation
     /// and sub-log, sequence at least `min_seq`).
@@ -115,6 +126,82 @@ impl Chain<'_> {
             && le_u64(&f, FOOTER_SEQ as usize) >= min_seq)
     }
 
+    /// Whether the head page `head` named by the array (base sequence
+    /// `base_seq`) counts. Always under the `Immediate` rule.
+    pub fn head_counts(&self, index: usize, head: u64, base_seq: u64) -> Result<bool> {
+        Ok(!self.marked() || self.accepts(head, index, base_seq)?)
+    }
+
+    /// Read the entries of log page `page` (its bytes `bytes`, footer
+    /// already checked for magic and owner) into `sub`: the page is
+    /// appended to `sub.pages` and `sub.meta`, complete groups to
+    /// `sub.entries`, a group still open stays in `pending`. Returns the
+    /// page to go on with: its `next`, or 0 at the end of the chain or where
+    /// the rule ends it (then `sub.cut_next` is set).
+    pub fn read_page(
+        &self,
+        index: usize,
+        page: u64,
+        bytes: &[u8],
+        sub: &mut ScannedSublog,
+        pending: &mut Vec<PendingEntry>,
+    ) -> Result<u64> {
+        let marked = self.marked();
+        let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
+        sub.pages.push(page);
+        let mark = le_u32(footer, FOOTER_MARK as usize);
+        let seq = le_u64(footer, FOOTER_SEQ as usize);
+        let limit = if marked {
+            u64::from(mark & !MARK_SEALED).min(ENTRY_SLOTS_PER_PAGE)
+        } else {
+            ENTRY_SLOTS_PER_PAGE
+        };
+        let mut slot = 0u64;
+        while slot < limit {
+            let at = (slot * SLOT_SIZE) as usize;
+            let header = &bytes[at..at + 64];
+            let n = header[1] as usize;
+            if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
+                slot += n as u64;
+                continue;
+            }
+            let Some(n) = Entry::claimed_slots(header) else {
+                break;
+            };
+            if slot + n as u64 > limit {
+                break;
+            }
+            let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
+            else {
+                break;
+            };
+            pending.push((entry_loc(page, slot), entry, n));
+            if flags & FLAG_GROUP_CONTINUES == 0 {
+                sub.entries
+                    .extend(pending.drain(..).map(|(l, e, _)| (l, e)));
+            }
+            slot += n as u64;
+        }
+        sub.next_slot = slot;
+        sub.meta.push(PageMeta {
+            seq,
+            used: slot,
+            marked: mark,
+            footer_durable: true,
+        });
+        let next = le_u64(footer, 0);
+        if marked && next != 0 {
+            let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
+            if mark & MARK_SEALED == 0
+                || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
+            {
+                sub.cut_next = true;
+                return Ok(0);
+            }
+        }
+        Ok(next)
+    }
+
     fn scan(
         &self,
         index: usize,
@@ -123,16 +210,15 @@ impl Chain<'_> {
         seen: &mut HashSet<u64>,
     ) -> Result<ScannedSublog> {
         let (media, sb, ino) = (self.media, self.sb, self.ino);
-        let marked = self.rule == CommitRule::Marked;
         let mut sub = ScannedSublog {
             index,
             ..Default::default()
         };
-        if marked && !self.accepts(head, index, base_seq)? {
+        if !self.head_counts(index, head, base_seq)? {
             sub.cut_head = true;
             return Ok(sub);
         }
-        let mut pending: Vec<(EntryLoc, Entry, usize)> = Vec::new();
+        let mut pending: Vec<PendingEntry> = Vec::new();
         let mut page = head;
         while page != 0 {
             let what = || format!("inode {ino} sub-log {index} log page {page}");
@@ -145,58 +231,7 @@ impl Chain<'_> {
             if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
                 return Err(Error::corrupt(what(), "bad log page footer"));
             }
-            sub.pages.push(page);
-            let mark = le_u32(footer, FOOTER_MARK as usize);
-            let seq = le_u64(footer, FOOTER_SEQ as usize);
-            let limit = if marked {
-                u64::from(mark & !MARK_SEALED).min(ENTRY_SLOTS_PER_PAGE)
-            } else {
-                ENTRY_SLOTS_PER_PAGE
-            };
-            let mut slot = 0u64;
-            while slot < limit {
-                let at = (slot * SLOT_SIZE) as usize;
-                let header = &bytes[at..at + 64];
-                let n = header[1] as usize;
-                if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
-                    slot += n as u64;
-                    continue;
-                }
-                let Some(n) = Entry::claimed_slots(header) else {
-                    break;
-                };
-                if slot + n as u64 > limit {
-                    break;
-                }
-                let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
-                else {
-                    break;
-                };
-                pending.push((entry_loc(page, slot), entry, n));
-                if flags & FLAG_GROUP_CONTINUES == 0 {
-                    sub.entries
-                        .extend(pending.drain(..).map(|(l, e, _)| (l, e)));
-                }
-                slot += n as u64;
-            }
-            sub.next_slot = slot;
-            sub.meta.push(PageMeta {
-                seq,
-                used: slot,
-                marked: mark,
-                footer_durable: true,
-            });
-            let next = le_u64(footer, 0);
-            if marked && next != 0 {
-                let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
-                if mark & MARK_SEALED == 0
-                    || !self.accepts(next, index, next_seq.max(seq.saturating_add(1)))?
-                {
-                    sub.cut_next = true;
-                    break;
-                }
-            }
-            page = next;
+            page = self.read_page(index, page, &bytes, &mut sub, &mut pending)?;
         }
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)

@@ -34,6 +34,8 @@ impl Media {
         if self.mode != Durability::File || !self.writable || blocks.is_empty() {
             return Ok(());
         }
+        self.check_alive()?;
+        self.check_size()?;
         blocks.sort_unstable();
         blocks.dedup();
         if let Some(o) = &self.observer {

@@ -103,6 +103,25 @@ fn maybe_compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) {
     }
 }
 
+/// Attribute entries (chmod, chown, utimes) a directory log may collect
+/// before it is compacted.
+const COMPACT_AFTER_ATTR_ENTRIES: u64 = 64;
+
+/// Compact a directory's log if attribute changes dominate it (called by
+/// `set_attrs` without any lock held).
+pub(crate) fn maybe_compact_dir_attrs(core: &FsCore, dir: &Inode) {
+    if dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
+        return;
+    }
+    let Ok(d) = dir.dir() else { return };
+    let mut st = d.state.write();
+    // A removed directory's log is freed with it; re-check under the lock.
+    if dir.nlink() == 0 || dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
+        return;
+    }
+    let _ = compact_dir(core, dir, &mut st);
+}
+
 /// Dead entries a directory log may carry beyond twice its live ones
 /// before it is compacted.
 const COMPACT_SLACK: u64 = 64;
@@ -110,7 +129,9 @@ const COMPACT_SLACK: u64 = 64;
 /// Rewrite a directory's log as its live entries (caller holds the
 /// directory's write lock, so nothing else appends).
 fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
-    let a = dir.attrs.lock().clone();
+    // Held until the switch: a concurrent chmod appends to the old log
+    // under this mutex, so the rewrite must not carry a stale snapshot.
+    let a = dir.attrs.lock();
     let attr_seq = dir.attr_seq.load(Ordering::Acquire) + 1;
     let mut entries = vec![(
         Entry::SetAttr {

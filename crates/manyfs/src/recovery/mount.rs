@@ -111,6 +111,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             }
         }
         core.media.fence();
+        core.cut_undurable_links(&rebuilt)?;
         if let Some(rec) = &rebuilt.pending_rename {
             redo_rename(&core, rec)?;
         }

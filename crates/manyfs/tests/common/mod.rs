@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use manyfs::{File, Fs, MkfsOptions, MountOptions, OpenOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A fresh pool of `size` bytes in a temporary directory, mounted with the
 /// default options. Keep the directory alive as long as the pool is used.
@@ -14,16 +14,22 @@ pub fn fresh(size: u64) -> (tempfile::TempDir, PathBuf, Fs) {
 pub fn fresh_with(size: u64, opts: &MountOptions) -> (tempfile::TempDir, PathBuf, Fs) {
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    let fs = Fs::mkfs(
-        &pool,
+    let fs = mkfs(&pool, size, opts);
+    (dir, pool, fs)
+}
+
+/// Make a pool of `size` bytes (default format options) at `pool` and mount
+/// it with `opts`.
+pub fn mkfs(pool: &Path, size: u64, opts: &MountOptions) -> Fs {
+    Fs::mkfs(
+        pool,
         &MkfsOptions {
             size,
             ..Default::default()
         },
         opts,
     )
-    .unwrap();
-    (dir, pool, fs)
+    .unwrap()
 }
 
 /// Open `path` for reading and writing, creating it if missing.
