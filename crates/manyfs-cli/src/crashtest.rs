@@ -2,14 +2,15 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use manyfs_crashtest::{self as crashtest, Config, Stats};
+use manyfs_crashtest::{self as crashtest, Config, MediaModel, PlantedBug, Stats};
 use std::process::ExitCode;
 use std::time::Instant;
 
 /// Options of `manyfs crashtest`.
 #[derive(Args)]
 pub struct CrashtestArgs {
-    /// Stop once this many distinct images were checked (0 = run every workload).
+    /// Stop once this many distinct images were checked, per model (0 = run
+    /// every workload).
     #[arg(long, default_value_t = 100_000)]
     min_images: u64,
     /// Run only the workload with this name (as printed with a violation).
@@ -18,17 +19,31 @@ pub struct CrashtestArgs {
     /// Seed of the random workloads and random subsets.
     #[arg(long, default_value_t = 7)]
     seed: u64,
-    /// Plant a bug (drop every sub-cache-line flush) to see the explorer catch it.
+    /// The medium: pm (x86 cache lines), pagecache (a file mapped through
+    /// the page cache: 4 KiB pages, durable at msync), blockdev (a disk with
+    /// a volatile write cache: durable at a flush), or all.
+    #[arg(long, default_value = "pm")]
+    model: String,
+    /// Plant a bug to see the explorer catch it: dropped-flush (pm: every
+    /// sub-cache-line flush is dropped) or forgotten-sync (page models: the
+    /// first sync of each workload does nothing). Without a value, the
+    /// model's own.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    planted_bug: Option<String>,
+    /// Keep exploring after a workload with violations (to survey them).
     #[arg(long)]
-    planted_bug: bool,
+    keep_going: bool,
+    /// Violations to report per workload before moving on.
+    #[arg(long, default_value_t = 20)]
+    max_violations: usize,
 }
 
 /// Run the explorer.
 pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
-    let cfg = Config {
-        seed: args.seed,
-        planted_bug: args.planted_bug,
-        ..Config::default()
+    let models: Vec<MediaModel> = if args.model == "all" {
+        MediaModel::ALL.to_vec()
+    } else {
+        vec![args.model.parse().map_err(anyhow::Error::msg)?]
     };
     let mut workloads = crashtest::standard_workloads(args.seed);
     if let Some(name) = &args.only {
@@ -37,37 +52,65 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
             bail!("no workload named {name:?}");
         }
     }
-    let mut stats = Stats::default();
-    let t = Instant::now();
     let min = if args.only.is_some() {
         0
     } else {
         args.min_images
     };
-    crashtest::explore_all(&workloads, &cfg, min, &mut stats, |s| {
-        eprint!("\r{} workloads, {} images", s.workloads, s.images);
-    })?;
-    eprintln!();
-    println!(
-        "{} workloads, {} operations, {} crash points, {} distinct images, {} images of crashes during recovery, {:.1}s",
-        stats.workloads,
-        stats.operations,
-        stats.crash_points,
-        stats.images,
-        stats.recovery_images,
-        t.elapsed().as_secs_f64()
-    );
-    for v in &stats.violations {
-        println!("VIOLATION {v}");
-    }
-    if stats.violations.is_empty() {
-        println!("no violations");
-        Ok(ExitCode::SUCCESS)
-    } else {
+    let mut failed = None;
+    for model in models {
+        let planted_bug = match args.planted_bug.as_deref() {
+            None => None,
+            Some("") => Some(PlantedBug::for_model(model)),
+            Some(k) => Some(k.parse::<PlantedBug>().map_err(anyhow::Error::msg)?),
+        };
+        let cfg = Config {
+            seed: args.seed,
+            model,
+            planted_bug,
+            keep_going: args.keep_going,
+            max_violations: args.max_violations,
+            ..Config::default()
+        };
+        let mut stats = Stats::default();
+        let t = Instant::now();
+        crashtest::explore_all(&workloads, &cfg, min, &mut stats, |s| {
+            eprint!(
+                "\r{model}: {} workloads, {} images, {} violations",
+                s.workloads,
+                s.images,
+                s.violations.len()
+            );
+        })?;
+        eprintln!();
         println!(
-            "replay with: manyfs crashtest --only {} --seed {}",
-            stats.violations[0].workload, args.seed
+            "model {model}: {} workloads, {} operations, {} crash points, {} distinct images, {} images of crashes during recovery, {} violations, {:.1}s",
+            stats.workloads,
+            stats.operations,
+            stats.crash_points,
+            stats.images,
+            stats.recovery_images,
+            stats.violations.len(),
+            t.elapsed().as_secs_f64()
         );
-        Ok(ExitCode::from(5))
+        for v in &stats.violations {
+            println!("VIOLATION {v}");
+        }
+        if let Some(v) = stats.violations.first() {
+            failed.get_or_insert((model, v.workload.clone()));
+        }
+    }
+    match failed {
+        None => {
+            println!("no violations");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some((model, workload)) => {
+            println!(
+                "replay with: manyfs crashtest --model {model} --only {workload} --seed {}",
+                args.seed
+            );
+            Ok(ExitCode::from(5))
+        }
     }
 }

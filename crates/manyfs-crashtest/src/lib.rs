@@ -16,15 +16,33 @@
 //!
 //! A sample of images is also recovered with recording on, and every image a
 //! crash *during recovery* could leave must come back to the same state.
+//!
+//! The medium is chosen per run ([`MediaModel`]): persistent memory (the
+//! rules above), or 4 KiB pages through a page cache or a block device's
+//! volatile write cache ([`pagecache`]). With pages, crash points are before
+//! every durability point and between operations; an image persists any
+//! subset of the pages dirtied since their last sync, each at any content it
+//! held since. The allowed-state oracle then follows the medium's rule: an
+//! operation is durable only once a sync covering it returned, and each
+//! unsynced operation is whole or absent ([`oracle`]). In every model no file
+//! may hold bytes it was never given (workloads write a pattern distinct per
+//! write and offset).
 
+pub mod oracle;
+pub mod pagecache;
 pub mod recorder;
 mod workloads;
 
+pub use pagecache::MediaModel;
 pub use recorder::Recorder;
-pub use workloads::{Op, Workload, ace_workloads, concurrent_workloads, random_workloads};
+pub use workloads::{
+    Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
+    random_workloads, sync_tail_workloads,
+};
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
-use recorder::{Event, Line, apply};
+use oracle::{History, Window};
+use recorder::{Event, PageData, apply};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -38,6 +56,42 @@ pub const OP_END: u64 = 2 << 62;
 /// Marker: concurrent write with this id returned.
 pub const WRITE_RETURNED: u64 = 3 << 62;
 
+/// A bug planted to show the explorer finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Persistent memory: every flush shorter than a cache line (commit
+    /// words, log links) is dropped.
+    DroppedFlush,
+    /// Page models: the first durability point of every workload is a
+    /// no-op (an `fsync` that forgets its `msync`). Invisible to the pm
+    /// model, which has no use for syncs.
+    ForgottenSync,
+}
+
+impl std::str::FromStr for PlantedBug {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "dropped-flush" => Ok(PlantedBug::DroppedFlush),
+            "forgotten-sync" => Ok(PlantedBug::ForgottenSync),
+            other => Err(format!(
+                "planted bug {other:?} (expected dropped-flush or forgotten-sync)"
+            )),
+        }
+    }
+}
+
+impl PlantedBug {
+    /// The bug each model is shown catching.
+    pub fn for_model(model: MediaModel) -> Self {
+        if model.is_paged() {
+            PlantedBug::ForgottenSync
+        } else {
+            PlantedBug::DroppedFlush
+        }
+    }
+}
+
 /// How hard to look.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -45,14 +99,27 @@ pub struct Config {
     pub exhaustive_lines: usize,
     /// Random subsets per crash point above that.
     pub random_subsets: usize,
-    /// Random 8-byte-word mixes per crash point.
+    /// Random 8-byte-word mixes per crash point (pm).
     pub word_mixes: usize,
+    /// Random per-page version choices per crash point (page models).
+    pub version_mixes: usize,
     /// Check a crash during recovery for every this-many images (0 = never).
     pub recovery_every: usize,
     /// Seed of the random choices.
     pub seed: u64,
-    /// Plant a bug: drop every flush shorter than a cache line.
-    pub planted_bug: bool,
+    /// Stop a workload's exploration after this many violations.
+    pub max_violations: usize,
+    /// Go on to the next workload after one with violations.
+    pub keep_going: bool,
+    /// Check only two images per crash point: nothing in flight persisted,
+    /// and all of it (latest contents). Both are states the engine was
+    /// really in, so this checks the oracles themselves (no false alarms)
+    /// on any engine whose durability points are complete.
+    pub extremes_only: bool,
+    /// The medium.
+    pub model: MediaModel,
+    /// Plant a bug.
+    pub planted_bug: Option<PlantedBug>,
 }
 
 impl Default for Config {
@@ -61,9 +128,14 @@ impl Default for Config {
             exhaustive_lines: 8,
             random_subsets: 24,
             word_mixes: 4,
+            version_mixes: 8,
             recovery_every: 97,
             seed: 0x5eed,
-            planted_bug: false,
+            max_violations: 20,
+            keep_going: false,
+            extremes_only: false,
+            model: MediaModel::Pm,
+            planted_bug: None,
         }
     }
 }
@@ -71,6 +143,8 @@ impl Default for Config {
 /// A broken guarantee, with what is needed to replay it.
 #[derive(Debug, Clone)]
 pub struct Violation {
+    /// The medium modelled.
+    pub model: MediaModel,
     /// Workload name (replay with `manyfs crashtest --only NAME`).
     pub workload: String,
     /// Index of the crash point in the workload's event stream.
@@ -85,8 +159,8 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "workload {} crash point {} image {}: {}",
-            self.workload, self.crash_point, self.image, self.detail
+            "model {} workload {} crash point {} image {}: {}",
+            self.model, self.workload, self.crash_point, self.image, self.detail
         )
     }
 }
@@ -152,6 +226,17 @@ pub fn snapshot(fs: &Fs) -> Result<Snapshot> {
     Ok(out)
 }
 
+/// The durability mode the engine runs in under `model`: `file` for the
+/// page models (its durability points are what they model), else `dram`
+/// (the recorder models persistent memory; no hardware flushes needed).
+fn durability(model: MediaModel) -> Durability {
+    if model.is_paged() {
+        Durability::File
+    } else {
+        Durability::Dram
+    }
+}
+
 fn ro() -> MountOptions {
     MountOptions {
         read_only: true,
@@ -184,11 +269,14 @@ impl Rng {
 
 /// Which states an image may show.
 enum Expect<'a> {
-    /// One of these snapshots.
-    OneOf(Vec<&'a Snapshot>),
+    /// One of these snapshots; no file holds bytes it was never given.
+    OneOf(Vec<&'a Snapshot>, Option<&'a History>),
     /// Concurrent writers: per file block, a complete write no older than
     /// the newest returned one.
     Blocks(&'a workloads::Concurrent, HashSet<u64>),
+    /// Page models: what was synced is there, the rest whole or absent; no
+    /// file holds bytes it was never given.
+    Durable(&'a History, Window),
 }
 
 fn check_state(fs: &Fs, expect: &Expect<'_>) -> std::result::Result<(), String> {
@@ -197,7 +285,10 @@ fn check_state(fs: &Fs, expect: &Expect<'_>) -> std::result::Result<(), String> 
         return Err(format!("memory differs from media: {diffs:?}"));
     }
     match expect {
-        Expect::OneOf(allowed) => {
+        Expect::OneOf(allowed, hist) => {
+            if let Some(h) = hist {
+                h.check_foreign_bytes(fs)?;
+            }
             let snap = snapshot(fs).map_err(|e| format!("reading the tree: {e}"))?;
             if allowed.iter().any(|a| **a == snap) {
                 Ok(())
@@ -209,6 +300,10 @@ fn check_state(fs: &Fs, expect: &Expect<'_>) -> std::result::Result<(), String> 
             }
         }
         Expect::Blocks(c, returned) => c.check(fs, returned),
+        Expect::Durable(h, w) => {
+            h.check_foreign_bytes(fs)?;
+            h.check_durable(fs, *w)
+        }
     }
 }
 
@@ -239,16 +334,40 @@ fn describe_diff(want: &Snapshot, got: &Snapshot) -> String {
     "no difference to the first allowed state".into()
 }
 
-/// Mount `image_path` read-only and check it.
-fn check_image(image_path: &Path, expect: &Expect<'_>) -> std::result::Result<(), String> {
-    let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
+/// Mount `image_path` and check it. Persistent memory: read-only, the image
+/// as it is. Page models: a copy, mounted writable in `file` mode as after a
+/// real power cut (that mount cuts what its durable marks do not cover).
+fn check_image(
+    image_path: &Path,
+    expect: &Expect<'_>,
+    model: MediaModel,
+) -> std::result::Result<(), String> {
+    if !model.is_paged() {
+        let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
+        return check_state(&fs, expect);
+    }
+    let copy = image_path.with_extension("check");
+    std::fs::copy(image_path, &copy).map_err(|e| format!("copy image: {e}"))?;
+    let opts = MountOptions {
+        durability: Durability::File,
+        commit_interval: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let fs = Fs::mount(&copy, &opts).map_err(|e| format!("mount failed: {e}"))?;
     check_state(&fs, expect)
 }
 
-/// Image selections for one crash point: each is a list of (line index,
-/// optional word mask) to persist on top of the durable image.
+/// Image selections for one crash point: each is a list of (unit index,
+/// choice) to persist on top of the durable image. Choice `0xff` is the
+/// unit's latest contents; any other value a mix of 8-byte words (pm) or
+/// one of the page's earlier versions (page models).
 fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
     let mut out: Vec<Vec<(usize, u8)>> = Vec::new();
+    if cfg.extremes_only {
+        out.push(Vec::new());
+        out.push((0..n).map(|i| (i, 0xff)).collect());
+        return out;
+    }
     if n <= cfg.exhaustive_lines {
         for mask in 0u32..(1 << n) {
             out.push(
@@ -274,12 +393,17 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
             );
         }
     }
+    let mixes = if cfg.model.is_paged() {
+        cfg.version_mixes
+    } else {
+        cfg.word_mixes
+    };
     if n > 0 {
-        for _ in 0..cfg.word_mixes {
+        for _ in 0..mixes {
             let mut sel = Vec::new();
             for i in 0..n {
                 if rng.next().is_multiple_of(2) {
-                    sel.push((i, (rng.next() % 255) as u8 + 1));
+                    sel.push((i, (rng.next() % 255) as u8));
                 }
             }
             out.push(sel);
@@ -288,8 +412,8 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
     out
 }
 
-fn mixed_line(old: &Line, new: &Line, words: u8) -> Line {
-    let mut l = *old;
+fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
+    let mut l = old.to_vec();
     for w in 0..8 {
         if words & (1 << w) != 0 {
             l[w * 8..w * 8 + 8].copy_from_slice(&new[w * 8..w * 8 + 8]);
@@ -311,16 +435,85 @@ fn write_image(path: &Path, image: &[u8]) -> Result<()> {
     f.write_all(image).map_err(|e| Error::io("write image", e))
 }
 
-fn put_lines(path: &Path, lines: &[(u64, Line)]) -> Result<()> {
+fn put_units(path: &Path, units: &[(u64, PageData)]) -> Result<()> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(|e| Error::io("open image", e))?;
-    for (off, l) in lines {
+    for (off, l) in units {
         f.write_all_at(l, *off)
             .map_err(|e| Error::io("patch image", e))?;
     }
     Ok(())
+}
+
+fn apply_units(image: &mut [u8], units: &[(u64, PageData)]) {
+    for (off, data) in units {
+        let o = *off as usize;
+        if o + data.len() <= image.len() {
+            image[o..o + data.len()].copy_from_slice(data);
+        }
+    }
+}
+
+/// One unit (line or page) in flight at a crash point: its durable
+/// contents and the contents it may persist with (distinct from durable,
+/// oldest first; the last is the current one).
+struct Unit {
+    off: u64,
+    old: PageData,
+    versions: Vec<PageData>,
+}
+
+fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
+    let old = |off: u64, len: usize| -> Option<PageData> {
+        let o = off as usize;
+        image.get(o..o + len).map(PageData::from)
+    };
+    match ev {
+        Event::Crash(lines) => Some(
+            lines
+                .iter()
+                .filter_map(|(off, new)| {
+                    let old = old(*off, 64)?;
+                    (*old != new[..]).then(|| Unit {
+                        off: *off,
+                        old,
+                        versions: vec![PageData::from(&new[..])],
+                    })
+                })
+                .collect(),
+        ),
+        Event::CrashPages(pages) => Some(
+            pages
+                .iter()
+                .filter_map(|(off, versions)| {
+                    let old = old(*off, versions.first()?.len())?;
+                    let mut vs: Vec<PageData> = Vec::new();
+                    for v in versions {
+                        if **v != *old && !vs.iter().any(|x| x == v) {
+                            vs.push(v.clone());
+                        }
+                    }
+                    // The current contents last, even if an earlier
+                    // version had the same bytes.
+                    if let Some(last) = versions.last()
+                        && **last != *old
+                        && vs.last() != Some(last)
+                    {
+                        vs.retain(|x| x != last);
+                        vs.push(last.clone());
+                    }
+                    (!vs.is_empty()).then_some(Unit {
+                        off: *off,
+                        old,
+                        versions: vs,
+                    })
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// Replay recorded `events` from `base`, checking every image against the
@@ -343,22 +536,17 @@ fn explore_events<'m>(
         "crash.img"
     });
     let mut image = base.to_vec();
+    let found_before = stats.violations.len();
     let mut notes: Vec<u64> = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
     for (point, ev) in events.iter().enumerate() {
         match ev {
             Event::Persist(lines) => apply(&mut image, lines),
+            Event::PersistPages(pages) => apply_units(&mut image, pages),
             Event::Note(t) => notes.push(*t),
-            Event::Crash(inflight) => {
+            Event::Crash(_) | Event::CrashPages(_) => {
                 stats.crash_points += u64::from(!recovery);
-                let inflight: Vec<(u64, Line, Line)> = inflight
-                    .iter()
-                    .filter_map(|(off, new)| {
-                        let o = *off as usize;
-                        let old: Line = image.get(o..o + 64)?.try_into().ok()?;
-                        (old != *new).then_some((*off, old, *new))
-                    })
-                    .collect();
+                let units = in_flight(&image, ev).unwrap_or_default();
                 let expect = expect_at(&notes);
                 write_image(&image_path, &image)?;
                 // An image already checked under the same expectation (same markers
@@ -366,42 +554,44 @@ fn explore_events<'m>(
                 let base_crc =
                     crc32fast::hash(&image) ^ (notes.len() as u32).wrapping_mul(0x9e37_79b9);
                 let sels = if recovery {
-                    // During recovery: nothing, everything, and each line alone.
-                    let n = inflight.len();
+                    // During recovery: nothing, everything, and each unit alone.
+                    let n = units.len();
                     let mut v = vec![Vec::new(), (0..n).map(|i| (i, 0xff)).collect::<Vec<_>>()];
                     v.extend((0..n).map(|i| vec![(i, 0xffu8)]));
                     v
                 } else {
-                    selections(inflight.len(), cfg, rng)
+                    selections(units.len(), cfg, rng)
                 };
                 for (k, sel) in sels.iter().enumerate() {
-                    let patch: Vec<(u64, Line)> = sel
+                    let patch: Vec<(u64, PageData)> = sel
                         .iter()
-                        .map(|&(i, words)| {
-                            let (off, old, new) = &inflight[i];
-                            (
-                                *off,
-                                if words == 0xff {
-                                    *new
-                                } else {
-                                    mixed_line(old, new, words)
-                                },
-                            )
+                        .map(|&(i, choice)| {
+                            let u = &units[i];
+                            let last = u.versions.last().expect("a version");
+                            let data = if choice == 0xff {
+                                last.clone()
+                            } else if cfg.model.is_paged() {
+                                u.versions[choice as usize % u.versions.len()].clone()
+                            } else {
+                                PageData::from(mixed_line(&u.old, last, choice))
+                            };
+                            (u.off, data)
                         })
                         .collect();
                     let key = image_key(base_crc, &patch);
                     if !seen.insert(key) {
                         continue;
                     }
-                    put_lines(&image_path, &patch)?;
+                    put_units(&image_path, &patch)?;
                     if recovery {
                         stats.recovery_images += 1;
                     } else {
                         stats.images += 1;
                     }
-                    let outcome = check_image(&image_path, &expect);
+                    let outcome = check_image(&image_path, &expect, cfg.model);
                     if let Err(detail) = outcome {
                         stats.violations.push(Violation {
+                            model: cfg.model,
                             workload: name.to_string(),
                             crash_point: point,
                             image: k,
@@ -411,7 +601,7 @@ fn explore_events<'m>(
                                 detail
                             },
                         });
-                        if stats.violations.len() > 20 {
+                        if stats.violations.len() - found_before >= cfg.max_violations {
                             return Ok(());
                         }
                     } else if !recovery
@@ -420,14 +610,14 @@ fn explore_events<'m>(
                     {
                         check_recovery_crashes(name, &image_path, scratch, cfg, stats, rng)?;
                     }
-                    let revert: Vec<(u64, Line)> = patch
+                    let revert: Vec<(u64, PageData)> = patch
                         .iter()
-                        .map(|(off, _)| {
+                        .map(|(off, d)| {
                             let o = *off as usize;
-                            (*off, image[o..o + 64].try_into().expect("64 bytes"))
+                            (*off, PageData::from(&image[o..o + d.len()]))
                         })
                         .collect();
-                    put_lines(&image_path, &revert)?;
+                    put_units(&image_path, &revert)?;
                 }
             }
         }
@@ -436,7 +626,7 @@ fn explore_events<'m>(
 }
 
 /// Identity of an image: checksum of the durable part and of the patch.
-fn image_key(base_crc: u32, patch: &[(u64, Line)]) -> u64 {
+fn image_key(base_crc: u32, patch: &[(u64, PageData)]) -> u64 {
     let mut h = crc32fast::Hasher::new();
     for (off, l) in patch {
         h.update(&off.to_le_bytes());
@@ -458,19 +648,23 @@ fn check_recovery_crashes(
     let copy = scratch.join("recovering.img");
     std::fs::copy(image_path, &copy).map_err(|e| Error::io("copy image", e))?;
     let base = std::fs::read(&copy).map_err(|e| Error::io("read image", e))?;
-    let rec = Arc::new(Recorder::new());
+    let rec = Arc::new(Recorder::with_model(cfg.model));
     let opts = MountOptions {
-        durability: Durability::Dram,
+        durability: durability(cfg.model),
+        commit_interval: std::time::Duration::ZERO,
         ..Default::default()
     };
     let fs = Fs::mount_observed(&copy, &opts, rec.clone())?;
     let recovered = snapshot(&fs)?;
     drop(fs);
     let events = rec.take_events();
-    if !events.iter().any(|e| matches!(e, Event::Persist(_))) {
+    if !events
+        .iter()
+        .any(|e| matches!(e, Event::Persist(_) | Event::PersistPages(_)))
+    {
         return Ok(()); // recovery wrote nothing durable
     }
-    let mut expect = |_: &[u64]| Expect::OneOf(vec![&recovered]);
+    let mut expect = |_: &[u64]| Expect::OneOf(vec![&recovered], None);
     explore_events(
         name,
         &base,
@@ -485,7 +679,8 @@ fn check_recovery_crashes(
 }
 
 /// Every workload, ordered so that a run cut short by an image budget still
-/// covers each kind: concurrent writers, every single operation and the
+/// covers each kind: concurrent writers, the durability workloads (writes,
+/// overwrites and creates around fsyncs), every single operation and the
 /// compaction workloads, random three-operation sequences, every ordered
 /// pair of operations, then random six-operation sequences.
 pub fn standard_workloads(seed: u64) -> Vec<Workload> {
@@ -493,6 +688,7 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
         .into_iter()
         .partition(|w| w.name.starts_with("ace2-"));
     let mut out = concurrent_workloads();
+    out.extend(durability_workloads());
     out.extend(rest);
     out.extend(random_workloads(seed, 150, 3));
     out.extend(pairs);
@@ -500,14 +696,49 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
     out
 }
 
+fn expect_sequential<'m>(
+    cfg: &Config,
+    models: &'m [Snapshot],
+    hist: &'m History,
+    notes: &[u64],
+) -> Expect<'m> {
+    // After the last marker: op i returned (only model i+1), or op i in
+    // flight (model i or i+1).
+    let w = match notes.last() {
+        None => Window {
+            returned: 0,
+            in_flight: false,
+        },
+        Some(&t) if t & (3 << 62) == OP_START => Window {
+            returned: (t & !(3 << 62)) as usize,
+            in_flight: true,
+        },
+        Some(&t) => Window {
+            returned: (t & !(3 << 62)) as usize + 1,
+            in_flight: false,
+        },
+    };
+    if cfg.model.is_paged() {
+        return Expect::Durable(hist, w);
+    }
+    let i = w.returned;
+    if w.in_flight {
+        Expect::OneOf(vec![&models[i], &models[i + 1]], Some(hist))
+    } else {
+        Expect::OneOf(vec![&models[i]], Some(hist))
+    }
+}
+
 /// Run one workload and check all its crash images.
 pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let scratch = scratch_dir()?;
     let pool = scratch.path().join("pool");
     let opts = MountOptions {
-        durability: Durability::Dram,
+        durability: durability(cfg.model),
+        commit_interval: std::time::Duration::ZERO,
         ..Default::default()
     };
+    let mut hist = History::new();
     {
         let fs = Fs::mkfs(
             &pool,
@@ -519,42 +750,33 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             &opts,
         )?;
         for op in &w.setup {
-            let _ = op.apply(&fs);
+            hist.setup(op, &fs);
         }
     }
     let base = std::fs::read(&pool).map_err(|e| Error::io("read pool", e))?;
-    let rec = Arc::new(Recorder::new());
-    rec.drop_short_flushes(cfg.planted_bug);
+    let rec = Arc::new(Recorder::with_model(cfg.model));
+    rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
     let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
+    if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
+        // The first sync of the workload (not the mount's) is forgotten.
+        rec.forget_syncs(1);
+    }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
     match &w.concurrent {
         None => {
+            hist.start(&fs)?;
             let mut models = vec![snapshot(&fs)?];
             for (i, op) in w.ops.iter().enumerate() {
                 fs.note(OP_START | i as u64);
-                let _ = op.apply(&fs);
+                hist.op(op, &fs)?;
                 models.push(snapshot(&fs)?);
                 fs.note(OP_END | i as u64);
                 stats.operations += 1;
             }
             drop(fs);
             let events = rec.take_events();
-            let mut expect = |notes: &[u64]| {
-                // After the last marker: op i returned (only model i+1), or
-                // op i in flight (model i or i+1).
-                match notes.last() {
-                    None => Expect::OneOf(vec![&models[0]]),
-                    Some(&t) if t & (3 << 62) == OP_START => {
-                        let i = (t & !(3 << 62)) as usize;
-                        Expect::OneOf(vec![&models[i], &models[i + 1]])
-                    }
-                    Some(&t) => {
-                        let i = (t & !(3 << 62)) as usize;
-                        Expect::OneOf(vec![&models[i + 1]])
-                    }
-                }
-            };
+            let mut expect = |notes: &[u64]| expect_sequential(cfg, &models, &hist, notes);
             explore_events(
                 &w.name,
                 &base,
@@ -571,10 +793,13 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             stats.operations += c.run(&fs)?;
             drop(fs);
             let events = rec.take_events();
+            let paged = cfg.model.is_paged();
             let mut expect = |notes: &[u64]| {
+                // Page models: nothing is synced, so no write must be there;
+                // each block still is a whole write or never written.
                 let returned: HashSet<u64> = notes
                     .iter()
-                    .filter(|t| *t & (3 << 62) == WRITE_RETURNED)
+                    .filter(|t| !paged && *t & (3 << 62) == WRITE_RETURNED)
                     .map(|t| t & !(3 << 62))
                     .collect();
                 Expect::Blocks(c, returned)
@@ -595,6 +820,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
 }
 
 /// Explore many workloads until done or `min_images` is reached (0 = all).
+/// With [`Config::keep_going`], a violation does not stop the run.
 pub fn explore_all(
     workloads: &[Workload],
     cfg: &Config,
@@ -605,7 +831,8 @@ pub fn explore_all(
     for w in workloads {
         explore(w, cfg, stats)?;
         progress(stats);
-        if !stats.violations.is_empty() || (min_images > 0 && stats.images >= min_images) {
+        let stop_on_violation = !cfg.keep_going && !stats.violations.is_empty();
+        if stop_on_violation || (min_images > 0 && stats.images >= min_images) {
             break;
         }
     }

@@ -13,7 +13,15 @@
 //!   durable with their contents at that moment.
 //! - Only aligned 8-byte stores are failure-atomic: the explorer may persist
 //!   any mix of an in-flight line's 8-byte words.
+//!
+//! Built with [`Recorder::with_model`] for a page model (page cache, block
+//! device), it tracks 4 KiB pages instead
+//! ([`crate::pagecache`]): stores dirty pages (each distinct
+//! content is kept), flushes and fences order nothing, and only durability
+//! points ([`Recorder::on_sync`]) make pages durable.
 
+use crate::pagecache::PageTracker;
+pub use crate::pagecache::{MediaModel, PAGE, PageData};
 use manyfs::media::{MediaView, PersistObserver};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -32,6 +40,11 @@ pub enum Event {
     Crash(Vec<(u64, Line)>),
     /// A marker from the workload (operation start/end, returned writes).
     Note(u64),
+    /// Page models: these pages became durable with these contents.
+    PersistPages(Vec<(u64, PageData)>),
+    /// Page models: a power cut here could leave any subset of these pages,
+    /// each at any of its versions (oldest first), on top of what is durable.
+    CrashPages(Vec<(u64, Vec<PageData>)>),
 }
 
 #[derive(Default)]
@@ -40,6 +53,8 @@ struct State {
     dirty: BTreeSet<u64>,
     flushed: HashMap<ThreadId, BTreeSet<u64>>,
     drop_short_flushes: bool,
+    /// Page models: the page state (pm: none).
+    pages: Option<PageTracker>,
 }
 
 /// Records the persistence events of one mounted pool (attach it with
@@ -66,9 +81,18 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// A recorder with no events.
+    /// A recorder with no events (persistent-memory model).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recorder for `model`.
+    pub fn with_model(model: MediaModel) -> Self {
+        let r = Self::default();
+        if model.is_paged() {
+            r.state().pages = Some(PageTracker::new(model));
+        }
+        r
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -81,23 +105,40 @@ impl Recorder {
         self.state().drop_short_flushes = on;
     }
 
-    /// A cached store to `[off, off+len)`.
-    pub fn on_store(&self, off: u64, len: usize) {
+    /// Plant a bug for testing the page models: treat the next `n`
+    /// durability points as no-ops (the medium keeps the pages dirty).
+    pub fn forget_syncs(&self, n: usize) {
+        if let Some(t) = &mut self.state().pages {
+            t.forget_syncs(n);
+        }
+    }
+
+    /// A cached store to `[off, off+len)`; `read` copies the bytes at an
+    /// offset (the page models keep each page's contents).
+    pub fn on_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8])) {
         if len == 0 {
             return;
         }
         let mut s = self.state();
+        if let Some(t) = &mut s.pages {
+            t.on_store(off, len, &read);
+            return;
+        }
         for l in lines(off, len) {
             s.dirty.insert(l);
         }
     }
 
     /// A non-temporal store: durable at this thread's next fence.
-    pub fn on_nt_store(&self, off: u64, len: usize) {
+    pub fn on_nt_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8])) {
         if len == 0 {
             return;
         }
         let mut s = self.state();
+        if let Some(t) = &mut s.pages {
+            t.on_store(off, len, &read);
+            return;
+        }
         let me = std::thread::current().id();
         for l in lines(off, len) {
             s.dirty.insert(l);
@@ -108,7 +149,7 @@ impl Recorder {
     /// A cache-line flush of `[off, off+len)`.
     pub fn on_flush(&self, off: u64, len: usize) {
         let mut s = self.state();
-        if len == 0 || (s.drop_short_flushes && len < 64) {
+        if s.pages.is_some() || len == 0 || (s.drop_short_flushes && len < 64) {
             return;
         }
         let me = std::thread::current().id();
@@ -123,6 +164,9 @@ impl Recorder {
     /// contents.
     pub fn on_fence(&self, read_line: impl Fn(u64) -> Line) {
         let mut s = self.state();
+        if s.pages.is_some() {
+            return; // a fence orders nothing on a page cache or a disk
+        }
         let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
         s.events.push(Event::Crash(inflight));
         let me = std::thread::current().id();
@@ -144,8 +188,30 @@ impl Recorder {
     /// A crash point outside any fence (e.g. between operations).
     pub fn crash_point(&self, read_line: impl Fn(u64) -> Line) {
         let mut s = self.state();
+        if let Some(t) = &mut s.pages {
+            let pages = t.crash();
+            s.events.push(Event::CrashPages(pages));
+            return;
+        }
         let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
         s.events.push(Event::Crash(inflight));
+    }
+
+    /// A completed durability point (`msync`, `sync_file_range` plus a
+    /// flush, `fdatasync`) over `[off, off+len)`. Persistent memory: nothing
+    /// (flushed and fenced lines already are durable). Page models: a crash
+    /// point (the state just before), then the covered pages are durable.
+    pub fn on_sync(&self, off: u64, len: usize) {
+        let mut s = self.state();
+        let Some(t) = &mut s.pages else {
+            return;
+        };
+        let before = t.crash();
+        let persisted = t.on_sync(off, len);
+        s.events.push(Event::CrashPages(before));
+        if !persisted.is_empty() {
+            s.events.push(Event::PersistPages(persisted));
+        }
     }
 
     /// Record a workload marker.
@@ -160,7 +226,10 @@ impl Recorder {
 
     /// Lines still dirty (never made durable) and their count, for reports.
     pub fn dirty_lines(&self) -> usize {
-        self.state().dirty.len()
+        let s = self.state();
+        s.pages
+            .as_ref()
+            .map_or(s.dirty.len(), PageTracker::dirty_pages)
     }
 }
 
@@ -183,13 +252,21 @@ pub fn by_block(lines: &[(u64, Line)]) -> BTreeMap<u64, usize> {
     m
 }
 
+/// Copy the bytes at `off` from the mapping; a page model's last page is
+/// cut at the end of the pool (the rest of `buf` is left as it was).
+fn read_view(media: &MediaView<'_>, off: u64, buf: &mut [u8]) {
+    let n = (buf.len() as u64).min(media.len().saturating_sub(off)) as usize;
+    // Offsets come from a store the media already bounds-checked.
+    let _ = media.read(off, &mut buf[..n]);
+}
+
 impl PersistObserver for Recorder {
-    fn on_store(&self, off: u64, len: usize) {
-        Recorder::on_store(self, off, len);
+    fn on_store(&self, off: u64, len: usize, media: &MediaView<'_>) {
+        Recorder::on_store(self, off, len, |o, b| read_view(media, o, b));
     }
 
-    fn on_nt_store(&self, off: u64, len: usize) {
-        Recorder::on_nt_store(self, off, len);
+    fn on_nt_store(&self, off: u64, len: usize, media: &MediaView<'_>) {
+        Recorder::on_nt_store(self, off, len, |o, b| read_view(media, o, b));
     }
 
     fn on_flush(&self, off: u64, len: usize) {
@@ -198,6 +275,13 @@ impl PersistObserver for Recorder {
 
     fn on_fence(&self, media: &MediaView<'_>) {
         Recorder::on_fence(self, |l| media.line(l));
+    }
+
+    /// A durability point (`file` mode: before its `msync` or
+    /// `sync_file_range`; the modelled sync completes here).
+    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+        Recorder::on_sync(self, off, len);
+        Ok(())
     }
 
     /// Record the marker `tag`, then a crash point (the state a power cut

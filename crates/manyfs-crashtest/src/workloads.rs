@@ -10,9 +10,10 @@ use manyfs::{Fs, OpenOptions, Result};
 pub enum Op {
     /// Create an empty file.
     Create(&'static str),
-    /// Write `len` bytes of `byte` at `off`.
+    /// Write `len` bytes at `off`: write tag `tag`'s pattern
+    /// ([`pattern`]), distinct for every write and file offset.
     Write(&'static str, u64, usize, u8),
-    /// Append `len` bytes of `byte`.
+    /// Append `len` bytes of write tag `tag`'s pattern.
     Append(&'static str, usize, u8),
     /// Set the size.
     Truncate(&'static str, u64),
@@ -32,6 +33,23 @@ pub enum Op {
     Chmod(&'static str, u32),
     /// fsync a file.
     Fsync(&'static str),
+    /// Sync the whole file system.
+    Sync,
+}
+
+/// The byte a write with tag `tag` puts at file offset `off`: every write
+/// tag goes to one file only, so bytes of one file found in another (or
+/// bytes no write produced) are detectable.
+pub fn pattern(tag: u8, off: u64) -> u8 {
+    let mut x = (u64::from(tag) << 48) ^ off ^ 0x5bd1_e995;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)) as u8
+}
+
+/// `len` bytes of tag `tag`'s pattern starting at file offset `off`.
+pub fn pattern_bytes(tag: u8, off: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| pattern(tag, off + i)).collect()
 }
 
 impl Op {
@@ -47,11 +65,13 @@ impl Op {
             // so each op is one atomic step.
             Op::Write(p, off, len, b) => {
                 let f = OpenOptions::new().write(true).open(fs, p)?;
-                f.write_at(&vec![b; len], off).map(|_| ())
+                f.write_at(&pattern_bytes(b, off, len), off).map(|_| ())
             }
             Op::Append(p, len, b) => {
                 let f = OpenOptions::new().append(true).open(fs, p)?;
-                f.append(&vec![b; len]).map(|_| ())
+                // Single-threaded workloads: the end does not move between.
+                let off = f.metadata()?.size;
+                f.append(&pattern_bytes(b, off, len)).map(|_| ())
             }
             Op::Truncate(p, len) => fs.set_len(p, len),
             Op::Link(a, b) => fs.hard_link(a, b),
@@ -62,6 +82,7 @@ impl Op {
             Op::Symlink(t, l) => fs.symlink(t, l),
             Op::Chmod(p, m) => fs.set_permissions(p, m),
             Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
+            Op::Sync => fs.sync(),
         }
     }
 }
@@ -115,7 +136,103 @@ pub fn single_ops() -> Vec<Op> {
         Op::Chmod("/A", 0o600),
         Op::Fsync("/A"),
         Op::Write("/D/x", 4000, 200, 0x15),
+        Op::Sync,
+        Op::Fsync("/B"),
     ]
+}
+
+fn seq(name: &str, ops: Vec<Op>) -> Workload {
+    Workload {
+        name: name.into(),
+        pool_size: 512 << 10,
+        setup: populated(),
+        ops,
+        concurrent: None,
+    }
+}
+
+/// One operation followed by a sync of everything: after the sync returned
+/// the operation must be there (the page models' planted bug shows here).
+pub fn sync_tail_workloads() -> Vec<Workload> {
+    [
+        Op::Create("/C"),
+        Op::Write("/A", 0, 4096, 0x12),
+        Op::Append("/B", 3000, 0x14),
+        Op::Truncate("/A", 1000),
+        Op::Rename("/B", "/A"),
+        Op::Unlink("/A"),
+        Op::Mkdir("/F"),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, op)| seq(&format!("synctail-{i}"), vec![op, Op::Sync]))
+    .collect()
+}
+
+/// Writes, overwrites, creates and renames around fsyncs and syncs: what
+/// a page cache may reorder.
+pub fn durability_workloads() -> Vec<Workload> {
+    let mut out = vec![
+        seq(
+            "dur-overwrite",
+            vec![
+                Op::Write("/A", 0, 4096, 0x12),
+                Op::Fsync("/A"),
+                Op::Write("/A", 0, 4096, 0x16),
+                Op::Write("/B", 0, 4096, 0x17),
+            ],
+        ),
+        seq(
+            "dur-create",
+            vec![
+                Op::Create("/C"),
+                Op::Write("/C", 0, 6000, 0x18),
+                Op::Fsync("/C"),
+                Op::Append("/C", 3000, 0x18),
+            ],
+        ),
+        seq(
+            "dur-namespace",
+            vec![
+                Op::Create("/C"),
+                Op::Rename("/B", "/A"),
+                Op::Sync,
+                Op::Unlink("/A"),
+                Op::Mkdir("/F"),
+            ],
+        ),
+        seq(
+            "dur-truncate",
+            vec![
+                Op::Truncate("/A", 1000),
+                Op::Fsync("/A"),
+                Op::Write("/A", 100, 5000, 0x11),
+                Op::Sync,
+            ],
+        ),
+        seq(
+            "dur-append",
+            vec![
+                Op::Append("/B", 3000, 0x14),
+                Op::Fsync("/B"),
+                Op::Append("/B", 5000, 0x17),
+                Op::Truncate("/B", 20000),
+                Op::Fsync("/B"),
+            ],
+        ),
+        seq(
+            "dur-unlink-reuse",
+            vec![
+                Op::Sync,
+                Op::Unlink("/D/x"),
+                Op::Create("/C"),
+                Op::Write("/C", 0, 8192, 0x18),
+                Op::Fsync("/C"),
+            ],
+        ),
+    ];
+    out.extend(sync_tail_workloads());
+    out
 }
 
 /// ACE-style workloads: each single operation, and each ordered pair, on

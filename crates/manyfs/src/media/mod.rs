@@ -380,7 +380,7 @@ impl Media {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
         }
         if let Some(r) = &self.observer {
-            r.0.on_store(off, data.len());
+            r.0.on_store(off, data.len(), &MediaView::new(self));
         }
         // A store into a page the file no longer backs went to the SIGBUS
         // handler's private zero page: it is lost, so it must not succeed.
@@ -394,7 +394,7 @@ impl Media {
         // SAFETY: bounds checked above.
         unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
         if let Some(r) = &self.observer {
-            r.0.on_store(off, len);
+            r.0.on_store(off, len, &MediaView::new(self));
         }
         self.check_faults()
     }
@@ -410,7 +410,7 @@ impl Media {
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
             }
-            r.0.on_nt_store(off, data.len());
+            r.0.on_nt_store(off, data.len(), &MediaView::new(self));
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
@@ -505,7 +505,7 @@ impl Media {
         self.check_writable()?;
         self.atomic_u64(off)?.store(value, Ordering::Release);
         if let Some(r) = &self.observer {
-            r.0.on_store(off, 8);
+            r.0.on_store(off, 8, &MediaView::new(self));
         }
         self.check_faults()
     }

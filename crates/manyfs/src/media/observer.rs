@@ -21,15 +21,17 @@ use std::sync::Arc;
 /// nothing, so an observer implements only what it needs.
 pub trait PersistObserver: Send + Sync {
     /// A cached store to `[off, off+len)`: not durable until flushed and
-    /// fenced (the bytes are already in the mapping).
-    fn on_store(&self, off: u64, len: usize) {
-        let _ = (off, len);
+    /// fenced (the bytes are already in the mapping; `media` reads them, and
+    /// their neighbours, e.g. the whole page for a page-granular model).
+    fn on_store(&self, off: u64, len: usize, media: &MediaView<'_>) {
+        let _ = (off, len, media);
     }
 
     /// A non-temporal store to `[off, off+len)`: durable at the calling
-    /// thread's next fence (the bytes are already in the mapping).
-    fn on_nt_store(&self, off: u64, len: usize) {
-        let _ = (off, len);
+    /// thread's next fence (the bytes are already in the mapping; `media`
+    /// reads them).
+    fn on_nt_store(&self, off: u64, len: usize, media: &MediaView<'_>) {
+        let _ = (off, len, media);
     }
 
     /// A write-back of every cache line overlapping `[off, off+len)`.

@@ -1,0 +1,418 @@
+//! What a sequential workload did, file by file, and the oracles that need
+//! it: the durability rule of the page models (an operation is durable only
+//! once a sync covering it returned; unsynced operations are each whole or
+//! absent) and, for every model, that no file holds bytes it was never given
+//! (another file's data, stale blocks, metadata).
+
+use super::workloads::{Op, pattern};
+use manyfs::{FileKind, Fs, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// A file's identity: inode number and generation.
+pub type Ident = (u64, u32);
+
+/// A name's target, by identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PNode {
+    /// A directory.
+    Dir,
+    /// A symlink and its target.
+    Symlink(Vec<u8>),
+    /// A file.
+    File(Ident),
+}
+
+/// The name space: path to target.
+pub type Tree = BTreeMap<String, PNode>;
+
+#[derive(Debug, Clone)]
+enum ContentOp {
+    Write { off: u64, len: usize, tag: u8 },
+    Truncate(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SyncOp {
+    None,
+    All,
+    File(Ident),
+}
+
+/// Where the workload is at a crash point.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Operations that returned.
+    pub returned: usize,
+    /// Whether operation `returned` had started.
+    pub in_flight: bool,
+}
+
+/// A sequential workload's history: the name space and every file's
+/// content before each operation, and what each operation did.
+#[derive(Debug, Default)]
+pub struct History {
+    trees: Vec<Tree>,
+    contents: Vec<BTreeMap<Ident, Vec<u8>>>,
+    ops: Vec<(Option<(Ident, ContentOp)>, SyncOp)>,
+    tags: BTreeMap<Ident, BTreeSet<u8>>,
+    tag_paths: BTreeMap<u8, String>,
+}
+
+/// Read the name space and the contents of every file.
+pub fn read_tree(fs: &Fs) -> Result<(Tree, BTreeMap<String, Vec<u8>>)> {
+    let mut tree = Tree::new();
+    let mut data = BTreeMap::new();
+    let mut stack = vec![PathBuf::from("/")];
+    while let Some(dir) = stack.pop() {
+        for e in fs.read_dir(&dir)? {
+            let p = dir.join(&e.name);
+            let key = p.display().to_string();
+            match e.kind {
+                FileKind::Dir => {
+                    tree.insert(key, PNode::Dir);
+                    stack.push(p);
+                }
+                FileKind::File => {
+                    let m = fs.symlink_metadata(&p)?;
+                    tree.insert(key.clone(), PNode::File((m.ino, m.generation)));
+                    data.insert(key, fs.read(&p)?);
+                }
+                FileKind::Symlink => {
+                    let t = fs.read_link(&p)?;
+                    tree.insert(
+                        key,
+                        PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
+                    );
+                }
+            }
+        }
+    }
+    Ok((tree, data))
+}
+
+fn apply_content(c: &mut Vec<u8>, op: &ContentOp) {
+    match *op {
+        ContentOp::Write { off, len, tag } => {
+            let end = off as usize + len;
+            if c.len() < end {
+                c.resize(end, 0);
+            }
+            for (i, b) in c[off as usize..end].iter_mut().enumerate() {
+                *b = pattern(tag, off + i as u64);
+            }
+        }
+        ContentOp::Truncate(n) => c.resize(n as usize, 0),
+    }
+}
+
+/// Namespace comparison ignores generations (an image shows what its
+/// inode table holds).
+fn same_tree(a: &Tree, b: &Tree) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
+            ka == kb
+                && match (va, vb) {
+                    (PNode::File(x), PNode::File(y)) => x.0 == y.0,
+                    _ => va == vb,
+                }
+        })
+}
+
+/// Subsets of `n` items to try, as bit masks (every one up to 2^10, else
+/// prefixes only).
+fn subsets(n: usize) -> Vec<u32> {
+    if n <= 10 {
+        (0..1u32 << n).collect()
+    } else {
+        (0..=n).map(|k| ((1u64 << k) - 1) as u32).collect()
+    }
+}
+
+impl History {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn ident(fs: &Fs, p: &str) -> Option<Ident> {
+        fs.metadata(p)
+            .ok()
+            .filter(|m| m.kind == FileKind::File)
+            .map(|m| (m.ino, m.generation))
+    }
+
+    /// Run `op`, noting what it did to which file.
+    fn run(&mut self, op: &Op, fs: &Fs) -> (Option<(Ident, ContentOp)>, SyncOp) {
+        let (path, content) = match *op {
+            Op::Write(p, off, len, tag) => (Some(p), Some(ContentOp::Write { off, len, tag })),
+            Op::Append(p, len, tag) => {
+                let off = fs.metadata(p).map(|m| m.size).unwrap_or(0);
+                (Some(p), Some(ContentOp::Write { off, len, tag }))
+            }
+            Op::Truncate(p, n) => (Some(p), Some(ContentOp::Truncate(n))),
+            Op::Fsync(p) => (Some(p), None),
+            _ => (None, None),
+        };
+        let id = path.and_then(|p| Self::ident(fs, p));
+        if op.apply(fs).is_err() {
+            return (None, SyncOp::None);
+        }
+        if let (Some(id), Some(ContentOp::Write { tag, .. })) = (id, &content) {
+            self.tags.entry(id).or_default().insert(*tag);
+            self.tag_paths
+                .entry(*tag)
+                .or_insert_with(|| path.unwrap_or_default().to_string());
+        }
+        let sync = match (op, id) {
+            (Op::Sync, _) => SyncOp::All,
+            (Op::Fsync(_), Some(id)) => SyncOp::File(id),
+            _ => SyncOp::None,
+        };
+        (id.zip(content), sync)
+    }
+
+    /// Run a setup operation (its writes' tags are remembered).
+    pub fn setup(&mut self, op: &Op, fs: &Fs) {
+        self.run(op, fs);
+    }
+
+    fn push_state(&mut self, fs: &Fs) -> Result<()> {
+        let (tree, data) = read_tree(fs)?;
+        let contents = tree
+            .iter()
+            .filter_map(|(p, n)| match n {
+                PNode::File(id) => Some((*id, data.get(p).cloned().unwrap_or_default())),
+                _ => None,
+            })
+            .collect();
+        self.trees.push(tree);
+        self.contents.push(contents);
+        Ok(())
+    }
+
+    /// The state before the first recorded operation.
+    pub fn start(&mut self, fs: &Fs) -> Result<()> {
+        self.push_state(fs)
+    }
+
+    /// Run a recorded operation.
+    pub fn op(&mut self, op: &Op, fs: &Fs) -> Result<()> {
+        let r = self.run(op, fs);
+        self.ops.push(r);
+        self.push_state(fs)
+    }
+
+    /// Number of recorded operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether no operation was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Every byte of every file is zero or was written to that file at that
+    /// offset by some write.
+    pub fn check_foreign_bytes(&self, fs: &Fs) -> std::result::Result<(), String> {
+        let (tree, data) = read_tree(fs).map_err(|e| format!("reading the tree: {e}"))?;
+        for (p, n) in &tree {
+            let PNode::File(id) = n else { continue };
+            let own: BTreeSet<u8> = match self.tags.get(id) {
+                Some(t) => t.clone(),
+                // Identity unknown (stale generation): any write to that
+                // inode number.
+                None => self
+                    .tags
+                    .iter()
+                    .filter(|(k, _)| k.0 == id.0)
+                    .flat_map(|(_, t)| t.iter().copied())
+                    .collect(),
+            };
+            let c = &data[p];
+            let bad = c
+                .iter()
+                .enumerate()
+                .position(|(x, &b)| b != 0 && !own.iter().any(|&t| pattern(t, x as u64) == b));
+            if let Some(x) = bad {
+                let end = (x + 64).min(c.len());
+                let whose = self
+                    .tag_paths
+                    .iter()
+                    .find(|(t, _)| (x..end).all(|i| c[i] == 0 || pattern(**t, i as u64) == c[i]));
+                return Err(match whose {
+                    Some((t, q)) => format!(
+                        "SECURITY: {p} (inode {}) holds at offset {x} bytes of write {t:#x} to {q}",
+                        id.0
+                    ),
+                    None => format!(
+                        "SECURITY: {p} (inode {}) holds at offset {x} bytes no write produced ({:02x?})",
+                        id.0,
+                        &c[x..end.min(x + 8)]
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn durable_points(&self, w: Window) -> (usize, BTreeMap<Ident, usize>) {
+        let mut ns = 0;
+        let mut files = BTreeMap::new();
+        for (i, (_, s)) in self.ops.iter().enumerate().take(w.returned) {
+            match s {
+                SyncOp::All => ns = i + 1,
+                SyncOp::File(id) => {
+                    files.insert(*id, i + 1);
+                }
+                SyncOp::None => {}
+            }
+        }
+        for v in files.values_mut() {
+            *v = (*v).max(ns);
+        }
+        (ns, files)
+    }
+
+    /// The name space must be the one at the last completed sync with each
+    /// later operation whole or absent; each file's content the one at its
+    /// last completed sync with each later write or truncation whole or
+    /// absent. With `ignore_syncs`, as if nothing had been synced.
+    fn check_window(
+        &self,
+        tree: &Tree,
+        data: &BTreeMap<String, Vec<u8>>,
+        w: Window,
+        ignore_syncs: bool,
+    ) -> std::result::Result<(), String> {
+        let hi = (w.returned + usize::from(w.in_flight)).min(self.ops.len());
+        let (mut ns, mut files) = self.durable_points(w);
+        if ignore_syncs {
+            ns = 0;
+            files.clear();
+        }
+        // Name space: apply each subset of the unsynced operations' changes.
+        let deltas: Vec<Vec<(&String, Option<&PNode>)>> = (ns..hi)
+            .map(|i| {
+                let (a, b) = (&self.trees[i], &self.trees[i + 1]);
+                a.keys()
+                    .chain(b.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|k| a.get(*k) != b.get(*k))
+                    .map(|k| (k, b.get(k)))
+                    .collect()
+            })
+            .filter(|d: &Vec<_>| !d.is_empty())
+            .collect();
+        let mut matched = None;
+        for mask in subsets(deltas.len()) {
+            let mut t = self.trees[ns].clone();
+            for (k, d) in deltas.iter().enumerate() {
+                if mask & (1 << k) != 0 {
+                    for (p, n) in d {
+                        match n {
+                            Some(n) => t.insert((*p).clone(), (*n).clone()),
+                            None => t.remove(*p),
+                        };
+                    }
+                }
+            }
+            if same_tree(&t, tree) {
+                matched = Some(t);
+                break;
+            }
+        }
+        let Some(model) = matched else {
+            let want = &self.trees[hi];
+            let diff = want
+                .iter()
+                .find(|(k, v)| tree.get(*k).is_none_or(|g| !same_tree_node(v, g)))
+                .map(|(k, v)| format!("{k}: {v:?} expected, {:?} found", tree.get(k)))
+                .or_else(|| {
+                    tree.iter()
+                        .find(|(k, _)| !want.contains_key(*k))
+                        .map(|(k, v)| format!("{k} ({v:?}) should not exist"))
+                })
+                .unwrap_or_default();
+            return Err(format!(
+                "name space is no combination of whole operations since the last sync ({} unsynced); vs the latest state: {diff}",
+                deltas.len()
+            ));
+        };
+        // Contents.
+        for (p, n) in &model {
+            let PNode::File(id) = n else { continue };
+            let d = files.get(id).copied().unwrap_or(ns);
+            let base = self.contents[d].get(id).cloned().unwrap_or_default();
+            let pending: Vec<&ContentOp> = (d..hi)
+                .filter_map(|i| match &self.ops[i].0 {
+                    Some((oid, c)) if oid == id => Some(c),
+                    _ => None,
+                })
+                .collect();
+            let got = &data[p];
+            let ok = subsets(pending.len()).into_iter().any(|mask| {
+                let mut c = base.clone();
+                for (k, op) in pending.iter().enumerate() {
+                    if mask & (1 << k) != 0 {
+                        apply_content(&mut c, op);
+                    }
+                }
+                c == *got
+            });
+            if !ok {
+                let mut latest = base.clone();
+                for op in &pending {
+                    apply_content(&mut latest, op);
+                }
+                let first = latest
+                    .iter()
+                    .zip(got)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(latest.len().min(got.len()));
+                let found = match got.get(first) {
+                    None => "the file ends there".to_string(),
+                    Some(0) => "zeros there".to_string(),
+                    Some(_) => self
+                        .tag_paths
+                        .keys()
+                        .find(|t| pattern(**t, first as u64) == got[first])
+                        .map_or("unknown bytes there".into(), |t| {
+                            format!("bytes of write {t:#x} there")
+                        }),
+                };
+                return Err(format!(
+                    "{p}: content is no combination of whole writes since its last sync ({} bytes, {} pending writes; latest state has {} bytes; first difference at {first}: {found})",
+                    got.len(),
+                    pending.len(),
+                    latest.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The durability oracle of the page models.
+    pub fn check_durable(&self, fs: &Fs, w: Window) -> std::result::Result<(), String> {
+        let (tree, data) = read_tree(fs).map_err(|e| format!("reading the tree: {e}"))?;
+        match self.check_window(&tree, &data, w, false) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if self.check_window(&tree, &data, w, true).is_ok() {
+                    Err(format!("SYNCED CHANGE LOST: {e}"))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+fn same_tree_node(a: &PNode, b: &PNode) -> bool {
+    match (a, b) {
+        (PNode::File(x), PNode::File(y)) => x.0 == y.0,
+        _ => a == b,
+    }
+}
