@@ -65,6 +65,8 @@ pub struct FsCore {
     pub file_sublogs: usize,
     /// Deferred frees, dirty inodes and syncs of `file` mode.
     pub sync_engine: crate::alloc::deferred::SyncEngine,
+    /// `file` mode: inodes named since the last full sync, and where.
+    pub named: crate::sync_engine::Named,
 }
 
 impl LogSpace for FsCore {
@@ -95,6 +97,30 @@ impl LogSpace for FsCore {
     fn note_dirty(&self, ino: u64) {
         self.sync_engine.note_dirty(ino);
     }
+    fn sync_deps(&self, _owner: u64, entry: &Entry, out: &mut Vec<(u64, u64)>) {
+        // A name made durable must reach a durable inode record and log
+        // array (written, not synced, when the inode was created).
+        if let Entry::DirAdd { ino, .. } = entry {
+            let off = self.sb.inode_offset(*ino);
+            let rec = off / BLOCK_SIZE;
+            out.push((rec, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
+            if let Ok(array) = self
+                .media
+                .load_u64(off + 24 /* InodeRecord::encode: log_array */)
+                && array >= self.sb.data_start
+                && array < self.sb.total_blocks
+            {
+                // Resolved by the sync: the array and the heads it then names.
+                let tag = crate::sync_engine::LOG_ARRAY_TAG;
+                out.push((array | tag, (array + 1) | tag));
+            }
+        }
+    }
+    fn appended(&self, owner: u64, entry: &Entry) {
+        if let Entry::DirAdd { ino, .. } = entry {
+            self.named.note(*ino, owner);
+        }
+    }
 }
 
 impl FsCore {
@@ -115,6 +141,7 @@ impl FsCore {
             next_txid: AtomicU64::new(1),
             file_sublogs: crate::cpu::count().clamp(1, MAX_SUBLOGS),
             sync_engine: Default::default(),
+            named: Default::default(),
         }
     }
 

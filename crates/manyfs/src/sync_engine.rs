@@ -1,8 +1,8 @@
 //! Durability in `file` mode: deferred reuse, the dirty-inode registry and
-//! the sync that writes durable marks (see `log/durable.rs`).
+//! the syncs that write durable marks (see `log/durable.rs`).
 //!
-//! A sync (`Fs::sync`, `File::sync_all`/`sync_data`, unmount, the
-//! background commit thread, an allocator that ran dry):
+//! A **full sync** (`Fs::sync`, unmount, the background commit thread, an
+//! allocator that ran dry, a cross-directory rename):
 //! 1. takes every pending deferred free recorded so far;
 //! 2. snapshots, per dirty inode and sub-log, the marks that would make
 //!    everything appended so far count (each sub-log's mutex briefly);
@@ -12,7 +12,31 @@
 //! 5. only now frees what step 1 took: the state that no longer needs those
 //!    blocks, log entries and inode numbers is durable.
 //!
-//! Writers keep running throughout; syncs are serialised by one mutex.
+//! Writers keep running throughout; full syncs are serialised by one mutex,
+//! and hold the sync mutex of every inode they snapshot until its marks
+//! are written.
+//!
+//! A **per-inode sync** (`File::sync_all`/`sync_data`) costs what the file
+//! changed. Under each sub-log mutex, `append` records the blocks a later
+//! sync of that inode must make durable before its marks (`SubLog::unsynced`:
+//! a new log page, the log array when a head is linked, the data blocks a
+//! write entry points to, a directory entry's target inode record and log
+//! array). The entries' own pages and a linking page's `next` are not in
+//! it: they share the page with the mark that counts them, which barrier 2
+//! writes (a 4 KiB page reaches the disk whole). The sync, under the
+//! inode's own sync mutex:
+//! 1. snapshots each sub-log's marks and takes its recorded blocks (each
+//!    sub-log mutex briefly);
+//! 2. **barrier 1** over exactly those blocks (`Media::sync_block_ranges`),
+//!    plus the inode record and log array if a compaction switched them;
+//! 3. writes the marks (a mark only ever grows), **barrier 2** over their
+//!    pages;
+//! 4. if the inode was named since the last full sync, does the same for
+//!    the directory that named it (and so on up), so its name is durable.
+//!
+//! It releases no deferred free: the pending list does not say which
+//! entries superseded what, so they wait for the next full sync (at most
+//! `commit_interval` later, or at once when an allocator runs dry).
 //!
 //! `pm` and `dram` mounts never defer and never write marks: a commit word
 //! is durable (or never is) as soon as it is flushed and fenced.
@@ -22,6 +46,7 @@ use crate::error::Result;
 use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::EntryLoc;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 pub(crate) use crate::alloc::deferred::Pending;
@@ -97,6 +122,8 @@ impl FsCore {
             .iter()
             .flat_map(|s| std::mem::take(&mut *s.lock()))
             .collect();
+        // Every name appended so far is covered by this sync's snapshot.
+        self.named.clear();
         let mut dirty: Vec<u64> = eng
             .dirty
             .iter()
@@ -104,26 +131,83 @@ impl FsCore {
             .collect();
         dirty.sort_unstable();
         dirty.dedup();
-        let mut snaps = Vec::with_capacity(dirty.len());
-        for ino in dirty {
-            if let Ok(i) = self.get(ino) {
-                i.log.clear_dirty();
-                let marks = i.log.snapshot_marks();
-                snaps.push((i, marks));
-            }
+        let inodes: Vec<_> = dirty.into_iter().filter_map(|i| self.get(i).ok()).collect();
+        // In inode order; a per-inode sync holds at most one of these.
+        let mut guards: Vec<_> = inodes.iter().map(|i| i.log.sync_state.lock()).collect();
+        let mut snaps = Vec::with_capacity(inodes.len());
+        let mut taken = Vec::new();
+        for i in &inodes {
+            i.log.clear_dirty();
+            let incarnation = i.log.incarnation();
+            taken.clear();
+            let marks = i.log.snapshot_for_sync(&mut taken);
+            snaps.push((marks, incarnation));
         }
-        if snaps.iter().all(|(_, m)| m.is_empty()) && pending.is_empty() {
+        if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() {
             return Ok(());
         }
         // Barrier 1: everything the marks will cover.
         self.media.sync_all()?;
         let mut written = Vec::new();
-        for (i, marks) in &snaps {
+        for (i, (marks, _)) in inodes.iter().zip(&snaps) {
             i.log.apply_marks(&self.media, marks, &mut written)?;
         }
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
+        for (g, (_, incarnation)) in guards.iter_mut().zip(&snaps) {
+            **g = (**g).max(*incarnation);
+        }
+        drop(guards);
         self.release_pending(pending);
+        Ok(())
+    }
+
+    /// `fsync` of one inode: make what it changed durable, and its name if
+    /// it was named since the last full sync (see the module comment).
+    pub fn sync_inode(&self, inode: &crate::inode::Inode) -> Result<()> {
+        if !self.deferring() {
+            return self.full_sync();
+        }
+        self.media.check_alive()?;
+        self.sync_one(inode)?;
+        let mut child = inode.ino;
+        // Each step goes to a directory named since the last full sync;
+        // the bound only guards against a cycle left by concurrent renames.
+        for _ in 0..64 {
+            let Some((parent, seq)) = self.named.get(child) else {
+                break;
+            };
+            let Ok(dir) = self.get(parent) else { break };
+            self.sync_one(&dir)?;
+            self.named.forget(child, seq);
+            child = parent;
+        }
+        Ok(())
+    }
+
+    fn sync_one(&self, inode: &crate::inode::Inode) -> Result<()> {
+        let mut synced_incarnation = inode.log.sync_state.lock();
+        let incarnation = inode.log.incarnation();
+        let mut blocks = Vec::new();
+        let marks = inode.log.snapshot_for_sync(&mut blocks);
+        self.resolve_log_arrays(&mut blocks);
+        if incarnation != *synced_incarnation {
+            // A compaction switched the inode record to a new log array.
+            let off = self.sb.inode_offset(inode.ino);
+            blocks.push((off / BLOCK_SIZE, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
+            let array = inode.log.array_block();
+            blocks.push((array, array + 1));
+        }
+        if marks.is_empty() && blocks.is_empty() {
+            return Ok(());
+        }
+        // Barrier 1: what the marks cover.
+        self.media.sync_block_ranges(&mut blocks)?;
+        let mut written = Vec::new();
+        inode.log.apply_marks(&self.media, &marks, &mut written)?;
+        // Barrier 2: the marks.
+        self.media.sync_blocks(&mut written)?;
+        *synced_incarnation = incarnation;
         Ok(())
     }
 
@@ -247,6 +331,90 @@ impl FsCore {
             media.sync_range(block * BLOCK_SIZE, enc.len())?;
         }
         Ok(())
+    }
+}
+
+/// Marks a recorded range as log arrays of inodes a directory entry names
+/// (see [`FsCore::resolve_log_arrays`]).
+pub(crate) const LOG_ARRAY_TAG: u64 = 1 << 63;
+
+impl FsCore {
+    /// Replace each tagged log-array range by the arrays and the head pages
+    /// they name now: an array made durable must not name a page whose
+    /// footer is not (fsck would call the head bad). As with the full
+    /// sync's `msync`, a head linked by a concurrent append after this read
+    /// is recovered by cutting it.
+    fn resolve_log_arrays(&self, blocks: &mut Vec<(u64, u64)>) {
+        if !blocks.iter().any(|&(s, _)| s & LOG_ARRAY_TAG != 0) {
+            return;
+        }
+        let mut heads = Vec::new();
+        for r in blocks.iter_mut() {
+            if r.0 & LOG_ARRAY_TAG == 0 {
+                continue;
+            }
+            *r = (r.0 & !LOG_ARRAY_TAG, r.1 & !LOG_ARRAY_TAG);
+            for array in r.0..r.1 {
+                for i in 0..MAX_SUBLOGS as u64 {
+                    if let Ok(h) = self.media.load_u64(array * BLOCK_SIZE + i * 8)
+                        && h >= self.sb.data_start
+                        && h < self.sb.total_blocks
+                    {
+                        heads.push((h, h + 1));
+                    }
+                }
+            }
+        }
+        blocks.extend(heads);
+    }
+}
+
+/// Inodes named (a directory entry appended) since the last full sync:
+/// child -> (directory, a sequence that tells a later naming apart).
+#[derive(Default)]
+pub struct Named {
+    shards: [crossbeam_utils::CachePadded<NamedShard>; NAMED_SHARDS],
+}
+
+const NAMED_SHARDS: usize = 16;
+
+/// (last sequence handed out, child -> (directory, sequence)).
+type NamedShard = parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)>;
+
+impl Named {
+    fn shard(&self, ino: u64) -> &NamedShard {
+        &self.shards[ino as usize % NAMED_SHARDS]
+    }
+
+    /// `child` was named in `dir` (called after the entry was appended).
+    pub fn note(&self, child: u64, dir: u64) {
+        let mut s = self.shard(child).lock();
+        s.0 += 1;
+        let seq = s.0;
+        s.1.insert(child, (dir, seq));
+    }
+
+    fn get(&self, child: u64) -> Option<(u64, u64)> {
+        let s = self.shard(child).lock();
+        if s.1.is_empty() {
+            return None;
+        }
+        s.1.get(&child).copied()
+    }
+
+    /// The directory of `child`'s naming `seq` was synced: forget it unless
+    /// it was named again since.
+    fn forget(&self, child: u64, seq: u64) {
+        let mut s = self.shard(child).lock();
+        if s.1.get(&child).is_some_and(|&(_, q)| q == seq) {
+            s.1.remove(&child);
+        }
+    }
+
+    fn clear(&self) {
+        for s in &self.shards {
+            s.lock().1.clear();
+        }
     }
 }
 

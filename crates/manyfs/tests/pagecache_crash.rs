@@ -1,26 +1,31 @@
 //! Power cuts under the page-cache model of `file` mode.
 //!
 //! The kernel writes back any dirty 4 KiB page of the pool at any moment, in
-//! any order; only a completed sync is a barrier. So after a crash the pool
-//! holds, for every page, either its value at the last completed sync or a
-//! later one. The harness copies the pool right after a sync (the durable
-//! image), runs operations, copies it again (the current image), and builds
-//! power-cut images: the durable image with any subset of the differing
-//! pages replaced by their current value (every subset up to
-//! [`EXHAUSTIVE`] differing pages, a random sample of [`SAMPLES`] above).
+//! any order; only a completed sync is a barrier, and only for the pages it
+//! covers. A full sync (`Fs::sync`, mount, unmount) covers the whole pool;
+//! `File::sync_all` covers only what that file (and, if it was just named,
+//! its directory) changed. So the harness mounts with a [`PersistObserver`]
+//! that copies, at every durability point, exactly the pages it covers into
+//! the durable image; after a crash the pool holds, for every page, its
+//! value in the durable image or a later one. Power-cut images are the
+//! durable image with any subset of the pages that differ from the current
+//! pool replaced by their current value (every subset up to [`EXHAUSTIVE`]
+//! differing pages, a random sample of [`SAMPLES`] above).
 //!
 //! Each image must pass fsck, mount, match its own rebuild (`verify`), keep
 //! every fsync'd and not later changed file exactly as synced, and never
 //! show a file bytes written to another file (each file writes its own byte
-//! values). Every sync here is a whole-pool barrier, so the image at the
-//! last sync is the durable image.
+//! values).
 
 mod common;
 
+use manyfs::media::PersistObserver;
 use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
 use rand::{Rng, RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 const PAGE: usize = 4096;
 const POOL: u64 = 4 << 20;
@@ -34,9 +39,33 @@ fn opts() -> MountOptions {
     }
 }
 
-fn fresh(dir: &Path) -> Fs {
+/// The durable image: at every durability point, the pages it covers are
+/// copied from the pool file (the page cache) into it.
+struct Durable {
+    pool: std::fs::File,
+    image: Mutex<Vec<u8>>,
+}
+
+impl PersistObserver for Durable {
+    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+        let mut image = self.image.lock().unwrap();
+        let end = (off as usize + len).min(image.len());
+        self.pool.read_exact_at(&mut image[off as usize..end], off)
+    }
+}
+
+impl Durable {
+    fn image(&self) -> Vec<u8> {
+        self.image.lock().unwrap().clone()
+    }
+}
+
+/// A new pool, mounted with a [`Durable`] observer (the mount's own sync
+/// fills the durable image).
+fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
+    let pool = dir.join("pool");
     Fs::mkfs(
-        &dir.join("pool"),
+        &pool,
         &MkfsOptions {
             size: POOL,
             ..Default::default()
@@ -44,6 +73,18 @@ fn fresh(dir: &Path) -> Fs {
         &opts(),
     )
     .unwrap()
+    .unmount()
+    .unwrap();
+    mount_observed(&pool)
+}
+
+fn mount_observed(pool: &Path) -> (Fs, Arc<Durable>) {
+    let obs = Arc::new(Durable {
+        pool: std::fs::File::open(pool).unwrap(),
+        image: Mutex::new(std::fs::read(pool).unwrap()),
+    });
+    let fs = Fs::mount_observed(pool, &opts(), obs.clone()).unwrap();
+    (fs, obs)
 }
 
 /// What an image must show.
@@ -54,6 +95,9 @@ struct Expect {
     /// path -> contents of which one must be there (e.g. synced or a later
     /// complete write).
     one_of: BTreeMap<String, Vec<Vec<u8>>>,
+    /// path -> contents of which one is there, if the file is there at all
+    /// (never synced).
+    absent_or_one_of: BTreeMap<String, Vec<Vec<u8>>>,
     /// path -> owners (byte value / 16) whose bytes may appear there.
     owners: BTreeMap<String, BTreeSet<u8>>,
 }
@@ -125,6 +169,16 @@ fn check_image(scratch: &Path, image: &[u8], expect: &Expect) -> Option<String> 
         }
         if !files.contains_key(p) {
             return Some(format!("{p}: missing"));
+        }
+    }
+    for (p, choices) in &expect.absent_or_one_of {
+        if let Some(got) = files.get(p)
+            && !choices.contains(got)
+        {
+            return Some(format!(
+                "{p}: {} bytes, none of the allowed contents",
+                got.len()
+            ));
         }
     }
     for (p, got) in &files {
@@ -222,13 +276,13 @@ fn write_file(fs: &Fs, path: &str, data: &[u8], off: u64) -> manyfs::File {
 fn overwrite_then_other_file_reuses_the_block() {
     for pages in [1usize, 3] {
         let dir = tempfile::tempdir().unwrap();
-        let fs = fresh(dir.path());
+        let (fs, obs) = fresh_observed(dir.path());
         let a0 = pattern(1, 0, pages * PAGE);
         let a1 = pattern(1, 1, pages * PAGE);
         let b = pattern(2, 0, pages * PAGE);
         let fa = write_file(&fs, "/a", &a0, 0);
         fa.sync_all().unwrap();
-        let durable = read_pool(dir.path());
+        let durable = obs.image();
         fa.write_all_at(&a1, 0).unwrap();
         let _fb = write_file(&fs, "/b", &b, 0);
         let current = read_pool(dir.path());
@@ -247,9 +301,9 @@ fn overwrite_then_other_file_reuses_the_block() {
 #[test]
 fn single_create_in_a_fresh_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fresh(dir.path());
+    let (fs, obs) = fresh_observed(dir.path());
     fs.sync().unwrap();
-    let durable = read_pool(dir.path());
+    let durable = obs.image();
     let _f = write_file(&fs, "/new", &pattern(1, 0, 100), 0);
     let current = read_pool(dir.path());
     let mut expect = Expect::default();
@@ -262,19 +316,19 @@ fn single_create_in_a_fresh_pool() {
 #[test]
 fn appends_after_remount_and_sync() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fresh(dir.path());
+    let (fs, _) = fresh_observed(dir.path());
     let f = write_file(&fs, "/log", &pattern(1, 0, 3000), 0);
     f.sync_all().unwrap();
     drop(f);
     fs.unmount().unwrap();
-    let fs = Fs::mount(&dir.path().join("pool"), &opts()).unwrap();
+    let (fs, obs) = mount_observed(&dir.path().join("pool"));
     let f = common::open_rw(&fs, "/log");
     for i in 0..70u64 {
         f.write_all_at(&pattern(1, 1, 50), 3000 + i * 50).unwrap();
     }
     f.sync_all().unwrap();
     let synced = fs.read("/log").unwrap();
-    let durable = read_pool(dir.path());
+    let durable = obs.image();
     for i in 0..70u64 {
         f.write_all_at(&pattern(1, 2, 50), i * 50).unwrap();
     }
@@ -285,6 +339,54 @@ fn appends_after_remount_and_sync() {
     expect.owners.insert("/other".into(), [2].into());
     let _ = synced;
     power_cuts(&durable, &current, &expect, 11);
+}
+
+/// Two new files written, only one fsync'd: the fsync'd one is exactly
+/// there in every image (its name too), the other is absent, empty (its
+/// create made durable with the directory) or whole, never torn; and the
+/// fsync did not write back the other file's pages.
+#[test]
+fn fsync_of_one_file_leaves_the_other_at_risk() {
+    for pages in [1usize, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let (fs, obs) = fresh_observed(dir.path());
+        fs.create_dir("/d").unwrap();
+        fs.sync().unwrap();
+        let a = pattern(1, 0, pages * PAGE + 100);
+        let b = pattern(2, 0, pages * PAGE + 100);
+        let fa = write_file(&fs, "/d/a", &a, 0);
+        let fb = write_file(&fs, "/d/b", &b, 0);
+        let before = obs.image();
+        fa.sync_all().unwrap();
+        let durable = obs.image();
+        let current = read_pool(dir.path());
+        let newly_durable = (0..durable.len() / PAGE)
+            .filter(|&p| durable[p * PAGE..(p + 1) * PAGE] != before[p * PAGE..(p + 1) * PAGE])
+            .count();
+        let still_at_risk = (0..durable.len() / PAGE)
+            .filter(|&p| durable[p * PAGE..(p + 1) * PAGE] != current[p * PAGE..(p + 1) * PAGE])
+            .count();
+        assert!(
+            still_at_risk >= pages,
+            "the fsync of /d/a wrote back /d/b's data ({newly_durable} pages made durable)"
+        );
+        let mut expect = Expect::default();
+        expect.exact.insert("/d/a".into(), a.clone());
+        expect
+            .absent_or_one_of
+            .insert("/d/b".into(), vec![Vec::new(), b.clone()]);
+        expect.owners.insert("/d/a".into(), [1].into());
+        expect.owners.insert("/d/b".into(), [2].into());
+        power_cuts(&durable, &current, &expect, 20 + pages as u64);
+        // After the other file's own fsync, both are there.
+        fb.sync_all().unwrap();
+        let durable = obs.image();
+        let current = read_pool(dir.path());
+        expect.absent_or_one_of.clear();
+        expect.exact.insert("/d/b".into(), b);
+        power_cuts(&durable, &current, &expect, 30 + pages as u64);
+        drop((fa, fb));
+    }
 }
 
 /// (d): random writes, overwrites, appends, truncates, creates, unlinks,
@@ -312,7 +414,7 @@ struct Model {
 fn random_run(seed: u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(1000 + seed);
     let dir = tempfile::tempdir().unwrap();
-    let fs = fresh(dir.path());
+    let (fs, obs) = fresh_observed(dir.path());
     fs.create_dir("/d").unwrap();
     fs.sync().unwrap();
     let mut files: BTreeMap<String, Model> = BTreeMap::new();
@@ -320,9 +422,8 @@ fn random_run(seed: u64) {
     let mut next_owner = 1u8;
     let names = ["/f1", "/f2", "/f3", "/d/g1", "/d/g2"];
     let total_ops = 24;
-    // Every sync here is a whole-pool barrier: the image right after the
-    // last one is the durable image, and what changed after it is at risk.
-    let mut durable = read_pool(dir.path());
+    // The observer keeps the durable image (what every barrier, full or
+    // per-file, covered); files fsync'd and unchanged since must be exact.
     let mut exact: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for op in 0..total_ops {
         let may_sync = op < total_ops - 5;
@@ -404,7 +505,6 @@ fn random_run(seed: u64) {
             }
         }
         if synced {
-            durable = read_pool(dir.path());
             exact = files
                 .iter()
                 .filter(|(_, m)| m.synced.as_ref() == Some(&m.content))
@@ -412,6 +512,7 @@ fn random_run(seed: u64) {
                 .collect();
         }
     }
+    let durable = obs.image();
     let current = read_pool(dir.path());
     let expect = Expect {
         exact,

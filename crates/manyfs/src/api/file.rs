@@ -121,14 +121,17 @@ impl File {
         file::extend_to(&self.handle.core, &self.handle.inode, end)
     }
 
-    /// Make the file's data and metadata durable.
+    /// Make the file's data and metadata durable, and its name if it was
+    /// created (or linked) since the last full sync. In `file` mode this
+    /// writes back only what this file changed (and, then, its directory).
     pub fn sync_all(&self) -> Result<()> {
-        self.handle.core.sync()
+        self.handle.core.sync_inode(&self.handle.inode)
     }
 
-    /// Make the file's data durable.
+    /// Make the file's data durable (the same as [`File::sync_all`]: sizes
+    /// and attributes live in the same log).
     pub fn sync_data(&self) -> Result<()> {
-        self.handle.core.sync()
+        self.handle.core.sync_inode(&self.handle.inode)
     }
 
     /// Attributes.

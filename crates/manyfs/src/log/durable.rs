@@ -87,10 +87,19 @@ impl InodeLog {
     /// The marks that would make everything appended so far count: full
     /// pages sealed with their final count, each tail page its next slot.
     /// Takes each sub-log's mutex briefly.
-    pub fn snapshot_marks(&self) -> LogMarks {
+    ///
+    /// Also takes (into `blocks`) the block
+    /// ranges recorded by appends since the last snapshot: what a barrier
+    /// must make durable before those marks may be written. A sync that
+    /// calls this must hold the log's `sync_state` mutex until its marks
+    /// are written (or it failed), so two syncs of one log never overlap.
+    pub fn snapshot_for_sync(&self, blocks: &mut Vec<(u64, u64)>) -> LogMarks {
         let mut out = Vec::new();
         for (idx, m) in self.sublogs.iter().enumerate() {
-            let sub = lock(m);
+            let mut sub = lock(m);
+            // Keep the sub-log's capacity: the next append reuses it.
+            blocks.extend_from_slice(&sub.unsynced);
+            sub.unsynced.clear();
             let n = sub.pages.len();
             for i in 0..n {
                 let mark = if i + 1 < n {
@@ -130,7 +139,9 @@ impl InodeLog {
                 };
                 hint = j;
                 sub.meta[j].footer_durable = true;
-                if sub.meta[j].marked != mark {
+                // Marks only grow: a page's final count, sealed, is above
+                // every count it had as a tail.
+                if mark > sub.meta[j].marked {
                     media.store(mark_offset(page), &mark.to_le_bytes())?;
                     sub.meta[j].marked = mark;
                     written.push(page);

@@ -98,6 +98,31 @@ pub trait LogSpace {
     fn note_dirty(&self, ino: u64) {
         let _ = ino;
     }
+    /// Blocks besides the entry's own log page and data that a sync of the
+    /// log of `owner` must make durable before it marks `entry` (a
+    /// directory entry's target inode record and log array). Called only
+    /// when [`LogSpace::keeps_marks`], before the sub-log mutex is taken.
+    fn sync_deps(&self, owner: u64, entry: &Entry, out: &mut Vec<(u64, u64)>) {
+        let _ = (owner, entry, out);
+    }
+    /// `entry` of `owner`'s log was appended (called after the sub-log
+    /// mutex is released; see [`LogSpace::sync_deps`]).
+    fn appended(&self, owner: u64, entry: &Entry) {
+        let _ = (owner, entry);
+    }
+}
+
+/// Record that half-open block range `[start, end)` must be durable before
+/// the next mark of this sub-log (merging with the newest ranges).
+fn note_unsynced(v: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    for r in v.iter_mut().rev().take(2) {
+        if start <= r.1 && end >= r.0 {
+            r.0 = r.0.min(start);
+            r.1 = r.1.max(end);
+            return;
+        }
+    }
+    v.push((start, end));
 }
 
 /// One sub-log's DRAM state (guarded by its mutex).
@@ -122,6 +147,12 @@ pub struct SubLog {
     /// Recovered chain not yet searched for pages that were dead at mount
     /// (searched once, at the first release of a page of this sub-log).
     scan_all: bool,
+    /// `file` mode: half-open block ranges a sync of this inode must make
+    /// durable before it writes marks covering what was appended here since
+    /// the last sync that snapshotted the sub-log (entries' log pages, pages
+    /// whose footer links changed, the log array, data blocks, directory
+    /// targets' inode records). Taken by that sync.
+    pub unsynced: Vec<(u64, u64)>,
 }
 
 impl SubLog {
@@ -132,7 +163,6 @@ impl SubLog {
             ..SubLog::default()
         }
     }
-}
 
 /// The log of one inode.
 pub struct InodeLog {
@@ -151,6 +181,10 @@ pub struct InodeLog {
     /// Per sub-log: log pages whose live count dropped to zero and await
     /// unlinking.
     dead: Box<[crossbeam_utils::CachePadded<DeadList>]>,
+    /// Serialises syncs of this inode; holds the log incarnation the last
+    /// sync made durable (a compaction since then switched the inode
+    /// record to a new log array).
+    pub(crate) sync_state: parking_lot::Mutex<u64>,
 }
 
 impl InodeLog {
@@ -183,6 +217,7 @@ impl InodeLog {
                 .map(|s| crossbeam_utils::CachePadded::new(Mutex::new(s)))
                 .collect(),
             dead,
+            sync_state: parking_lot::Mutex::new(0),
         }
     }
 
@@ -260,6 +295,16 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
             .collect();
+        let marks = space.keeps_marks();
+        let mut deps: Vec<(u64, u64)> = Vec::new();
+        if marks {
+            for (e, _) in entries {
+                if let Entry::FileWrite { block, npages, .. } = e {
+                    deps.push((*block, *block + *npages as u64));
+                }
+                space.sync_deps(self.ino, e, &mut deps);
+            }
+        }
         let mut sub = lock(&self.sublogs[sublog % self.sublogs.len()]);
         if sub.dead_held > 0
             || self.dead[sublog % self.sublogs.len()]
@@ -299,6 +344,20 @@ impl InodeLog {
             slot += e.slots();
         }
 
+        if marks && let Some(&(first, _)) = new_pages.first() {
+            // A new page's footer must be durable before the page linking
+            // it is sealed, and a new head before the log array names it.
+            // The linking page itself needs no barrier: its link and its
+            // seal are on one page, written whole with the mark.
+            if sub.pages.is_empty() {
+                let a = self.array_block();
+                note_unsynced(&mut sub.unsynced, a, a + 1);
+            }
+            note_unsynced(&mut sub.unsynced, first, first + 1);
+            for &(page, _) in &new_pages[1..] {
+                note_unsynced(&mut sub.unsynced, page, page + 1);
+            }
+        }
         for (page, prev_used) in new_pages {
             self.link_new_page(
                 media,
@@ -327,9 +386,24 @@ impl InodeLog {
         }
         let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
         sub.next_slot = last_loc_slot;
+        if marks {
+            // The entries' own pages need no barrier before their marks: a
+            // mark counts only entries of its own page, and a 4 KiB page
+            // reaches the disk whole (docs/guarantees.md), so the sync's
+            // second barrier writes them with the mark.
+            for (s, e) in deps {
+                note_unsynced(&mut sub.unsynced, s, e);
+            }
+        }
         self.note_dirty(space);
         if mtime_ns != 0 {
             sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
+        }
+        drop(sub);
+        if marks {
+            for (e, _) in entries {
+                space.appended(self.ino, e);
+            }
         }
         Ok(places)
     }

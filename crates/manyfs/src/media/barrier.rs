@@ -25,11 +25,24 @@ fn runs(blocks: &[u64]) -> impl Iterator<Item = (u64, u64)> + '_ {
     })
 }
 
+/// Sort half-open block ranges and merge the ones that touch or overlap.
+pub(crate) fn merge_ranges(ranges: &mut Vec<(u64, u64)>) {
+    ranges.retain(|&(s, e)| e > s);
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for &(s, e) in ranges.iter() {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    *ranges = out;
+}
+
 impl Media {
     /// A durability point for the given blocks only (sorted and deduplicated
-    /// in place): each run of neighbouring blocks is written and waited for
-    /// with `sync_file_range`, then one `fdatasync` flushes the device cache.
-    /// A no-op outside `file` mode.
+    /// in place); see [`Media::sync_block_ranges`]. A no-op outside `file`
+    /// mode.
     pub fn sync_blocks(&self, blocks: &mut Vec<u64>) -> Result<()> {
         if self.mode != Durability::File || !self.writable || blocks.is_empty() {
             return Ok(());
@@ -38,8 +51,32 @@ impl Media {
         self.check_size()?;
         blocks.sort_unstable();
         blocks.dedup();
+        let mut ranges: Vec<(u64, u64)> = runs(blocks).collect();
+        self.sync_block_ranges(&mut ranges)
+    }
+
+    /// A durability point for the given half-open block ranges only (merged
+    /// in place). Every run is started with `sync_file_range(WRITE)`, then
+    /// waited for; the last run goes through `msync(MS_SYNC)` of that range
+    /// alone, which (ext4, xfs: a ranged `fsync`) also commits the journal
+    /// and flushes the device cache. That is the whole cost of a small
+    /// fsync: an `fdatasync` of the pool file would also write back every
+    /// other dirty page of the pool (other files' unsynced writes).
+    /// A no-op outside `file` mode.
+    pub fn sync_block_ranges(&self, ranges: &mut Vec<(u64, u64)>) -> Result<()> {
+        if self.mode != Durability::File || !self.writable || ranges.is_empty() {
+            return Ok(());
+        }
+        merge_ranges(ranges);
+        let Some(&(last_start, last_end)) = ranges.last() else {
+            return Ok(());
+        };
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        self.check_size()?;
         if let Some(o) = &self.observer {
-            for (start, end) in runs(blocks) {
+            for &(start, end) in ranges.iter() {
                 if let Err(e) =
                     o.0.on_sync(start * SYNC_UNIT, ((end - start) * SYNC_UNIT) as usize)
                 {
@@ -50,32 +87,69 @@ impl Media {
         }
         let fd = self._file.as_raw_fd();
         let fail = |what: &str| {
-            self.failed.store(true, Ordering::Relaxed);
-            Err(Error::io(
-                format!("{what} {}", self.path.display()),
-                std::io::Error::last_os_error(),
-            ))
+            let err = std::io::Error::last_os_error();
+            self.fail(format!("an earlier sync failed ({err})"));
+            Err(Error::io(format!("{what} {}", self.path.display()), err))
         };
-        for (start, end) in runs(blocks) {
+        let sfr = |start: u64, end: u64, flags: libc::c_uint| {
             // SAFETY: sync_file_range on a descriptor we own; no memory involved.
-            let rc = unsafe {
+            unsafe {
                 libc::sync_file_range(
                     fd,
                     (start * SYNC_UNIT) as libc::off64_t,
                     ((end - start) * SYNC_UNIT) as libc::off64_t,
-                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                        | libc::SYNC_FILE_RANGE_WRITE
-                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                    flags,
                 )
-            };
-            if rc != 0 {
-                return fail("sync_file_range");
+            }
+        };
+        let n = ranges.len();
+        if n > 1 {
+            // Start the write-back of every run, then wait for each.
+            for &(start, end) in &ranges[..n - 1] {
+                if sfr(start, end, libc::SYNC_FILE_RANGE_WRITE) != 0 {
+                    return fail("sync_file_range");
+                }
+            }
+            for &(start, end) in &ranges[..n - 1] {
+                let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+                if sfr(start, end, flags) != 0 {
+                    return fail("sync_file_range");
+                }
             }
         }
-        // SAFETY: fdatasync on a descriptor we own.
-        if unsafe { libc::fdatasync(fd) } != 0 {
-            return fail("fdatasync");
+        if flush_with_fdatasync() {
+            if sfr(
+                last_start,
+                last_end,
+                libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+            ) != 0
+            {
+                return fail("sync_file_range");
+            }
+            // SAFETY: fdatasync on a descriptor we own.
+            if unsafe { libc::fdatasync(fd) } != 0 {
+                return fail("fdatasync");
+            }
+            return Ok(());
+        }
+        let off = (last_start * SYNC_UNIT) as usize;
+        let len = ((last_end - last_start) * SYNC_UNIT) as usize;
+        let start = self.check(off as u64, len)?;
+        // SAFETY: [start, start+len) lies inside the mapping (checked above)
+        // and is page aligned (block multiples of the mapping's base).
+        let rc = unsafe { libc::msync(self.base.add(start).cast(), len, libc::MS_SYNC) };
+        if rc != 0 {
+            return fail("msync");
         }
         Ok(())
     }
+}
+
+fn flush_with_fdatasync() -> bool {
+    static F: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *F.get_or_init(|| std::env::var_os("MANYFS_SYNC_FDATASYNC").is_some())
 }
