@@ -3,7 +3,6 @@
 use super::{Durability, Media};
 use crate::error::{Error, Result};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
 
 /// The unit `sync_blocks` counts in: one pool block (`layout::BLOCK_SIZE`,
 /// which checks at compile time that the two agree).
@@ -78,8 +77,8 @@ impl Media {
                 if let Err(e) =
                     o.0.on_sync(start * SYNC_UNIT, ((end - start) * SYNC_UNIT) as usize)
                 {
-                    self.failed.store(true, Ordering::Relaxed);
-                    return Err(Error::io(format!("sync {}", self.path.display()), e));
+                    self.fail(format!("msync failed: {e}"));
+                    return Err(Error::io(format!("msync {}", self.path.display()), e));
                 }
             }
         }
