@@ -116,23 +116,6 @@ impl Media {
                 }
             }
         }
-        if flush_with_fdatasync() {
-            if sfr(
-                last_start,
-                last_end,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            ) != 0
-            {
-                return fail("sync_file_range");
-            }
-            // SAFETY: fdatasync on a descriptor we own.
-            if unsafe { libc::fdatasync(fd) } != 0 {
-                return fail("fdatasync");
-            }
-            return Ok(());
-        }
         let off = (last_start * SYNC_UNIT) as usize;
         let len = ((last_end - last_start) * SYNC_UNIT) as usize;
         let start = self.check(off as u64, len)?;
@@ -144,9 +127,4 @@ impl Media {
         }
         Ok(())
     }
-}
-
-fn flush_with_fdatasync() -> bool {
-    static F: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *F.get_or_init(|| std::env::var_os("MANYFS_SYNC_FDATASYNC").is_some())
 }
