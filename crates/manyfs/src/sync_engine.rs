@@ -168,7 +168,10 @@ impl FsCore {
         if !self.deferring() {
             return self.full_sync();
         }
+        // A durability point reports a failed media or a shrunken pool
+        // file even when this inode has nothing to sync.
         self.media.check_alive()?;
+        self.media.check_size()?;
         self.sync_one(inode)?;
         let mut child = inode.ino;
         // Each step goes to a directory named since the last full sync;

@@ -3,7 +3,6 @@
 use super::{Durability, Media};
 use crate::error::{Error, Result};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
 
 /// The unit `sync_blocks` counts in: one pool block (`layout::BLOCK_SIZE`,
 /// which checks at compile time that the two agree).
@@ -80,8 +79,8 @@ impl Media {
                 if let Err(e) =
                     o.0.on_sync(start * SYNC_UNIT, ((end - start) * SYNC_UNIT) as usize)
                 {
-                    self.failed.store(true, Ordering::Relaxed);
-                    return Err(Error::io(format!("sync {}", self.path.display()), e));
+                    self.fail(format!("msync failed: {e}"));
+                    return Err(Error::io(format!("msync {}", self.path.display()), e));
                 }
             }
         }
@@ -119,23 +118,6 @@ impl Media {
                 }
             }
         }
-        if flush_with_fdatasync() {
-            if sfr(
-                last_start,
-                last_end,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            ) != 0
-            {
-                return fail("sync_file_range");
-            }
-            // SAFETY: fdatasync on a descriptor we own.
-            if unsafe { libc::fdatasync(fd) } != 0 {
-                return fail("fdatasync");
-            }
-            return Ok(());
-        }
         let off = (last_start * SYNC_UNIT) as usize;
         let len = ((last_end - last_start) * SYNC_UNIT) as usize;
         let start = self.check(off as u64, len)?;
@@ -147,9 +129,4 @@ impl Media {
         }
         Ok(())
     }
-}
-
-fn flush_with_fdatasync() -> bool {
-    static F: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *F.get_or_init(|| std::env::var_os("MANYFS_SYNC_FDATASYNC").is_some())
 }
