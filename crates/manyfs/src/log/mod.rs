@@ -163,6 +163,7 @@ impl SubLog {
             ..SubLog::default()
         }
     }
+}
 
 /// The log of one inode.
 pub struct InodeLog {
