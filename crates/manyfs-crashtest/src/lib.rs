@@ -37,7 +37,7 @@ pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
     Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
-    random_workloads, sync_tail_workloads,
+    random_workloads, regression_workloads, sync_tail_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};

@@ -207,7 +207,9 @@ impl FsCore {
         // Barrier 1: what the marks cover.
         self.media.sync_block_ranges(&mut blocks)?;
         let mut written = Vec::new();
-        inode.log.apply_marks(&self.media, &marks, true, &mut written)?;
+        inode
+            .log
+            .apply_marks(&self.media, &marks, true, &mut written)?;
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
         *synced_incarnation = incarnation;
