@@ -347,7 +347,10 @@ fn check_image(
         return check_state(&fs, expect);
     }
     let copy = image_path.with_extension("check");
-    std::fs::copy(image_path, &copy).map_err(|e| format!("copy image: {e}"))?;
+    // Overwritten in place, not truncated first: the scratch file keeps its
+    // pages from one image to the next.
+    let bytes = std::fs::read(image_path).map_err(|e| format!("read image: {e}"))?;
+    write_image(&copy, &bytes).map_err(|e| format!("copy image: {e}"))?;
     let opts = MountOptions {
         durability: Durability::File,
         commit_interval: std::time::Duration::ZERO,

@@ -4,9 +4,12 @@
 //! time it is used: every per-CPU structure is still protected by its own
 //! (normally uncontended) lock, and guards remember which slot they used.
 
-/// Number of CPUs configured on this machine (at least 1).
+/// Number of CPUs configured on this machine (at least 1), asked once per
+/// process: the answer reads cgroup files, and every file inode sizes its
+/// per-CPU truncate lock by it.
 pub fn count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The CPU the calling thread is running on now (0 if unknown).
