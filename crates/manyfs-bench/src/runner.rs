@@ -76,7 +76,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            workloads: Workload::HEADLINE.to_vec(),
+            workloads: Workload::headline(),
             targets: Target::all_lib(),
             threads: vec![1, 2],
             duration: Duration::from_secs(2),

@@ -127,18 +127,11 @@ impl Workload {
         Workload::Mrdm,
     ];
 
-    /// The default set of `manyfs bench`: the six headline workloads.
-    pub const HEADLINE: [Workload; 6] = [
-        Workload::Dwom,
-        Workload::Drbm,
-        Workload::Dwol,
-        Workload::Drbl,
-        Workload::HaccIo,
-        Workload::Mix {
-            reads: 3,
-            writes: 1,
-        },
-    ];
+    /// The default set of `manyfs bench`: the six headline workloads (the
+    /// first six of [`Workload::FS_ALL`]).
+    pub fn headline() -> Vec<Workload> {
+        Self::FS_ALL[..6].to_vec()
+    }
 
     /// Every file-system workload.
     pub fn all_fs() -> Vec<Workload> {
@@ -289,31 +282,38 @@ fn block_buf(thread: usize) -> AlignedBuf {
     b
 }
 
-struct ReadAt {
+/// What a [`BlockIo`] does with its block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockOp {
+    Read,
+    Write,
+    /// Write, then `sync_data` (DWSL).
+    WriteSync,
+}
+
+/// One 4 KiB read or write at a fixed offset of a file.
+struct BlockIo {
     file: Arc<dyn BenchFile>,
     off: u64,
     buf: AlignedBuf,
+    op: BlockOp,
 }
 
-impl Op for ReadAt {
-    fn run(&mut self) -> Result<u64> {
-        read_full(&*self.file, &mut self.buf, self.off)?;
-        Ok(BLOCK as u64)
+impl BlockIo {
+    fn boxed(file: Arc<dyn BenchFile>, off: u64, buf: AlignedBuf, op: BlockOp) -> Box<dyn Op> {
+        Box::new(BlockIo { file, off, buf, op })
     }
 }
 
-struct WriteAt {
-    file: Arc<dyn BenchFile>,
-    off: u64,
-    buf: AlignedBuf,
-    sync: bool,
-}
-
-impl Op for WriteAt {
+impl Op for BlockIo {
     fn run(&mut self) -> Result<u64> {
-        write_full(&*self.file, &self.buf, self.off)?;
-        if self.sync {
-            self.file.sync_data()?;
+        if self.op == BlockOp::Read {
+            read_full(&*self.file, &mut self.buf, self.off)?;
+        } else {
+            write_full(&*self.file, &self.buf, self.off)?;
+            if self.op == BlockOp::WriteSync {
+                self.file.sync_data()?;
+            }
         }
         Ok(BLOCK as u64)
     }
@@ -617,19 +617,12 @@ impl Workload {
                     let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
                     let buf = block_buf(t);
                     write_full(&*f, &buf, 0)?;
-                    ops.push(match self {
-                        Workload::Drbl => Box::new(ReadAt {
-                            file: f,
-                            off: 0,
-                            buf,
-                        }),
-                        _ => Box::new(WriteAt {
-                            file: f,
-                            off: 0,
-                            buf,
-                            sync: self == Workload::Dwsl,
-                        }),
-                    });
+                    let op = match self {
+                        Workload::Drbl => BlockOp::Read,
+                        Workload::Dwsl => BlockOp::WriteSync,
+                        _ => BlockOp::Write,
+                    };
+                    ops.push(BlockIo::boxed(f, 0, buf, op));
                 }
             }
             Workload::Drbm | Workload::Dwom | Workload::Drbh => {
@@ -639,19 +632,12 @@ impl Workload {
                     let off = t as u64 * REGION;
                     write_full(&*f, &buf, off)?;
                     let off = if self == Workload::Drbh { 0 } else { off };
-                    ops.push(match self {
-                        Workload::Dwom => Box::new(WriteAt {
-                            file: f.clone(),
-                            off,
-                            buf,
-                            sync: false,
-                        }),
-                        _ => Box::new(ReadAt {
-                            file: f.clone(),
-                            off,
-                            buf,
-                        }),
-                    });
+                    let op = if self == Workload::Dwom {
+                        BlockOp::Write
+                    } else {
+                        BlockOp::Read
+                    };
+                    ops.push(BlockIo::boxed(f.clone(), off, buf, op));
                 }
             }
             Workload::Dwal => {

@@ -538,7 +538,7 @@ fn unused(_: &OpenOptions, _: &mut dyn Rng) {}
 fn fsck_accepts_a_link_written_before_its_page() {
     use manyfs::layout::{LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
     let dir = tempfile::tempdir().unwrap();
-    let fs = fresh(dir.path());
+    let (fs, _durable) = fresh_observed(dir.path());
     let f = write_file(&fs, "/a", &pattern(1, 0, 3000), 0);
     f.sync_all().unwrap();
     fs.sync().unwrap();

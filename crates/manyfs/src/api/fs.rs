@@ -241,7 +241,8 @@ impl Fs {
     pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
         let p = path.as_ref();
         let split = self.parent_of(p)?;
-        namespace::rmdir(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
+        namespace::remove(&self.core, &split.dir, &split.name, true, None)
+            .map_err(|e| Self::ctx(e, p))
     }
 
     /// Remove a file or symlink.
@@ -261,7 +262,8 @@ impl Fs {
                 Err(e) => e,
             });
         }
-        namespace::unlink(&self.core, &split.dir, &split.name, None).map_err(|e| Self::ctx(e, p))
+        namespace::remove(&self.core, &split.dir, &split.name, false, None)
+            .map_err(|e| Self::ctx(e, p))
     }
 
     /// Rename, replacing a compatible target.

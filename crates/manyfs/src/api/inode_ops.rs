@@ -89,13 +89,13 @@ impl Fs {
     /// Remove a non-directory name.
     pub fn unlink_at(&self, parent: u64, name: &OsStr) -> Result<()> {
         let dir = self.core.get(parent)?;
-        namespace::unlink(&self.core, &dir, name.as_bytes(), None)
+        namespace::remove(&self.core, &dir, name.as_bytes(), false, None)
     }
 
     /// Remove an empty directory.
     pub fn rmdir_at(&self, parent: u64, name: &OsStr) -> Result<()> {
         let dir = self.core.get(parent)?;
-        namespace::rmdir(&self.core, &dir, name.as_bytes(), None)
+        namespace::remove(&self.core, &dir, name.as_bytes(), true, None)
     }
 
     /// Rename, replacing a compatible target unless `no_replace`.

@@ -450,11 +450,7 @@ impl Walker<'_> {
                     .push(Problem::new(place(), e, Fix::CutChain { link_at }));
                 break;
             }
-            let bytes = self
-                .media
-                .read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-            let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
-            if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
+            let Some(bytes) = self.read_log_page(page, ino)? else {
                 self.owners.remove(&page);
                 claims.pop();
                 self.problems.push(Problem::new(
@@ -463,12 +459,23 @@ impl Walker<'_> {
                     Fix::CutChain { link_at },
                 ));
                 break;
-            }
+            };
             link_at = page * BLOCK_SIZE + LOG_FOOTER_OFFSET;
             page = chain.read_page(index, page, &bytes, &mut sub, &mut pending)?;
         }
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)
+    }
+
+    /// The bytes of block `page` if its footer says it is a log page of
+    /// inode `ino` (magic and owner).
+    fn read_log_page(&self, page: u64, ino: u64) -> Result<Option<Vec<u8>>> {
+        let bytes = self
+            .media
+            .read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+        let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
+        let ours = le_u32(footer, 20) == LOG_PAGE_MAGIC && le_u64(footer, 8) == ino;
+        Ok(ours.then_some(bytes))
     }
 
     /// A directory whose record is damaged: if its log can still be read
@@ -496,13 +503,10 @@ impl Walker<'_> {
                 {
                     break;
                 }
-                let bytes = self
-                    .media
-                    .read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-                let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
-                if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
+                let Some(bytes) = self.read_log_page(page, ino)? else {
                     break;
-                }
+                };
+                let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
                 let mut slot = 0u64;
                 while slot < ENTRY_SLOTS_PER_PAGE {
                     let at = (slot * SLOT_SIZE) as usize;
@@ -601,7 +605,7 @@ impl Walker<'_> {
             }
         }
         for (ino, n) in self.inodes.iter_mut() {
-            n.nlink = if n.record.kind == FileKind::Dir {
+            n.attrs.nlink = if n.record.kind == FileKind::Dir {
                 2 + subdirs.get(ino).copied().unwrap_or(0)
             } else {
                 links.get(ino).copied().unwrap_or(0)

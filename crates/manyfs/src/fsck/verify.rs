@@ -21,12 +21,12 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
             diffs.push(format!("inode {} missing from media", inode.ino));
             continue;
         };
-        if node.nlink != inode.nlink() {
+        if node.attrs.nlink != inode.nlink() {
             diffs.push(format!(
                 "inode {}: nlink {} in memory, {} on media",
                 inode.ino,
                 inode.nlink(),
-                node.nlink
+                node.attrs.nlink
             ));
         }
         let a = inode.attrs.lock().clone();
@@ -38,23 +38,23 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 ));
             }
         };
-        attr_diff("mode", u64::from(a.mode), u64::from(node.mode));
-        attr_diff("uid", u64::from(a.uid), u64::from(node.uid));
-        attr_diff("gid", u64::from(a.gid), u64::from(node.gid));
-        attr_diff("atime", a.atime_ns, node.atime_ns);
+        attr_diff("mode", u64::from(a.mode), u64::from(node.attrs.mode));
+        attr_diff("uid", u64::from(a.uid), u64::from(node.attrs.uid));
+        attr_diff("gid", u64::from(a.gid), u64::from(node.attrs.gid));
+        attr_diff("atime", a.atime_ns, node.attrs.atime_ns);
         // A directory's mtime and ctime change with its entries and are
         // persisted only with its next attribute change (docs/guarantees.md).
         if inode.dir.is_none() {
             let mtime = a.mtime_ns.max(inode.log.last_mtime_ns());
-            attr_diff("mtime", mtime, node.mtime_ns);
+            attr_diff("mtime", mtime, node.attrs.mtime_ns);
         }
         // link, unlink and rename change a ctime in memory only; it is
         // persisted with the next attribute change (docs/guarantees.md), so
         // the media's may be older, never newer.
-        if node.ctime_ns > a.ctime_ns {
+        if node.attrs.ctime_ns > a.ctime_ns {
             diffs.push(format!(
                 "inode {}: ctime {} in memory, newer {} on media",
-                inode.ino, a.ctime_ns, node.ctime_ns
+                inode.ino, a.ctime_ns, node.attrs.ctime_ns
             ));
         }
         if let (Some(f), Some(fs)) = (&inode.file, &node.file) {

@@ -375,6 +375,13 @@ impl Media {
     pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, data.len())?;
+        if self.writes_through_fd() {
+            self.write_at(off, data)?;
+            if let Some(r) = &self.observer {
+                r.0.on_store(off, data.len(), &MediaView::new(self));
+            }
+            return self.check_faults();
+        }
         // SAFETY: bounds checked above; source is a distinct allocation.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
@@ -391,8 +398,18 @@ impl Media {
     pub fn zero(&self, off: u64, len: usize) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, len)?;
-        // SAFETY: bounds checked above.
-        unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
+        if self.writes_through_fd() {
+            const ZEROS: [u8; 4096] = [0; 4096];
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(ZEROS.len());
+                self.write_at(off + done as u64, &ZEROS[..n])?;
+                done += n;
+            }
+        } else {
+            // SAFETY: bounds checked above.
+            unsafe { std::ptr::write_bytes(self.base.add(start), 0, len) };
+        }
         if let Some(r) = &self.observer {
             r.0.on_store(off, len, &MediaView::new(self));
         }
@@ -405,6 +422,10 @@ impl Media {
     pub fn nt_copy(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, data.len())?;
+        if self.writes_through_fd() {
+            // No cache to bypass: the page cache is the medium.
+            return self.store(off, data);
+        }
         if let Some(r) = &self.observer {
             // SAFETY: bounds checked above; source is a distinct allocation.
             unsafe {
@@ -446,7 +467,9 @@ impl Media {
             r.0.on_flush(off, len);
             return Ok(());
         }
-        if self.mode == Durability::Dram || len == 0 {
+        // Only persistent memory is made durable by cache-line flushes; in
+        // `file` mode the page cache is the medium and only a sync counts.
+        if self.mode != Durability::Pm || len == 0 {
             return Ok(());
         }
         let first = start & !(CACHE_LINE - 1);
@@ -466,7 +489,7 @@ impl Media {
             r.0.on_fence(&MediaView::new(self));
             return;
         }
-        if self.mode != Durability::Dram {
+        if self.mode == Durability::Pm {
             self.flush.store_fence();
         }
     }
@@ -503,11 +526,40 @@ impl Media {
     /// fenced.
     pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
         self.check_writable()?;
-        self.atomic_u64(off)?.store(value, Ordering::Release);
+        let word = self.atomic_u64(off)?;
+        if self.writes_through_fd() {
+            // Words other threads read while it is written (log array
+            // heads, footers' links) are read only as hints that a sync
+            // re-checks, so a write that is not one 8-byte store is safe.
+            self.write_at(off, &value.to_le_bytes())?;
+        } else {
+            word.store(value, Ordering::Release);
+        }
         if let Some(r) = &self.observer {
             r.0.on_store(off, 8, &MediaView::new(self));
         }
         self.check_faults()
+    }
+
+    /// Whether stores go through the file descriptor (`pwrite`) instead
+    /// of the mapping: in `file` mode. A page dirtied through a shared
+    /// mapping costs the disk file system a journal commit at every
+    /// durability point (ext4's `page_mkwrite` path: measured 750 us
+    /// against 190 us for the same 4 KiB made durable after a `pwrite`);
+    /// the page cache keeps the mapping, which still serves every read,
+    /// coherent with the descriptor.
+    fn writes_through_fd(&self) -> bool {
+        self.mode == Durability::File
+    }
+
+    /// `pwrite` all of `data` at `off` (bounds checked by the caller). A
+    /// failure fails the media: the page cache may hold part of the write.
+    fn write_at(&self, off: u64, data: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self._file.write_all_at(data, off).map_err(|e| {
+            self.fail(format!("a write to the pool failed ({e})"));
+            Error::io(format!("write {}", self.path.display()), e)
+        })
     }
 
     /// The pool file's path (for messages).

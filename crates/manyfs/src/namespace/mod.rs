@@ -365,73 +365,70 @@ fn check_sticky(parent: &Inode, child: &Inode, caller_uid: Option<u32>) -> Resul
     Ok(())
 }
 
-/// Remove a non-directory name.
-pub fn unlink(
+/// The entry `name` of `parent` that an unlink (`dir == false`) or an
+/// rmdir (`dir == true`) by `caller_uid` may remove, and its inode.
+fn removal_target(
     core: &FsCore,
-    parent: &Arc<Inode>,
+    parent: &Inode,
+    st: &DirState,
     name: &[u8],
+    dir: bool,
     caller_uid: Option<u32>,
-) -> Result<()> {
-    core.check_writable()?;
-    check_lookup_name(name)?;
-    let d = parent.dir()?;
-    let mut st = d.state.write();
+) -> Result<(Child, Arc<Inode>)> {
     let child = *st
         .entries
         .get(name)
         .ok_or_else(|| Error::NotFound(show(name)))?;
-    if child.kind == FileKind::Dir {
-        return Err(Error::IsDir(show(name)));
+    match (dir, child.kind == FileKind::Dir) {
+        (false, true) => return Err(Error::IsDir(show(name))),
+        (true, false) => return Err(Error::NotDir(show(name))),
+        _ => {}
     }
     let inode = core.get(child.ino)?;
     check_sticky(parent, &inode, caller_uid)?;
-    remove_name(core, parent, &mut st, name, child.ino)?;
-    drop(st);
-    {
+    Ok((child, inode))
+}
+
+/// Remove a name: a non-directory (`unlink`, `dir == false`) or an empty
+/// directory (`rmdir`, `dir == true`).
+pub fn remove(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    dir: bool,
+    caller_uid: Option<u32>,
+) -> Result<()> {
+    core.check_writable()?;
+    check_lookup_name(name)?;
+    if dir && name == b"." {
+        return Err(Error::InvalidArgument("rmdir of \".\"".into()));
+    }
+    if dir && name == b".." {
+        return Err(Error::NotEmpty(show(name)));
+    }
+    // Removing a directory changes the tree's shape (rename's ancestor
+    // check must not race with it); removing a file does not.
+    let _ns = dir.then(|| core.namespace_lock.lock());
+    let d = parent.dir()?;
+    let mut st = d.state.write();
+    let (child, inode) = removal_target(core, parent, &st, name, dir, caller_uid)?;
+    if dir {
+        let child_state = inode.dir()?.state.read();
+        if !child_state.entries.is_empty() {
+            return Err(Error::NotEmpty(show(name)));
+        }
+        remove_name(core, parent, &mut st, name, child.ino)?;
+        inode.attrs.lock().nlink = 0;
+        drop(child_state);
+        drop(st);
+        parent.attrs.lock().nlink -= 1;
+    } else {
+        remove_name(core, parent, &mut st, name, child.ino)?;
+        drop(st);
         let mut a = inode.attrs.lock();
         a.nlink = a.nlink.saturating_sub(1);
         a.ctime_ns = crate::time::now_ns();
     }
-    core.release_if_unused(&inode);
-    Ok(())
-}
-
-/// Remove an empty directory.
-pub fn rmdir(
-    core: &FsCore,
-    parent: &Arc<Inode>,
-    name: &[u8],
-    caller_uid: Option<u32>,
-) -> Result<()> {
-    core.check_writable()?;
-    check_lookup_name(name)?;
-    if name == b"." {
-        return Err(Error::InvalidArgument("rmdir of \".\"".into()));
-    }
-    if name == b".." {
-        return Err(Error::NotEmpty(show(name)));
-    }
-    let _ns = core.namespace_lock.lock();
-    let d = parent.dir()?;
-    let mut st = d.state.write();
-    let child = *st
-        .entries
-        .get(name)
-        .ok_or_else(|| Error::NotFound(show(name)))?;
-    if child.kind != FileKind::Dir {
-        return Err(Error::NotDir(show(name)));
-    }
-    let inode = core.get(child.ino)?;
-    check_sticky(parent, &inode, caller_uid)?;
-    let child_state = inode.dir()?.state.read();
-    if !child_state.entries.is_empty() {
-        return Err(Error::NotEmpty(show(name)));
-    }
-    remove_name(core, parent, &mut st, name, child.ino)?;
-    inode.attrs.lock().nlink = 0;
-    drop(child_state);
-    drop(st);
-    parent.attrs.lock().nlink -= 1;
     core.release_if_unused(&inode);
     Ok(())
 }

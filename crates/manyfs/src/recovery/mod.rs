@@ -18,7 +18,7 @@
 pub(crate) mod mount;
 
 use crate::error::{Error, Result};
-use crate::inode::{Child, DirState};
+use crate::inode::{Attrs, Child, DirState};
 use crate::layout::*;
 use crate::log::scan::{ScannedSublog, check_block, scan_log_with};
 use crate::log::{EntryLoc, loc_page};
@@ -73,24 +73,13 @@ pub struct FileState {
 pub struct RebuiltInode {
     /// The record.
     pub record: InodeRecord,
-    /// Permission bits, owner, times from the newest attribute entry.
-    pub mode: u32,
-    /// Owner.
-    pub uid: u32,
-    /// Group.
-    pub gid: u32,
-    /// Access time.
-    pub atime_ns: u64,
-    /// Modification time.
-    pub mtime_ns: u64,
-    /// Change time.
-    pub ctime_ns: u64,
+    /// Permission bits, owner, times (from the newest attribute entry) and
+    /// the link count (counted from the directories).
+    pub attrs: Attrs,
     /// Sequence of the newest attribute entry.
     pub attr_seq: u64,
     /// Attribute entries in the log.
     pub attr_entries: u64,
-    /// Link count.
-    pub nlink: u32,
     /// Parent directory (directories).
     pub parent: u64,
     /// The sub-logs as scanned.
@@ -281,11 +270,11 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
                 }
             }
         }
-        node.nlink = 0;
+        node.attrs.nlink = 0;
         inodes.insert(ino, node);
     }
     for (ino, node) in inodes.iter_mut() {
-        node.nlink = if node.record.kind == FileKind::Dir {
+        node.attrs.nlink = if node.record.kind == FileKind::Dir {
             2 + subdirs.get(ino).copied().unwrap_or(0)
         } else {
             links.get(ino).copied().unwrap_or(0)
@@ -323,15 +312,17 @@ pub(crate) fn replay(
 ) -> Result<RebuiltInode> {
     let mut live: HashMap<u64, u32> = HashMap::new();
     let mut node = RebuiltInode {
-        mode: record.mode,
-        uid: record.uid,
-        gid: record.gid,
-        atime_ns: record.atime_ns,
-        mtime_ns: record.mtime_ns,
-        ctime_ns: record.ctime_ns,
+        attrs: Attrs {
+            mode: record.mode,
+            uid: record.uid,
+            gid: record.gid,
+            atime_ns: record.atime_ns,
+            mtime_ns: record.mtime_ns,
+            ctime_ns: record.ctime_ns,
+            nlink: 0,
+        },
         attr_seq: 0,
         attr_entries: 0,
-        nlink: 0,
         parent,
         dir: None,
         file: None,
@@ -392,12 +383,12 @@ pub(crate) fn replay(
     }) = newest_attr
     {
         node.attr_seq = *seq;
-        node.mode = *mode;
-        node.uid = *uid;
-        node.gid = *gid;
-        node.atime_ns = *atime_ns;
-        node.mtime_ns = *mtime_ns;
-        node.ctime_ns = *ctime_ns;
+        node.attrs.mode = *mode;
+        node.attrs.uid = *uid;
+        node.attrs.gid = *gid;
+        node.attrs.atime_ns = *atime_ns;
+        node.attrs.mtime_ns = *mtime_ns;
+        node.attrs.ctime_ns = *ctime_ns;
     }
 
     if node.record.kind == FileKind::Dir {
@@ -576,7 +567,7 @@ pub(crate) fn replay(
                 ),
             ));
         }
-        node.mtime_ns = node.mtime_ns.max(f.write_mtime_ns);
+        node.attrs.mtime_ns = node.attrs.mtime_ns.max(f.write_mtime_ns);
         node.file = Some(f);
     }
     node.live = live;

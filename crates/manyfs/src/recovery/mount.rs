@@ -7,7 +7,7 @@ use crate::alloc::{BlockAllocator, InodeAllocator};
 use crate::core::FsCore;
 use crate::error::Result;
 use crate::index::PageMapping;
-use crate::inode::{Attrs, Inode};
+use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::{LogSpace, loc_page};
 use crate::media::Media;
@@ -53,15 +53,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
                 (s.index, s.to_sublog())
             })
             .collect();
-        let attrs = Attrs {
-            mode: node.mode,
-            uid: node.uid,
-            gid: node.gid,
-            atime_ns: node.atime_ns,
-            mtime_ns: node.mtime_ns,
-            ctime_ns: node.ctime_ns,
-            nlink: node.nlink,
-        };
+        let attrs = node.attrs.clone();
         let inode = core.make_inode(ino, &node.record, attrs, sublogs);
         inode.attr_seq.store(node.attr_seq, Ordering::Release);
         inode
