@@ -37,6 +37,9 @@ pub type Tree = BTreeMap<String, PNode>;
 /// The name space as directory entries: (directory inode, name) to target.
 pub type Entries = BTreeMap<(u64, String), PNode>;
 
+/// One entry an operation changed: its key and new target (none: removed).
+type EntryChange<'a> = (&'a (u64, String), Option<&'a PNode>);
+
 #[derive(Debug, Clone)]
 enum ContentOp {
     Write { off: u64, len: usize, tag: u8 },
@@ -339,7 +342,7 @@ impl History {
         }
         // Name space: apply each subset of the unsynced operations' changes
         // to directory entries, then read the paths from the root.
-        let deltas: Vec<Vec<(&(u64, String), Option<&PNode>)>> = (ns..hi)
+        let deltas: Vec<Vec<EntryChange<'_>>> = (ns..hi)
             .map(|i| {
                 let (a, b) = (&self.entries[i], &self.entries[i + 1]);
                 a.keys()
