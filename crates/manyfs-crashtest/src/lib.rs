@@ -37,7 +37,7 @@ pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
     Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
-    random_workloads, sync_tail_workloads,
+    random_workloads, regression_workloads, sync_tail_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -105,6 +105,9 @@ pub struct Config {
     pub version_mixes: usize,
     /// Check a crash during recovery for every this-many images (0 = never).
     pub recovery_every: usize,
+    /// Page models: also run `fsck` on every this-many images, as the power
+    /// cut left them (0 = never; the mount's rebuild checks the same rules).
+    pub fsck_every: usize,
     /// Seed of the random choices.
     pub seed: u64,
     /// Stop a workload's exploration after this many violations.
@@ -130,6 +133,7 @@ impl Default for Config {
             word_mixes: 4,
             version_mixes: 8,
             recovery_every: 97,
+            fsck_every: 5,
             seed: 0x5eed,
             max_violations: 20,
             keep_going: false,
@@ -336,18 +340,31 @@ fn describe_diff(want: &Snapshot, got: &Snapshot) -> String {
 
 /// Mount `image_path` and check it. Persistent memory: read-only, the image
 /// as it is. Page models: a copy, mounted writable in `file` mode as after a
-/// real power cut (that mount cuts what its durable marks do not cover).
+/// real power cut (that mount cuts what its durable marks do not cover),
+/// after `fsck` of the copy when `fsck` is set.
 fn check_image(
     image_path: &Path,
     expect: &Expect<'_>,
     model: MediaModel,
+    fsck: bool,
 ) -> std::result::Result<(), String> {
     if !model.is_paged() {
         let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
         return check_state(&fs, expect);
     }
     let copy = image_path.with_extension("check");
-    std::fs::copy(image_path, &copy).map_err(|e| format!("copy image: {e}"))?;
+    // Overwritten in place, not truncated first: the scratch file keeps its
+    // pages from one image to the next.
+    let bytes = std::fs::read(image_path).map_err(|e| format!("read image: {e}"))?;
+    write_image(&copy, &bytes).map_err(|e| format!("copy image: {e}"))?;
+    if fsck {
+        // fsck reads the image as the power cut left it, before any mount.
+        match manyfs::fsck::check(&copy) {
+            Ok(r) if r.is_clean() => {}
+            Ok(r) => return Err(format!("fsck: {:?}", r.errors)),
+            Err(e) => return Err(format!("fsck: {e}")),
+        }
+    }
     let opts = MountOptions {
         durability: Durability::File,
         commit_interval: std::time::Duration::ZERO,
@@ -588,7 +605,10 @@ fn explore_events<'m>(
                     } else {
                         stats.images += 1;
                     }
-                    let outcome = check_image(&image_path, &expect, cfg.model);
+                    let fsck = cfg.fsck_every > 0
+                        && (stats.images + stats.recovery_images)
+                            .is_multiple_of(cfg.fsck_every as u64);
+                    let outcome = check_image(&image_path, &expect, cfg.model, fsck);
                     if let Err(detail) = outcome {
                         stats.violations.push(Violation {
                             model: cfg.model,

@@ -3,6 +3,14 @@
 //! once a sync covering it returned; unsynced operations are each whole or
 //! absent) and, for every model, that no file holds bytes it was never given
 //! (another file's data, stale blocks, metadata).
+//!
+//! Unsynced namespace operations are not ordered with each other
+//! (docs/guarantees.md), so "whole or absent" is judged per directory: an
+//! operation is the change it made to the entries of the directories it
+//! touched (a directory is its inode, whatever it is called), and an image's
+//! name space must be the synced entries with some subset of those changes
+//! applied, read from the root. A link into `/D` and a later rename of `/D`
+//! to `/E` are two changes to two directories: either may be missing.
 
 use super::workloads::{Op, pattern};
 use manyfs::{FileKind, Fs, Result};
@@ -15,8 +23,8 @@ pub type Ident = (u64, u32);
 /// A name's target, by identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PNode {
-    /// A directory.
-    Dir,
+    /// A directory (its inode number).
+    Dir(u64),
     /// A symlink and its target.
     Symlink(Vec<u8>),
     /// A file.
@@ -25,6 +33,12 @@ pub enum PNode {
 
 /// The name space: path to target.
 pub type Tree = BTreeMap<String, PNode>;
+
+/// The name space as directory entries: (directory inode, name) to target.
+pub type Entries = BTreeMap<(u64, String), PNode>;
+
+/// One entry an operation changed: its key and new target (none: removed).
+type EntryChange<'a> = (&'a (u64, String), Option<&'a PNode>);
 
 #[derive(Debug, Clone)]
 enum ContentOp {
@@ -53,6 +67,8 @@ pub struct Window {
 #[derive(Debug, Default)]
 pub struct History {
     trees: Vec<Tree>,
+    entries: Vec<Entries>,
+    root: u64,
     contents: Vec<BTreeMap<Ident, Vec<u8>>>,
     ops: Vec<(Option<(Ident, ContentOp)>, SyncOp)>,
     tags: BTreeMap<Ident, BTreeSet<u8>>,
@@ -61,34 +77,64 @@ pub struct History {
 
 /// Read the name space and the contents of every file.
 pub fn read_tree(fs: &Fs) -> Result<(Tree, BTreeMap<String, Vec<u8>>)> {
+    let (tree, _, data) = read_names(fs)?;
+    Ok((tree, data))
+}
+
+/// Read the name space (by path and by directory entry) and the contents
+/// of every file.
+fn read_names(fs: &Fs) -> Result<(Tree, Entries, BTreeMap<String, Vec<u8>>)> {
     let mut tree = Tree::new();
+    let mut entries = Entries::new();
     let mut data = BTreeMap::new();
-    let mut stack = vec![PathBuf::from("/")];
-    while let Some(dir) = stack.pop() {
+    let mut stack = vec![(PathBuf::from("/"), fs.metadata("/")?.ino)];
+    while let Some((dir, dino)) = stack.pop() {
         for e in fs.read_dir(&dir)? {
             let p = dir.join(&e.name);
             let key = p.display().to_string();
-            match e.kind {
+            let node = match e.kind {
                 FileKind::Dir => {
-                    tree.insert(key, PNode::Dir);
-                    stack.push(p);
+                    stack.push((p, e.ino));
+                    PNode::Dir(e.ino)
                 }
                 FileKind::File => {
                     let m = fs.symlink_metadata(&p)?;
-                    tree.insert(key.clone(), PNode::File((m.ino, m.generation)));
-                    data.insert(key, fs.read(&p)?);
+                    data.insert(key.clone(), fs.read(&p)?);
+                    PNode::File((m.ino, m.generation))
                 }
                 FileKind::Symlink => {
                     let t = fs.read_link(&p)?;
-                    tree.insert(
-                        key,
-                        PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
-                    );
+                    PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec())
                 }
-            }
+            };
+            let name = e.name.to_string_lossy().into_owned();
+            entries.insert((dino, name), node.clone());
+            tree.insert(key, node);
         }
     }
-    Ok((tree, data))
+    Ok((tree, entries, data))
+}
+
+/// The paths directory entries `entries` give, read from directory `root`
+/// (each directory once: a subset of unsynced changes never loops, but the
+/// walk does not rely on it).
+fn paths_of(entries: &Entries, root: u64) -> Tree {
+    let mut tree = Tree::new();
+    let mut seen = BTreeSet::from([root]);
+    let mut stack = vec![(String::new(), root)];
+    while let Some((dir, dino)) = stack.pop() {
+        let from = (dino, String::new());
+        for ((_, name), node) in entries.range(from..).take_while(|((d, _), _)| *d == dino) {
+            let p = format!("{dir}/{name}");
+            if let PNode::Dir(child) = node
+                && seen.insert(*child)
+            {
+                stack.push((p.clone(), *child));
+            }
+            tree.insert(p, node.clone());
+        }
+    }
+    tree
 }
 
 fn apply_content(c: &mut Vec<u8>, op: &ContentOp) {
@@ -178,7 +224,7 @@ impl History {
     }
 
     fn push_state(&mut self, fs: &Fs) -> Result<()> {
-        let (tree, data) = read_tree(fs)?;
+        let (tree, entries, data) = read_names(fs)?;
         let contents = tree
             .iter()
             .filter_map(|(p, n)| match n {
@@ -187,12 +233,14 @@ impl History {
             })
             .collect();
         self.trees.push(tree);
+        self.entries.push(entries);
         self.contents.push(contents);
         Ok(())
     }
 
     /// The state before the first recorded operation.
     pub fn start(&mut self, fs: &Fs) -> Result<()> {
+        self.root = fs.metadata("/")?.ino;
         self.push_state(fs)
     }
 
@@ -292,10 +340,11 @@ impl History {
             ns = 0;
             files.clear();
         }
-        // Name space: apply each subset of the unsynced operations' changes.
-        let deltas: Vec<Vec<(&String, Option<&PNode>)>> = (ns..hi)
+        // Name space: apply each subset of the unsynced operations' changes
+        // to directory entries, then read the paths from the root.
+        let deltas: Vec<Vec<EntryChange<'_>>> = (ns..hi)
             .map(|i| {
-                let (a, b) = (&self.trees[i], &self.trees[i + 1]);
+                let (a, b) = (&self.entries[i], &self.entries[i + 1]);
                 a.keys()
                     .chain(b.keys())
                     .collect::<BTreeSet<_>>()
@@ -308,17 +357,18 @@ impl History {
             .collect();
         let mut matched = None;
         for mask in subsets(deltas.len()) {
-            let mut t = self.trees[ns].clone();
+            let mut e = self.entries[ns].clone();
             for (k, d) in deltas.iter().enumerate() {
                 if mask & (1 << k) != 0 {
-                    for (p, n) in d {
+                    for (key, n) in d {
                         match n {
-                            Some(n) => t.insert((*p).clone(), (*n).clone()),
-                            None => t.remove(*p),
+                            Some(n) => e.insert((*key).clone(), (*n).clone()),
+                            None => e.remove(*key),
                         };
                     }
                 }
             }
+            let t = paths_of(&e, self.root);
             if same_tree(&t, tree) {
                 matched = Some(t);
                 break;

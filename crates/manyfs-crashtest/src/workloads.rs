@@ -231,8 +231,39 @@ pub fn durability_workloads() -> Vec<Workload> {
             ],
         ),
     ];
+    out.extend(regression_workloads());
     out.extend(sync_tail_workloads());
     out
+}
+
+/// Scenarios in which the page models once found engine bugs (each is also
+/// among the durability workloads).
+pub fn regression_workloads() -> Vec<Workload> {
+    vec![
+        // A symlink's target is in its own log, its name in the directory's:
+        // a sync must never make the name count without the target.
+        seq(
+            "dur-symlink-sync",
+            vec![Op::Symlink("/D/x", "/D/s"), Op::Sync],
+        ),
+        // The same when only the directory is synced, by the fsync of a
+        // file created next to the symlink.
+        seq(
+            "dur-symlink-fsync-sibling",
+            vec![
+                Op::Symlink("/A", "/D/s"),
+                Op::Create("/D/n"),
+                Op::Write("/D/n", 0, 100, 0x19),
+                Op::Fsync("/D/n"),
+            ],
+        ),
+        // A link into a directory, then a rename of that directory: two
+        // unsynced changes to two directories, each whole or absent.
+        seq(
+            "dur-link-rename-dir",
+            vec![Op::Link("/A", "/D/alink"), Op::Rename("/D", "/E"), Op::Sync],
+        ),
+    ]
 }
 
 /// ACE-style workloads: each single operation, and each ordered pair, on

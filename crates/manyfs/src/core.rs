@@ -160,7 +160,14 @@ impl FsCore {
 
     /// Add an inode to the table.
     pub fn insert(&self, inode: Arc<Inode>) {
-        self.shard(inode.ino).write().insert(inode.ino, inode);
+        let (ino, dirty) = (inode.ino, inode.log.is_dirty());
+        self.shard(ino).write().insert(ino, inode);
+        if dirty {
+            // A full sync that ran since the inode's first append could not
+            // find it here and dropped it from the dirty registry, while its
+            // dirty flag (which registers it once per sync period) stayed set.
+            self.sync_engine.note_dirty(ino);
+        }
     }
 
     /// Every live inode (fsck comparison, statistics).

@@ -150,7 +150,7 @@ impl FsCore {
         self.media.sync_all()?;
         let mut written = Vec::new();
         for (i, (marks, _)) in inodes.iter().zip(&snaps) {
-            i.log.apply_marks(&self.media, marks, &mut written)?;
+            i.log.apply_marks(&self.media, marks, true, &mut written)?;
         }
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
@@ -207,10 +207,38 @@ impl FsCore {
         // Barrier 1: what the marks cover.
         self.media.sync_block_ranges(&mut blocks)?;
         let mut written = Vec::new();
-        inode.log.apply_marks(&self.media, &marks, &mut written)?;
+        inode
+            .log
+            .apply_marks(&self.media, &marks, true, &mut written)?;
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
         *synced_incarnation = incarnation;
+        Ok(())
+    }
+
+    /// `file` mode: make what was appended so far to `child`, an inode no
+    /// name reaches yet, count as soon as a name for it does (a symlink's
+    /// target is written to the symlink's own log before the directory
+    /// entry that names it). The two logs' marks are written by one second
+    /// barrier, in no order the medium keeps, so a sync could otherwise
+    /// leave the name counted and the target not. Here the child's marks
+    /// are stored at once, with no barrier: until a counted name reaches
+    /// the inode, whatever of it reaches the disk is freed at the next
+    /// mount. The blocks those marks cover (the child's data, log pages and
+    /// log array) join `dir`'s unsynced ranges, so the sync that marks the
+    /// naming entry (a full sync's `msync`, or a per-inode sync of `dir`)
+    /// makes them durable in its first barrier, before that entry's mark.
+    pub fn premark_unnamed(&self, child: &Inode, dir: &Inode) -> Result<()> {
+        if !self.deferring() {
+            return Ok(());
+        }
+        let _serial = child.log.sync_state.lock();
+        let mut blocks = Vec::new();
+        let marks = child.log.snapshot_for_sync(&mut blocks);
+        child
+            .log
+            .apply_marks(&self.media, &marks, false, &mut Vec::new())?;
+        dir.log.add_unsynced(&blocks);
         Ok(())
     }
 

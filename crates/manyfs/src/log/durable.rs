@@ -79,6 +79,11 @@ impl InodeLog {
         }
     }
 
+    /// Whether the log has state no sync has snapshotted yet.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
     /// Forget the dirty flag (a sync is about to snapshot the log).
     pub fn clear_dirty(&self) {
         self.dirty.store(false, Ordering::Release);
@@ -117,10 +122,15 @@ impl InodeLog {
 
     /// After a barrier made everything in `marks` durable: store the marks
     /// (pages unlinked meanwhile are skipped) and return the pages written.
+    /// With `barrier_follows`, the caller's second barrier makes the
+    /// written pages durable, so their footers count as durable from now
+    /// on; without it (a log no name reaches yet, see
+    /// `FsCore::premark_unnamed`) they do not.
     pub fn apply_marks(
         &self,
         media: &Media,
         marks: &LogMarks,
+        barrier_follows: bool,
         written: &mut Vec<u64>,
     ) -> Result<()> {
         let mut i = 0;
@@ -138,7 +148,7 @@ impl InodeLog {
                     continue;
                 };
                 hint = j;
-                sub.meta[j].footer_durable = true;
+                sub.meta[j].footer_durable |= barrier_follows;
                 // Marks only grow: a page's final count, sealed, is above
                 // every count it had as a tail.
                 if mark > sub.meta[j].marked {
@@ -149,6 +159,15 @@ impl InodeLog {
             }
         }
         Ok(())
+    }
+
+    /// Record that the block ranges `ranges` must be durable before the
+    /// next marks of this log (as an append records its own).
+    pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
+        let mut sub = lock(&self.sublogs[0]);
+        for &(s, e) in ranges {
+            super::note_unsynced(&mut sub.unsynced, s, e);
+        }
     }
 
     /// Sub-log states for the end of a mount: (index, pages, metas, next slot).

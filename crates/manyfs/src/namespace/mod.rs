@@ -300,6 +300,8 @@ pub fn create(
     let made = (|| {
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
+            // The target counts wherever the name does.
+            core.premark_unnamed(&child, parent)?;
         }
         log_add(core, parent, &mut st, name, child_of(&child))
     })();
