@@ -83,16 +83,7 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
             );
         })?;
         eprintln!();
-        println!(
-            "model {model}: {} workloads, {} operations, {} crash points, {} distinct images, {} images of crashes during recovery, {} violations, {:.1}s",
-            stats.workloads,
-            stats.operations,
-            stats.crash_points,
-            stats.images,
-            stats.recovery_images,
-            stats.violations.len(),
-            t.elapsed().as_secs_f64()
-        );
+        println!("model {model}: {stats}, {:.1}s", t.elapsed().as_secs_f64());
         for v in &stats.violations {
             println!("VIOLATION {v}");
         }

@@ -186,6 +186,23 @@ pub struct Stats {
     pub violations: Vec<Violation>,
 }
 
+impl std::fmt::Display for Stats {
+    /// The one-line summary of a run (without the model and the time).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} workloads, {} operations, {} crash points, {} distinct images, \
+             {} images of crashes during recovery, {} violations",
+            self.workloads,
+            self.operations,
+            self.crash_points,
+            self.images,
+            self.recovery_images,
+            self.violations.len()
+        )
+    }
+}
+
 /// What a file-system tree looks like, for comparing states.
 pub type Snapshot = BTreeMap<String, Node>;
 
@@ -783,60 +800,48 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
-    match &w.concurrent {
-        None => {
-            hist.start(&fs)?;
-            let mut models = vec![snapshot(&fs)?];
-            for (i, op) in w.ops.iter().enumerate() {
-                fs.note(OP_START | i as u64);
-                hist.op(op, &fs)?;
-                models.push(snapshot(&fs)?);
-                fs.note(OP_END | i as u64);
-                stats.operations += 1;
-            }
-            drop(fs);
-            let events = rec.take_events();
-            let mut expect = |notes: &[u64]| expect_sequential(cfg, &models, &hist, notes);
-            explore_events(
-                &w.name,
-                &base,
-                &events,
-                scratch.path(),
-                cfg,
-                stats,
-                &mut rng,
-                &mut expect,
-                false,
-            )
-        }
-        Some(c) => {
-            stats.operations += c.run(&fs)?;
-            drop(fs);
-            let events = rec.take_events();
-            let paged = cfg.model.is_paged();
-            let mut expect = |notes: &[u64]| {
-                // Page models: nothing is synced, so no write must be there;
-                // each block still is a whole write or never written.
-                let returned: HashSet<u64> = notes
-                    .iter()
-                    .filter(|t| !paged && *t & (3 << 62) == WRITE_RETURNED)
-                    .map(|t| t & !(3 << 62))
-                    .collect();
-                Expect::Blocks(c, returned)
-            };
-            explore_events(
-                &w.name,
-                &base,
-                &events,
-                scratch.path(),
-                cfg,
-                stats,
-                &mut rng,
-                &mut expect,
-                false,
-            )
+    let mut models = Vec::new();
+    if w.concurrent.is_none() {
+        hist.start(&fs)?;
+        models.push(snapshot(&fs)?);
+        for (i, op) in w.ops.iter().enumerate() {
+            fs.note(OP_START | i as u64);
+            hist.op(op, &fs)?;
+            models.push(snapshot(&fs)?);
+            fs.note(OP_END | i as u64);
+            stats.operations += 1;
         }
     }
+    if let Some(c) = &w.concurrent {
+        stats.operations += c.run(&fs)?;
+    }
+    drop(fs);
+    let events = rec.take_events();
+    let paged = cfg.model.is_paged();
+    let mut expect = |notes: &[u64]| match &w.concurrent {
+        None => expect_sequential(cfg, &models, &hist, notes),
+        Some(c) => {
+            // Page models: nothing is synced, so no write must be there;
+            // each block still is a whole write or never written.
+            let returned: HashSet<u64> = notes
+                .iter()
+                .filter(|t| !paged && *t & (3 << 62) == WRITE_RETURNED)
+                .map(|t| t & !(3 << 62))
+                .collect();
+            Expect::Blocks(c, returned)
+        }
+    };
+    explore_events(
+        &w.name,
+        &base,
+        &events,
+        scratch.path(),
+        cfg,
+        stats,
+        &mut rng,
+        &mut expect,
+        false,
+    )
 }
 
 /// Explore many workloads until done or `min_images` is reached (0 = all).

@@ -116,21 +116,17 @@ impl Recorder {
     /// A cached store to `[off, off+len)`; `read` copies the bytes at an
     /// offset (the page models keep each page's contents).
     pub fn on_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8])) {
-        if len == 0 {
-            return;
-        }
-        let mut s = self.state();
-        if let Some(t) = &mut s.pages {
-            t.on_store(off, len, &read);
-            return;
-        }
-        for l in lines(off, len) {
-            s.dirty.insert(l);
-        }
+        self.record_store(off, len, read, false);
     }
 
     /// A non-temporal store: durable at this thread's next fence.
     pub fn on_nt_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8])) {
+        self.record_store(off, len, read, true);
+    }
+
+    /// A store; a non-temporal one (`nt`) counts as already flushed by
+    /// this thread (cache-line model; the page models keep pages only).
+    fn record_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8]), nt: bool) {
         if len == 0 {
             return;
         }
@@ -142,7 +138,9 @@ impl Recorder {
         let me = std::thread::current().id();
         for l in lines(off, len) {
             s.dirty.insert(l);
-            s.flushed.entry(me).or_default().insert(l);
+            if nt {
+                s.flushed.entry(me).or_default().insert(l);
+            }
         }
     }
 

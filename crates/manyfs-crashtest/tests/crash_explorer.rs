@@ -28,14 +28,8 @@ fn run(workloads: &[Workload], cfg: &Config, min: u64) -> Stats {
     let t = Instant::now();
     crashtest::explore_all(workloads, cfg, min, &mut stats, |_| {}).unwrap();
     println!(
-        "model {}: {} workloads, {} operations, {} crash points, {} images, {} recovery-crash images, {} violations in {:.1}s",
+        "model {}: {stats} in {:.1}s",
         cfg.model,
-        stats.workloads,
-        stats.operations,
-        stats.crash_points,
-        stats.images,
-        stats.recovery_images,
-        stats.violations.len(),
         t.elapsed().as_secs_f64()
     );
     for v in stats.violations.iter().take(10) {
