@@ -220,6 +220,12 @@ pub fn snapshot(fs: &Fs) -> Result<Snapshot> {
                         Node::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
                     );
                 }
+                special => {
+                    // The crash workloads make no FIFOs, sockets or devices.
+                    return Err(manyfs::Error::InvalidArgument(format!(
+                        "{key}: unexpected {special:?} in a crash workload's tree"
+                    )));
+                }
             }
         }
     }

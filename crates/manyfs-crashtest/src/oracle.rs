@@ -85,6 +85,12 @@ pub fn read_tree(fs: &Fs) -> Result<(Tree, BTreeMap<String, Vec<u8>>)> {
                         PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
                     );
                 }
+                special => {
+                    // The crash workloads make no FIFOs, sockets or devices.
+                    return Err(manyfs::Error::InvalidArgument(format!(
+                        "{key}: unexpected {special:?} in a crash workload's tree"
+                    )));
+                }
             }
         }
     }

@@ -329,8 +329,11 @@ impl ManyFuse {
         f(h)
     }
 
-    /// Open `ino` and register a handle; returns the handle number.
-    fn open_handle(&self, ino: u64, flags: i32) -> Result<u64, Errno> {
+    /// Open `ino` and register a handle; returns the handle number. An
+    /// `O_TRUNC` open by a user other than root also clears setuid/setgid
+    /// (the kernel leaves that to the file system when the truncation is
+    /// part of the open).
+    fn open_handle(&self, ino: u64, flags: i32, uid: u32) -> Result<u64, Errno> {
         let fs = self.fs()?;
         let (read, write) = match flags & libc::O_ACCMODE {
             libc::O_RDONLY => (true, false),
@@ -343,6 +346,9 @@ impl ManyFuse {
         let file = fs.open_ino(ino, read, write).map_err(errno)?;
         if write && flags & libc::O_TRUNC != 0 {
             file.set_len(0).map_err(errno)?;
+            if uid != 0 {
+                file.clear_setid().map_err(errno)?;
+            }
         }
         let h = FileHandleState {
             file,
@@ -377,6 +383,11 @@ impl ManyFuse {
             #[cfg(feature = "test-probes")]
             h.io.inflight.fetch_sub(1, Ordering::AcqRel);
             res.map_err(errno)?;
+            if flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                // The writer lacks CAP_FSETID: drop setuid/setgid as
+                // kernel file systems do (one relaxed load when unset).
+                h.file.clear_setid().map_err(errno)?;
+            }
             Ok(len)
         })
     }
@@ -398,6 +409,22 @@ impl ManyFuse {
             buf.truncate(done);
             Ok(buf)
         })
+    }
+
+    /// `mknod`, `mkdir` and (without the open) `create`: `mode` carries the
+    /// file type bits as `mknod(2)` takes them.
+    fn make_node(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+    ) -> Result<Metadata, Errno> {
+        self.writable()?;
+        self.fs()?
+            .mknod(parent, name, mode, u64::from(rdev), req.uid(), req.gid())
+            .map_err(errno)
     }
 
     fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
@@ -523,6 +550,10 @@ fn file_type(kind: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Dir => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Socket => FileType::Socket,
     }
 }
 
@@ -540,7 +571,9 @@ fn to_attr(md: &Metadata) -> FileAttr {
         nlink: md.nlink,
         uid: md.uid,
         gid: md.gid,
-        rdev: 0,
+        // FUSE carries the old 32-bit encoding (major << 8 | minor for
+        // small numbers, the kernel's new_encode_dev above).
+        rdev: u32::try_from(md.rdev).unwrap_or(0),
         blksize: 4096,
         flags: 0,
     }
@@ -578,6 +611,19 @@ impl ShutDown for ManyFuse {
             poison::report(&msg);
         }
     }
+}
+
+/// `readdir` and `readdirplus`: the same handler around their own fill
+/// function and reply type.
+macro_rules! listing_handler {
+    ($op:ident, $reply:ty, $fill:ident) => {
+        fn $op(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: $reply) {
+            self.serve(stringify!($op), reply, |mut reply| {
+                let r = self.$fill(fh, ino.0, offset, &mut reply);
+                reply_with(reply, r, |reply, ()| reply.ok());
+            });
+        }
+    };
 }
 
 impl Filesystem for ManyFuse {
@@ -696,23 +742,11 @@ impl Filesystem for ManyFuse {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         self.serve("mknod", reply, |reply| {
-            let r = (|| {
-                let kind = mode & libc::S_IFMT;
-                if kind != 0 && kind != libc::S_IFREG {
-                    // Only regular files exist in manyfs (mknod(2): EPERM
-                    // when the file system does not support the node type).
-                    return Err(Errno::EPERM);
-                }
-                self.writable()?;
-                self.fs()?
-                    .create(parent.0, name, mode & 0o7777, req.uid(), req.gid())
-                    .map_err(errno)
-            })();
-            reply_entry(reply, r);
+            reply_entry(reply, self.make_node(req, parent.0, name, mode, rdev));
         });
     }
 
@@ -726,12 +760,8 @@ impl Filesystem for ManyFuse {
         reply: ReplyEntry,
     ) {
         self.serve("mkdir", reply, |reply| {
-            let r = self.writable().and_then(|()| {
-                self.fs()?
-                    .mkdir(parent.0, name, mode & 0o7777, req.uid(), req.gid())
-                    .map_err(errno)
-            });
-            reply_entry(reply, r);
+            let mode = libc::S_IFDIR | (mode & 0o7777);
+            reply_entry(reply, self.make_node(req, parent.0, name, mode, 0));
         });
     }
 
@@ -815,11 +845,13 @@ impl Filesystem for ManyFuse {
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.serve("open", reply, |reply| {
-            reply_with(reply, self.open_handle(ino.0, flags.0), |reply, fh| {
-                reply.opened(FileHandle(fh), FOPEN_FLAGS)
-            });
+            reply_with(
+                reply,
+                self.open_handle(ino.0, flags.0, req.uid()),
+                |reply, fh| reply.opened(FileHandle(fh), FOPEN_FLAGS),
+            );
         });
     }
 
@@ -933,33 +965,8 @@ impl Filesystem for ManyFuse {
         });
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        reply: ReplyDirectory,
-    ) {
-        self.serve("readdir", reply, |mut reply| {
-            let r = self.do_readdir(fh, ino.0, offset, &mut reply);
-            reply_with(reply, r, |reply, ()| reply.ok());
-        });
-    }
-
-    fn readdirplus(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        reply: ReplyDirectoryPlus,
-    ) {
-        self.serve("readdirplus", reply, |mut reply| {
-            let r = self.do_readdirplus(fh, ino.0, offset, &mut reply);
-            reply_with(reply, r, |reply, ()| reply.ok());
-        });
-    }
+    listing_handler!(readdir, ReplyDirectory, do_readdir);
+    listing_handler!(readdirplus, ReplyDirectoryPlus, do_readdirplus);
 
     fn releasedir(
         &self,
@@ -1036,7 +1043,8 @@ impl Filesystem for ManyFuse {
                 #[cfg(feature = "test-probes")]
                 poison::test_panic_probe(name);
                 let fs = self.fs()?;
-                let md = match fs.create(parent.0, name, mode & 0o7777, req.uid(), req.gid()) {
+                let mode = libc::S_IFREG | (mode & 0o7777);
+                let md = match fs.mknod(parent.0, name, mode, 0, req.uid(), req.gid()) {
                     Ok(md) => md,
                     // Lost a race with another creator: without O_EXCL,
                     // open what is there (open(2) semantics).
@@ -1048,7 +1056,7 @@ impl Filesystem for ManyFuse {
                 if md.kind == FileKind::Dir {
                     return Err(Errno::EISDIR);
                 }
-                let fh = self.open_handle(md.ino, flags)?;
+                let fh = self.open_handle(md.ino, flags, req.uid())?;
                 // O_TRUNC may have changed the size.
                 let md = if flags & libc::O_TRUNC != 0 {
                     fs.stat(md.ino).map_err(errno)?

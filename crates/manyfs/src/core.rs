@@ -204,7 +204,8 @@ impl FsCore {
             ino,
             generation: rec.generation,
             kind: rec.kind,
-            attrs: Mutex::new(attrs),
+            rdev: rec.rdev,
+            attrs: Mutex::new(attrs.clone()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
@@ -212,6 +213,7 @@ impl FsCore {
             file: (rec.kind != FileKind::Dir)
                 .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),
             dir: (rec.kind == FileKind::Dir).then(DirData::default),
+            setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),
             freed: std::sync::atomic::AtomicBool::new(false),
@@ -220,7 +222,14 @@ impl FsCore {
 
     /// Create a new inode: allocate its number and log array and persist its
     /// record. It becomes reachable only when a directory entry commits.
-    pub fn new_inode(&self, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Result<Arc<Inode>> {
+    pub fn new_inode(
+        &self,
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+    ) -> Result<Arc<Inode>> {
         self.check_writable()?;
         let ino = self.alloc_ino()?;
         let array = match self.alloc_blocks(1, Purpose::Meta) {
@@ -246,6 +255,7 @@ impl FsCore {
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
+                rdev,
             };
             self.media.store(off, &rec.encode())?;
             self.media.flush(off, INODE_SIZE as usize)?;

@@ -149,6 +149,7 @@ impl Fs {
             mtime: from_ns(mtime),
             ctime: from_ns(a.ctime_ns.max(mtime)),
             blocks,
+            rdev: inode.rdev,
         }
     }
 

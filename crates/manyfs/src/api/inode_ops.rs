@@ -26,28 +26,40 @@ impl Fs {
         Ok(self.meta(&i))
     }
 
-    /// Create a regular file (fails with `Exists` if the name is taken).
-    pub fn create(
+    /// Create `name` in directory `parent`, as `mknod(2)` does: the
+    /// `S_IFMT` bits of `mode` say what (a regular file when they are 0, a
+    /// directory, a FIFO, a socket, or a character or block device whose
+    /// number is `rdev`), the low 12 bits are the permissions. Fails with
+    /// `Exists` if the name is taken, `InvalidArgument` for a symlink or
+    /// unknown type bits (symlinks: [`Fs::symlink_at`]).
+    pub fn mknod(
         &self,
         parent: u64,
         name: &OsStr,
         mode: u32,
+        rdev: u64,
         uid: u32,
         gid: u32,
     ) -> Result<Metadata> {
-        self.make(parent, name, NewNode::File, mode, uid, gid)
-    }
-
-    /// Create a directory.
-    pub fn mkdir(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Metadata> {
-        self.make(parent, name, NewNode::Dir, mode, uid, gid)
+        let kind = match mode & 0o170000 {
+            0 => FileKind::File,
+            bits => FileKind::from_format_bits(bits)
+                .filter(|k| *k != FileKind::Symlink)
+                .ok_or_else(|| Error::InvalidArgument(format!("mknod of file type {bits:#o}")))?,
+        };
+        let node = match kind {
+            FileKind::File => NewNode::File,
+            FileKind::Dir => NewNode::Dir,
+            k => NewNode::Special {
+                kind: k,
+                rdev: if matches!(k, FileKind::CharDevice | FileKind::BlockDevice) {
+                    rdev
+                } else {
+                    0
+                },
+            },
+        };
+        self.make(parent, name, node, mode & 0o7777, uid, gid)
     }
 
     fn make(
@@ -150,6 +162,12 @@ impl Fs {
             if inode.kind == FileKind::Dir {
                 return Err(Error::IsDir(format!("inode {ino}")));
             }
+            if inode.kind.is_special() {
+                return Err(Error::InvalidArgument(format!(
+                    "inode {ino} is a {:?}: it has no size to set",
+                    inode.kind
+                )));
+            }
             file::set_len(&self.core, &inode, size)?;
         }
         let change = AttrChange {
@@ -178,6 +196,13 @@ impl Fs {
         let inode = self.core.get(ino)?;
         if inode.kind == FileKind::Dir && write {
             return Err(Error::IsDir(format!("inode {ino}")));
+        }
+        if inode.kind.is_special() {
+            // The kernel serves FIFOs, sockets and devices itself.
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino} is a {:?}: it has no content to open",
+                inode.kind
+            )));
         }
         if write {
             self.core.check_writable()?;

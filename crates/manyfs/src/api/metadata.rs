@@ -5,7 +5,7 @@ use crate::layout::FileKind;
 use std::ffi::OsString;
 use std::time::SystemTime;
 
-/// Attributes of a file, directory or symlink.
+/// Attributes of a file, directory, symlink or special node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
     /// Inode number.
@@ -32,6 +32,8 @@ pub struct Metadata {
     pub ctime: SystemTime,
     /// Space used, in 512-byte units.
     pub blocks: u64,
+    /// Device number of a character or block device (0 otherwise).
+    pub rdev: u64,
 }
 
 impl Metadata {

@@ -37,8 +37,10 @@ pub struct Inode {
     pub ino: u64,
     /// Generation of the inode record.
     pub generation: u32,
-    /// File, directory or symlink.
+    /// File, directory, symlink or special node.
     pub kind: FileKind,
+    /// Device number (character and block devices; fixed at creation).
+    pub rdev: u64,
     /// Attributes.
     pub attrs: Mutex<Attrs>,
     /// Sequence of the newest attribute entry (writes record it as their epoch).
@@ -56,6 +58,9 @@ pub struct Inode {
     pub open_handles: AtomicU32,
     /// Parent directory (directories only; for `..` and rename loop checks).
     pub parent: AtomicU64,
+    /// Whether the mode has the setuid or setgid bit: lets a write check
+    /// without the attribute mutex whether it has bits to clear.
+    pub setid: std::sync::atomic::AtomicBool,
     /// Set once the inode's space has been returned.
     pub freed: std::sync::atomic::AtomicBool,
 }

@@ -252,6 +252,26 @@ pub enum NewNode<'a> {
     Dir,
     /// A symbolic link with this target.
     Symlink(&'a [u8]),
+    /// A FIFO, socket or device node (`kind.is_special()`), with its
+    /// device number (0 for FIFOs and sockets).
+    Special {
+        /// Which special kind.
+        kind: FileKind,
+        /// Device number.
+        rdev: u64,
+    },
+}
+
+impl NewNode<'_> {
+    /// The kind of inode this creates.
+    pub fn kind(&self) -> FileKind {
+        match self {
+            NewNode::File => FileKind::File,
+            NewNode::Dir => FileKind::Dir,
+            NewNode::Symlink(_) => FileKind::Symlink,
+            NewNode::Special { kind, .. } => *kind,
+        }
+    }
 }
 
 /// Create `name` in `parent`.
@@ -267,10 +287,15 @@ pub fn create(
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
-    let kind = match node {
-        NewNode::File => FileKind::File,
-        NewNode::Dir => FileKind::Dir,
-        NewNode::Symlink(_) => FileKind::Symlink,
+    let kind = node.kind();
+    let rdev = match node {
+        NewNode::Special { kind, rdev } if kind.is_special() => rdev,
+        NewNode::Special { kind, .. } => {
+            return Err(Error::InvalidArgument(format!(
+                "{kind:?} is not a special file kind"
+            )));
+        }
+        _ => 0,
     };
     // setgid directories hand their group (and, to subdirectories, the bit) down.
     let (pmode, pgid) = {
@@ -296,7 +321,7 @@ pub fn create(
     };
     let mut st = d.state.write();
     check_free_name(parent, &st, name)?;
-    let child = core.new_inode(kind, mode, uid, gid)?;
+    let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
