@@ -9,7 +9,9 @@ set -euo pipefail
 # fio:     the shared-file workload of the FUSE integration tests
 # sqlite3: the database workload of the FUSE integration tests
 # fonts-dejavu-core: the TrueType font `manyfs bench --plot` draws its text with
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core)
+# rsync, attr: the FUSE tests copy trees with FIFOs, devices and extended
+#          attributes in and out (rsync -aHX) and read attributes (getfattr)
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -22,9 +22,9 @@ use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr};
+use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr, XattrSet};
 use parking_lot::{Mutex, RwLock};
 
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
@@ -597,6 +597,24 @@ fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     reply_with(reply, r, |reply, ()| reply.ok());
 }
 
+/// Answer a `getxattr`/`listxattr` whose result is `bytes`: its size when
+/// the caller asked for the size (`size` 0), the bytes when they fit,
+/// `ERANGE` when they do not.
+fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Errno>) {
+    reply_with(reply, r, |reply, bytes| {
+        let Ok(len) = u32::try_from(bytes.len()) else {
+            return reply.error(Errno::E2BIG);
+        };
+        if size == 0 {
+            reply.size(len);
+        } else if len > size {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(&bytes);
+        }
+    });
+}
+
 fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
     reply_with(reply, r, |reply, a| reply.attr(&TTL, &a));
 }
@@ -1013,6 +1031,69 @@ impl Filesystem for ManyFuse {
                     bsize,
                 );
             });
+        });
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.serve("setxattr", reply, |reply| {
+            let r = (|| {
+                if position != 0 {
+                    // Only macOS resource forks have a position.
+                    return Err(Errno::EINVAL);
+                }
+                let how = match flags {
+                    0 => XattrSet::Any,
+                    libc::XATTR_CREATE => XattrSet::Create,
+                    libc::XATTR_REPLACE => XattrSet::Replace,
+                    _ => return Err(Errno::EINVAL),
+                };
+                self.writable()?;
+                self.fs()?.setxattr(ino.0, name, value, how).map_err(errno)
+            })();
+            reply_empty(reply, r);
+        });
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.serve("getxattr", reply, |reply| {
+            let r = self
+                .fs()
+                .and_then(|fs| fs.getxattr(ino.0, name).map_err(errno));
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.serve("listxattr", reply, |reply| {
+            // NUL-terminated names, one after another.
+            let r = self.fs().and_then(|fs| {
+                let names = fs.listxattr(ino.0).map_err(errno)?;
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str()));
+                    out.push(0);
+                }
+                Ok(out)
+            });
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.serve("removexattr", reply, |reply| {
+            let r = self
+                .writable()
+                .and_then(|()| self.fs()?.removexattr(ino.0, name).map_err(errno));
+            reply_empty(reply, r);
         });
     }
 

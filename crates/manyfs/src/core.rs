@@ -206,6 +206,7 @@ impl FsCore {
             kind: rec.kind,
             rdev: rec.rdev,
             attrs: Mutex::new(attrs.clone()),
+            xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)

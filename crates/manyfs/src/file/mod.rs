@@ -521,7 +521,7 @@ const COMPACT_AFTER_ATTR_ENTRIES: u64 = 64;
 
 /// Compact the log of a file with many attribute entries (each truncate or
 /// chmod leaves one that recovery needs until the log is rewritten).
-fn maybe_compact(core: &FsCore, inode: &Inode) {
+pub(crate) fn maybe_compact(core: &FsCore, inode: &Inode) {
     if inode.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
         return;
     }
@@ -582,11 +582,16 @@ fn compact_file(core: &FsCore, inode: &Inode, f: &FileData, a: &crate::inode::At
             n as u32,
         ));
     }
+    // Extended attributes last (the write runs' locations are indexed
+    // above); held until the switch, so no change lands in the old log.
+    let xattrs = inode.xattrs.lock();
+    entries.extend(xattrs.rewrite_entries(a.ctime_ns));
     let locs = inode.log.rewrite(
         core,
         core.sb.inode_offset(inode.ino) + INODE_LOG_ARRAY_OFFSET,
         &entries,
     )?;
+    drop(xattrs);
     for (&(pg, block, n, version), &loc) in runs.iter().zip(&locs[1..]) {
         for i in 0..n {
             f.index.slot(pg + i).set(PageMapping {

@@ -31,6 +31,40 @@ pub struct Attrs {
     pub nlink: u32,
 }
 
+/// Extended attributes of one inode (the DRAM view of its `Xattr` log
+/// entries).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Xattrs {
+    /// Sequence of the newest extended-attribute entry.
+    pub seq: u64,
+    /// Name (with its namespace prefix) -> value.
+    pub map: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Xattrs {
+    /// Bytes of names and values together (what the per-inode limit counts).
+    pub fn bytes(&self) -> usize {
+        self.map.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+
+    /// One entry per attribute, for a log rewrite (compaction): they keep
+    /// their values and the current sequence.
+    pub fn rewrite_entries(&self, ctime_ns: u64) -> Vec<(crate::layout::Entry, u32)> {
+        self.map
+            .iter()
+            .map(|(name, value)| {
+                let e = crate::layout::Entry::Xattr {
+                    seq: self.seq,
+                    ctime_ns,
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                };
+                (e, 1)
+            })
+            .collect()
+    }
+}
+
 /// One live inode.
 pub struct Inode {
     /// Inode number.
@@ -43,6 +77,10 @@ pub struct Inode {
     pub rdev: u64,
     /// Attributes.
     pub attrs: Mutex<Attrs>,
+    /// Extended attributes. Lock order: `attrs` before `xattrs` (log
+    /// compaction holds both); a change of extended attributes takes
+    /// `xattrs` alone and updates `attrs` (the ctime) after dropping it.
+    pub xattrs: Mutex<Xattrs>,
     /// Sequence of the newest attribute entry (writes record it as their epoch).
     pub attr_seq: AtomicU64,
     /// Attribute entries in the log (they are never individually

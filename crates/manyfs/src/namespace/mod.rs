@@ -162,11 +162,15 @@ fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
             1,
         ));
     }
+    // Held until the switch, like the attributes.
+    let xattrs = dir.xattrs.lock();
+    entries.extend(xattrs.rewrite_entries(a.ctime_ns));
     dir.log.rewrite(
         core,
         core.sb.inode_offset(dir.ino) + INODE_LOG_ARRAY_OFFSET,
         &entries,
     )?;
+    drop(xattrs);
     dir.attr_seq.store(attr_seq, Ordering::Release);
     dir.attr_entries.store(1, Ordering::Relaxed);
     st.seq = seq;

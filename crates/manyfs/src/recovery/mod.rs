@@ -101,6 +101,8 @@ pub struct RebuiltInode {
     pub file: Option<FileState>,
     /// Live references per log page of this inode.
     pub live: HashMap<u64, u32>,
+    /// Extended attributes (the newest entry per name).
+    pub xattrs: crate::inode::Xattrs,
 }
 
 /// The whole rebuilt file system.
@@ -313,6 +315,39 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
     })
 }
 
+/// Extended attributes: per name, the entry with the highest sequence wins
+/// (a removal hides the name). Every such entry stays referenced until
+/// the log is compacted, like attribute entries.
+fn replay_xattrs(
+    node: &mut RebuiltInode,
+    all: &[(EntryLoc, &Entry)],
+    live: &mut HashMap<u64, u32>,
+) {
+    let mut newest: BTreeMap<&[u8], (u64, Option<&Vec<u8>>)> = BTreeMap::new();
+    for (loc, e) in all {
+        let Entry::Xattr {
+            seq,
+            ctime_ns,
+            name,
+            value,
+        } = e
+        else {
+            continue;
+        };
+        *live.entry(loc_page(*loc)).or_default() += 1;
+        node.attr_entries += 1;
+        node.xattrs.seq = node.xattrs.seq.max(*seq);
+        node.ctime_ns = node.ctime_ns.max(*ctime_ns);
+        if newest.get(name.as_slice()).is_none_or(|(s, _)| seq >= s) {
+            newest.insert(name, (*seq, value.as_ref()));
+        }
+    }
+    node.xattrs.map = newest
+        .into_iter()
+        .filter_map(|(name, (_, v))| Some((name.to_vec(), v?.clone())))
+        .collect();
+}
+
 pub(crate) fn replay(
     ino: u64,
     record: InodeRecord,
@@ -337,6 +372,7 @@ pub(crate) fn replay(
         file: None,
         live: HashMap::new(),
         sublogs: Vec::new(),
+        xattrs: Default::default(),
         record,
     };
     let all: Vec<(EntryLoc, &Entry)> = sublogs
@@ -399,6 +435,8 @@ pub(crate) fn replay(
         node.mtime_ns = *mtime_ns;
         node.ctime_ns = *ctime_ns;
     }
+
+    replay_xattrs(&mut node, &all, &mut live);
 
     if node.record.kind == FileKind::Dir {
         let mut dir_entries: Vec<(u64, EntryLoc, &Entry)> = all

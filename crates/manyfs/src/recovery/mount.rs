@@ -68,6 +68,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             .attr_entries
             .store(node.attr_entries, Ordering::Relaxed);
         inode.parent.store(node.parent, Ordering::Release);
+        *inode.xattrs.lock() = node.xattrs.clone();
         for (&page, &n) in &node.live {
             if let Some(c) = core.live_counter(page) {
                 c.store(n, Ordering::Relaxed);
