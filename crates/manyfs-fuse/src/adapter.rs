@@ -831,15 +831,19 @@ impl Filesystem for ManyFuse {
     ) {
         self.serve("rename", reply, |reply| {
             let r = (|| {
-                if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
-                    // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported.
-                    return Err(Errno::EINVAL);
-                }
                 self.writable()?;
-                let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-                self.fs()?
-                    .rename_at(parent.0, name, newparent.0, newname, no_replace)
-                    .map_err(errno)
+                let fs = self.fs()?;
+                let r = if flags == RenameFlags::RENAME_EXCHANGE {
+                    fs.exchange_at(parent.0, name, newparent.0, newname)
+                } else if (flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
+                    let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+                    fs.rename_at(parent.0, name, newparent.0, newname, no_replace)
+                } else {
+                    // RENAME_WHITEOUT (overlayfs), or flags that exclude
+                    // each other.
+                    return Err(Errno::EINVAL);
+                };
+                r.map_err(errno)
             })();
             reply_empty(reply, r);
         });

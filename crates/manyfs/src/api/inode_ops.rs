@@ -132,6 +132,28 @@ impl Fs {
         )
     }
 
+    /// Swap what `name` in `parent` and `new_name` in `new_parent` name
+    /// (`renameat2(RENAME_EXCHANGE)`): atomic, also across directories and
+    /// after a crash. Both names must exist.
+    pub fn exchange_at(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        new_parent: u64,
+        new_name: &OsStr,
+    ) -> Result<()> {
+        let src = self.core.get(parent)?;
+        let dst = self.core.get(new_parent)?;
+        namespace::exchange(
+            &self.core,
+            &src,
+            name.as_bytes(),
+            &dst,
+            new_name.as_bytes(),
+            None,
+        )
+    }
+
     /// Target of symlink `ino`.
     pub fn readlink_ino(&self, ino: u64) -> Result<PathBuf> {
         let inode = self.core.get(ino)?;

@@ -8,7 +8,10 @@
 //! the directory entry last; an inode no entry reaches is free at the next
 //! mount. Link counts are never stored: recovery counts the entries.
 
+mod exchange;
 pub mod journal;
+
+pub use exchange::exchange;
 
 use crate::core::FsCore;
 use crate::error::{Error, Result};
@@ -463,6 +466,82 @@ pub fn rmdir(
     Ok(())
 }
 
+type DirGuard<'a> = parking_lot::RwLockWriteGuard<'a, DirState>;
+
+/// Lock directories `src` and `dst` (one lock when they are the same) in
+/// inode order, refusing removed directories.
+fn lock_pair<'a>(src: &'a Inode, dst: &'a Inode) -> Result<(DirGuard<'a>, Option<DirGuard<'a>>)> {
+    let (sd, dd) = (src.dir()?, dst.dir()?);
+    let guards = if src.ino == dst.ino {
+        (sd.state.write(), None)
+    } else if src.ino < dst.ino {
+        let s = sd.state.write();
+        (s, Some(dd.state.write()))
+    } else {
+        let d = dd.state.write();
+        (sd.state.write(), Some(d))
+    };
+    if src.nlink() == 0 || dst.nlink() == 0 {
+        return Err(Error::NotFound("directory was removed".into()));
+    }
+    Ok(guards)
+}
+
+/// Log (as part of cross-directory transaction `txid`) that `name` in
+/// `dir` names `child`, and record it in memory.
+fn log_add_tx(
+    core: &FsCore,
+    dir: &Inode,
+    st: &mut DirState,
+    name: &[u8],
+    child: Child,
+    txid: u64,
+) -> Result<()> {
+    log_dir(core, dir, st, |seq| Entry::DirAdd {
+        seq,
+        ino: child.ino,
+        generation: child.generation,
+        kind: child.kind,
+        txid,
+        name: name.to_vec(),
+    })?;
+    st.entries.insert(name.to_vec(), child);
+    Ok(())
+}
+
+/// Run `apply` (the two directory entries of a cross-directory rename or
+/// exchange) under the journal record `rec`: the record is committed (and
+/// in `file` mode durable) before either entry, and cleared only once both
+/// are durable.
+fn journaled(
+    core: &FsCore,
+    rec: &journal::RenameRecord,
+    apply: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let deferring = core.deferring();
+    if deferring && journal::pending(&core.media)?.is_some() {
+        // An earlier rename failed half way: its record must survive
+        // until a mount completes it.
+        return Err(Error::io(
+            "an interrupted cross-directory rename is pending; remount to complete it",
+            std::io::Error::from_raw_os_error(libc::EIO),
+        ));
+    }
+    journal::begin(&core.media, rec)?;
+    if deferring {
+        // Page cache: the record must be durable before either entry
+        // can be.
+        core.media
+            .sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+    }
+    apply()?;
+    if deferring {
+        // Both entries durable (marked) before the record goes away.
+        core.sync()?;
+    }
+    journal::finish(&core.media)
+}
+
 fn is_ancestor(core: &FsCore, ancestor: u64, mut dir: u64) -> bool {
     for _ in 0..100_000 {
         if dir == ancestor {
@@ -499,23 +578,8 @@ pub fn rename(
         ));
     }
     let _ns = core.namespace_lock.lock();
-    let (sd, dd) = (src.dir()?, dst.dir()?);
     let same = src.ino == dst.ino;
-    // Lock the two directories in inode order.
-    let (mut s_guard, mut d_guard);
-    if same {
-        s_guard = sd.state.write();
-        d_guard = None;
-    } else if src.ino < dst.ino {
-        s_guard = sd.state.write();
-        d_guard = Some(dd.state.write());
-    } else {
-        d_guard = Some(dd.state.write());
-        s_guard = sd.state.write();
-    }
-    if src.nlink() == 0 || dst.nlink() == 0 {
-        return Err(Error::NotFound("directory was removed".into()));
-    }
+    let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
     let moving = *s_guard
         .entries
         .get(src_name)
@@ -575,9 +639,8 @@ pub fn rename(
         maybe_compact_dir(core, src, &mut s_guard);
     } else {
         let dg = d_guard.as_mut().expect("two directories");
-        let txid = core.next_txid.fetch_add(1, Ordering::Relaxed);
         let rec = journal::RenameRecord {
-            txid,
+            txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
             src_dir: src.ino,
             dst_dir: dst.ino,
             ino: moving.ino,
@@ -585,44 +648,19 @@ pub fn rename(
             kind: moving.kind,
             src_name: src_name.to_vec(),
             dst_name: dst_name.to_vec(),
+            exchange: None,
         };
-        let deferring = core.deferring();
-        if deferring && journal::pending(&core.media)?.is_some() {
-            // An earlier rename failed half way: its record must survive
-            // until a mount completes it.
-            return Err(Error::io(
-                "an interrupted cross-directory rename is pending; remount to complete it",
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
-        }
-        journal::begin(&core.media, &rec)?;
-        if deferring {
-            // Page cache: the record must be durable before either entry
-            // can be.
-            core.media
-                .sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-        }
-        log_dir(core, dst, dg, |seq| Entry::DirAdd {
-            seq,
-            ino: moving.ino,
-            generation: moving.generation,
-            kind: moving.kind,
-            txid,
-            name: dst_name.to_vec(),
+        journaled(core, &rec, || {
+            log_add_tx(core, dst, dg, dst_name, moving, rec.txid)?;
+            log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
+                seq,
+                ino: moving.ino,
+                txid: rec.txid,
+                name: src_name.to_vec(),
+            })?;
+            s_guard.entries.remove(src_name);
+            Ok(())
         })?;
-        dg.entries.insert(dst_name.to_vec(), moving);
-        log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
-            seq,
-            ino: moving.ino,
-            txid,
-            name: src_name.to_vec(),
-        })?;
-        s_guard.entries.remove(src_name);
-        if deferring {
-            // Both entries durable (marked) before the record goes away.
-            core.sync()?;
-        }
-        journal::finish(&core.media)?;
         maybe_compact_dir(core, dst, dg);
         maybe_compact_dir(core, src, &mut s_guard);
         if moving.kind == FileKind::Dir {

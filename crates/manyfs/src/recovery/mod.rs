@@ -508,7 +508,16 @@ pub(crate) fn replay(
             }
         }
         if let Some(r) = pending {
-            if r.src_dir == ino && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino) {
+            if let (Some(x), true) = (r.exchange, r.src_dir == ino) {
+                let child = Child {
+                    ino: x.ino,
+                    generation: x.generation,
+                    kind: x.kind,
+                };
+                st.entries.insert(r.src_name.clone(), child);
+            } else if r.src_dir == ino
+                && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino)
+            {
                 st.entries.remove(&r.src_name);
             }
             if r.dst_dir == ino {
