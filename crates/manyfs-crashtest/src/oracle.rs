@@ -21,6 +21,8 @@ pub enum PNode {
     Symlink(Vec<u8>),
     /// A file.
     File(Ident),
+    /// A FIFO, socket or device node (kind and device number).
+    Special(FileKind, u64),
 }
 
 /// The name space: path to target.
@@ -86,10 +88,8 @@ pub fn read_tree(fs: &Fs) -> Result<(Tree, BTreeMap<String, Vec<u8>>)> {
                     );
                 }
                 special => {
-                    // The crash workloads make no FIFOs, sockets or devices.
-                    return Err(manyfs::Error::InvalidArgument(format!(
-                        "{key}: unexpected {special:?} in a crash workload's tree"
-                    )));
+                    let m = fs.symlink_metadata(&p)?;
+                    tree.insert(key, PNode::Special(special, m.rdev));
                 }
             }
         }

@@ -206,3 +206,28 @@ fn a_forgotten_sync_is_found_by_the_page_models_only() {
         assert!(lost.is_empty(), "{}", lost[0]);
     }
 }
+
+#[test]
+fn special_files_xattrs_and_exchanges_are_crash_atomic_on_pm() {
+    let cfg = Config::default();
+    let workloads = crashtest::posix_workloads();
+    // Every operation succeeds (a failing one would be explored as a no-op).
+    for w in &workloads {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = manyfs::MountOptions {
+            durability: manyfs::Durability::Dram,
+            ..Default::default()
+        };
+        let mkfs = manyfs::MkfsOptions {
+            size: w.pool_size,
+            ..Default::default()
+        };
+        let fs = manyfs::Fs::mkfs(&dir.path().join("pool"), &mkfs, &opts).unwrap();
+        for op in w.setup.iter().chain(&w.ops) {
+            op.apply(&fs)
+                .unwrap_or_else(|e| panic!("{}: {op:?}: {e}", w.name));
+        }
+    }
+    let stats = run(&workloads, &cfg, 0);
+    assert_clean(&stats, 400);
+}
