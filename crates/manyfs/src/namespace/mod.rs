@@ -677,8 +677,10 @@ pub fn rename(
             ti.attrs.lock().nlink = 0;
             dst.attrs.lock().nlink -= 1;
         } else {
+            // Its link count changed: so does its ctime (as unlink).
             let mut a = ti.attrs.lock();
             a.nlink = a.nlink.saturating_sub(1);
+            a.ctime_ns = crate::time::now_ns();
         }
         core.release_if_unused(&ti);
     }
