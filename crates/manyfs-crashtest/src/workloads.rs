@@ -107,7 +107,7 @@ impl Op {
             }
             Op::Exchange(a, b) => {
                 let ((da, na), (db, nb)) = (parent_and_name(fs, a)?, parent_and_name(fs, b)?);
-                fs.exchange_at(da, na, db, nb)
+                fs.rename_at(da, na, db, nb, manyfs::Rename::Exchange)
             }
             Op::SetXattr(p, name, value) => {
                 let ino = fs.symlink_metadata(p)?.ino;

@@ -24,7 +24,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr, XattrSet};
+use manyfs::{DirEntry, File, FileKind, Fs, Metadata, Rename, SetAttr, XattrSet};
 use parking_lot::{Mutex, RwLock};
 
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
@@ -833,17 +833,19 @@ impl Filesystem for ManyFuse {
             let r = (|| {
                 self.writable()?;
                 let fs = self.fs()?;
-                let r = if flags == RenameFlags::RENAME_EXCHANGE {
-                    fs.exchange_at(parent.0, name, newparent.0, newname)
-                } else if (flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
-                    let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-                    fs.rename_at(parent.0, name, newparent.0, newname, no_replace)
+                let how = if flags.is_empty() {
+                    Rename::Replace
+                } else if flags == RenameFlags::RENAME_NOREPLACE {
+                    Rename::NoReplace
+                } else if flags == RenameFlags::RENAME_EXCHANGE {
+                    Rename::Exchange
                 } else {
                     // RENAME_WHITEOUT (overlayfs), or flags that exclude
                     // each other.
                     return Err(Errno::EINVAL);
                 };
-                r.map_err(errno)
+                fs.rename_at(parent.0, name, newparent.0, newname, how)
+                    .map_err(errno)
             })();
             reply_empty(reply, r);
         });

@@ -26,18 +26,23 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Whether the test can run: FUSE is there and we are root.
-fn runnable(test: &str) -> bool {
+/// A fresh pool mounted with default options, when the test can run:
+/// FUSE is there and we are root.
+fn mounted_as_root(test: &str) -> Option<(Scratch, manyfs_fuse::MountedFs)> {
     if !fuse_available(test) {
-        return false;
+        return None;
     }
     if !is_root() {
         assert!(!in_ci(), "{test}: needs root (CI=true: may not be skipped)");
         eprintln!("SKIPPED {test}: needs root to act as another user");
-        return false;
+        return None;
     }
-    require_tool("setpriv");
-    true
+    for tool in ["setpriv", "rsync", "setfattr"] {
+        require_tool(tool);
+    }
+    let s = Scratch::new();
+    let m = s.mount(&[]);
+    Some((s, m))
 }
 
 /// Run the shell script `script` as uid/gid 65534 in `dir`; returns its
@@ -71,11 +76,9 @@ fn mode(p: &Path) -> u32 {
 
 #[test]
 fn another_user_on_a_root_mount_works_where_ext4_allows_and_is_denied_where_it_denies() {
-    if !runnable("another_user_on_a_root_mount") {
+    let Some((s, m)) = mounted_as_root("another_user_on_a_root_mount") else {
         return;
-    }
-    let s = Scratch::new();
-    let m = s.mount(&[]);
+    };
     let pubd = s.mnt.join("pub");
     fs::create_dir(&pubd).unwrap();
     fs::set_permissions(&pubd, fs::Permissions::from_mode(0o1777)).unwrap();
@@ -216,15 +219,11 @@ fn rsync_differences(a: &Path, b: &Path) -> String {
 
 #[test]
 fn cp_a_and_rsync_ax_copy_every_file_type_links_and_xattrs_in_and_out() {
-    if !runnable("cp_a_and_rsync_ax_copy_every_file_type") {
+    let Some((s, m)) = mounted_as_root("cp_a_and_rsync_ax_copy_every_file_type") else {
         return;
-    }
-    require_tool("rsync");
-    require_tool("setfattr");
-    let s = Scratch::new();
+    };
     let src = s.dir.path().join("src");
     make_special_tree(&src);
-    let m = s.mount(&[]);
     run_ok(Command::new("cp").arg("-a").arg(&src).arg(s.mnt.join("cp")));
     run_ok(
         Command::new("rsync")

@@ -63,7 +63,7 @@ mod test_support;
 mod time;
 mod xattr;
 
-pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};
+pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, Rename, SetAttr, StatFs};
 pub use error::{Error, Result};
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;

@@ -110,48 +110,29 @@ impl Fs {
         namespace::rmdir(&self.core, &dir, name.as_bytes(), None)
     }
 
-    /// Rename, replacing a compatible target unless `no_replace`.
+    /// Rename `name` in `parent` to `new_name` in `new_parent`
+    /// (`renameat2(2)`): replacing a compatible target, failing with
+    /// `Exists` if there is one ([`Rename::NoReplace`]), or swapping the
+    /// two names ([`Rename::Exchange`]; both must exist). Atomic, also
+    /// across directories and after a crash.
     pub fn rename_at(
         &self,
         parent: u64,
         name: &OsStr,
         new_parent: u64,
         new_name: &OsStr,
-        no_replace: bool,
+        how: Rename,
     ) -> Result<()> {
         let src = self.core.get(parent)?;
         let dst = self.core.get(new_parent)?;
-        namespace::rename(
-            &self.core,
-            &src,
-            name.as_bytes(),
-            &dst,
-            new_name.as_bytes(),
-            no_replace,
-            None,
-        )
-    }
-
-    /// Swap what `name` in `parent` and `new_name` in `new_parent` name
-    /// (`renameat2(RENAME_EXCHANGE)`): atomic, also across directories and
-    /// after a crash. Both names must exist.
-    pub fn exchange_at(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        new_parent: u64,
-        new_name: &OsStr,
-    ) -> Result<()> {
-        let src = self.core.get(parent)?;
-        let dst = self.core.get(new_parent)?;
-        namespace::exchange(
-            &self.core,
-            &src,
-            name.as_bytes(),
-            &dst,
-            new_name.as_bytes(),
-            None,
-        )
+        let (from, to) = (name.as_bytes(), new_name.as_bytes());
+        match how {
+            Rename::Exchange => namespace::exchange(&self.core, (&src, from), (&dst, to), None),
+            Rename::Replace | Rename::NoReplace => {
+                let no_replace = how == Rename::NoReplace;
+                namespace::rename(&self.core, &src, from, &dst, to, no_replace, None)
+            }
+        }
     }
 
     /// Target of symlink `ino`.

@@ -87,6 +87,19 @@ pub struct StatFs {
     pub name_max: u64,
 }
 
+/// What [`crate::Fs::rename_at`] does with the destination name
+/// (`renameat2(2)` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rename {
+    /// Replace a compatible target (plain `rename(2)`).
+    #[default]
+    Replace,
+    /// Fail with `EEXIST` if the target exists (`RENAME_NOREPLACE`).
+    NoReplace,
+    /// Swap the two names, which must both exist (`RENAME_EXCHANGE`).
+    Exchange,
+}
+
 /// Attribute changes for [`crate::Fs::setattr`].
 #[derive(Debug, Clone, Default)]
 pub struct SetAttr {

@@ -17,7 +17,7 @@ mod xattr_ops;
 
 pub use file::{File, OpenOptions};
 pub use fs::Fs;
-pub use metadata::{DirEntry, Metadata, SetAttr, StatFs};
+pub use metadata::{DirEntry, Metadata, Rename, SetAttr, StatFs};
 
 use crate::error::{Error, Result};
 use crate::namespace;

@@ -14,10 +14,8 @@ use super::*;
 /// itself, or two names of one inode, does nothing.
 pub fn exchange(
     core: &FsCore,
-    src: &Arc<Inode>,
-    src_name: &[u8],
-    dst: &Arc<Inode>,
-    dst_name: &[u8],
+    (src, src_name): (&Arc<Inode>, &[u8]),
+    (dst, dst_name): (&Arc<Inode>, &[u8]),
     caller_uid: Option<u32>,
 ) -> Result<()> {
     core.check_writable()?;
@@ -26,16 +24,8 @@ pub fn exchange(
     let _ns = core.namespace_lock.lock();
     let same = src.ino == dst.ino;
     let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
-    let a = *s_guard
-        .entries
-        .get(src_name)
-        .ok_or_else(|| Error::NotFound(show(src_name)))?;
-    let b = *d_guard
-        .as_ref()
-        .unwrap_or(&s_guard)
-        .entries
-        .get(dst_name)
-        .ok_or_else(|| Error::NotFound(show(dst_name)))?;
+    let a = named(&s_guard, src_name)?;
+    let b = named(d_guard.as_ref().unwrap_or(&s_guard), dst_name)?;
     if a.ino == b.ino {
         return Ok(());
     }
@@ -56,47 +46,18 @@ pub fn exchange(
     }
 
     if same {
-        let seq = s_guard.seq;
-        let add = |seq, name: &[u8], c: Child| Entry::DirAdd {
-            seq,
-            ino: c.ino,
-            generation: c.generation,
-            kind: c.kind,
-            txid: 0,
-            name: name.to_vec(),
-        };
-        let group = [
-            (add(seq + 1, src_name, b), 1),
-            (add(seq + 2, dst_name, a), 1),
-        ];
-        src.log.append(core, 0, &group, 0)?;
-        s_guard.seq = seq + 2;
-        s_guard.log_entries += 2;
+        log_dir_group(core, src, &mut s_guard, |seq| {
+            smallvec::smallvec![
+                dir_add(seq, src_name, b, 0),
+                dir_add(seq + 1, dst_name, a, 0)
+            ]
+        })?;
         s_guard.entries.insert(src_name.to_vec(), b);
         s_guard.entries.insert(dst_name.to_vec(), a);
-        let now = crate::time::now_ns();
-        let mut attrs = src.attrs.lock();
-        attrs.mtime_ns = now;
-        attrs.ctime_ns = now;
-        drop(attrs);
         maybe_compact_dir(core, src, &mut s_guard);
     } else {
         let dg = d_guard.as_mut().expect("two directories");
-        let rec = journal::RenameRecord {
-            txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
-            src_dir: src.ino,
-            dst_dir: dst.ino,
-            ino: a.ino,
-            generation: a.generation,
-            kind: a.kind,
-            src_name: src_name.to_vec(),
-            dst_name: dst_name.to_vec(),
-            exchange: Some(journal::Exchanged {
-                ino: b.ino,
-                generation: b.generation,
-                kind: b.kind,
-            }),
-        };
+        let rec = rename_record(core, (src, src_name), (dst, dst_name), a, Some(b));
         journaled(core, &rec, || {
             log_add_tx(core, dst, dg, dst_name, a, rec.txid)?;
             log_add_tx(core, src, &mut s_guard, src_name, b, rec.txid)

@@ -24,6 +24,7 @@
 //! PENDING << 32).
 
 use crate::error::Result;
+use crate::inode::Child;
 use crate::layout::*;
 use crate::media::Media;
 
@@ -51,18 +52,7 @@ pub struct RenameRecord {
     pub dst_name: Vec<u8>,
     /// For an exchange: the inode the destination name named, which the
     /// source name names afterwards.
-    pub exchange: Option<Exchanged>,
-}
-
-/// The second inode of an exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exchanged {
-    /// Inode number.
-    pub ino: u64,
-    /// Its generation.
-    pub generation: u32,
-    /// Its kind.
-    pub kind: FileKind,
+    pub exchange: Option<Child>,
 }
 
 impl RenameRecord {
@@ -126,7 +116,7 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
     let exchange = match b[39] {
         0 => None,
         1 => match FileKind::from_code(b[52]) {
-            Some(kind) => Some(Exchanged {
+            Some(kind) => Some(Child {
                 ino: le_u64(&b, 40),
                 generation: le_u32(&b, 48),
                 kind,

@@ -84,10 +84,22 @@ fn log_dir(
     st: &mut DirState,
     make: impl FnOnce(u64) -> Entry,
 ) -> Result<()> {
-    let seq = st.seq + 1;
-    dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
-    st.seq = seq;
-    st.log_entries += 1;
+    log_dir_group(core, dir, st, |seq| smallvec::smallvec![make(seq)])
+}
+
+/// Append directory entries as one atomic group; `make` builds them from
+/// the first free sequence, one sequence each.
+fn log_dir_group(
+    core: &FsCore,
+    dir: &Inode,
+    st: &mut DirState,
+    make: impl FnOnce(u64) -> smallvec::SmallVec<[Entry; 2]>,
+) -> Result<()> {
+    let group: smallvec::SmallVec<[(Entry, u32); 2]> =
+        make(st.seq + 1).into_iter().map(|e| (e, 1)).collect();
+    dir.log.append(core, 0, &group, 0)?;
+    st.seq += group.len() as u64;
+    st.log_entries += group.len() as u64;
     let now = crate::time::now_ns();
     {
         let mut a = dir.attrs.lock();
@@ -197,6 +209,14 @@ fn check_free_name(parent: &Inode, st: &DirState, name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// What `name` names in a directory (`NotFound` when nothing).
+fn named(st: &DirState, name: &[u8]) -> Result<Child> {
+    st.entries
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::NotFound(show(name)))
+}
+
 /// The directory-entry view of an inode.
 fn child_of(inode: &Inode) -> Child {
     Child {
@@ -214,14 +234,20 @@ fn log_add(
     name: &[u8],
     child: Child,
 ) -> Result<()> {
-    log_dir(core, parent, st, |seq| Entry::DirAdd {
+    log_dir(core, parent, st, |seq| dir_add(seq, name, child, 0))
+}
+
+/// The entry saying that `name` names `child` (`txid`: the cross-directory
+/// transaction it belongs to, or 0).
+fn dir_add(seq: u64, name: &[u8], child: Child, txid: u64) -> Entry {
+    Entry::DirAdd {
         seq,
         ino: child.ino,
         generation: child.generation,
         kind: child.kind,
-        txid: 0,
+        txid,
         name: name.to_vec(),
-    })
+    }
 }
 
 /// Record a logged name in memory, compacting the log if due.
@@ -497,16 +523,31 @@ fn log_add_tx(
     child: Child,
     txid: u64,
 ) -> Result<()> {
-    log_dir(core, dir, st, |seq| Entry::DirAdd {
-        seq,
-        ino: child.ino,
-        generation: child.generation,
-        kind: child.kind,
-        txid,
-        name: name.to_vec(),
-    })?;
+    log_dir(core, dir, st, |seq| dir_add(seq, name, child, txid))?;
     st.entries.insert(name.to_vec(), child);
     Ok(())
+}
+
+/// The journal record of a cross-directory rename of `moving` (or, with
+/// `exchange`, of an exchange with that inode).
+fn rename_record(
+    core: &FsCore,
+    (src, src_name): (&Inode, &[u8]),
+    (dst, dst_name): (&Inode, &[u8]),
+    moving: Child,
+    exchange: Option<Child>,
+) -> journal::RenameRecord {
+    journal::RenameRecord {
+        txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
+        src_dir: src.ino,
+        dst_dir: dst.ino,
+        ino: moving.ino,
+        generation: moving.generation,
+        kind: moving.kind,
+        src_name: src_name.to_vec(),
+        dst_name: dst_name.to_vec(),
+        exchange,
+    }
 }
 
 /// Run `apply` (the two directory entries of a cross-directory rename or
@@ -580,10 +621,7 @@ pub fn rename(
     let _ns = core.namespace_lock.lock();
     let same = src.ino == dst.ino;
     let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
-    let moving = *s_guard
-        .entries
-        .get(src_name)
-        .ok_or_else(|| Error::NotFound(show(src_name)))?;
+    let moving = named(&s_guard, src_name)?;
     let moving_inode = core.get(moving.ino)?;
     check_sticky(src, &moving_inode, caller_uid)?;
     let target = match &d_guard {
@@ -639,17 +677,7 @@ pub fn rename(
         maybe_compact_dir(core, src, &mut s_guard);
     } else {
         let dg = d_guard.as_mut().expect("two directories");
-        let rec = journal::RenameRecord {
-            txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
-            src_dir: src.ino,
-            dst_dir: dst.ino,
-            ino: moving.ino,
-            generation: moving.generation,
-            kind: moving.kind,
-            src_name: src_name.to_vec(),
-            dst_name: dst_name.to_vec(),
-            exchange: None,
-        };
+        let rec = rename_record(core, (src, src_name), (dst, dst_name), moving, None);
         journaled(core, &rec, || {
             log_add_tx(core, dst, dg, dst_name, moving, rec.txid)?;
             log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
