@@ -509,12 +509,8 @@ pub(crate) fn replay(
         }
         if let Some(r) = pending {
             if let (Some(x), true) = (r.exchange, r.src_dir == ino) {
-                let child = Child {
-                    ino: x.ino,
-                    generation: x.generation,
-                    kind: x.kind,
-                };
-                st.entries.insert(r.src_name.clone(), child);
+                // An exchange: the source name names the other inode.
+                st.entries.insert(r.src_name.clone(), x);
             } else if r.src_dir == ino
                 && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino)
             {
