@@ -1078,13 +1078,17 @@ impl Filesystem for ManyFuse {
         });
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.serve("listxattr", reply, |reply| {
-            // NUL-terminated names, one after another.
+            // NUL-terminated names, one after another. As ext4, `trusted.`
+            // names are listed only to the privileged (root here).
             let r = self.fs().and_then(|fs| {
                 let names = fs.listxattr(ino.0).map_err(errno)?;
                 let mut out = Vec::new();
-                for n in names {
+                let shown = |n: &std::ffi::OsString| {
+                    req.uid() == 0 || !n.as_encoded_bytes().starts_with(b"trusted.")
+                };
+                for n in names.iter().filter(|n| shown(n)) {
                     out.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str()));
                     out.push(0);
                 }

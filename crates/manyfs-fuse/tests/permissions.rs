@@ -84,6 +84,16 @@ fn another_user_on_a_root_mount_works_where_ext4_allows_and_is_denied_where_it_d
     fs::set_permissions(&pubd, fs::Permissions::from_mode(0o1777)).unwrap();
     fs::write(pubd.join("rootfile"), b"root's").unwrap();
     fs::set_permissions(pubd.join("rootfile"), fs::Permissions::from_mode(0o644)).unwrap();
+    run_ok(
+        Command::new("setfattr")
+            .args(["-n", "user.u", "-v", "1"])
+            .arg(pubd.join("rootfile")),
+    );
+    run_ok(
+        Command::new("setfattr")
+            .args(["-n", "trusted.t", "-v", "1"])
+            .arg(pubd.join("rootfile")),
+    );
     // Writable by everyone, but setuid root / setgid with group execute.
     for (name, m) in [("suid", 0o4777), ("sgid", 0o2777), ("sgid-noexec", 0o2767)] {
         fs::write(pubd.join(name), b"#!/bin/sh\n").unwrap();
@@ -123,6 +133,13 @@ deny touch rootfile                   # "now" needs write permission
 deny mknod d2 c 1 3                   # devices need CAP_MKNOD
 deny mkdir "$M/not-in-root"           # root directory is 0755 root
 [ "$(cat rootfile)" = "root's" ] || fail "rootfile changed"
+# extended attributes: user. ones by the file's permissions; trusted. ones
+# are neither listed nor readable without CAP_SYS_ADMIN
+[ "$(getfattr --only-values -n user.u rootfile)" = 1 ] || fail "read user.u"
+deny setfattr -n user.v -v 2 rootfile
+getfattr -d -m - rootfile | grep -q trusted && fail "trusted. listed"
+deny getfattr -n trusted.t rootfile
+setfattr -n user.mine -v 3 mine2 || fail "setfattr on own file"
 # writes by an unprivileged user clear setuid, and setgid with g+x
 echo x >> suid || fail "write suid"
 echo x >> sgid || fail "write sgid"
