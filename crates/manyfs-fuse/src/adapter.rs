@@ -418,12 +418,13 @@ impl ManyFuse {
         req: &Request,
         parent: u64,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         rdev: u32,
     ) -> Result<Metadata, Errno> {
         self.writable()?;
-        self.fs()?
-            .mknod(parent, name, mode, u64::from(rdev), req.uid(), req.gid())
+        let fs = self.fs()?;
+        let mode = creation_mode(fs, parent, mode, umask);
+        fs.mknod(parent, name, mode, u64::from(rdev), req.uid(), req.gid())
             .map_err(errno)
     }
 
@@ -523,6 +524,18 @@ impl ManyFuse {
             }
         }
         Ok(())
+    }
+}
+
+/// The mode to create with: `mode` less `umask`, unless directory `parent`
+/// has a default ACL, which then decides (the kernel leaves the umask to
+/// the file system: `FUSE_DONT_MASK`).
+fn creation_mode(fs: &Fs, parent: u64, mode: u32, umask: u32) -> u32 {
+    let default_acl = std::os::unix::ffi::OsStrExt::from_bytes(manyfs::acl::DEFAULT);
+    if fs.getxattr(parent, default_acl).is_ok() {
+        mode
+    } else {
+        mode & !(umask & 0o777)
     }
 }
 
@@ -660,6 +673,11 @@ impl Filesystem for ManyFuse {
             // by lookups (`ls -l`, `cp -a`, `find`); the kernel decides.
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
+            // POSIX ACLs (kept as attributes): the kernel caches and
+            // enforces them; the library keeps them in step with the mode.
+            InitFlags::FUSE_POSIX_ACL,
+            // The umask is ours to apply: not where a default ACL decides.
+            InitFlags::FUSE_DONT_MASK,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -759,12 +777,13 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         self.serve("mknod", reply, |reply| {
-            reply_entry(reply, self.make_node(req, parent.0, name, mode, rdev));
+            let r = self.make_node(req, parent.0, name, (mode, umask), rdev);
+            reply_entry(reply, r);
         });
     }
 
@@ -774,12 +793,12 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.serve("mkdir", reply, |reply| {
             let mode = libc::S_IFDIR | (mode & 0o7777);
-            reply_entry(reply, self.make_node(req, parent.0, name, mode, 0));
+            reply_entry(reply, self.make_node(req, parent.0, name, (mode, umask), 0));
         });
     }
 
@@ -1124,7 +1143,7 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
@@ -1134,7 +1153,7 @@ impl Filesystem for ManyFuse {
                 #[cfg(feature = "test-probes")]
                 poison::test_panic_probe(name);
                 let fs = self.fs()?;
-                let mode = libc::S_IFREG | (mode & 0o7777);
+                let mode = creation_mode(fs, parent.0, libc::S_IFREG | (mode & 0o7777), umask);
                 let md = match fs.mknod(parent.0, name, mode, 0, req.uid(), req.gid()) {
                     Ok(md) => md,
                     // Lost a race with another creator: without O_EXCL,

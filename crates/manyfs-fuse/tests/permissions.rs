@@ -3,8 +3,8 @@
 //! mode and owner (`default_permissions`), sticky and setgid directories
 //! behave, writes by unprivileged users clear setuid/setgid; `-o private`
 //! keeps other users out. Also: trees with FIFOs, device nodes, sockets,
-//! hard links and extended attributes copied in and out with `cp -a` and
-//! `rsync -aHX` come back identical.
+//! hard links, extended attributes and POSIX ACLs copied in and out with
+//! `cp -a` and `rsync -aHAX` come back identical.
 //!
 //! The other user is uid/gid 65534 (`nobody`), reached with `setpriv`
 //! (util-linux). These tests need root; without it they are skipped with
@@ -37,7 +37,7 @@ fn mounted_as_root(test: &str) -> Option<(Scratch, manyfs_fuse::MountedFs)> {
         eprintln!("SKIPPED {test}: needs root to act as another user");
         return None;
     }
-    for tool in ["setpriv", "rsync", "setfattr"] {
+    for tool in ["setpriv", "rsync", "setfattr", "setfacl"] {
         require_tool(tool);
     }
     let s = Scratch::new();
@@ -99,6 +99,22 @@ fn another_user_on_a_root_mount_works_where_ext4_allows_and_is_denied_where_it_d
         fs::write(pubd.join(name), b"#!/bin/sh\n").unwrap();
         fs::set_permissions(pubd.join(name), fs::Permissions::from_mode(m)).unwrap();
     }
+    // A root file readable by the other user through an ACL alone, and a
+    // directory whose default ACL lets that user write what it creates.
+    fs::write(s.mnt.join("acl-file"), b"by acl").unwrap();
+    fs::set_permissions(s.mnt.join("acl-file"), fs::Permissions::from_mode(0o600)).unwrap();
+    run_ok(
+        Command::new("setfacl")
+            .args(["-m", "u:65534:r"])
+            .arg(s.mnt.join("acl-file")),
+    );
+    fs::create_dir(s.mnt.join("acl-dir")).unwrap();
+    run_ok(
+        Command::new("setfacl")
+            .args(["-m", "u:65534:rwx", "-d", "-m", "u:65534:rwx"])
+            .arg(s.mnt.join("acl-dir")),
+    );
+    fs::write(s.mnt.join("acl-dir/inherits"), b"x").unwrap();
     // A setgid directory owned by group 100.
     let sg = s.mnt.join("sgdir");
     fs::create_dir(&sg).unwrap();
@@ -144,6 +160,11 @@ setfattr -n user.mine -v 3 mine2 || fail "setfattr on own file"
 echo x >> suid || fail "write suid"
 echo x >> sgid || fail "write sgid"
 echo x >> sgid-noexec || fail "write sgid-noexec"
+# POSIX ACLs grant what the mode does not
+[ "$(cat "$M/acl-file")" = "by acl" ] || fail "read through an ACL"
+deny sh -c 'echo x >> "$M/acl-file"'
+echo more >> "$M/acl-dir/inherits" || fail "write through an inherited ACL"
+echo new > "$M/acl-dir/mine" || fail "create through a directory ACL"
 # setgid directory: new entries get its group, subdirectories its bit
 cd "$M/sgdir" || fail "cd sgdir"
 echo f > f && mkdir sub || fail "create in sgdir"
@@ -180,6 +201,10 @@ echo ok
     let (ok, out) = as_nobody(s.dir.path(), &s.mnt, ": > \"$M/pub/suid\"");
     assert!(ok, "{out}");
     assert_eq!(mode(&pubd.join("suid")), 0o777, "setuid cleared by O_TRUNC");
+    // chmod narrows the ACL's mask: the other user loses access.
+    fs::set_permissions(s.mnt.join("acl-file"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (ok, _) = as_nobody(s.dir.path(), &s.mnt, "cat \"$M/acl-file\"");
+    assert!(!ok, "the ACL entry is masked out after chmod 600");
     // chown clears setuid even for root.
     fs::set_permissions(pubd.join("suid"), fs::Permissions::from_mode(0o4755)).unwrap();
     std::os::unix::fs::chown(pubd.join("suid"), Some(NOBODY), None).unwrap();
@@ -212,6 +237,7 @@ fn make_special_tree(root: &Path) {
     let sh = |cmd: &str| run_ok(Command::new("sh").arg("-c").arg(cmd).current_dir(root));
     sh("mkfifo fifo && mknod chr c 1 3 && mknod blk b 7 200 && mknod dir/sub/fifo2 p");
     sh("chmod 4755 file && chmod 2750 dir && chmod 1777 dir/sub && chown 1234:5678 dir/other");
+    sh("setfacl -m u:1234:rw,g:5678:r dir/other && setfacl -d -m u:1234:rx dir/sub");
     sh("setfattr -n user.color -v blue file \
         && setfattr -n user.empty dir \
         && setfattr -n trusted.t -v 0x00ff00 dir/other \
@@ -223,12 +249,12 @@ fn make_special_tree(root: &Path) {
     );
 }
 
-/// `rsync -n -aHX --checksum --itemize-changes` from `a/` to `b/`: what it
+/// `rsync -n -aHAX --checksum --itemize-changes` from `a/` to `b/`: what it
 /// would change (nothing when the trees are identical).
 fn rsync_differences(a: &Path, b: &Path) -> String {
     run_ok(
         Command::new("rsync")
-            .args(["-n", "-aHX", "--checksum", "--itemize-changes", "--delete"])
+            .args(["-n", "-aHAX", "--checksum", "--itemize-changes", "--delete"])
             .arg(format!("{}/", a.display()))
             .arg(format!("{}/", b.display())),
     )
@@ -244,7 +270,7 @@ fn cp_a_and_rsync_ax_copy_every_file_type_links_and_xattrs_in_and_out() {
     run_ok(Command::new("cp").arg("-a").arg(&src).arg(s.mnt.join("cp")));
     run_ok(
         Command::new("rsync")
-            .arg("-aHX")
+            .arg("-aHAX")
             .arg(format!("{}/", src.display()))
             .arg(s.mnt.join("rsync")),
     );
@@ -273,7 +299,7 @@ fn cp_a_and_rsync_ax_copy_every_file_type_links_and_xattrs_in_and_out() {
         } else {
             run_ok(
                 Command::new("rsync")
-                    .arg("-aHX")
+                    .arg("-aHAX")
                     .arg(format!("{}/", s.mnt.join(copy).display()))
                     .arg(&back),
             );

@@ -30,7 +30,8 @@
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
 //! 6. `core` (the inode table, allocators and media of one mount);
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
-//!    rename), then `xattr` (extended attributes);
+//!    rename), then `xattr` (extended attributes) and `acl` (POSIX ACLs in
+//!    their attribute form, a leaf);
 //! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
 //!    (checking, repair, verify) and `sync_engine` (`file`-mode syncs:
 //!    barriers, durable marks, the background commit);
@@ -38,6 +39,7 @@
 
 #![deny(missing_docs)]
 
+pub mod acl;
 mod alloc;
 mod api;
 mod core;

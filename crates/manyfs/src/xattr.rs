@@ -16,10 +16,16 @@
 //! - names and values of one inode add up to at most [`XATTR_INODE_MAX`]
 //!   bytes (`ENOSPC`).
 //!
-//! POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`) and
-//! every other `system.` name are refused with `EOPNOTSUPP`, as by ext4
-//! mounted with `noacl`: permissions are the mode bits alone.
+//! POSIX ACLs are the attributes `system.posix_acl_access` and
+//! `system.posix_acl_default` (directories only), kept in step with the
+//! mode as Linux file systems do ([`crate::acl`]): setting an access list
+//! sets the mode's permission bits from it (a list the mode says all of is
+//! not stored), `chmod` rewrites the list's owner, mask and other entries,
+//! and a new inode under a directory with a default list inherits it. The
+//! kernel enforces them (the FUSE adapter asks for `FUSE_POSIX_ACL`). Every
+//! other `system.` name is refused with `EOPNOTSUPP`.
 
+use crate::acl::{self, Acl};
 use crate::core::FsCore;
 use crate::error::{Error, Result};
 use crate::inode::Inode;
@@ -68,6 +74,9 @@ pub(crate) fn check_name(name: &[u8]) -> Result<()> {
             "extended attribute name {:?} contains NUL",
             show(name)
         )));
+    }
+    if name == acl::ACCESS || name == acl::DEFAULT {
+        return Ok(());
     }
     match NAMESPACES.iter().find(|p| name.starts_with(p)) {
         Some(p) if name.len() > p.len() => Ok(()),
@@ -125,7 +134,83 @@ pub(crate) fn set(
             inode.ino
         )));
     }
+    if name == acl::ACCESS || name == acl::DEFAULT {
+        return set_acl(core, inode, name, value, how);
+    }
     change(core, inode, name, Some(value), how)
+}
+
+/// Set (or, with a header-only value, remove) a POSIX ACL. An access list
+/// sets the mode's permission bits; one the mode says all of is not kept.
+fn set_acl(core: &FsCore, inode: &Inode, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
+    if name == acl::DEFAULT && inode.kind != FileKind::Dir {
+        return Err(Error::NotPermitted(format!(
+            "inode {}: default ACLs only on directories",
+            inode.ino
+        )));
+    }
+    let parsed = Acl::parse(value)?;
+    let keep = parsed
+        .as_ref()
+        .is_some_and(|a| name == acl::DEFAULT || !a.is_minimal());
+    if keep {
+        change(core, inode, name, Some(value), how)?;
+    } else if inode.xattrs.lock().map.contains_key(name) {
+        change(core, inode, name, None, XattrSet::Replace)?;
+    }
+    if let (Some(a), true) = (&parsed, name == acl::ACCESS) {
+        let mode = inode.attrs.lock().mode;
+        let next = (mode & !0o777) | a.mode_bits();
+        if next != mode {
+            let change = crate::file::AttrChange {
+                mode: Some(next),
+                ..Default::default()
+            };
+            crate::file::set_attrs(core, inode, &change)?;
+        }
+    }
+    Ok(())
+}
+
+/// After a `chmod` to `mode`: the access list's owner, mask (or group)
+/// and other entries take its bits.
+pub(crate) fn chmod_acl(core: &FsCore, inode: &Inode, mode: u32) -> Result<()> {
+    let Some(value) = inode.xattrs.lock().map.get(acl::ACCESS).cloned() else {
+        return Ok(());
+    };
+    let Some(mut a) = Acl::parse(&value)? else {
+        return Ok(());
+    };
+    a.chmod(mode);
+    change(core, inode, acl::ACCESS, Some(&a.encode()), XattrSet::Any)
+}
+
+/// What a new inode asked for with `mode` under directory `dir` inherits:
+/// its access list and mode (`None` when `dir` has no default list).
+pub(crate) fn inherited(dir: &Inode, mode: u32) -> Option<(Acl, u32)> {
+    let value = dir.xattrs.lock().map.get(acl::DEFAULT).cloned()?;
+    Acl::parse(&value).ok()?.map(|d| d.inherit(mode))
+}
+
+/// Store what [`inherited`] gave `child` (created in `dir`): its access
+/// list unless the mode says all of it, and for a directory the default
+/// list too.
+pub(crate) fn inherit(core: &FsCore, dir: &Inode, child: &Inode, access: &Acl) -> Result<()> {
+    if !access.is_minimal() {
+        change(
+            core,
+            child,
+            acl::ACCESS,
+            Some(&access.encode()),
+            XattrSet::Any,
+        )?;
+    }
+    if child.kind == FileKind::Dir {
+        if let Some(d) = dir.xattrs.lock().map.get(acl::DEFAULT).cloned() {
+            change(core, child, acl::DEFAULT, Some(&d), XattrSet::Any)?;
+        }
+    }
+    Ok(())
 }
 
 /// Remove `name`.
@@ -216,7 +301,9 @@ mod tests {
         }
         let errno = |n: &[u8]| check_name(n).unwrap_err().errno();
         assert_eq!(errno(b"user."), libc::EINVAL);
-        assert_eq!(errno(b"system.posix_acl_access"), libc::EOPNOTSUPP);
+        assert_eq!(errno(b"system.other"), libc::EOPNOTSUPP);
+        check_name(b"system.posix_acl_access").unwrap();
+        check_name(b"system.posix_acl_default").unwrap();
         assert_eq!(errno(b"os2.x"), libc::EOPNOTSUPP);
         assert_eq!(errno(&[b'u'; 256]), libc::ERANGE);
         let mut long = b"user.".to_vec();

@@ -161,7 +161,7 @@ fn extended_attributes_follow_setxattr_semantics_and_survive_remount_and_compact
     std::thread::sleep(std::time::Duration::from_millis(20));
     fs.setxattr(f, os("user.a"), b"1", XattrSet::Any).unwrap();
     assert!(fs.stat(f).unwrap().ctime > before, "setxattr changes ctime");
-    let refused: [(&str, &[u8], XattrSet, i32); 5] = [
+    let refused: [(&str, &[u8], XattrSet, i32); 6] = [
         ("user.a", b"2", XattrSet::Create, libc::EEXIST),
         ("user.b", b"2", XattrSet::Replace, libc::ENODATA),
         (
@@ -170,13 +170,9 @@ fn extended_attributes_follow_setxattr_semantics_and_survive_remount_and_compact
             XattrSet::Any,
             libc::ENOSPC,
         ),
-        (
-            "system.posix_acl_access",
-            b"x",
-            XattrSet::Any,
-            libc::EOPNOTSUPP,
-        ),
+        ("system.posix_acl_access", b"x", XattrSet::Any, libc::EINVAL),
         ("nospace", b"x", XattrSet::Any, libc::EOPNOTSUPP),
+        ("system.other", b"x", XattrSet::Any, libc::EOPNOTSUPP),
     ];
     for (name, value, how, want) in refused {
         assert_eq!(errno(fs.setxattr(f, os(name), value, how)), want, "{name}");
@@ -379,4 +375,110 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
         err.to_string().contains("unsupported format version"),
         "{err}"
     );
+}
+
+/// A POSIX ACL in attribute form: version 2, then (tag, perm, id) entries
+/// (the id of other than named user and group entries is -1, as Linux
+/// writes it).
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut b = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        let id = if tag == 2 || tag == 8 { id } else { u32::MAX };
+        b.extend_from_slice(&tag.to_le_bytes());
+        b.extend_from_slice(&perm.to_le_bytes());
+        b.extend_from_slice(&id.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
+    const ACCESS: &str = "system.posix_acl_access";
+    const DEFAULT: &str = "system.posix_acl_default";
+    let (_d, pool, fs) = fresh(64 << 20);
+    let f = fs
+        .mknod(ROOT_INO, os("f"), S_IFREG | 0o600, 0, 0, 0)
+        .unwrap()
+        .ino;
+    // user::rw- user:1000:r-x group::--- mask::r-x other::---
+    let named = acl(&[
+        (1, 6, 0),
+        (2, 5, 1000),
+        (4, 0, 0),
+        (0x10, 5, 0),
+        (0x20, 0, 0),
+    ]);
+    fs.setxattr(f, os(ACCESS), &named, XattrSet::Any).unwrap();
+    assert_eq!(
+        fs.stat(f).unwrap().mode,
+        0o650,
+        "the mask shows as the group bits"
+    );
+    // chmod moves the mask (not the owning group's entry).
+    fs.set_permissions("/f", 0o4640).unwrap();
+    let now = fs.getxattr(f, os(ACCESS)).unwrap();
+    assert_eq!(
+        now,
+        acl(&[
+            (1, 6, 0),
+            (2, 5, 1000),
+            (4, 0, 0),
+            (0x10, 4, 0),
+            (0x20, 0, 0)
+        ])
+    );
+    // A list the mode says all of is not kept: it only sets the mode.
+    let minimal = acl(&[(1, 7, 0), (4, 5, 0), (0x20, 1, 0)]);
+    fs.setxattr(f, os(ACCESS), &minimal, XattrSet::Any).unwrap();
+    assert_eq!(fs.stat(f).unwrap().mode, 0o4751);
+    assert_eq!(
+        fs.getxattr(f, os(ACCESS)).unwrap_err().errno(),
+        libc::ENODATA
+    );
+    // Default lists: directories only; inherited by new inodes.
+    assert_eq!(
+        fs.setxattr(f, os(DEFAULT), &named, XattrSet::Any)
+            .unwrap_err()
+            .errno(),
+        libc::EPERM
+    );
+    let d = fs
+        .mknod(ROOT_INO, os("d"), S_IFDIR | 0o755, 0, 0, 0)
+        .unwrap()
+        .ino;
+    // default: user::rwx user:1000:rwx group::r-x mask::rwx other::r-x
+    let default = acl(&[
+        (1, 7, 0),
+        (2, 7, 1000),
+        (4, 5, 0),
+        (0x10, 7, 0),
+        (0x20, 5, 0),
+    ]);
+    fs.setxattr(d, os(DEFAULT), &default, XattrSet::Any)
+        .unwrap();
+    let child = fs.mknod(d, os("new"), S_IFREG | 0o666, 0, 0, 0).unwrap();
+    assert_eq!(child.mode, 0o664, "mode masked by the default list");
+    assert_eq!(
+        fs.getxattr(child.ino, os(ACCESS)).unwrap(),
+        acl(&[
+            (1, 6, 0),
+            (2, 7, 1000),
+            (4, 5, 0),
+            (0x10, 6, 0),
+            (0x20, 4, 0)
+        ])
+    );
+    let sub = fs.mknod(d, os("sub"), S_IFDIR | 0o777, 0, 0, 0).unwrap();
+    assert_eq!(sub.mode, 0o775);
+    assert_eq!(fs.getxattr(sub.ino, os(DEFAULT)).unwrap(), default);
+    let link = fs.symlink_at(d, os("l"), Path::new("new"), 0, 0).unwrap();
+    assert!(
+        fs.listxattr(link.ino).unwrap().is_empty(),
+        "symlinks get no ACL"
+    );
+    let fs = remount(fs, &pool);
+    assert_eq!(fs.metadata("/d/new").unwrap().mode, 0o664);
+    assert_eq!(fs.getxattr(sub.ino, os(DEFAULT)).unwrap(), default);
+    assert_eq!(fs.stat(f).unwrap().mode, 0o4751);
+    fs.unmount().unwrap();
 }

@@ -72,7 +72,17 @@ impl Fs {
         gid: u32,
     ) -> Result<Metadata> {
         let dir = self.core.get(parent)?;
+        // A directory's default ACL decides the new inode's mode (the
+        // umask does not apply then) and becomes its access ACL.
+        let acl = match node {
+            NewNode::Symlink(_) => None,
+            _ => crate::xattr::inherited(&dir, mode),
+        };
+        let mode = acl.as_ref().map_or(mode, |(_, m)| *m);
         let i = namespace::create(&self.core, &dir, name.as_bytes(), node, mode, uid, gid)?;
+        if let Some((access, _)) = &acl {
+            crate::xattr::inherit(&self.core, &dir, &i, access)?;
+        }
         Ok(self.meta(&i))
     }
 
@@ -187,6 +197,9 @@ impl Fs {
             || change.mtime_ns.is_some()
         {
             file::set_attrs(&self.core, &inode, &change)?;
+            if let Some(mode) = change.mode {
+                crate::xattr::chmod_acl(&self.core, &inode, mode)?;
+            }
             if inode.dir.is_some() {
                 namespace::maybe_compact_dir_attrs(&self.core, &inode);
             }
