@@ -377,13 +377,28 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
     );
 }
 
-/// A POSIX ACL in attribute form: version 2, then (tag, perm, id) entries
-/// (the id of other than named user and group entries is -1, as Linux
-/// writes it).
-fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+/// A POSIX ACL in attribute form from `setfacl`'s short text, e.g.
+/// `"u::rw-,u:1000:r-x,g::---,m::r-x,o::---"` (entries in sorted order):
+/// version 2, then (tag, perm, id) entries; the id of other than named
+/// user and group entries is -1, as Linux writes it.
+fn acl(text: &str) -> Vec<u8> {
     let mut b = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        let id = if tag == 2 || tag == 8 { id } else { u32::MAX };
+    for entry in text.split(',') {
+        let parts: Vec<&str> = entry.split(':').collect();
+        let (tag, id): (u16, u32) = match (parts[0], parts[1]) {
+            ("u", "") => (1, u32::MAX),
+            ("u", id) => (2, id.parse().unwrap()),
+            ("g", "") => (4, u32::MAX),
+            ("g", id) => (8, id.parse().unwrap()),
+            ("m", _) => (0x10, u32::MAX),
+            _ => (0x20, u32::MAX),
+        };
+        let perm = parts[2]
+            .chars()
+            .zip([4u16, 2, 1])
+            .filter(|(c, _)| *c != '-')
+            .map(|(_, bit)| bit)
+            .sum::<u16>();
         b.extend_from_slice(&tag.to_le_bytes());
         b.extend_from_slice(&perm.to_le_bytes());
         b.extend_from_slice(&id.to_le_bytes());
@@ -401,13 +416,7 @@ fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
         .unwrap()
         .ino;
     // user::rw- user:1000:r-x group::--- mask::r-x other::---
-    let named = acl(&[
-        (1, 6, 0),
-        (2, 5, 1000),
-        (4, 0, 0),
-        (0x10, 5, 0),
-        (0x20, 0, 0),
-    ]);
+    let named = acl("u::rw-,u:1000:r-x,g::---,m::r-x,o::---");
     fs.setxattr(f, os(ACCESS), &named, XattrSet::Any).unwrap();
     assert_eq!(
         fs.stat(f).unwrap().mode,
@@ -417,18 +426,9 @@ fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
     // chmod moves the mask (not the owning group's entry).
     fs.set_permissions("/f", 0o4640).unwrap();
     let now = fs.getxattr(f, os(ACCESS)).unwrap();
-    assert_eq!(
-        now,
-        acl(&[
-            (1, 6, 0),
-            (2, 5, 1000),
-            (4, 0, 0),
-            (0x10, 4, 0),
-            (0x20, 0, 0)
-        ])
-    );
+    assert_eq!(now, acl("u::rw-,u:1000:r-x,g::---,m::r--,o::---"));
     // A list the mode says all of is not kept: it only sets the mode.
-    let minimal = acl(&[(1, 7, 0), (4, 5, 0), (0x20, 1, 0)]);
+    let minimal = acl("u::rwx,g::r-x,o::--x");
     fs.setxattr(f, os(ACCESS), &minimal, XattrSet::Any).unwrap();
     assert_eq!(fs.stat(f).unwrap().mode, 0o4751);
     assert_eq!(
@@ -447,26 +447,14 @@ fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
         .unwrap()
         .ino;
     // default: user::rwx user:1000:rwx group::r-x mask::rwx other::r-x
-    let default = acl(&[
-        (1, 7, 0),
-        (2, 7, 1000),
-        (4, 5, 0),
-        (0x10, 7, 0),
-        (0x20, 5, 0),
-    ]);
+    let default = acl("u::rwx,u:1000:rwx,g::r-x,m::rwx,o::r-x");
     fs.setxattr(d, os(DEFAULT), &default, XattrSet::Any)
         .unwrap();
     let child = fs.mknod(d, os("new"), S_IFREG | 0o666, 0, 0, 0).unwrap();
     assert_eq!(child.mode, 0o664, "mode masked by the default list");
     assert_eq!(
         fs.getxattr(child.ino, os(ACCESS)).unwrap(),
-        acl(&[
-            (1, 6, 0),
-            (2, 7, 1000),
-            (4, 5, 0),
-            (0x10, 6, 0),
-            (0x20, 4, 0)
-        ])
+        acl("u::rw-,u:1000:rwx,g::r-x,m::rw-,o::r--")
     );
     let sub = fs.mknod(d, os("sub"), S_IFDIR | 0o777, 0, 0, 0).unwrap();
     assert_eq!(sub.mode, 0o775);
