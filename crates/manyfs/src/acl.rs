@@ -76,7 +76,7 @@ impl Acl {
     /// Parse and check an attribute value (`None`: a header alone, which
     /// removes the list).
     pub fn parse(b: &[u8]) -> Result<Option<Acl>> {
-        if b.len() < 4 || (b.len() - 4) % 8 != 0 {
+        if b.len() < 4 || !(b.len() - 4).is_multiple_of(8) {
             return Err(bad("not a version-2 list of 8-byte entries"));
         }
         if u32::from_le_bytes(b[..4].try_into().expect("4 bytes")) != VERSION {

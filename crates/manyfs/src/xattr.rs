@@ -205,10 +205,9 @@ pub(crate) fn inherit(core: &FsCore, dir: &Inode, child: &Inode, access: &Acl) -
             XattrSet::Any,
         )?;
     }
-    if child.kind == FileKind::Dir {
-        if let Some(d) = dir.xattrs.lock().map.get(acl::DEFAULT).cloned() {
-            change(core, child, acl::DEFAULT, Some(&d), XattrSet::Any)?;
-        }
+    let default = dir.xattrs.lock().map.get(acl::DEFAULT).cloned();
+    if let (FileKind::Dir, Some(d)) = (child.kind, default) {
+        change(core, child, acl::DEFAULT, Some(&d), XattrSet::Any)?;
     }
     Ok(())
 }
