@@ -9,7 +9,10 @@ set -euo pipefail
 # fio:     the shared-file workload of the FUSE integration tests
 # sqlite3: the database workload of the FUSE integration tests
 # fonts-dejavu-core: the TrueType font `manyfs bench --plot` draws its text with
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core)
+# rsync, attr, acl: the FUSE tests copy trees with FIFOs, devices, extended
+#          attributes and ACLs in and out (rsync -aHAX) and read and set
+#          attributes and ACLs (getfattr, setfacl)
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -13,3 +13,5 @@ cargo test --workspace
 # Model-checked concurrency: the lock word, the CAS radix tree and the
 # big-reader lock compiled against shuttle's scheduler.
 cargo test -p manyfs --features shuttle --lib shuttle_models
+# POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md).
+bash scripts/pjdfstest.sh

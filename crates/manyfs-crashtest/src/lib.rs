@@ -37,7 +37,7 @@ pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
     Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
-    random_workloads, regression_workloads, sync_tail_workloads,
+    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -215,6 +215,11 @@ pub enum Node {
     File(Vec<u8>, u32),
     /// A symlink and its target.
     Symlink(Vec<u8>),
+    /// A FIFO, socket or device node: its kind, device number and link
+    /// count.
+    Special(FileKind, u64, u32),
+    /// An extended attribute's value (keyed `path NUL name`).
+    Xattr(Vec<u8>),
 }
 
 /// Read the whole tree.
@@ -225,6 +230,11 @@ pub fn snapshot(fs: &Fs) -> Result<Snapshot> {
         for e in fs.read_dir(&dir)? {
             let p = dir.join(&e.name);
             let key = p.display().to_string();
+            for name in fs.listxattr(e.ino)? {
+                let value = fs.getxattr(e.ino, &name)?;
+                let k = format!("{key}\0{}", name.to_string_lossy());
+                out.insert(k, Node::Xattr(value));
+            }
             match e.kind {
                 FileKind::Dir => {
                     out.insert(key, Node::Dir);
@@ -240,6 +250,10 @@ pub fn snapshot(fs: &Fs) -> Result<Snapshot> {
                         key,
                         Node::Symlink(t.as_os_str().as_encoded_bytes().to_vec()),
                     );
+                }
+                special => {
+                    let m = fs.symlink_metadata(&p)?;
+                    out.insert(key, Node::Special(special, m.rdev, m.nlink));
                 }
             }
         }

@@ -29,6 +29,8 @@ pub enum PNode {
     Symlink(Vec<u8>),
     /// A file.
     File(Ident),
+    /// A FIFO, socket or device node (kind and device number).
+    Special(FileKind, u64),
 }
 
 /// The name space: path to target.
@@ -105,6 +107,10 @@ fn read_names(fs: &Fs) -> Result<(Tree, Entries, BTreeMap<String, Vec<u8>>)> {
                 FileKind::Symlink => {
                     let t = fs.read_link(&p)?;
                     PNode::Symlink(t.as_os_str().as_encoded_bytes().to_vec())
+                }
+                special => {
+                    let m = fs.symlink_metadata(&p)?;
+                    PNode::Special(special, m.rdev)
                 }
             };
             let name = e.name.to_string_lossy().into_owned();

@@ -3,7 +3,9 @@
 //! sequences, and concurrent writers to one file.
 
 use super::WRITE_RETURNED;
-use manyfs::{Fs, OpenOptions, Result};
+use manyfs::{Fs, OpenOptions, Result, XattrSet};
+use std::ffi::OsStr;
+use std::path::Path;
 
 /// One file-system operation of a workload.
 #[derive(Debug, Clone)]
@@ -35,6 +37,22 @@ pub enum Op {
     Fsync(&'static str),
     /// Sync the whole file system.
     Sync,
+    /// `mknod(path, mode, rdev)`: a FIFO, socket or device node.
+    Mknod(&'static str, u32, u64),
+    /// Swap two names (`renameat2(RENAME_EXCHANGE)`).
+    Exchange(&'static str, &'static str),
+    /// Set an extended attribute.
+    SetXattr(&'static str, &'static str, &'static [u8]),
+    /// Remove an extended attribute.
+    RemoveXattr(&'static str, &'static str),
+}
+
+/// The directory inode and last name of `p`, for the inode-level calls.
+fn parent_and_name(fs: &Fs, p: &'static str) -> Result<(u64, &'static OsStr)> {
+    let path = Path::new(p);
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let name = path.file_name().unwrap_or(OsStr::new("."));
+    Ok((fs.metadata(dir)?.ino, name))
 }
 
 /// The byte a write with tag `tag` puts at file offset `off`: every write
@@ -83,6 +101,22 @@ impl Op {
             Op::Chmod(p, m) => fs.set_permissions(p, m),
             Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
             Op::Sync => fs.sync(),
+            Op::Mknod(p, mode, rdev) => {
+                let (dir, name) = parent_and_name(fs, p)?;
+                fs.mknod(dir, name, mode, rdev, 0, 0).map(|_| ())
+            }
+            Op::Exchange(a, b) => {
+                let ((da, na), (db, nb)) = (parent_and_name(fs, a)?, parent_and_name(fs, b)?);
+                fs.rename_at(da, na, db, nb, manyfs::Rename::Exchange)
+            }
+            Op::SetXattr(p, name, value) => {
+                let ino = fs.symlink_metadata(p)?.ino;
+                fs.setxattr(ino, OsStr::new(name), value, XattrSet::Any)
+            }
+            Op::RemoveXattr(p, name) => {
+                let ino = fs.symlink_metadata(p)?.ino;
+                fs.removexattr(ino, OsStr::new(name))
+            }
         }
     }
 }
@@ -149,6 +183,48 @@ fn seq(name: &str, ops: Vec<Op>) -> Workload {
         ops,
         concurrent: None,
     }
+}
+
+/// Special files, extended attributes and exchanges (same directory and
+/// across directories, files with directories): every crash state of each
+/// must show it wholly or not at all.
+pub fn posix_workloads() -> Vec<Workload> {
+    const FIFO: u32 = 0o010644;
+    const CHR: u32 = 0o020600;
+    let big: &'static [u8] = &[0x5a; 3000];
+    vec![
+        seq(
+            "posix-nodes",
+            vec![
+                Op::Mknod("/P", FIFO, 0),
+                Op::Mknod("/D/c", CHR, 0x0103),
+                Op::Link("/P", "/D/p2"),
+                Op::Rename("/D/c", "/c"),
+                Op::Chmod("/c", 0o640),
+                Op::Unlink("/P"),
+            ],
+        ),
+        seq(
+            "posix-xattr",
+            vec![
+                Op::SetXattr("/A", "user.a", b"one"),
+                Op::SetXattr("/A", "user.a", b"two"),
+                Op::SetXattr("/D", "trusted.big", big),
+                Op::RemoveXattr("/A", "user.a"),
+                Op::SetXattr("/B", "security.s", b""),
+            ],
+        ),
+        seq(
+            "posix-exchange",
+            vec![
+                Op::Exchange("/A", "/B"),
+                Op::Exchange("/B", "/D/x"),
+                Op::Exchange("/D", "/A"),
+                Op::Mkdir("/E"),
+                Op::Exchange("/A/x", "/E"),
+            ],
+        ),
+    ]
 }
 
 /// One operation followed by a sync of everything: after the sync returned
@@ -262,6 +338,18 @@ pub fn regression_workloads() -> Vec<Workload> {
         seq(
             "dur-link-rename-dir",
             vec![Op::Link("/A", "/D/alink"), Op::Rename("/D", "/E"), Op::Sync],
+        ),
+        // Cross-directory renames are redone at mount from the rename
+        // journal: the record must never be durable before what it names
+        // (a directory and a file created since the last sync).
+        seq(
+            "dur-rename-into-new-dir",
+            vec![
+                Op::Mkdir("/E"),
+                Op::Rename("/A", "/E/a"),
+                Op::Create("/D/n"),
+                Op::Rename("/D/n", "/E/n"),
+            ],
         ),
     ]
 }

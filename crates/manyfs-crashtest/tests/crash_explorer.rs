@@ -207,3 +207,56 @@ fn a_forgotten_sync_is_found_by_the_page_models_only() {
         assert!(clean.violations.is_empty(), "{}", clean.violations[0]);
     }
 }
+
+#[test]
+fn special_files_xattrs_and_exchanges_are_crash_atomic_on_pm() {
+    let cfg = Config::default();
+    let workloads = crashtest::posix_workloads();
+    // Every operation succeeds (a failing one would be explored as a no-op).
+    for w in &workloads {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = manyfs::MountOptions {
+            durability: manyfs::Durability::Dram,
+            ..Default::default()
+        };
+        let mkfs = manyfs::MkfsOptions {
+            size: w.pool_size,
+            ..Default::default()
+        };
+        let fs = manyfs::Fs::mkfs(&dir.path().join("pool"), &mkfs, &opts).unwrap();
+        for op in w.setup.iter().chain(&w.ops) {
+            op.apply(&fs)
+                .unwrap_or_else(|e| panic!("{}: {op:?}: {e}", w.name));
+        }
+    }
+    let stats = run(&workloads, &cfg, 0);
+    assert_clean(&stats, 400);
+}
+
+/// The `posix-*` workloads whose name satisfies `keep`, under both page
+/// models.
+fn posix_on_page_models(keep: impl Fn(&str) -> bool) {
+    let workloads: Vec<Workload> = crashtest::posix_workloads()
+        .into_iter()
+        .filter(|w| keep(&w.name))
+        .collect();
+    for model in [MediaModel::PageCache, MediaModel::BlockDev] {
+        let cfg = Config {
+            model,
+            keep_going: true,
+            ..Config::default()
+        };
+        let stats = run(&workloads, &cfg, 0);
+        assert_clean(&stats, 50);
+    }
+}
+
+#[test]
+fn xattr_changes_on_a_page_cache_and_a_block_device() {
+    posix_on_page_models(|name| name == "posix-xattr");
+}
+
+#[test]
+fn special_files_and_exchanges_on_a_page_cache_and_a_block_device() {
+    posix_on_page_models(|name| name != "posix-xattr");
+}

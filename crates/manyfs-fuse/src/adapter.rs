@@ -22,9 +22,9 @@ use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use manyfs::{DirEntry, File, FileKind, Fs, Metadata, SetAttr};
+use manyfs::{DirEntry, File, FileKind, Fs, Metadata, Rename, SetAttr, XattrSet};
 use parking_lot::{Mutex, RwLock};
 
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
@@ -329,8 +329,11 @@ impl ManyFuse {
         f(h)
     }
 
-    /// Open `ino` and register a handle; returns the handle number.
-    fn open_handle(&self, ino: u64, flags: i32) -> Result<u64, Errno> {
+    /// Open `ino` and register a handle; returns the handle number. An
+    /// `O_TRUNC` open by a user other than root also clears setuid/setgid
+    /// (the kernel leaves that to the file system when the truncation is
+    /// part of the open).
+    fn open_handle(&self, ino: u64, flags: i32, uid: u32) -> Result<u64, Errno> {
         let fs = self.fs()?;
         let (read, write) = match flags & libc::O_ACCMODE {
             libc::O_RDONLY => (true, false),
@@ -343,6 +346,9 @@ impl ManyFuse {
         let file = fs.open_ino(ino, read, write).map_err(errno)?;
         if write && flags & libc::O_TRUNC != 0 {
             file.set_len(0).map_err(errno)?;
+            if uid != 0 {
+                file.clear_setid().map_err(errno)?;
+            }
         }
         let h = FileHandleState {
             file,
@@ -377,6 +383,11 @@ impl ManyFuse {
             #[cfg(feature = "test-probes")]
             h.io.inflight.fetch_sub(1, Ordering::AcqRel);
             res.map_err(errno)?;
+            if flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                // The writer lacks CAP_FSETID: drop setuid/setgid as
+                // kernel file systems do (one relaxed load when unset).
+                h.file.clear_setid().map_err(errno)?;
+            }
             Ok(len)
         })
     }
@@ -398,6 +409,23 @@ impl ManyFuse {
             buf.truncate(done);
             Ok(buf)
         })
+    }
+
+    /// `mknod`, `mkdir` and (without the open) `create`: `mode` carries the
+    /// file type bits as `mknod(2)` takes them.
+    fn make_node(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        (mode, umask): (u32, u32),
+        rdev: u32,
+    ) -> Result<Metadata, Errno> {
+        self.writable()?;
+        let fs = self.fs()?;
+        let mode = creation_mode(fs, parent, mode, umask);
+        fs.mknod(parent, name, mode, u64::from(rdev), req.uid(), req.gid())
+            .map_err(errno)
     }
 
     fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
@@ -499,6 +527,18 @@ impl ManyFuse {
     }
 }
 
+/// The mode to create with: `mode` less `umask`, unless directory `parent`
+/// has a default ACL, which then decides (the kernel leaves the umask to
+/// the file system: `FUSE_DONT_MASK`).
+fn creation_mode(fs: &Fs, parent: u64, mode: u32, umask: u32) -> u32 {
+    let default_acl = std::os::unix::ffi::OsStrExt::from_bytes(manyfs::acl::DEFAULT);
+    if fs.getxattr(parent, default_acl).is_ok() {
+        mode
+    } else {
+        mode & !(umask & 0o777)
+    }
+}
+
 /// Map a library error to its errno (and log it: `-o debug`).
 fn errno(e: manyfs::Error) -> Errno {
     let n = e.errno();
@@ -523,6 +563,10 @@ fn file_type(kind: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Dir => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Socket => FileType::Socket,
     }
 }
 
@@ -540,7 +584,9 @@ fn to_attr(md: &Metadata) -> FileAttr {
         nlink: md.nlink,
         uid: md.uid,
         gid: md.gid,
-        rdev: 0,
+        // FUSE carries the old 32-bit encoding (major << 8 | minor for
+        // small numbers, the kernel's new_encode_dev above).
+        rdev: u32::try_from(md.rdev).unwrap_or(0),
         blksize: 4096,
         flags: 0,
     }
@@ -564,6 +610,24 @@ fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     reply_with(reply, r, |reply, ()| reply.ok());
 }
 
+/// Answer a `getxattr`/`listxattr` whose result is `bytes`: its size when
+/// the caller asked for the size (`size` 0), the bytes when they fit,
+/// `ERANGE` when they do not.
+fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Errno>) {
+    reply_with(reply, r, |reply, bytes| {
+        let Ok(len) = u32::try_from(bytes.len()) else {
+            return reply.error(Errno::E2BIG);
+        };
+        if size == 0 {
+            reply.size(len);
+        } else if len > size {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(&bytes);
+        }
+    });
+}
+
 fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
     reply_with(reply, r, |reply, a| reply.attr(&TTL, &a));
 }
@@ -578,6 +642,19 @@ impl ShutDown for ManyFuse {
             poison::report(&msg);
         }
     }
+}
+
+/// `readdir` and `readdirplus`: the same handler around their own fill
+/// function and reply type.
+macro_rules! listing_handler {
+    ($op:ident, $reply:ty, $fill:ident) => {
+        fn $op(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: $reply) {
+            self.serve(stringify!($op), reply, |mut reply| {
+                let r = self.$fill(fh, ino.0, offset, &mut reply);
+                reply_with(reply, r, |reply, ()| reply.ok());
+            });
+        }
+    };
 }
 
 impl Filesystem for ManyFuse {
@@ -596,6 +673,11 @@ impl Filesystem for ManyFuse {
             // by lookups (`ls -l`, `cp -a`, `find`); the kernel decides.
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
+            // POSIX ACLs (kept as attributes): the kernel caches and
+            // enforces them; the library keeps them in step with the mode.
+            InitFlags::FUSE_POSIX_ACL,
+            // The umask is ours to apply: not where a default ACL decides.
+            InitFlags::FUSE_DONT_MASK,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -695,23 +777,12 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
-        _rdev: u32,
+        umask: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         self.serve("mknod", reply, |reply| {
-            let r = (|| {
-                let kind = mode & libc::S_IFMT;
-                if kind != 0 && kind != libc::S_IFREG {
-                    // Only regular files exist in manyfs (mknod(2): EPERM
-                    // when the file system does not support the node type).
-                    return Err(Errno::EPERM);
-                }
-                self.writable()?;
-                self.fs()?
-                    .create(parent.0, name, mode & 0o7777, req.uid(), req.gid())
-                    .map_err(errno)
-            })();
+            let r = self.make_node(req, parent.0, name, (mode, umask), rdev);
             reply_entry(reply, r);
         });
     }
@@ -722,16 +793,12 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.serve("mkdir", reply, |reply| {
-            let r = self.writable().and_then(|()| {
-                self.fs()?
-                    .mkdir(parent.0, name, mode & 0o7777, req.uid(), req.gid())
-                    .map_err(errno)
-            });
-            reply_entry(reply, r);
+            let mode = libc::S_IFDIR | (mode & 0o7777);
+            reply_entry(reply, self.make_node(req, parent.0, name, (mode, umask), 0));
         });
     }
 
@@ -783,14 +850,20 @@ impl Filesystem for ManyFuse {
     ) {
         self.serve("rename", reply, |reply| {
             let r = (|| {
-                if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
-                    // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported.
-                    return Err(Errno::EINVAL);
-                }
                 self.writable()?;
-                let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-                self.fs()?
-                    .rename_at(parent.0, name, newparent.0, newname, no_replace)
+                let fs = self.fs()?;
+                let how = if flags.is_empty() {
+                    Rename::Replace
+                } else if flags == RenameFlags::RENAME_NOREPLACE {
+                    Rename::NoReplace
+                } else if flags == RenameFlags::RENAME_EXCHANGE {
+                    Rename::Exchange
+                } else {
+                    // RENAME_WHITEOUT (overlayfs), or flags that exclude
+                    // each other.
+                    return Err(Errno::EINVAL);
+                };
+                fs.rename_at(parent.0, name, newparent.0, newname, how)
                     .map_err(errno)
             })();
             reply_empty(reply, r);
@@ -815,11 +888,13 @@ impl Filesystem for ManyFuse {
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.serve("open", reply, |reply| {
-            reply_with(reply, self.open_handle(ino.0, flags.0), |reply, fh| {
-                reply.opened(FileHandle(fh), FOPEN_FLAGS)
-            });
+            reply_with(
+                reply,
+                self.open_handle(ino.0, flags.0, req.uid()),
+                |reply, fh| reply.opened(FileHandle(fh), FOPEN_FLAGS),
+            );
         });
     }
 
@@ -933,33 +1008,8 @@ impl Filesystem for ManyFuse {
         });
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        reply: ReplyDirectory,
-    ) {
-        self.serve("readdir", reply, |mut reply| {
-            let r = self.do_readdir(fh, ino.0, offset, &mut reply);
-            reply_with(reply, r, |reply, ()| reply.ok());
-        });
-    }
-
-    fn readdirplus(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        reply: ReplyDirectoryPlus,
-    ) {
-        self.serve("readdirplus", reply, |mut reply| {
-            let r = self.do_readdirplus(fh, ino.0, offset, &mut reply);
-            reply_with(reply, r, |reply, ()| reply.ok());
-        });
-    }
+    listing_handler!(readdir, ReplyDirectory, do_readdir);
+    listing_handler!(readdirplus, ReplyDirectoryPlus, do_readdirplus);
 
     fn releasedir(
         &self,
@@ -1009,6 +1059,73 @@ impl Filesystem for ManyFuse {
         });
     }
 
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.serve("setxattr", reply, |reply| {
+            let r = (|| {
+                if position != 0 {
+                    // Only macOS resource forks have a position.
+                    return Err(Errno::EINVAL);
+                }
+                let how = match flags {
+                    0 => XattrSet::Any,
+                    libc::XATTR_CREATE => XattrSet::Create,
+                    libc::XATTR_REPLACE => XattrSet::Replace,
+                    _ => return Err(Errno::EINVAL),
+                };
+                self.writable()?;
+                self.fs()?.setxattr(ino.0, name, value, how).map_err(errno)
+            })();
+            reply_empty(reply, r);
+        });
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.serve("getxattr", reply, |reply| {
+            let r = self
+                .fs()
+                .and_then(|fs| fs.getxattr(ino.0, name).map_err(errno));
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.serve("listxattr", reply, |reply| {
+            // NUL-terminated names, one after another. As ext4, `trusted.`
+            // names are listed only to the privileged (root here).
+            let r = self.fs().and_then(|fs| {
+                let names = fs.listxattr(ino.0).map_err(errno)?;
+                let mut out = Vec::new();
+                let shown = |n: &std::ffi::OsString| {
+                    req.uid() == 0 || !n.as_encoded_bytes().starts_with(b"trusted.")
+                };
+                for n in names.iter().filter(|n| shown(n)) {
+                    out.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str()));
+                    out.push(0);
+                }
+                Ok(out)
+            });
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.serve("removexattr", reply, |reply| {
+            let r = self
+                .writable()
+                .and_then(|()| self.fs()?.removexattr(ino.0, name).map_err(errno));
+            reply_empty(reply, r);
+        });
+    }
+
     fn access(&self, _req: &Request, ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         // Permission checks are done by the kernel (`default_permissions`);
         // this is only reached without it: report whether the inode exists.
@@ -1026,7 +1143,7 @@ impl Filesystem for ManyFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
@@ -1036,7 +1153,8 @@ impl Filesystem for ManyFuse {
                 #[cfg(feature = "test-probes")]
                 poison::test_panic_probe(name);
                 let fs = self.fs()?;
-                let md = match fs.create(parent.0, name, mode & 0o7777, req.uid(), req.gid()) {
+                let mode = creation_mode(fs, parent.0, libc::S_IFREG | (mode & 0o7777), umask);
+                let md = match fs.mknod(parent.0, name, mode, 0, req.uid(), req.gid()) {
                     Ok(md) => md,
                     // Lost a race with another creator: without O_EXCL,
                     // open what is there (open(2) semantics).
@@ -1048,7 +1166,7 @@ impl Filesystem for ManyFuse {
                 if md.kind == FileKind::Dir {
                     return Err(Errno::EISDIR);
                 }
-                let fh = self.open_handle(md.ino, flags)?;
+                let fh = self.open_handle(md.ino, flags, req.uid())?;
                 // O_TRUNC may have changed the size.
                 let md = if flags & libc::O_TRUNC != 0 {
                     fs.stat(md.ino).map_err(errno)?

@@ -46,7 +46,8 @@ pub struct MountArgs {
     pub foreground: bool,
     /// Mount options, comma-separated, repeatable:
     /// lock=inode|interval|srl-array|srl-tree, segment=BYTES, threads=N,
-    /// durability=pm|file|dram, ro, allow_other, debug (log to stderr;
+    /// durability=pm|file|dram, ro, allow_other, private (a mount made by
+    /// root serves every user unless private), debug (log to stderr;
     /// RUST_LOG also turns logging on and chooses the levels).
     #[arg(short = 'o', value_name = "OPT[,OPT...]")]
     pub options: Vec<String>,

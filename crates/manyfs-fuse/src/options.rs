@@ -16,8 +16,13 @@ pub struct FuseConfig {
     /// Number of threads that serve FUSE requests (each reads its own requests
     /// from the kernel, so independent requests run in parallel).
     pub threads: usize,
-    /// Let users other than the one who mounted use the file system.
+    /// Let users other than the one who mounted use the file system
+    /// (`-o allow_other`; a non-root mounter needs `user_allow_other` in
+    /// /etc/fuse.conf). A mount made by root does this unless `private`.
     pub allow_other: bool,
+    /// Serve only the user who mounted (`-o private`), also when that is
+    /// root.
+    pub private: bool,
     /// Log the daemon's activity to stderr (`-o debug`, see [`crate::log`]).
     pub debug: bool,
 }
@@ -28,6 +33,7 @@ impl Default for FuseConfig {
             fs: MountOptions::default(),
             threads: default_threads(),
             allow_other: false,
+            private: false,
             debug: false,
         }
     }
@@ -41,12 +47,24 @@ pub fn default_threads() -> usize {
 }
 
 impl FuseConfig {
+    /// Whether requests from every user are served: with `allow_other`,
+    /// or on a mount made by root (effective uid 0) without `private`, as
+    /// a kernel file system mounted by root serves every user. The
+    /// kernel still checks each request against the inode's mode, owner
+    /// and group (`default_permissions`).
+    pub fn serves_everyone(&self) -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        self.allow_other || (root && !self.private)
+    }
+
     /// Parse `-o` option lists such as `["lock=srl-tree,threads=8", "ro"]`
     /// on top of the defaults.
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`,
-    /// `durability=pm|file|dram`, `ro`, `rw`, `allow_other`, `debug`.
+    /// `durability=pm|file|dram`, `ro`, `rw`, `allow_other`, `private`,
+    /// `debug`. `allow_other` and `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
         for list in lists {
@@ -126,7 +144,17 @@ impl FuseConfig {
             }
             "allow_other" => {
                 flag(opt, value)?;
+                if self.private {
+                    return Err(FuseError::bad_option(opt, "contradicts private"));
+                }
                 self.allow_other = true;
+            }
+            "private" => {
+                flag(opt, value)?;
+                if self.allow_other {
+                    return Err(FuseError::bad_option(opt, "contradicts allow_other"));
+                }
+                self.private = true;
             }
             "debug" => {
                 flag(opt, value)?;
@@ -135,7 +163,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, durability, ro, rw, allow_other, debug)",
+                    "unknown option (known: lock, segment, threads, durability, ro, rw, allow_other, private, debug)",
                 ));
             }
         }
@@ -192,6 +220,12 @@ mod tests {
         assert!(cfg.debug);
         assert!(!FuseConfig::default().debug);
         assert!(matches!(cfg.fs.durability, Durability::Dram));
+        assert!(cfg.serves_everyone());
+        let private = FuseConfig::parse_options(&["private"]).unwrap();
+        assert!(private.private && !private.serves_everyone());
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert_eq!(FuseConfig::default().serves_everyone(), root);
     }
 
     #[test]
@@ -205,6 +239,9 @@ mod tests {
             "durability=disk",
             "ro=1",
             "debug=yes",
+            "private=1",
+            "private,allow_other",
+            "allow_other,private",
             "frobnicate",
             "lock",
         ] {

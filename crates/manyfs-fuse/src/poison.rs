@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use fuser::{
     Errno, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
 };
 
 /// Whether (and why) the mount was shut down.
@@ -170,7 +170,8 @@ error_reply!(
     ReplyEntry,
     ReplyOpen,
     ReplyStatfs,
-    ReplyWrite
+    ReplyWrite,
+    ReplyXattr
 );
 
 #[cfg(test)]

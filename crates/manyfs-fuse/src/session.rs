@@ -38,7 +38,7 @@ fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
             MountOption::RW
         },
     ];
-    c.acl = if cfg.allow_other {
+    c.acl = if cfg.serves_everyone() {
         SessionACL::All
     } else {
         SessionACL::Owner

@@ -415,22 +415,56 @@ fn library_errors_reach_programs_as_errno() {
     fs::write(root.join("after"), &chunk).expect("space is reusable after unlink");
     assert_eq!(fs::read(root.join("after")).unwrap(), chunk);
 
-    // unsupported node types and rename flags
+    // FIFOs exist; an exchange needs both names; whiteouts (overlayfs)
+    // are not supported
     let fifo = cstr(&root.join("fifo"));
     // SAFETY: valid NUL-terminated path.
     let rc = unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) };
-    assert_eq!(rc, -1);
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
     assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::EPERM)
+        renameat2_errno(
+            &root.join("plain"),
+            &root.join("missing"),
+            libc::RENAME_EXCHANGE
+        ),
+        Some(libc::ENOENT)
     );
     assert_eq!(
         renameat2_errno(
             &root.join("plain"),
             &root.join("after"),
-            libc::RENAME_EXCHANGE
+            libc::RENAME_WHITEOUT
         ),
         Some(libc::EINVAL)
+    );
+    // an xattr that is not there; a buffer too small for one that is
+    let plain = cstr(&root.join("plain"));
+    let name = c"user.k";
+    let mut buf = [0u8; 2];
+    // SAFETY: valid NUL-terminated strings and a buffer of the given size.
+    let rc = unsafe { libc::getxattr(plain.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 2) };
+    assert_eq!(rc, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENODATA)
+    );
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::setxattr(
+            plain.as_ptr(),
+            name.as_ptr(),
+            b"value".as_ptr().cast(),
+            5,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    let rc = unsafe { libc::getxattr(plain.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 2) };
+    assert_eq!(rc, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ERANGE)
     );
 
     assert_eq!(m.stats().handler_panics(), 0);

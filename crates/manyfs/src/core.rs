@@ -66,7 +66,7 @@ pub struct FsCore {
     /// Deferred frees, dirty inodes and syncs of `file` mode.
     pub sync_engine: crate::alloc::deferred::SyncEngine,
     /// `file` mode: inodes named since the last full sync, and where.
-    pub named: crate::sync_engine::Named,
+    pub named: crate::alloc::deferred::Named,
 }
 
 impl LogSpace for FsCore {
@@ -111,7 +111,7 @@ impl LogSpace for FsCore {
                 && array < self.sb.total_blocks
             {
                 // Resolved by the sync: the array and the heads it then names.
-                let tag = crate::sync_engine::LOG_ARRAY_TAG;
+                let tag = crate::alloc::deferred::LOG_ARRAY_TAG;
                 out.push((array | tag, (array + 1) | tag));
             }
         }
@@ -211,7 +211,9 @@ impl FsCore {
             ino,
             generation: rec.generation,
             kind: rec.kind,
-            attrs: Mutex::new(attrs),
+            rdev: rec.rdev,
+            attrs: Mutex::new(attrs.clone()),
+            xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
@@ -219,6 +221,7 @@ impl FsCore {
             file: (rec.kind != FileKind::Dir)
                 .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),
             dir: (rec.kind == FileKind::Dir).then(DirData::default),
+            setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),
             freed: std::sync::atomic::AtomicBool::new(false),
@@ -227,7 +230,14 @@ impl FsCore {
 
     /// Create a new inode: allocate its number and log array and persist its
     /// record. It becomes reachable only when a directory entry commits.
-    pub fn new_inode(&self, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Result<Arc<Inode>> {
+    pub fn new_inode(
+        &self,
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+    ) -> Result<Arc<Inode>> {
         self.check_writable()?;
         let ino = self.alloc_ino()?;
         let array = match self.alloc_blocks(1, Purpose::Meta) {
@@ -253,6 +263,7 @@ impl FsCore {
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
+                rdev,
             };
             self.media.store(off, &rec.encode())?;
             self.media.flush(off, INODE_SIZE as usize)?;

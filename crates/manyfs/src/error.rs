@@ -52,6 +52,17 @@ pub enum Error {
     /// The file system is mounted read-only.
     #[error("read-only file system")]
     ReadOnly,
+    /// No such extended attribute.
+    #[error("{0}: no such attribute")]
+    NoData(String),
+    /// A result does not fit the buffer offered, or a name is too long for
+    /// an extended attribute.
+    #[error("{0}: out of range")]
+    OutOfRange(String),
+    /// The operation or name is not supported (an extended attribute
+    /// namespace manyfs does not keep, a rename flag).
+    #[error("{0}: operation not supported")]
+    NotSupported(String),
     /// Another process has the pool mounted.
     #[error("{path}: pool is in use by another process (already mounted?)")]
     Busy {
@@ -95,6 +106,9 @@ impl Error {
             Error::BadHandle(_) => libc::EBADF,
             Error::NotPermitted(_) => libc::EPERM,
             Error::ReadOnly => libc::EROFS,
+            Error::NoData(_) => libc::ENODATA,
+            Error::OutOfRange(_) => libc::ERANGE,
+            Error::NotSupported(_) => libc::EOPNOTSUPP,
             Error::Busy { .. } => libc::EBUSY,
             Error::Corrupt { .. } => libc::EIO,
             Error::Io { cause, .. } => cause.raw_os_error().unwrap_or(libc::EIO),

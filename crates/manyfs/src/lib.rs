@@ -30,7 +30,8 @@
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
 //! 6. `core` (the inode table, allocators and media of one mount);
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
-//!    rename);
+//!    rename), then `xattr` (extended attributes) and `acl` (POSIX ACLs in
+//!    their attribute form, a leaf);
 //! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
 //!    (checking, repair, verify) and `sync_engine` (`file`-mode syncs:
 //!    barriers, durable marks, the background commit);
@@ -38,6 +39,7 @@
 
 #![deny(missing_docs)]
 
+pub mod acl;
 mod alloc;
 mod api;
 mod core;
@@ -61,10 +63,12 @@ mod sync_engine;
 #[cfg(test)]
 mod test_support;
 mod time;
+mod xattr;
 
-pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, SetAttr, StatFs};
+pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, Rename, SetAttr, StatFs};
 pub use error::{Error, Result};
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
 pub use options::{MkfsOptions, MountOptions};
+pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

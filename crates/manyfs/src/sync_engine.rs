@@ -46,7 +46,6 @@ use crate::error::Result;
 use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::EntryLoc;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 pub(crate) use crate::alloc::deferred::Pending;
@@ -365,10 +364,6 @@ impl FsCore {
     }
 }
 
-/// Marks a recorded range as log arrays of inodes a directory entry names
-/// (see [`FsCore::resolve_log_arrays`]).
-pub(crate) const LOG_ARRAY_TAG: u64 = 1 << 63;
-
 impl FsCore {
     /// Replace each tagged log-array range by the arrays and the head pages
     /// they name now: an array made durable must not name a page whose
@@ -376,15 +371,21 @@ impl FsCore {
     /// sync's `msync`, a head linked by a concurrent append after this read
     /// is recovered by cutting it.
     fn resolve_log_arrays(&self, blocks: &mut Vec<(u64, u64)>) {
-        if !blocks.iter().any(|&(s, _)| s & LOG_ARRAY_TAG != 0) {
+        if !blocks
+            .iter()
+            .any(|&(s, _)| s & crate::alloc::deferred::LOG_ARRAY_TAG != 0)
+        {
             return;
         }
         let mut heads = Vec::new();
         for r in blocks.iter_mut() {
-            if r.0 & LOG_ARRAY_TAG == 0 {
+            if r.0 & crate::alloc::deferred::LOG_ARRAY_TAG == 0 {
                 continue;
             }
-            *r = (r.0 & !LOG_ARRAY_TAG, r.1 & !LOG_ARRAY_TAG);
+            *r = (
+                r.0 & !crate::alloc::deferred::LOG_ARRAY_TAG,
+                r.1 & !crate::alloc::deferred::LOG_ARRAY_TAG,
+            );
             for array in r.0..r.1 {
                 for i in 0..MAX_SUBLOGS as u64 {
                     if let Ok(h) = self.media.load_u64(array * BLOCK_SIZE + i * 8)
@@ -397,55 +398,6 @@ impl FsCore {
             }
         }
         blocks.extend(heads);
-    }
-}
-
-/// Inodes named (a directory entry appended) since the last full sync:
-/// child -> (directory, a sequence that tells a later naming apart).
-#[derive(Default)]
-pub struct Named {
-    shards: [crossbeam_utils::CachePadded<NamedShard>; NAMED_SHARDS],
-}
-
-const NAMED_SHARDS: usize = 16;
-
-/// (last sequence handed out, child -> (directory, sequence)).
-type NamedShard = parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)>;
-
-impl Named {
-    fn shard(&self, ino: u64) -> &NamedShard {
-        &self.shards[ino as usize % NAMED_SHARDS]
-    }
-
-    /// `child` was named in `dir` (called after the entry was appended).
-    pub fn note(&self, child: u64, dir: u64) {
-        let mut s = self.shard(child).lock();
-        s.0 += 1;
-        let seq = s.0;
-        s.1.insert(child, (dir, seq));
-    }
-
-    fn get(&self, child: u64) -> Option<(u64, u64)> {
-        let s = self.shard(child).lock();
-        if s.1.is_empty() {
-            return None;
-        }
-        s.1.get(&child).copied()
-    }
-
-    /// The directory of `child`'s naming `seq` was synced: forget it unless
-    /// it was named again since.
-    fn forget(&self, child: u64, seq: u64) {
-        let mut s = self.shard(child).lock();
-        if s.1.get(&child).is_some_and(|&(_, q)| q == seq) {
-            s.1.remove(&child);
-        }
-    }
-
-    fn clear(&self) {
-        for s in &self.shards {
-            s.lock().1.clear();
-        }
     }
 }
 

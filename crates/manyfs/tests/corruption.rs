@@ -696,6 +696,8 @@ fn walk(
                 }
                 read_file(fs, &path, md.size, out, problems)
             }
+            // FIFOs, sockets and devices: their metadata was all there is.
+            _ => {}
         }
     }
 }

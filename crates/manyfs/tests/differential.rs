@@ -341,6 +341,7 @@ fn kind_of(k: FileKind) -> Kind {
         FileKind::File => Kind::File,
         FileKind::Dir => Kind::Dir,
         FileKind::Symlink => Kind::Symlink,
+        special => panic!("the differential workloads make no {special:?}"),
     }
 }
 
@@ -910,6 +911,7 @@ fn m_tree(fs: &Fs, path: &str) -> Node {
             v.sort_by(|a, b| a.0.cmp(&b.0));
             Node::Dir(v, nlink)
         }
+        special => panic!("{path}: the differential workloads make no {special:?}"),
     }
 }
 

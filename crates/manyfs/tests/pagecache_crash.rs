@@ -123,7 +123,7 @@ fn contents(fs: &Fs) -> BTreeMap<String, Vec<u8>> {
                 manyfs::FileKind::File => {
                     out.insert(p.clone(), fs.read(&p).unwrap());
                 }
-                manyfs::FileKind::Symlink => {}
+                _ => {}
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 
 const SHARDS: usize = 16;
 
@@ -93,5 +94,58 @@ impl SyncEngine {
     pub fn has_work(&self) -> bool {
         self.dirty.iter().any(|s| !s.lock().is_empty())
             || self.pending.iter().any(|s| !s.lock().is_empty())
+    }
+}
+
+/// Marks a recorded range as log arrays of inodes a directory entry names
+/// (resolved by the sync engine's `resolve_log_arrays`).
+pub(crate) const LOG_ARRAY_TAG: u64 = 1 << 63;
+
+/// Inodes named (a directory entry appended) since the last full sync:
+/// child -> (directory, a sequence that tells a later naming apart).
+#[derive(Default)]
+pub struct Named {
+    shards: [crossbeam_utils::CachePadded<NamedShard>; NAMED_SHARDS],
+}
+
+const NAMED_SHARDS: usize = 16;
+
+/// (last sequence handed out, child -> (directory, sequence)).
+type NamedShard = parking_lot::Mutex<(u64, HashMap<u64, (u64, u64)>)>;
+
+impl Named {
+    fn shard(&self, ino: u64) -> &NamedShard {
+        &self.shards[ino as usize % NAMED_SHARDS]
+    }
+
+    /// `child` was named in `dir` (called after the entry was appended).
+    pub fn note(&self, child: u64, dir: u64) {
+        let mut s = self.shard(child).lock();
+        s.0 += 1;
+        let seq = s.0;
+        s.1.insert(child, (dir, seq));
+    }
+
+    pub(crate) fn get(&self, child: u64) -> Option<(u64, u64)> {
+        let s = self.shard(child).lock();
+        if s.1.is_empty() {
+            return None;
+        }
+        s.1.get(&child).copied()
+    }
+
+    /// The directory of `child`'s naming `seq` was synced: forget it unless
+    /// it was named again since.
+    pub(crate) fn forget(&self, child: u64, seq: u64) {
+        let mut s = self.shard(child).lock();
+        if s.1.get(&child).is_some_and(|&(_, q)| q == seq) {
+            s.1.remove(&child);
+        }
+    }
+
+    pub(crate) fn clear(&self) {
+        for s in &self.shards {
+            s.lock().1.clear();
+        }
     }
 }

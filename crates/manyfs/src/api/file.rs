@@ -56,6 +56,14 @@ impl File {
         self.handle.inode.ino
     }
 
+    /// Clear the setuid bit, and the setgid bit when group execute is set,
+    /// as kernel file systems do when a process without `CAP_FSETID`
+    /// writes or truncates a file (the FUSE adapter calls this when the
+    /// kernel flags a write so). Returns whether the mode changed.
+    pub fn clear_setid(&self) -> Result<bool> {
+        file::kill_setid(&self.handle.core, &self.handle.inode)
+    }
+
     /// Read up to `buf.len()` bytes at `off`; 0 at end of file.
     pub fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
         if !self.handle.read {

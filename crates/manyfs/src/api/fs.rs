@@ -149,6 +149,7 @@ impl Fs {
             mtime: from_ns(mtime),
             ctime: from_ns(a.ctime_ns.max(mtime)),
             blocks,
+            rdev: inode.rdev,
         }
     }
 
@@ -450,7 +451,7 @@ mod tests {
         )
         .unwrap();
         let core = &fs.core;
-        let child = core.new_inode(FileKind::Symlink, 0o777, 0, 0).unwrap();
+        let child = core.new_inode(FileKind::Symlink, 0o777, 0, 0, 0).unwrap();
         file::write(core, &child, b"/target", 0).unwrap();
         // Not in the table yet: this sync cannot find it.
         core.full_sync().unwrap();

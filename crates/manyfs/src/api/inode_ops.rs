@@ -26,28 +26,40 @@ impl Fs {
         Ok(self.meta(&i))
     }
 
-    /// Create a regular file (fails with `Exists` if the name is taken).
-    pub fn create(
+    /// Create `name` in directory `parent`, as `mknod(2)` does: the
+    /// `S_IFMT` bits of `mode` say what (a regular file when they are 0, a
+    /// directory, a FIFO, a socket, or a character or block device whose
+    /// number is `rdev`), the low 12 bits are the permissions. Fails with
+    /// `Exists` if the name is taken, `InvalidArgument` for a symlink or
+    /// unknown type bits (symlinks: [`Fs::symlink_at`]).
+    pub fn mknod(
         &self,
         parent: u64,
         name: &OsStr,
         mode: u32,
+        rdev: u64,
         uid: u32,
         gid: u32,
     ) -> Result<Metadata> {
-        self.make(parent, name, NewNode::File, mode, uid, gid)
-    }
-
-    /// Create a directory.
-    pub fn mkdir(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Metadata> {
-        self.make(parent, name, NewNode::Dir, mode, uid, gid)
+        let kind = match mode & 0o170000 {
+            0 => FileKind::File,
+            bits => FileKind::from_format_bits(bits)
+                .filter(|k| *k != FileKind::Symlink)
+                .ok_or_else(|| Error::InvalidArgument(format!("mknod of file type {bits:#o}")))?,
+        };
+        let node = match kind {
+            FileKind::File => NewNode::File,
+            FileKind::Dir => NewNode::Dir,
+            k => NewNode::Special {
+                kind: k,
+                rdev: if matches!(k, FileKind::CharDevice | FileKind::BlockDevice) {
+                    rdev
+                } else {
+                    0
+                },
+            },
+        };
+        self.make(parent, name, node, mode & 0o7777, uid, gid)
     }
 
     fn make(
@@ -60,7 +72,17 @@ impl Fs {
         gid: u32,
     ) -> Result<Metadata> {
         let dir = self.core.get(parent)?;
+        // A directory's default ACL decides the new inode's mode (the
+        // umask does not apply then) and becomes its access ACL.
+        let acl = match node {
+            NewNode::Symlink(_) => None,
+            _ => crate::xattr::inherited(&dir, mode),
+        };
+        let mode = acl.as_ref().map_or(mode, |(_, m)| *m);
         let i = namespace::create(&self.core, &dir, name.as_bytes(), node, mode, uid, gid)?;
+        if let Some((access, _)) = &acl {
+            crate::xattr::inherit(&self.core, &dir, &i, access)?;
+        }
         Ok(self.meta(&i))
     }
 
@@ -98,26 +120,29 @@ impl Fs {
         namespace::remove(&self.core, &dir, name.as_bytes(), true, None)
     }
 
-    /// Rename, replacing a compatible target unless `no_replace`.
+    /// Rename `name` in `parent` to `new_name` in `new_parent`
+    /// (`renameat2(2)`): replacing a compatible target, failing with
+    /// `Exists` if there is one ([`Rename::NoReplace`]), or swapping the
+    /// two names ([`Rename::Exchange`]; both must exist). Atomic, also
+    /// across directories and after a crash.
     pub fn rename_at(
         &self,
         parent: u64,
         name: &OsStr,
         new_parent: u64,
         new_name: &OsStr,
-        no_replace: bool,
+        how: Rename,
     ) -> Result<()> {
         let src = self.core.get(parent)?;
         let dst = self.core.get(new_parent)?;
-        namespace::rename(
-            &self.core,
-            &src,
-            name.as_bytes(),
-            &dst,
-            new_name.as_bytes(),
-            no_replace,
-            None,
-        )
+        let (from, to) = (name.as_bytes(), new_name.as_bytes());
+        match how {
+            Rename::Exchange => namespace::exchange(&self.core, (&src, from), (&dst, to), None),
+            Rename::Replace | Rename::NoReplace => {
+                let no_replace = how == Rename::NoReplace;
+                namespace::rename(&self.core, &src, from, &dst, to, no_replace, None)
+            }
+        }
     }
 
     /// Target of symlink `ino`.
@@ -150,6 +175,12 @@ impl Fs {
             if inode.kind == FileKind::Dir {
                 return Err(Error::IsDir(format!("inode {ino}")));
             }
+            if inode.kind.is_special() {
+                return Err(Error::InvalidArgument(format!(
+                    "inode {ino} is a {:?}: it has no size to set",
+                    inode.kind
+                )));
+            }
             file::set_len(&self.core, &inode, size)?;
         }
         let change = AttrChange {
@@ -166,6 +197,9 @@ impl Fs {
             || change.mtime_ns.is_some()
         {
             file::set_attrs(&self.core, &inode, &change)?;
+            if let Some(mode) = change.mode {
+                crate::xattr::chmod_acl(&self.core, &inode, mode)?;
+            }
             if inode.dir.is_some() {
                 namespace::maybe_compact_dir_attrs(&self.core, &inode);
             }
@@ -178,6 +212,13 @@ impl Fs {
         let inode = self.core.get(ino)?;
         if inode.kind == FileKind::Dir && write {
             return Err(Error::IsDir(format!("inode {ino}")));
+        }
+        if inode.kind.is_special() {
+            // The kernel serves FIFOs, sockets and devices itself.
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino} is a {:?}: it has no content to open",
+                inode.kind
+            )));
         }
         if write {
             self.core.check_writable()?;

@@ -5,7 +5,7 @@ use crate::layout::FileKind;
 use std::ffi::OsString;
 use std::time::SystemTime;
 
-/// Attributes of a file, directory or symlink.
+/// Attributes of a file, directory, symlink or special node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
     /// Inode number.
@@ -32,6 +32,8 @@ pub struct Metadata {
     pub ctime: SystemTime,
     /// Space used, in 512-byte units.
     pub blocks: u64,
+    /// Device number of a character or block device (0 otherwise).
+    pub rdev: u64,
 }
 
 impl Metadata {
@@ -83,6 +85,19 @@ pub struct StatFs {
     pub free_inodes: u64,
     /// Longest name.
     pub name_max: u64,
+}
+
+/// What [`crate::Fs::rename_at`] does with the destination name
+/// (`renameat2(2)` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rename {
+    /// Replace a compatible target (plain `rename(2)`).
+    #[default]
+    Replace,
+    /// Fail with `EEXIST` if the target exists (`RENAME_NOREPLACE`).
+    NoReplace,
+    /// Swap the two names, which must both exist (`RENAME_EXCHANGE`).
+    Exchange,
 }
 
 /// Attribute changes for [`crate::Fs::setattr`].

@@ -6,16 +6,18 @@
 //! - [`inode_ops`]: the inode-level calls (by inode number and name, as FUSE
 //!   asks) that the FUSE adapter uses;
 //! - [`file`]: [`File`] handles and [`OpenOptions`];
-//! - [`metadata`]: [`Metadata`], [`DirEntry`], [`StatFs`], [`SetAttr`].
+//! - [`metadata`]: [`Metadata`], [`DirEntry`], [`StatFs`], [`SetAttr`];
+//! - [`xattr_ops`]: extended attributes by inode number.
 
 mod file;
 mod fs;
 mod inode_ops;
 mod metadata;
+mod xattr_ops;
 
 pub use file::{File, OpenOptions};
 pub use fs::Fs;
-pub use metadata::{DirEntry, Metadata, SetAttr, StatFs};
+pub use metadata::{DirEntry, Metadata, Rename, SetAttr, StatFs};
 
 use crate::error::{Error, Result};
 use crate::namespace;

@@ -310,6 +310,9 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
     }
     inode.attr_seq.store(seq, Ordering::Release);
     inode.attr_entries.fetch_add(1, Ordering::Relaxed);
+    inode
+        .setid
+        .store(next.mode & (S_ISUID | S_ISGID) != 0, Ordering::Relaxed);
     *attrs = next;
     drop(attrs);
     // Each attribute change leaves an entry recovery needs until the log is
@@ -319,6 +322,41 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
         maybe_compact(core, inode);
     }
     Ok(())
+}
+
+const S_ISUID: u32 = 0o4000;
+const S_ISGID: u32 = 0o2000;
+const S_IXGRP: u32 = 0o0010;
+
+/// `mode` after a write or truncate by a process without `CAP_FSETID`, as
+/// kernel file systems do it: setuid cleared, setgid cleared when group
+/// execute is set (without it, setgid means mandatory locking and stays).
+pub fn mode_without_setid(mode: u32) -> u32 {
+    let mut m = mode & !S_ISUID;
+    if m & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP {
+        m &= !S_ISGID;
+    }
+    m
+}
+
+/// Clear the setuid/setgid bits a write by an unprivileged process clears
+/// ([`mode_without_setid`]). Costs one relaxed load when there are none.
+/// Returns whether the mode changed.
+pub fn kill_setid(core: &FsCore, inode: &Inode) -> Result<bool> {
+    if !inode.setid.load(Ordering::Relaxed) {
+        return Ok(false);
+    }
+    let mode = inode.attrs.lock().mode;
+    let next = mode_without_setid(mode);
+    if next == mode {
+        return Ok(false);
+    }
+    let change = AttrChange {
+        mode: Some(next),
+        ..AttrChange::default()
+    };
+    set_attrs(core, inode, &change)?;
+    Ok(true)
 }
 
 /// Make a write's mtime `mtime_ns` durable after an attribute change raced
@@ -483,7 +521,7 @@ const COMPACT_AFTER_ATTR_ENTRIES: u64 = 64;
 
 /// Compact the log of a file with many attribute entries (each truncate or
 /// chmod leaves one that recovery needs until the log is rewritten).
-fn maybe_compact(core: &FsCore, inode: &Inode) {
+pub(crate) fn maybe_compact(core: &FsCore, inode: &Inode) {
     if inode.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
         return;
     }
@@ -544,11 +582,16 @@ fn compact_file(core: &FsCore, inode: &Inode, f: &FileData, a: &crate::inode::At
             n as u32,
         ));
     }
+    // Extended attributes last (the write runs' locations are indexed
+    // above); held until the switch, so no change lands in the old log.
+    let xattrs = inode.xattrs.lock();
+    entries.extend(xattrs.rewrite_entries(a.ctime_ns));
     let locs = inode.log.rewrite(
         core,
         core.sb.inode_offset(inode.ino) + INODE_LOG_ARRAY_OFFSET,
         &entries,
     )?;
+    drop(xattrs);
     for (&(pg, block, n, version), &loc) in runs.iter().zip(&locs[1..]) {
         for i in 0..n {
             f.index.slot(pg + i).set(PageMapping {

@@ -544,6 +544,7 @@ impl Walker<'_> {
             atime_ns: 0,
             mtime_ns: 0,
             ctime_ns: 0,
+            rdev: 0,
         };
         let sub = ScannedSublog {
             entries,

@@ -178,6 +178,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
+                rdev: 0,
             };
             media.store(off, &rec.encode())?;
             media.flush(off, INODE_SIZE as usize)?;

@@ -48,6 +48,12 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
             let mtime = a.mtime_ns.max(inode.log.last_mtime_ns());
             attr_diff("mtime", mtime, node.attrs.mtime_ns);
         }
+        if inode.xattrs.lock().map != node.xattrs.map {
+            diffs.push(format!(
+                "inode {}: extended attributes differ between memory and media",
+                inode.ino
+            ));
+        }
         // link, unlink and rename change a ctime in memory only; it is
         // persisted with the next attribute change (docs/guarantees.md), so
         // the media's may be older, never newer.

@@ -31,16 +31,56 @@ pub struct Attrs {
     pub nlink: u32,
 }
 
+/// Extended attributes of one inode (the DRAM view of its `Xattr` log
+/// entries).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Xattrs {
+    /// Sequence of the newest extended-attribute entry.
+    pub seq: u64,
+    /// Name (with its namespace prefix) -> value.
+    pub map: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Xattrs {
+    /// Bytes of names and values together (what the per-inode limit counts).
+    pub fn bytes(&self) -> usize {
+        self.map.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+
+    /// One entry per attribute, for a log rewrite (compaction): they keep
+    /// their values and the current sequence.
+    pub fn rewrite_entries(&self, ctime_ns: u64) -> Vec<(crate::layout::Entry, u32)> {
+        self.map
+            .iter()
+            .map(|(name, value)| {
+                let e = crate::layout::Entry::Xattr {
+                    seq: self.seq,
+                    ctime_ns,
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                };
+                (e, 1)
+            })
+            .collect()
+    }
+}
+
 /// One live inode.
 pub struct Inode {
     /// Inode number.
     pub ino: u64,
     /// Generation of the inode record.
     pub generation: u32,
-    /// File, directory or symlink.
+    /// File, directory, symlink or special node.
     pub kind: FileKind,
+    /// Device number (character and block devices; fixed at creation).
+    pub rdev: u64,
     /// Attributes.
     pub attrs: Mutex<Attrs>,
+    /// Extended attributes. Lock order: `attrs` before `xattrs` (log
+    /// compaction holds both); a change of extended attributes takes
+    /// `xattrs` alone and updates `attrs` (the ctime) after dropping it.
+    pub xattrs: Mutex<Xattrs>,
     /// Sequence of the newest attribute entry (writes record it as their epoch).
     pub attr_seq: AtomicU64,
     /// Attribute entries in the log (they are never individually
@@ -56,6 +96,9 @@ pub struct Inode {
     pub open_handles: AtomicU32,
     /// Parent directory (directories only; for `..` and rename loop checks).
     pub parent: AtomicU64,
+    /// Whether the mode has the setuid or setgid bit: lets a write check
+    /// without the attribute mutex whether it has bits to clear.
+    pub setid: std::sync::atomic::AtomicBool,
     /// Set once the inode's space has been returned.
     pub freed: std::sync::atomic::AtomicBool,
 }

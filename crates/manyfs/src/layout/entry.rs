@@ -22,8 +22,13 @@ use super::*;
 
 /// Commit mark in the high half of the commit word.
 pub const COMMIT_MAGIC: u32 = 0xC0DE_C0DE;
-/// Longest entry (a same-directory rename of two 255-byte names).
-pub const MAX_ENTRY_SLOTS: usize = 10;
+/// Longest entry: a whole log page (an extended attribute with a long
+/// value; version-2 entries had at most 10 slots, a same-directory rename
+/// of two 255-byte names).
+pub const MAX_ENTRY_SLOTS: usize = ENTRY_SLOTS_PER_PAGE as usize;
+/// Bytes an extended-attribute entry can carry after its header slot:
+/// its name and value together.
+pub const MAX_XATTR_PAYLOAD: usize = (MAX_ENTRY_SLOTS - 1) * SLOT_SIZE as usize;
 /// Flag: the next entry in this sub-log belongs to the same atomic group.
 pub const FLAG_GROUP_CONTINUES: u16 = 1;
 
@@ -32,6 +37,7 @@ const KIND_SET_ATTR: u8 = 2;
 const KIND_DIR_ADD: u8 = 3;
 const KIND_DIR_REMOVE: u8 = 4;
 const KIND_DIR_RENAME: u8 = 5;
+const KIND_XATTR: u8 = 6;
 
 /// A decoded log entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +120,18 @@ pub enum Entry {
         old: Vec<u8>,
         /// New name.
         new: Vec<u8>,
+    },
+    /// An extended attribute was set (`value` is `Some`) or removed.
+    /// The entry with the highest `seq` per name wins.
+    Xattr {
+        /// Per-inode extended-attribute sequence.
+        seq: u64,
+        /// Change time of the inode after this change.
+        ctime_ns: u64,
+        /// Full name, namespace prefix included (`user.foo`).
+        name: Vec<u8>,
+        /// The value, or `None` for a removal.
+        value: Option<Vec<u8>>,
     },
 }
 
@@ -225,6 +243,21 @@ impl Entry {
                 extra.extend_from_slice(new);
                 (KIND_DIR_RENAME, 0, *seq)
             }
+            Entry::Xattr {
+                seq,
+                ctime_ns,
+                name,
+                value,
+            } => {
+                h[16] = name.len() as u8;
+                h[17] = u8::from(value.is_some());
+                let v = value.as_deref().unwrap_or_default();
+                put_u32(&mut h, 20, v.len() as u32);
+                put_u64(&mut h, 24, *ctime_ns);
+                extra.extend_from_slice(name);
+                extra.extend_from_slice(v);
+                (KIND_XATTR, 0, *seq)
+            }
         };
         let nslots = 1 + extra.len().div_ceil(SLOT_SIZE as usize);
         debug_assert!(nslots <= MAX_ENTRY_SLOTS);
@@ -320,6 +353,20 @@ impl Entry {
                 old: name(0, h[29] as usize)?,
                 new: name(h[29] as usize, h[30] as usize)?,
             },
+            KIND_XATTR => {
+                let (nl, vl) = (h[16] as usize, le_u32(h, 20) as usize);
+                let name = extra.get(..nl)?.to_vec();
+                let value = extra.get(nl..nl.checked_add(vl)?)?.to_vec();
+                if name.is_empty() || name.contains(&0) || h[17] > 1 || (h[17] == 0 && vl != 0) {
+                    return None;
+                }
+                Entry::Xattr {
+                    seq,
+                    ctime_ns: le_u64(h, 24),
+                    name,
+                    value: (h[17] == 1).then_some(value),
+                }
+            }
             _ => return None,
         };
         Some((entry, flags))
@@ -419,6 +466,24 @@ mod tests {
                 kind: FileKind::File,
                 old: vec![b'o'; 255],
                 new: vec![b'n'; 255],
+            },
+            Entry::Xattr {
+                seq: 7,
+                ctime_ns: 99,
+                name: b"user.big".to_vec(),
+                value: Some(vec![0xa5; MAX_XATTR_PAYLOAD - 8]),
+            },
+            Entry::Xattr {
+                seq: 8,
+                ctime_ns: 100,
+                name: vec![b'n'; 255],
+                value: Some(Vec::new()),
+            },
+            Entry::Xattr {
+                seq: 9,
+                ctime_ns: 101,
+                name: b"trusted.x".to_vec(),
+                value: None,
             },
         ]
     }

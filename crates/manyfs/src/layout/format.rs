@@ -25,6 +25,7 @@ pub(crate) fn format(media: &Media, sb: &Superblock) -> Result<()> {
         atime_ns: now,
         mtime_ns: now,
         ctime_ns: now,
+        rdev: 0,
     };
     media.store(sb.inode_offset(ROOT_INO), &root.encode())?;
     media.persist(0, ((sb.data_start + 1) * BLOCK_SIZE) as usize)?;

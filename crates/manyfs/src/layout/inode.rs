@@ -28,6 +28,14 @@ pub enum FileKind {
     Dir,
     /// Symbolic link (its target is the file content).
     Symlink,
+    /// Named pipe (FIFO). No content: the kernel serves the pipe.
+    Fifo,
+    /// Character device; its number is the inode's `rdev`.
+    CharDevice,
+    /// Block device; its number is the inode's `rdev`.
+    BlockDevice,
+    /// UNIX domain socket (a name `bind(2)` made). No content.
+    Socket,
 }
 
 impl FileKind {
@@ -37,6 +45,10 @@ impl FileKind {
             FileKind::File => 1,
             FileKind::Dir => 2,
             FileKind::Symlink => 3,
+            FileKind::Fifo => 4,
+            FileKind::CharDevice => 5,
+            FileKind::BlockDevice => 6,
+            FileKind::Socket => 7,
         }
     }
     /// Decode from media.
@@ -45,8 +57,51 @@ impl FileKind {
             1 => Some(FileKind::File),
             2 => Some(FileKind::Dir),
             3 => Some(FileKind::Symlink),
+            4 => Some(FileKind::Fifo),
+            5 => Some(FileKind::CharDevice),
+            6 => Some(FileKind::BlockDevice),
+            7 => Some(FileKind::Socket),
             _ => None,
         }
+    }
+
+    /// Whether this is a node without content of its own (FIFO, device,
+    /// socket): it has attributes, names and extended attributes, but no
+    /// data pages and cannot be opened through manyfs.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket
+        )
+    }
+
+    /// The `S_IFMT` bits of this kind (as in `st_mode`).
+    pub fn format_bits(self) -> u32 {
+        match self {
+            FileKind::File => 0o100000,
+            FileKind::Dir => 0o040000,
+            FileKind::Symlink => 0o120000,
+            FileKind::Fifo => 0o010000,
+            FileKind::CharDevice => 0o020000,
+            FileKind::BlockDevice => 0o060000,
+            FileKind::Socket => 0o140000,
+        }
+    }
+
+    /// The kind named by the `S_IFMT` bits of `mode` (`None` for bits that
+    /// name no file type).
+    pub fn from_format_bits(mode: u32) -> Option<FileKind> {
+        [
+            FileKind::File,
+            FileKind::Dir,
+            FileKind::Symlink,
+            FileKind::Fifo,
+            FileKind::CharDevice,
+            FileKind::BlockDevice,
+            FileKind::Socket,
+        ]
+        .into_iter()
+        .find(|k| k.format_bits() == mode & 0o170000)
     }
 }
 
@@ -65,6 +120,7 @@ impl FileKind {
 /// | 32 | 8 | atime ns |
 /// | 40 | 8 | mtime ns |
 /// | 48 | 8 | ctime ns |
+/// | 56 | 8 | device number (`rdev`) of a character or block device, else 0 |
 /// | 124 | 4 | crc32 of bytes 0..124, with the log array word (24..32) zeroed |
 ///
 /// The log array word is outside the checksum so that log compaction can
@@ -89,6 +145,9 @@ pub struct InodeRecord {
     pub mtime_ns: u64,
     /// Change time at creation.
     pub ctime_ns: u64,
+    /// Device number of a character or block device (0 otherwise). Pools
+    /// written before device nodes existed hold zero here.
+    pub rdev: u64,
 }
 
 impl InodeRecord {
@@ -105,6 +164,7 @@ impl InodeRecord {
         put_u64(&mut b, 32, self.atime_ns);
         put_u64(&mut b, 40, self.mtime_ns);
         put_u64(&mut b, 48, self.ctime_ns);
+        put_u64(&mut b, 56, self.rdev);
         let crc = record_crc(&b);
         put_u32(&mut b, 124, crc);
         b
@@ -131,6 +191,7 @@ impl InodeRecord {
             atime_ns: le_u64(b, 32),
             mtime_ns: le_u64(b, 40),
             ctime_ns: le_u64(b, 48),
+            rdev: le_u64(b, 56),
         })
     }
 

@@ -5,8 +5,16 @@ use crate::error::{Error, Result};
 
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
-/// On-media format version.
-pub const FORMAT_VERSION: u32 = 2;
+/// On-media format version written by this manyfs. Version 3 added
+/// FIFOs, sockets and device nodes (inode kinds 4..=7 and the record's
+/// `rdev`), extended-attribute log entries and exchange records in the
+/// rename journal; everything of version 2 means the same in version 3.
+pub const FORMAT_VERSION: u32 = 3;
+/// Oldest format version this manyfs mounts: a version-2 pool mounts as it
+/// is, and its first writable mount records version 3, so that an older
+/// manyfs refuses it ("unsupported format version 3") instead of
+/// misreading what only version 3 can hold.
+pub const OLDEST_FORMAT_VERSION: u32 = 2;
 /// Encoded size of the superblock (the rest of block 0 is zero).
 pub const SUPERBLOCK_LEN: usize = 96;
 
@@ -140,7 +148,7 @@ impl Superblock {
             return Err(Error::corrupt(what, "checksum mismatch"));
         }
         let version = le_u32(b, 8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Error::corrupt(
                 what,
                 format!("unsupported format version {version}"),
@@ -208,5 +216,26 @@ mod tests {
             Superblock::decode(&enc, 1 << 20).is_err(),
             "pool shorter than geometry"
         );
+    }
+
+    #[test]
+    fn version_2_pools_are_read_and_others_refused() {
+        let sb = Superblock::for_size(64 << 20, 16 << 10).unwrap();
+        let with_version = |v: u32| {
+            let mut b = sb.encode();
+            put_u32(&mut b, 8, v);
+            let crc = crc32fast::hash(&b[..92]);
+            put_u32(&mut b, 92, crc);
+            b
+        };
+        assert_eq!(Superblock::decode(&with_version(2), 64 << 20).unwrap(), sb);
+        assert_eq!(le_u32(&sb.encode(), 8), FORMAT_VERSION);
+        for v in [0, 1, FORMAT_VERSION + 1] {
+            let err = Superblock::decode(&with_version(v), 64 << 20).unwrap_err();
+            assert!(
+                err.to_string().contains("unsupported format version"),
+                "{err}"
+            );
+        }
     }
 }

@@ -12,12 +12,19 @@
 //! applies the rename to the replayed directories and re-appends both entries
 //! (adding and removing are idempotent), then clears the record.
 //!
+//! An exchange (`RENAME_EXCHANGE`) is journalled the same way: the record
+//! also names the destination's inode, and step 2 appends an add entry to
+//! each directory (each name now names the other inode).
+//!
 //! Block layout: 0 txid, 8 source dir, 16 destination dir, 24 inode, 32
 //! generation (u32), 36 kind, 37 source name length, 38 destination name
-//! length, 64.. source name, 320.. destination name, 4088 commit word
-//! (crc32 of bytes 0..4088 | PENDING << 32).
+//! length, 39 exchange flag (1: an exchange; 0 in version-2 pools), 40 the
+//! destination's inode, 48 its generation (u32), 52 its kind, 64.. source
+//! name, 320.. destination name, 4088 commit word (crc32 of bytes 0..4088 |
+//! PENDING << 32).
 
 use crate::error::Result;
+use crate::inode::Child;
 use crate::layout::*;
 use crate::media::Media;
 
@@ -43,6 +50,9 @@ pub struct RenameRecord {
     pub src_name: Vec<u8>,
     /// Name in the destination directory.
     pub dst_name: Vec<u8>,
+    /// For an exchange: the inode the destination name named, which the
+    /// source name names afterwards.
+    pub exchange: Option<Child>,
 }
 
 impl RenameRecord {
@@ -56,6 +66,12 @@ impl RenameRecord {
         b[36] = self.kind.code();
         b[37] = self.src_name.len() as u8;
         b[38] = self.dst_name.len() as u8;
+        if let Some(x) = self.exchange {
+            b[39] = 1;
+            put_u64(&mut b, 40, x.ino);
+            put_u32(&mut b, 48, x.generation);
+            b[52] = x.kind.code();
+        }
         b[64..64 + self.src_name.len()].copy_from_slice(&self.src_name);
         b[320..320 + self.dst_name.len()].copy_from_slice(&self.dst_name);
         b
@@ -97,6 +113,18 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
     if sl == 0 || dl == 0 {
         return Ok(None);
     }
+    let exchange = match b[39] {
+        0 => None,
+        1 => match FileKind::from_code(b[52]) {
+            Some(kind) => Some(Child {
+                ino: le_u64(&b, 40),
+                generation: le_u32(&b, 48),
+                kind,
+            }),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
     Ok(Some(RenameRecord {
         txid: le_u64(&b, 0),
         src_dir: le_u64(&b, 8),
@@ -106,5 +134,6 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
         kind,
         src_name: b[64..64 + sl].to_vec(),
         dst_name: b[320..320 + dl].to_vec(),
+        exchange,
     }))
 }

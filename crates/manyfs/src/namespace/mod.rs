@@ -8,7 +8,10 @@
 //! the directory entry last; an inode no entry reaches is free at the next
 //! mount. Link counts are never stored: recovery counts the entries.
 
+mod exchange;
 pub mod journal;
+
+pub use exchange::exchange;
 
 use crate::core::FsCore;
 use crate::error::{Error, Result};
@@ -81,10 +84,22 @@ fn log_dir(
     st: &mut DirState,
     make: impl FnOnce(u64) -> Entry,
 ) -> Result<()> {
-    let seq = st.seq + 1;
-    dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
-    st.seq = seq;
-    st.log_entries += 1;
+    log_dir_group(core, dir, st, |seq| smallvec::smallvec![make(seq)])
+}
+
+/// Append directory entries as one atomic group; `make` builds them from
+/// the first free sequence, one sequence each.
+fn log_dir_group(
+    core: &FsCore,
+    dir: &Inode,
+    st: &mut DirState,
+    make: impl FnOnce(u64) -> smallvec::SmallVec<[Entry; 2]>,
+) -> Result<()> {
+    let group: smallvec::SmallVec<[(Entry, u32); 2]> =
+        make(st.seq + 1).into_iter().map(|e| (e, 1)).collect();
+    dir.log.append(core, 0, &group, 0)?;
+    st.seq += group.len() as u64;
+    st.log_entries += group.len() as u64;
     let now = crate::time::now_ns();
     {
         let mut a = dir.attrs.lock();
@@ -162,11 +177,15 @@ fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
             1,
         ));
     }
+    // Held until the switch, like the attributes.
+    let xattrs = dir.xattrs.lock();
+    entries.extend(xattrs.rewrite_entries(a.ctime_ns));
     dir.log.rewrite(
         core,
         core.sb.inode_offset(dir.ino) + INODE_LOG_ARRAY_OFFSET,
         &entries,
     )?;
+    drop(xattrs);
     dir.attr_seq.store(attr_seq, Ordering::Release);
     dir.attr_entries.store(1, Ordering::Relaxed);
     st.seq = seq;
@@ -190,6 +209,14 @@ fn check_free_name(parent: &Inode, st: &DirState, name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// What `name` names in a directory (`NotFound` when nothing).
+fn named(st: &DirState, name: &[u8]) -> Result<Child> {
+    st.entries
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::NotFound(show(name)))
+}
+
 /// The directory-entry view of an inode.
 fn child_of(inode: &Inode) -> Child {
     Child {
@@ -207,14 +234,20 @@ fn log_add(
     name: &[u8],
     child: Child,
 ) -> Result<()> {
-    log_dir(core, parent, st, |seq| Entry::DirAdd {
+    log_dir(core, parent, st, |seq| dir_add(seq, name, child, 0))
+}
+
+/// The entry saying that `name` names `child` (`txid`: the cross-directory
+/// transaction it belongs to, or 0).
+fn dir_add(seq: u64, name: &[u8], child: Child, txid: u64) -> Entry {
+    Entry::DirAdd {
         seq,
         ino: child.ino,
         generation: child.generation,
         kind: child.kind,
-        txid: 0,
+        txid,
         name: name.to_vec(),
-    })
+    }
 }
 
 /// Record a logged name in memory, compacting the log if due.
@@ -252,6 +285,26 @@ pub enum NewNode<'a> {
     Dir,
     /// A symbolic link with this target.
     Symlink(&'a [u8]),
+    /// A FIFO, socket or device node (`kind.is_special()`), with its
+    /// device number (0 for FIFOs and sockets).
+    Special {
+        /// Which special kind.
+        kind: FileKind,
+        /// Device number.
+        rdev: u64,
+    },
+}
+
+impl NewNode<'_> {
+    /// The kind of inode this creates.
+    pub fn kind(&self) -> FileKind {
+        match self {
+            NewNode::File => FileKind::File,
+            NewNode::Dir => FileKind::Dir,
+            NewNode::Symlink(_) => FileKind::Symlink,
+            NewNode::Special { kind, .. } => *kind,
+        }
+    }
 }
 
 /// Create `name` in `parent`.
@@ -267,10 +320,15 @@ pub fn create(
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
-    let kind = match node {
-        NewNode::File => FileKind::File,
-        NewNode::Dir => FileKind::Dir,
-        NewNode::Symlink(_) => FileKind::Symlink,
+    let kind = node.kind();
+    let rdev = match node {
+        NewNode::Special { kind, rdev } if kind.is_special() => rdev,
+        NewNode::Special { kind, .. } => {
+            return Err(Error::InvalidArgument(format!(
+                "{kind:?} is not a special file kind"
+            )));
+        }
+        _ => 0,
     };
     // setgid directories hand their group (and, to subdirectories, the bit) down.
     let (pmode, pgid) = {
@@ -296,7 +354,7 @@ pub fn create(
     };
     let mut st = d.state.write();
     check_free_name(parent, &st, name)?;
-    let child = core.new_inode(kind, mode, uid, gid)?;
+    let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
@@ -433,6 +491,103 @@ pub fn remove(
     Ok(())
 }
 
+type DirGuard<'a> = parking_lot::RwLockWriteGuard<'a, DirState>;
+
+/// Lock directories `src` and `dst` (one lock when they are the same) in
+/// inode order, refusing removed directories.
+fn lock_pair<'a>(src: &'a Inode, dst: &'a Inode) -> Result<(DirGuard<'a>, Option<DirGuard<'a>>)> {
+    let (sd, dd) = (src.dir()?, dst.dir()?);
+    let guards = if src.ino == dst.ino {
+        (sd.state.write(), None)
+    } else if src.ino < dst.ino {
+        let s = sd.state.write();
+        (s, Some(dd.state.write()))
+    } else {
+        let d = dd.state.write();
+        (sd.state.write(), Some(d))
+    };
+    if src.nlink() == 0 || dst.nlink() == 0 {
+        return Err(Error::NotFound("directory was removed".into()));
+    }
+    Ok(guards)
+}
+
+/// Log (as part of cross-directory transaction `txid`) that `name` in
+/// `dir` names `child`, and record it in memory.
+fn log_add_tx(
+    core: &FsCore,
+    dir: &Inode,
+    st: &mut DirState,
+    name: &[u8],
+    child: Child,
+    txid: u64,
+) -> Result<()> {
+    log_dir(core, dir, st, |seq| dir_add(seq, name, child, txid))?;
+    st.entries.insert(name.to_vec(), child);
+    Ok(())
+}
+
+/// The journal record of a cross-directory rename of `moving` (or, with
+/// `exchange`, of an exchange with that inode).
+fn rename_record(
+    core: &FsCore,
+    (src, src_name): (&Inode, &[u8]),
+    (dst, dst_name): (&Inode, &[u8]),
+    moving: Child,
+    exchange: Option<Child>,
+) -> journal::RenameRecord {
+    journal::RenameRecord {
+        txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
+        src_dir: src.ino,
+        dst_dir: dst.ino,
+        ino: moving.ino,
+        generation: moving.generation,
+        kind: moving.kind,
+        src_name: src_name.to_vec(),
+        dst_name: dst_name.to_vec(),
+        exchange,
+    }
+}
+
+/// Run `apply` (the two directory entries of a cross-directory rename or
+/// exchange) under the journal record `rec`: the record is committed (and
+/// in `file` mode durable) before either entry, and cleared only once both
+/// are durable.
+fn journaled(
+    core: &FsCore,
+    rec: &journal::RenameRecord,
+    apply: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let deferring = core.deferring();
+    if deferring && journal::pending(&core.media)?.is_some() {
+        // An earlier rename failed half way: its record must survive
+        // until a mount completes it.
+        return Err(Error::io(
+            "an interrupted cross-directory rename is pending; remount to complete it",
+            std::io::Error::from_raw_os_error(libc::EIO),
+        ));
+    }
+    if deferring {
+        // Page cache: the redo at mount trusts what the record names (both
+        // directories and the moving inodes, perhaps created since the last
+        // sync), so all of it must be durable before the record can be.
+        core.sync()?;
+    }
+    journal::begin(&core.media, rec)?;
+    if deferring {
+        // Page cache: the record must be durable before either entry
+        // can be.
+        core.media
+            .sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+    }
+    apply()?;
+    if deferring {
+        // Both entries durable (marked) before the record goes away.
+        core.sync()?;
+    }
+    journal::finish(&core.media)
+}
+
 fn is_ancestor(core: &FsCore, ancestor: u64, mut dir: u64) -> bool {
     for _ in 0..100_000 {
         if dir == ancestor {
@@ -469,27 +624,9 @@ pub fn rename(
         ));
     }
     let _ns = core.namespace_lock.lock();
-    let (sd, dd) = (src.dir()?, dst.dir()?);
     let same = src.ino == dst.ino;
-    // Lock the two directories in inode order.
-    let (mut s_guard, mut d_guard);
-    if same {
-        s_guard = sd.state.write();
-        d_guard = None;
-    } else if src.ino < dst.ino {
-        s_guard = sd.state.write();
-        d_guard = Some(dd.state.write());
-    } else {
-        d_guard = Some(dd.state.write());
-        s_guard = sd.state.write();
-    }
-    if src.nlink() == 0 || dst.nlink() == 0 {
-        return Err(Error::NotFound("directory was removed".into()));
-    }
-    let moving = *s_guard
-        .entries
-        .get(src_name)
-        .ok_or_else(|| Error::NotFound(show(src_name)))?;
+    let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
+    let moving = named(&s_guard, src_name)?;
     let moving_inode = core.get(moving.ino)?;
     check_sticky(src, &moving_inode, caller_uid)?;
     let target = match &d_guard {
@@ -545,54 +682,18 @@ pub fn rename(
         maybe_compact_dir(core, src, &mut s_guard);
     } else {
         let dg = d_guard.as_mut().expect("two directories");
-        let txid = core.next_txid.fetch_add(1, Ordering::Relaxed);
-        let rec = journal::RenameRecord {
-            txid,
-            src_dir: src.ino,
-            dst_dir: dst.ino,
-            ino: moving.ino,
-            generation: moving.generation,
-            kind: moving.kind,
-            src_name: src_name.to_vec(),
-            dst_name: dst_name.to_vec(),
-        };
-        let deferring = core.deferring();
-        if deferring && journal::pending(&core.media)?.is_some() {
-            // An earlier rename failed half way: its record must survive
-            // until a mount completes it.
-            return Err(Error::io(
-                "an interrupted cross-directory rename is pending; remount to complete it",
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
-        }
-        journal::begin(&core.media, &rec)?;
-        if deferring {
-            // Page cache: the record must be durable before either entry
-            // can be.
-            core.media
-                .sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-        }
-        log_dir(core, dst, dg, |seq| Entry::DirAdd {
-            seq,
-            ino: moving.ino,
-            generation: moving.generation,
-            kind: moving.kind,
-            txid,
-            name: dst_name.to_vec(),
+        let rec = rename_record(core, (src, src_name), (dst, dst_name), moving, None);
+        journaled(core, &rec, || {
+            log_add_tx(core, dst, dg, dst_name, moving, rec.txid)?;
+            log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
+                seq,
+                ino: moving.ino,
+                txid: rec.txid,
+                name: src_name.to_vec(),
+            })?;
+            s_guard.entries.remove(src_name);
+            Ok(())
         })?;
-        dg.entries.insert(dst_name.to_vec(), moving);
-        log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
-            seq,
-            ino: moving.ino,
-            txid,
-            name: src_name.to_vec(),
-        })?;
-        s_guard.entries.remove(src_name);
-        if deferring {
-            // Both entries durable (marked) before the record goes away.
-            core.sync()?;
-        }
-        journal::finish(&core.media)?;
         maybe_compact_dir(core, dst, dg);
         maybe_compact_dir(core, src, &mut s_guard);
         if moving.kind == FileKind::Dir {
@@ -609,8 +710,10 @@ pub fn rename(
             ti.attrs.lock().nlink = 0;
             dst.attrs.lock().nlink -= 1;
         } else {
+            // Its link count changed: so does its ctime (as unlink).
             let mut a = ti.attrs.lock();
             a.nlink = a.nlink.saturating_sub(1);
+            a.ctime_ns = crate::time::now_ns();
         }
         core.release_if_unused(&ti);
     }

@@ -90,6 +90,8 @@ pub struct RebuiltInode {
     pub file: Option<FileState>,
     /// Live references per log page of this inode.
     pub live: HashMap<u64, u32>,
+    /// Extended attributes (the newest entry per name).
+    pub xattrs: crate::inode::Xattrs,
 }
 
 /// The whole rebuilt file system.
@@ -302,6 +304,39 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
     })
 }
 
+/// Extended attributes: per name, the entry with the highest sequence wins
+/// (a removal hides the name). Every such entry stays referenced until
+/// the log is compacted, like attribute entries.
+fn replay_xattrs(
+    node: &mut RebuiltInode,
+    all: &[(EntryLoc, &Entry)],
+    live: &mut HashMap<u64, u32>,
+) {
+    let mut newest: BTreeMap<&[u8], (u64, Option<&Vec<u8>>)> = BTreeMap::new();
+    for (loc, e) in all {
+        let Entry::Xattr {
+            seq,
+            ctime_ns,
+            name,
+            value,
+        } = e
+        else {
+            continue;
+        };
+        *live.entry(loc_page(*loc)).or_default() += 1;
+        node.attr_entries += 1;
+        node.xattrs.seq = node.xattrs.seq.max(*seq);
+        node.attrs.ctime_ns = node.attrs.ctime_ns.max(*ctime_ns);
+        if newest.get(name.as_slice()).is_none_or(|(s, _)| seq >= s) {
+            newest.insert(name, (*seq, value.as_ref()));
+        }
+    }
+    node.xattrs.map = newest
+        .into_iter()
+        .filter_map(|(name, (_, v))| Some((name.to_vec(), v?.clone())))
+        .collect();
+}
+
 pub(crate) fn replay(
     ino: u64,
     record: InodeRecord,
@@ -328,6 +363,7 @@ pub(crate) fn replay(
         file: None,
         live: HashMap::new(),
         sublogs: Vec::new(),
+        xattrs: Default::default(),
         record,
     };
     let all: Vec<(EntryLoc, &Entry)> = sublogs
@@ -390,6 +426,8 @@ pub(crate) fn replay(
         node.attrs.mtime_ns = *mtime_ns;
         node.attrs.ctime_ns = *ctime_ns;
     }
+
+    replay_xattrs(&mut node, &all, &mut live);
 
     if node.record.kind == FileKind::Dir {
         let mut dir_entries: Vec<(u64, EntryLoc, &Entry)> = all
@@ -461,7 +499,12 @@ pub(crate) fn replay(
             }
         }
         if let Some(r) = pending {
-            if r.src_dir == ino && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino) {
+            if let (Some(x), true) = (r.exchange, r.src_dir == ino) {
+                // An exchange: the source name names the other inode.
+                st.entries.insert(r.src_name.clone(), x);
+            } else if r.src_dir == ino
+                && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino)
+            {
                 st.entries.remove(&r.src_name);
             }
             if r.dst_dir == ino {

@@ -60,6 +60,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             .attr_entries
             .store(node.attr_entries, Ordering::Relaxed);
         inode.parent.store(node.parent, Ordering::Release);
+        *inode.xattrs.lock() = node.xattrs.clone();
         for (&page, &n) in &node.live {
             if let Some(c) = core.live_counter(page) {
                 c.store(n, Ordering::Relaxed);
@@ -134,11 +135,22 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     if let Ok(src) = core.get(rec.src_dir)
         && src.is_dir()
     {
-        append_dir_entry(core, &src, &|seq| Entry::DirRemove {
-            seq,
-            ino: rec.ino,
-            txid: rec.txid,
-            name: rec.src_name.clone(),
+        append_dir_entry(core, &src, &|seq| match rec.exchange {
+            // An exchange: the source name names the other inode.
+            Some(x) => Entry::DirAdd {
+                seq,
+                ino: x.ino,
+                generation: x.generation,
+                kind: x.kind,
+                txid: rec.txid,
+                name: rec.src_name.clone(),
+            },
+            None => Entry::DirRemove {
+                seq,
+                ino: rec.ino,
+                txid: rec.txid,
+                name: rec.src_name.clone(),
+            },
         })?;
     }
     // The journal is cleared by `finish_mount`, once both entries are

@@ -1,0 +1,82 @@
+//! `renameat2(RENAME_EXCHANGE)`: two existing names swap the inodes they
+//! name, atomically.
+//!
+//! In one directory the swap is one atomic group of two add entries (each
+//! name now names the other inode). Across two directories it goes through
+//! the rename [`journal`] like a cross-directory rename: the record names
+//! both inodes, and recovery completes an interrupted exchange by adding
+//! both names again.
+
+use super::*;
+
+/// Swap what `src_name` in `src` and `dst_name` in `dst` name. Both must
+/// exist (`NotFound`); either may be a directory. Exchanging a name with
+/// itself, or two names of one inode, does nothing.
+pub fn exchange(
+    core: &FsCore,
+    (src, src_name): (&Arc<Inode>, &[u8]),
+    (dst, dst_name): (&Arc<Inode>, &[u8]),
+    caller_uid: Option<u32>,
+) -> Result<()> {
+    core.check_writable()?;
+    check_name(src_name)?;
+    check_name(dst_name)?;
+    let _ns = core.namespace_lock.lock();
+    let same = src.ino == dst.ino;
+    let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
+    let a = named(&s_guard, src_name)?;
+    let b = named(d_guard.as_ref().unwrap_or(&s_guard), dst_name)?;
+    if a.ino == b.ino {
+        return Ok(());
+    }
+    let (ai, bi) = (core.get(a.ino)?, core.get(b.ino)?);
+    check_sticky(src, &ai, caller_uid)?;
+    check_sticky(dst, &bi, caller_uid)?;
+    if !same {
+        // Neither directory may end up inside itself.
+        for (moving, into) in [(a, dst), (b, src)] {
+            if moving.kind == FileKind::Dir && is_ancestor(core, moving.ino, into.ino) {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot exchange {} and {}: a directory would move into itself",
+                    show(src_name),
+                    show(dst_name)
+                )));
+            }
+        }
+    }
+
+    if same {
+        log_dir_group(core, src, &mut s_guard, |seq| {
+            smallvec::smallvec![
+                dir_add(seq, src_name, b, 0),
+                dir_add(seq + 1, dst_name, a, 0)
+            ]
+        })?;
+        s_guard.entries.insert(src_name.to_vec(), b);
+        s_guard.entries.insert(dst_name.to_vec(), a);
+        maybe_compact_dir(core, src, &mut s_guard);
+    } else {
+        let dg = d_guard.as_mut().expect("two directories");
+        let rec = rename_record(core, (src, src_name), (dst, dst_name), a, Some(b));
+        journaled(core, &rec, || {
+            log_add_tx(core, dst, dg, dst_name, a, rec.txid)?;
+            log_add_tx(core, src, &mut s_guard, src_name, b, rec.txid)
+        })?;
+        maybe_compact_dir(core, dst, dg);
+        maybe_compact_dir(core, src, &mut s_guard);
+        // Subdirectories changed parents: `..` and the parents' link counts.
+        for (moved, from, to) in [(&ai, src, dst), (&bi, dst, src)] {
+            if moved.is_dir() {
+                moved.parent.store(to.ino, Ordering::Release);
+                from.attrs.lock().nlink -= 1;
+                to.attrs.lock().nlink += 1;
+            }
+        }
+    }
+    drop(s_guard);
+    drop(d_guard);
+    let now = crate::time::now_ns();
+    ai.attrs.lock().ctime_ns = now;
+    bi.attrs.lock().ctime_ns = now;
+    Ok(())
+}
