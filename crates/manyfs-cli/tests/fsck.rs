@@ -3,7 +3,7 @@
 //! `--repair` leaving a pool that checks clean and mounts.
 
 use manyfs::{Fs, MkfsOptions, MountOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const INODE_TABLE: u64 = 3 * 4096;
@@ -24,11 +24,14 @@ fn fsck(pool: &Path, repair: bool) -> (i32, String) {
     (out.status.code().expect("exit status"), text)
 }
 
-/// A pool with /a/f (two pages), /d/x (data) and /s -> a/f; returns the
+/// A pool with /a/f (two pages), /d/x (data) and /s -> a/f, in a new
+/// temporary directory; returns the directory, the pool's path and the
 /// inode numbers of /a/f and /d.
-fn pool(path: &Path) -> (u64, u64) {
+fn pool() -> (tempfile::TempDir, PathBuf, u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool");
     let fs = Fs::mkfs(
-        path,
+        &path,
         &MkfsOptions {
             size: 8 << 20,
             ..Default::default()
@@ -41,12 +44,10 @@ fn pool(path: &Path) -> (u64, u64) {
     fs.create_dir("/d").unwrap();
     fs.write("/d/x", b"orphaned but intact").unwrap();
     fs.symlink("a/f", "/s").unwrap();
-    let ids = (
-        fs.metadata("/a/f").unwrap().ino,
-        fs.metadata("/d").unwrap().ino,
-    );
+    let file = fs.metadata("/a/f").unwrap().ino;
+    let d = fs.metadata("/d").unwrap().ino;
     fs.unmount().unwrap();
-    ids
+    (dir, path, file, d)
 }
 
 fn flip(path: &Path, at: u64) {
@@ -61,9 +62,7 @@ fn inode_byte(ino: u64, off: u64) -> u64 {
 
 #[test]
 fn clean_pool_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("pool");
-    pool(&p);
+    let (_dir, p, _, _) = pool();
     let (rc, out) = fsck(&p, false);
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("clean"), "{out}");
@@ -73,9 +72,7 @@ fn clean_pool_exits_0() {
 
 #[test]
 fn two_damages_listed_then_repaired() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("pool");
-    let (file, _) = pool(&p);
+    let (_dir, p, file, _) = pool();
     flip(&p, 10); // primary superblock
     flip(&p, inode_byte(file, 50)); // /a/f's record (ctime, under the CRC)
     let (rc, out) = fsck(&p, false);
@@ -125,9 +122,7 @@ fn missing_pool_or_bad_arguments_exit_8() {
 
 #[test]
 fn repair_refuses_a_mounted_pool() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("pool");
-    pool(&p);
+    let (_dir, p, _, _) = pool();
     flip(&p, 10);
     let fs = Fs::mount(&p, &MountOptions::default()).unwrap();
     let (rc, out) = fsck(&p, true);
@@ -137,9 +132,7 @@ fn repair_refuses_a_mounted_pool() {
 
 #[test]
 fn orphan_of_a_damaged_directory_lands_in_lost_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("pool");
-    let (_, d) = pool(&p);
+    let (_dir, p, _, d) = pool();
     let x = {
         let fs = Fs::mount(&p, &MountOptions::default()).unwrap();
         let ino = fs.metadata("/d/x").unwrap().ino;

@@ -71,13 +71,14 @@ pub enum PlantedBug {
 impl std::str::FromStr for PlantedBug {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "dropped-flush" => Ok(PlantedBug::DroppedFlush),
-            "forgotten-sync" => Ok(PlantedBug::ForgottenSync),
-            other => Err(format!(
-                "planted bug {other:?} (expected dropped-flush or forgotten-sync)"
-            )),
-        }
+        pagecache::parse_named(
+            "planted bug",
+            s,
+            &[
+                ("dropped-flush", PlantedBug::DroppedFlush),
+                ("forgotten-sync", PlantedBug::ForgottenSync),
+            ],
+        )
     }
 }
 

@@ -55,27 +55,45 @@ impl MediaModel {
     }
 }
 
+impl MediaModel {
+    /// Each model with its name on the command line.
+    const NAMES: [(&'static str, MediaModel); 3] = [
+        ("pm", MediaModel::Pm),
+        ("pagecache", MediaModel::PageCache),
+        ("blockdev", MediaModel::BlockDev),
+    ];
+}
+
 impl std::str::FromStr for MediaModel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "pm" => Ok(MediaModel::Pm),
-            "pagecache" => Ok(MediaModel::PageCache),
-            "blockdev" => Ok(MediaModel::BlockDev),
-            other => Err(format!(
-                "media model {other:?} (expected pm, pagecache or blockdev)"
-            )),
-        }
+        parse_named("media model", s, &Self::NAMES)
     }
 }
 
 impl std::fmt::Display for MediaModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            MediaModel::Pm => "pm",
-            MediaModel::PageCache => "pagecache",
-            MediaModel::BlockDev => "blockdev",
-        })
+        let name = Self::NAMES.iter().find(|(_, m)| m == self).map(|(n, _)| *n);
+        f.write_str(name.unwrap_or("?"))
+    }
+}
+
+/// The value named `s` in `choices`, or an error that lists the names
+/// (`what` says what is being named).
+pub(crate) fn parse_named<T: Copy>(
+    what: &str,
+    s: &str,
+    choices: &[(&str, T)],
+) -> std::result::Result<T, String> {
+    match choices.iter().find(|(name, _)| *name == s) {
+        Some((_, v)) => Ok(*v),
+        None => {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            Err(format!(
+                "{what} {s:?} (expected one of: {})",
+                names.join(", ")
+            ))
+        }
     }
 }
 

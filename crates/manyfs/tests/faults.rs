@@ -109,29 +109,25 @@ fn mkfs_on_a_full_file_system_fails_cleanly() {
         .status()
         .unwrap();
     assert!(status.success(), "mounting a small tmpfs needs root");
-    let err = Fs::mkfs(
-        &mnt.join("pool"),
-        &MkfsOptions {
-            size: 64 << 20,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    )
-    .err()
-    .expect("mkfs of a pool larger than the file system must fail");
+    let mkfs = |size: u64| {
+        Fs::mkfs(
+            &mnt.join("pool"),
+            &MkfsOptions {
+                size,
+                ..Default::default()
+            },
+            &MountOptions::default(),
+        )
+    };
+    let err = mkfs(64 << 20)
+        .err()
+        .expect("mkfs of a pool larger than the file system must fail");
     assert_eq!(err.errno(), libc::ENOSPC, "{err}");
     assert!(
         !mnt.join("pool").exists(),
         "the failed pool file is removed"
     );
-    let fits = Fs::mkfs(
-        &mnt.join("pool"),
-        &MkfsOptions {
-            size: 4 << 20,
-            ..Default::default()
-        },
-        &MountOptions::default(),
-    );
+    let fits = mkfs(4 << 20);
     assert!(fits.is_ok(), "{:?}", fits.err());
     drop(fits);
     let _ = std::process::Command::new("umount").arg(&mnt).status();

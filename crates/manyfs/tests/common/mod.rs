@@ -46,3 +46,12 @@ pub fn open_rw(fs: &Fs, path: &str) -> File {
 mod test_support;
 #[allow(unused_imports)] // not every test binary waits on progress
 pub use test_support::within;
+
+/// The names in directory `dir`, in the order `read_dir` gives them.
+pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {
+    fs.read_dir(dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
