@@ -41,11 +41,7 @@ pub struct RenameRecord {
     /// Destination directory.
     pub dst_dir: u64,
     /// The inode moved.
-    pub ino: u64,
-    /// Its generation.
-    pub generation: u32,
-    /// Its kind.
-    pub kind: FileKind,
+    pub moving: Child,
     /// Name in the source directory.
     pub src_name: Vec<u8>,
     /// Name in the destination directory.
@@ -61,21 +57,34 @@ impl RenameRecord {
         put_u64(&mut b, 0, self.txid);
         put_u64(&mut b, 8, self.src_dir);
         put_u64(&mut b, 16, self.dst_dir);
-        put_u64(&mut b, 24, self.ino);
-        put_u32(&mut b, 32, self.generation);
-        b[36] = self.kind.code();
+        put_child(&mut b, 24, self.moving);
         b[37] = self.src_name.len() as u8;
         b[38] = self.dst_name.len() as u8;
         if let Some(x) = self.exchange {
             b[39] = 1;
-            put_u64(&mut b, 40, x.ino);
-            put_u32(&mut b, 48, x.generation);
-            b[52] = x.kind.code();
+            put_child(&mut b, 40, x);
         }
         b[64..64 + self.src_name.len()].copy_from_slice(&self.src_name);
         b[320..320 + self.dst_name.len()].copy_from_slice(&self.dst_name);
         b
     }
+}
+
+/// An inode reference in a record: number at `at`, generation at `at + 8`,
+/// kind at `at + 12`.
+fn put_child(b: &mut [u8], at: usize, c: Child) {
+    put_u64(b, at, c.ino);
+    put_u32(b, at + 8, c.generation);
+    b[at + 12] = c.kind.code();
+}
+
+/// The inode reference [`put_child`] wrote (`None` for an unknown kind).
+fn get_child(b: &[u8], at: usize) -> Option<Child> {
+    Some(Child {
+        ino: le_u64(b, at),
+        generation: le_u32(b, at + 8),
+        kind: FileKind::from_code(b[at + 12])?,
+    })
 }
 
 /// Write and commit a record (step 1).
@@ -107,7 +116,7 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
         return Ok(None);
     }
     let (sl, dl) = (b[37] as usize, b[38] as usize);
-    let Some(kind) = FileKind::from_code(b[36]) else {
+    let Some(moving) = get_child(&b, 24) else {
         return Ok(None);
     };
     if sl == 0 || dl == 0 {
@@ -115,12 +124,8 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
     }
     let exchange = match b[39] {
         0 => None,
-        1 => match FileKind::from_code(b[52]) {
-            Some(kind) => Some(Child {
-                ino: le_u64(&b, 40),
-                generation: le_u32(&b, 48),
-                kind,
-            }),
+        1 => match get_child(&b, 40) {
+            Some(x) => Some(x),
             None => return Ok(None),
         },
         _ => return Ok(None),
@@ -129,9 +134,7 @@ pub fn pending(media: &Media) -> Result<Option<RenameRecord>> {
         txid: le_u64(&b, 0),
         src_dir: le_u64(&b, 8),
         dst_dir: le_u64(&b, 16),
-        ino: le_u64(&b, 24),
-        generation: le_u32(&b, 32),
-        kind,
+        moving,
         src_name: b[64..64 + sl].to_vec(),
         dst_name: b[320..320 + dl].to_vec(),
         exchange,

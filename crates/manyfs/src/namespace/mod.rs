@@ -239,7 +239,7 @@ fn log_add(
 
 /// The entry saying that `name` names `child` (`txid`: the cross-directory
 /// transaction it belongs to, or 0).
-fn dir_add(seq: u64, name: &[u8], child: Child, txid: u64) -> Entry {
+pub(crate) fn dir_add(seq: u64, name: &[u8], child: Child, txid: u64) -> Entry {
     Entry::DirAdd {
         seq,
         ino: child.ino,
@@ -540,9 +540,7 @@ fn rename_record(
         txid: core.next_txid.fetch_add(1, Ordering::Relaxed),
         src_dir: src.ino,
         dst_dir: dst.ino,
-        ino: moving.ino,
-        generation: moving.generation,
-        kind: moving.kind,
+        moving,
         src_name: src_name.to_vec(),
         dst_name: dst_name.to_vec(),
         exchange,

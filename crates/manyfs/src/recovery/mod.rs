@@ -503,19 +503,15 @@ pub(crate) fn replay(
                 // An exchange: the source name names the other inode.
                 st.entries.insert(r.src_name.clone(), x);
             } else if r.src_dir == ino
-                && st.entries.get(&r.src_name).is_some_and(|x| x.ino == r.ino)
+                && st
+                    .entries
+                    .get(&r.src_name)
+                    .is_some_and(|x| x.ino == r.moving.ino)
             {
                 st.entries.remove(&r.src_name);
             }
             if r.dst_dir == ino {
-                st.entries.insert(
-                    r.dst_name.clone(),
-                    Child {
-                        ino: r.ino,
-                        generation: r.generation,
-                        kind: r.kind,
-                    },
-                );
+                st.entries.insert(r.dst_name.clone(), r.moving);
             }
         }
         node.dir = Some(st);

@@ -11,7 +11,7 @@ use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::{LogSpace, loc_page};
 use crate::media::Media;
-use crate::namespace::{self};
+use crate::namespace;
 use crate::options::MountOptions;
 use crate::recovery::Rebuilt;
 use std::sync::Arc;
@@ -123,13 +123,8 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     if let Ok(dst) = core.get(rec.dst_dir)
         && dst.is_dir()
     {
-        append_dir_entry(core, &dst, &|seq| Entry::DirAdd {
-            seq,
-            ino: rec.ino,
-            generation: rec.generation,
-            kind: rec.kind,
-            txid: rec.txid,
-            name: rec.dst_name.clone(),
+        append_dir_entry(core, &dst, &|seq| {
+            namespace::dir_add(seq, &rec.dst_name, rec.moving, rec.txid)
         })?;
     }
     if let Ok(src) = core.get(rec.src_dir)
@@ -137,17 +132,10 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     {
         append_dir_entry(core, &src, &|seq| match rec.exchange {
             // An exchange: the source name names the other inode.
-            Some(x) => Entry::DirAdd {
-                seq,
-                ino: x.ino,
-                generation: x.generation,
-                kind: x.kind,
-                txid: rec.txid,
-                name: rec.src_name.clone(),
-            },
+            Some(x) => namespace::dir_add(seq, &rec.src_name, x, rec.txid),
             None => Entry::DirRemove {
                 seq,
-                ino: rec.ino,
+                ino: rec.moving.ino,
                 txid: rec.txid,
                 name: rec.src_name.clone(),
             },
