@@ -370,6 +370,24 @@ impl Media {
         Ok(v)
     }
 
+    /// The crc32 of the `len` bytes at `off` (read through a small buffer).
+    pub fn crc32(&self, off: u64, len: u64) -> Result<u32> {
+        self.check(
+            off,
+            usize::try_from(len).map_err(|_| Error::corrupt("pool range", "too long"))?,
+        )?;
+        let mut h = crc32fast::Hasher::new();
+        let mut buf = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            self.read(off + done, &mut buf[..n])?;
+            h.update(&buf[..n]);
+            done += n as u64;
+        }
+        Ok(h.finalize())
+    }
+
     /// Ordinary (cached) store of `data` at `off`. Not durable until flushed
     /// and fenced.
     pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
