@@ -57,7 +57,7 @@ use crate::error::Result;
 use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::EntryLoc;
-use crate::log::durable::MarkOrder;
+use crate::log::durable::{LogMarks, MarkOrder};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -237,7 +237,12 @@ impl FsCore {
                 .apply_marks(&self.media, &marks, order, &mut written)?;
             blocks.extend(written.iter().map(|&p| (p, p + 1)));
             self.media.sync_block_ranges(&mut blocks)?;
-            inode.log.confirm_footers(&marks);
+            // Only the footers this barrier wrote are known durable now.
+            let confirmed: LogMarks = marks
+                .into_iter()
+                .filter(|m| written.contains(&m.1))
+                .collect();
+            inode.log.confirm_footers(&confirmed);
         }
         *synced_incarnation = incarnation;
         Ok(())
