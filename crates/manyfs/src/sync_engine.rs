@@ -301,18 +301,14 @@ impl FsCore {
             return Ok(());
         }
         let media = &self.media;
-        let settle = rebuilt.pending_rename.is_some();
+        let settle = rebuilt.pending_rename.is_some()
+            && rebuilt.sb.commit_rule == CommitRule::Checked
+            && crate::log::durable::settle_checked(
+                media,
+                rebuilt.inodes.values().flat_map(|n| &n.sublogs),
+            )?;
         for node in rebuilt.inodes.values() {
             for s in &node.sublogs {
-                for (&page, meta) in s.pages.iter().zip(&s.meta) {
-                    if settle && u64::from(meta.checked) < meta.used {
-                        let checked = meta.used as u32;
-                        media.store(
-                            crate::log::durable::checked_offset(page),
-                            &checked.to_le_bytes(),
-                        )?;
-                    }
-                }
                 if s.cut_head {
                     let at = node.record.log_array * BLOCK_SIZE + s.index as u64 * 8;
                     media.store_u64(at, 0)?;

@@ -36,6 +36,9 @@ impl Fs {
         {
             let media =
                 Media::create_with(pool, mkfs.size, mount.durability, mkfs.replace_existing)?;
+            if mkfs.zero_fill {
+                media.zero_fill()?;
+            }
             crate::layout::format::format(&media, &sb)?;
         }
         Fs::mount(pool, mount)

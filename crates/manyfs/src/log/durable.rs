@@ -95,6 +95,27 @@ pub fn checked_offset(page: u64) -> u64 {
     page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_CHECKED
 }
 
+/// Raise the checked count of each page of `sublogs` (as recovery read
+/// them under the `Checked` rule) to the slots recovery accepted. Call it
+/// before blocks recovery found free are reused (a rename redone at mount,
+/// repair), and make it durable first: an entry whose data block is reused
+/// must never be verified. Returns whether anything was stored.
+pub fn settle_checked<'a>(
+    media: &Media,
+    sublogs: impl IntoIterator<Item = &'a super::scan::ScannedSublog>,
+) -> Result<bool> {
+    let mut stored = false;
+    for s in sublogs {
+        for (&page, meta) in s.pages.iter().zip(&s.meta) {
+            if u64::from(meta.checked) < meta.used {
+                media.store(checked_offset(page), &(meta.used as u32).to_le_bytes())?;
+                stored = true;
+            }
+        }
+    }
+    Ok(stored)
+}
+
 /// How a sync's marks are ordered with the barrier that makes what they
 /// cover durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

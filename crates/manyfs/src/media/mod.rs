@@ -154,6 +154,25 @@ impl Media {
         Self::map(file, path, mode, true)
     }
 
+    /// Write zeros over the whole pool file and make them durable (see
+    /// `MkfsOptions::zero_fill`); through the descriptor in every mode.
+    pub fn zero_fill(&self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK as usize];
+        let mut off = 0;
+        while off < self.len as u64 {
+            let n = (self.len as u64 - off).min(CHUNK) as usize;
+            self._file
+                .write_all_at(&zeros[..n], off)
+                .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))?;
+            off += n as u64;
+        }
+        self._file
+            .sync_data()
+            .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))
+    }
+
     /// Map an existing pool. `writable == false` maps it read-only (fsck).
     pub fn open(path: &Path, mode: Durability, writable: bool) -> Result<Media> {
         let file = OpenOptions::new()
