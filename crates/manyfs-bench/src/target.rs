@@ -82,6 +82,8 @@ pub struct PoolConfig {
     pub size: u64,
     /// Segment size of the segment range locks.
     pub segment_size: u64,
+    /// Zero-fill the pool at mkfs ([`manyfs::MkfsOptions::zero_fill`]).
+    pub zero_fill: bool,
 }
 
 impl Default for PoolConfig {
@@ -91,6 +93,7 @@ impl Default for PoolConfig {
             durability: manyfs::Durability::Dram,
             size: 2 << 30,
             segment_size: 4096,
+            zero_fill: false,
         }
     }
 }
@@ -330,6 +333,7 @@ impl TargetEnv {
                     // A user-given pool is deliberately re-created for
                     // every point.
                     replace_existing: true,
+                    zero_fill: cfg.zero_fill,
                     ..Default::default()
                 };
                 let mount = manyfs::MountOptions {

@@ -50,6 +50,10 @@ pub struct BenchArgs {
     /// Size of lib: pools [default: 2G; 512M with --quick]
     #[arg(long)]
     pool_size: Option<String>,
+    /// Zero-fill lib: pools at mkfs (`manyfs mkfs --zero-fill`) instead of
+    /// only reserving their space.
+    #[arg(long)]
+    zero_fill: bool,
     /// Segment size of the segment range locks.
     #[arg(long, default_value = "4096")]
     segment_size: String,
@@ -148,6 +152,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         cfg.pool.size = parse_size(size)?;
     }
     cfg.pool.segment_size = segment_size;
+    cfg.pool.zero_fill = args.zero_fill;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
     if args.repeat == 0 {

@@ -36,6 +36,11 @@ enum Command {
         /// mounted by another process is still refused).
         #[arg(long)]
         force: bool,
+        /// Write zeros over the whole pool instead of only reserving it:
+        /// first writes to its blocks then cost the disk file system no
+        /// unwritten-extent conversion at `file`-mode syncs.
+        #[arg(long)]
+        zero_fill: bool,
     },
     /// Check a pool's consistency and list every problem found.
     ///
@@ -187,6 +192,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             size,
             bytes_per_inode,
             force,
+            zero_fill,
         } => {
             let fs = match Fs::mkfs(
                 &pool,
@@ -194,6 +200,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     size,
                     bytes_per_inode,
                     replace_existing: force,
+                    zero_fill,
                 },
                 &MountOptions::default(),
             ) {

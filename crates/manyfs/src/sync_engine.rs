@@ -34,6 +34,17 @@
 //! 4. if the inode was named since the last full sync, does the same for
 //!    the directory that named it (and so on up), so its name is durable.
 //!
+//! **One barrier.** When every block recorded for the marks is the data of
+//! a checksummed write entry or a new log page (no new head in the log
+//! array, no directory target, no compaction switch), steps 2 and 3 become
+//! one: the marks are written first, then a single barrier covers the
+//! recorded blocks and the mark pages together (`MarkOrder::WithBarrier`).
+//! A power cut inside it may leave a mark without its data; recovery
+//! verifies the checksums of entries above each page's checked count and
+//! ends the sub-log at a mismatch (`log/durable.rs`). That is the common
+//! `write` + `fsync` of an existing file: one write-back and one device
+//! cache flush, as a journaling file system's `fsync` of an overwrite.
+//!
 //! It releases no deferred free: the pending list does not say which
 //! entries superseded what, so they wait for the next full sync (at most
 //! `commit_interval` later, or at once when an allocator runs dry).
@@ -46,6 +57,7 @@ use crate::error::Result;
 use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::EntryLoc;
+use crate::log::durable::{LogMarks, MarkOrder};
 use std::sync::atomic::Ordering;
 
 pub(crate) use crate::alloc::deferred::Pending;
@@ -139,7 +151,7 @@ impl FsCore {
             i.log.clear_dirty();
             let incarnation = i.log.incarnation();
             taken.clear();
-            let marks = i.log.snapshot_for_sync(&mut taken);
+            let marks = i.log.snapshot_for_sync(&mut taken, &mut false);
             snaps.push((marks, incarnation));
         }
         if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() {
@@ -149,7 +161,8 @@ impl FsCore {
         self.media.sync_all()?;
         let mut written = Vec::new();
         for (i, (marks, _)) in inodes.iter().zip(&snaps) {
-            i.log.apply_marks(&self.media, marks, true, &mut written)?;
+            i.log
+                .apply_marks(&self.media, marks, MarkOrder::AfterBarrier, &mut written)?;
         }
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
@@ -191,9 +204,11 @@ impl FsCore {
         let mut synced_incarnation = inode.log.sync_state.lock();
         let incarnation = inode.log.incarnation();
         let mut blocks = Vec::new();
-        let marks = inode.log.snapshot_for_sync(&mut blocks);
+        let mut ordered = false;
+        let marks = inode.log.snapshot_for_sync(&mut blocks, &mut ordered);
         self.resolve_log_arrays(&mut blocks);
         if incarnation != *synced_incarnation {
+            ordered = true;
             // A compaction switched the inode record to a new log array.
             let off = self.sb.inode_offset(inode.ino);
             blocks.push((off / BLOCK_SIZE, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
@@ -203,14 +218,31 @@ impl FsCore {
         if marks.is_empty() && blocks.is_empty() {
             return Ok(());
         }
-        // Barrier 1: what the marks cover.
-        self.media.sync_block_ranges(&mut blocks)?;
         let mut written = Vec::new();
-        inode
-            .log
-            .apply_marks(&self.media, &marks, true, &mut written)?;
-        // Barrier 2: the marks.
-        self.media.sync_blocks(&mut written)?;
+        if ordered {
+            // Barrier 1: what the marks cover.
+            self.media.sync_block_ranges(&mut blocks)?;
+            let order = MarkOrder::AfterBarrier;
+            inode
+                .log
+                .apply_marks(&self.media, &marks, order, &mut written)?;
+            // Barrier 2: the marks.
+            self.media.sync_blocks(&mut written)?;
+        } else {
+            // One barrier: what the marks cover, and the marks.
+            let order = MarkOrder::WithBarrier;
+            inode
+                .log
+                .apply_marks(&self.media, &marks, order, &mut written)?;
+            blocks.extend(written.iter().map(|&p| (p, p + 1)));
+            self.media.sync_block_ranges(&mut blocks)?;
+            // Only the footers this barrier wrote are known durable now.
+            let confirmed: LogMarks = marks
+                .into_iter()
+                .filter(|m| written.contains(&m.1))
+                .collect();
+            inode.log.confirm_footers(&confirmed);
+        }
         *synced_incarnation = incarnation;
         Ok(())
     }
@@ -233,10 +265,10 @@ impl FsCore {
         }
         let _serial = child.log.sync_state.lock();
         let mut blocks = Vec::new();
-        let marks = child.log.snapshot_for_sync(&mut blocks);
+        let marks = child.log.snapshot_for_sync(&mut blocks, &mut false);
         child
             .log
-            .apply_marks(&self.media, &marks, false, &mut Vec::new())?;
+            .apply_marks(&self.media, &marks, MarkOrder::Unnamed, &mut Vec::new())?;
         dir.log.add_unsynced(&blocks);
         Ok(())
     }
@@ -284,12 +316,22 @@ impl FsCore {
     /// First step of a writable `file`-mode mount, before anything is
     /// appended (a pending rename is redone after it): cut the links to
     /// pages that did not count and clear heads naming such pages, so that
-    /// pages appended later are never cut by mistake.
+    /// pages appended later are never cut by mistake. Before a rename is
+    /// redone (which may allocate blocks that superseded write entries
+    /// point to), the checked counts of the recovered pages are raised to
+    /// what recovery accepted and made durable: such an entry is never
+    /// verified against a reused block.
     pub fn cut_undurable_links(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
         if self.media.mode() != crate::media::Durability::File {
             return Ok(());
         }
         let media = &self.media;
+        let settle = rebuilt.pending_rename.is_some()
+            && rebuilt.sb.commit_rule == CommitRule::Checked
+            && crate::log::durable::settle_checked(
+                media,
+                rebuilt.inodes.values().flat_map(|n| &n.sublogs),
+            )?;
         for node in rebuilt.inodes.values() {
             for s in &node.sublogs {
                 if s.cut_head {
@@ -306,6 +348,9 @@ impl FsCore {
             }
         }
         media.fence();
+        if settle {
+            media.sync_all()?;
+        }
         Ok(())
     }
 
@@ -335,6 +380,16 @@ impl FsCore {
                             );
                             meta[i].marked = mark;
                         }
+                        // The sync below makes everything below the mark
+                        // durable: nothing of this page needs verifying.
+                        let checked = mark & !MARK_SEALED;
+                        if meta[i].checked != checked {
+                            let _ = media.store(
+                                crate::log::durable::checked_offset(pages[i]),
+                                &checked.to_le_bytes(),
+                            );
+                            meta[i].checked = checked;
+                        }
                         meta[i].footer_durable = true;
                     }
                 });
@@ -350,7 +405,7 @@ impl FsCore {
         }
         let mut sb = self.sb.clone();
         sb.commit_rule = if file {
-            CommitRule::Marked
+            CommitRule::Checked
         } else {
             CommitRule::Immediate
         };

@@ -203,3 +203,30 @@ fn allocate_extends_but_never_shrinks() {
     // SAFETY: getuid has no preconditions.
     assert_eq!(fs.metadata("/").unwrap().uid, unsafe { libc::getuid() });
 }
+
+/// A zero-filled pool (`MkfsOptions::zero_fill`) is an ordinary pool: it
+/// has no hole, mounts, keeps files across a remount and checks clean.
+#[test]
+fn zero_filled_pool_works_like_any_other() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let fs = Fs::mkfs(
+        &pool,
+        &manyfs::MkfsOptions {
+            size: 16 << 20,
+            zero_fill: true,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    let md = std::fs::metadata(&pool).unwrap();
+    assert_eq!(md.len(), 16 << 20);
+    assert!(md.blocks() * 512 >= md.len(), "the pool has holes");
+    fs.write("/f", &[5u8; 10_000]).unwrap();
+    let fs = remount(fs, &pool);
+    assert_eq!(fs.read("/f").unwrap(), vec![5u8; 10_000]);
+    fs.unmount().unwrap();
+    assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
+}

@@ -36,6 +36,9 @@ impl Fs {
         {
             let media =
                 Media::create_with(pool, mkfs.size, mount.durability, mkfs.replace_existing)?;
+            if mkfs.zero_fill {
+                media.zero_fill()?;
+            }
             crate::layout::format::format(&media, &sb)?;
         }
         Fs::mount(pool, mount)
@@ -458,7 +461,7 @@ mod tests {
         core.insert(child.clone());
         core.full_sync().unwrap();
         assert!(
-            child.log.snapshot_for_sync(&mut Vec::new()).is_empty(),
+            child.log.snapshot_for_sync(&mut Vec::new(), &mut false).is_empty(),
             "the second full sync left the inode's log unmarked"
         );
     }

@@ -180,6 +180,14 @@ pub(crate) fn walk(media: &Media) -> Result<Walk> {
                     s.pages.last().copied().unwrap_or(0)
                 ));
             }
+            if let Some(loc) = s.torn {
+                notes.push(format!(
+                    "inode {ino} sub-log {}: the data of the write entry at log page {} slot {} does not match its checksum (its fsync did not complete); the sub-log ends there at mount",
+                    s.index,
+                    crate::log::loc_page(loc),
+                    crate::log::loc_slot(loc)
+                ));
+            }
             if !s.incomplete.is_empty() {
                 notes.push(format!(
                     "inode {ino} sub-log {}: {} entries of an interrupted write will be discarded at mount",

@@ -147,6 +147,15 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
         media.persist(block * BLOCK_SIZE, enc.len())?;
         media.sync_range(block * BLOCK_SIZE, enc.len())?;
     }
+    // Blocks superseded write entries point to may be reused below.
+    if sb.commit_rule == CommitRule::Checked
+        && crate::log::durable::settle_checked(
+            media,
+            walk.inodes.values().flat_map(|n| &n.sublogs),
+        )?
+    {
+        media.sync_all()?;
+    }
     walk.sb = Some(sb.clone());
     let first_seq = sb.mount_epoch << 32;
     let existing = walk

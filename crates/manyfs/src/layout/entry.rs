@@ -7,12 +7,16 @@
 //! |---:|---:|---|
 //! | 0 | 1 | kind |
 //! | 1 | 1 | slots in this entry (1..=MAX_ENTRY_SLOTS) |
-//! | 2 | 2 | flags (bit 0: more entries of the same atomic group follow) |
+//! | 2 | 2 | flags (bit 0: more entries of the same atomic group follow; bit 1: a write entry carries its data's checksum) |
 //! | 4 | 4 | epoch (file entries: the inode's attribute sequence when written) |
 //! | 8 | 8 | sequence (file data: page version; attributes and directories: per-inode counter) |
 //! | 16 | 40 | payload |
 //! | 56 | 4 | crc32 of all slots with bytes 56..64 zeroed |
 //! | 60 | 4 | commit mark |
+//!
+//! A `FileWrite` header's payload is pgoff (16), block (24), npages (32),
+//! the crc32 of its `npages` data blocks (36, only with flag bit 1; written
+//! in `file` mode, see `log/durable.rs`), file end (40) and mtime (48).
 //!
 //! Bytes 56..64 form the commit word. It is stored with one failure-atomic
 //! 8-byte store only after every other byte of the entry is durable, so after
@@ -31,6 +35,9 @@ pub const MAX_ENTRY_SLOTS: usize = ENTRY_SLOTS_PER_PAGE as usize;
 pub const MAX_XATTR_PAYLOAD: usize = (MAX_ENTRY_SLOTS - 1) * SLOT_SIZE as usize;
 /// Flag: the next entry in this sub-log belongs to the same atomic group.
 pub const FLAG_GROUP_CONTINUES: u16 = 1;
+/// Flag of a `FileWrite` entry: bytes 36..40 hold the crc32 of the data
+/// blocks it points to (all `npages` of them).
+pub const FLAG_DATA_CRC: u16 = 2;
 
 const KIND_FILE_WRITE: u8 = 1;
 const KIND_SET_ATTR: u8 = 2;
@@ -158,6 +165,13 @@ impl Entry {
     /// Encode; `continues` marks that the next entry of this sub-log belongs
     /// to the same atomic group.
     pub fn encode(&self, continues: bool) -> EncodedEntry {
+        self.encode_with(continues, None)
+    }
+
+    /// Encode, with `data_crc` (the crc32 of the data blocks a `FileWrite`
+    /// points to) recorded in the header; ignored for other kinds.
+    pub fn encode_with(&self, continues: bool, data_crc: Option<u32>) -> EncodedEntry {
+        let mut flags = if continues { FLAG_GROUP_CONTINUES } else { 0 };
         let mut extra: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::new();
         let mut h = [0u8; 64];
         let (kind, epoch, seq) = match self {
@@ -173,6 +187,10 @@ impl Entry {
                 put_u64(&mut h, 16, *pgoff);
                 put_u64(&mut h, 24, *block);
                 put_u32(&mut h, 32, *npages);
+                if let Some(crc) = data_crc {
+                    put_u32(&mut h, 36, crc);
+                    flags |= FLAG_DATA_CRC;
+                }
                 put_u64(&mut h, 40, *file_end);
                 put_u64(&mut h, 48, *mtime_ns);
                 (KIND_FILE_WRITE, *epoch, *version)
@@ -263,7 +281,7 @@ impl Entry {
         debug_assert!(nslots <= MAX_ENTRY_SLOTS);
         h[0] = kind;
         h[1] = nslots as u8;
-        put_u16(&mut h, 2, if continues { FLAG_GROUP_CONTINUES } else { 0 });
+        put_u16(&mut h, 2, flags);
         put_u32(&mut h, 4, epoch);
         put_u64(&mut h, 8, seq);
         let mut body: smallvec::SmallVec<[u8; 128]> =
@@ -276,6 +294,14 @@ impl Entry {
             body[56..64].copy_from_slice(&commit_word.to_le_bytes());
         }
         EncodedEntry { body, commit_word }
+    }
+
+    /// The data checksum a `FileWrite` entry's header slot carries, if any.
+    pub fn data_crc(header: &[u8]) -> Option<u32> {
+        (header.len() >= 64
+            && header[0] == KIND_FILE_WRITE
+            && le_u16(header, 2) & FLAG_DATA_CRC != 0)
+            .then(|| le_u32(header, 36))
     }
 
     /// How many slots an entry whose header slot is `header` claims, if the
@@ -385,11 +411,12 @@ impl Entry {
 /// | 28 | 4 | generation of the owning inode |
 /// | 32 | 8 | page sequence (grows with every page a log links) |
 /// | 40 | 8 | page sequence of the page `next` points to |
-/// | 48 | 16 | zero |
+/// | 48 | 4 | checked count: entries in slots below it had everything they point to durable before an earlier sync completed; a checksummed write entry from there up to the mark is verified against its data at mount |
+/// | 52 | 12 | zero |
 ///
 /// The durable mark, generation and sequences are only read under the
-/// `Marked` commit rule (pools last mounted in `file` mode); see
-/// `log/durable.rs`.
+/// `Marked` and `Checked` commit rules (pools last mounted in `file` mode),
+/// the checked count only under `Checked`; see `log/durable.rs`.
 pub const LOG_FOOTER_OFFSET: u64 = ENTRY_SLOTS_PER_PAGE * SLOT_SIZE;
 /// Magic in a log page footer.
 pub const LOG_PAGE_MAGIC: u32 = 0x4c4f_4750; // "LOGP"
@@ -397,6 +424,8 @@ pub const LOG_PAGE_MAGIC: u32 = 0x4c4f_4750; // "LOGP"
 pub const FOOTER_MARK: u64 = 24;
 /// Offset of the owner's generation inside the footer.
 pub const FOOTER_GENERATION: u64 = 28;
+/// Offset of the checked count inside the footer.
+pub const FOOTER_CHECKED: u64 = 48;
 /// Offset of the page sequence inside the footer.
 pub const FOOTER_SEQ: u64 = 32;
 /// Offset of the next page's sequence inside the footer.
@@ -502,6 +531,20 @@ mod tests {
             let (back, flags) = Entry::decode(&committed(&enc)).unwrap();
             assert_eq!(back, e);
             assert_eq!(flags, FLAG_GROUP_CONTINUES);
+        }
+    }
+
+    #[test]
+    fn a_write_entry_carries_its_data_checksum() {
+        for e in samples() {
+            let enc = e.encode_with(false, Some(0xDEAD_BEEF));
+            let bytes = committed(&enc);
+            let (back, flags) = Entry::decode(&bytes).unwrap();
+            assert_eq!(back, e);
+            assert_eq!(flags & FLAG_GROUP_CONTINUES, 0);
+            let want = matches!(e, Entry::FileWrite { .. }).then_some(0xDEAD_BEEF);
+            assert_eq!(Entry::data_crc(&bytes), want);
+            assert_eq!(Entry::data_crc(&committed(&e.encode(false))), None);
         }
     }
 

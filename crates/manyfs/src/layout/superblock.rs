@@ -65,8 +65,16 @@ pub enum CommitRule {
     Immediate,
     /// Only entries below their page's durable mark count, and chains are
     /// followed only through sealed pages (`file` mounts: the page cache
-    /// writes pages back in any order).
+    /// writes pages back in any order). Checked counts and data checksums
+    /// are not read: a pool with this rule has neither (or only ones a
+    /// full sync made durable before their marks).
     Marked,
+    /// As `Marked`, and a checksummed write entry at or above its page's
+    /// checked count must match its data, or its sub-log ends before it
+    /// (`file` mounts that sync data and marks with one barrier; see
+    /// `log/durable.rs`). Older manyfs does not know this rule and refuses
+    /// the pool instead of trusting data it cannot verify.
+    Checked,
 }
 
 impl CommitRule {
@@ -74,7 +82,13 @@ impl CommitRule {
         match self {
             CommitRule::Immediate => 0,
             CommitRule::Marked => 1,
+            CommitRule::Checked => 2,
         }
+    }
+
+    /// Whether entries count only below their page's durable mark.
+    pub fn marked(self) -> bool {
+        self != CommitRule::Immediate
     }
 }
 
@@ -168,6 +182,7 @@ impl Superblock {
             commit_rule: match le_u32(b, 80) {
                 0 => CommitRule::Immediate,
                 1 => CommitRule::Marked,
+                2 => CommitRule::Checked,
                 r => return Err(Error::corrupt(what, format!("unknown commit rule {r}"))),
             },
             mount_epoch: le_u64(b, 84),
@@ -236,6 +251,19 @@ mod tests {
                 err.to_string().contains("unsupported format version"),
                 "{err}"
             );
+        }
+    }
+
+    #[test]
+    fn every_commit_rule_roundtrips() {
+        for rule in [
+            CommitRule::Immediate,
+            CommitRule::Marked,
+            CommitRule::Checked,
+        ] {
+            let mut sb = Superblock::for_size(64 << 20, 16 << 10).unwrap();
+            sb.commit_rule = rule;
+            assert_eq!(Superblock::decode(&sb.encode(), 64 << 20).unwrap(), sb);
         }
     }
 }

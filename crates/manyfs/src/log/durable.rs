@@ -25,6 +25,26 @@
 //! above every page of the old log, so stale pages left on media by a freed
 //! block never match.
 //!
+//! **One barrier** (commit rule [`CommitRule::Checked`]). A per-inode sync
+//! whose marks depend only on data blocks of checksummed write entries and
+//! on new log pages writes the marks first and makes data, log pages and
+//! marks durable with a single barrier ([`MarkOrder::WithBarrier`]). A
+//! power cut during that barrier may leave a mark on disk without the data
+//! it covers; recovery tells: every `FileWrite` entry written in `file`
+//! mode carries the crc32 of its data blocks, and each footer carries a
+//! **checked count**, the mark the page's previous completed sync made
+//! durable. Entries below it were covered by a completed barrier; a
+//! checksummed write entry from there up to the mark is verified against
+//! its data at mount, and the first mismatch ends its sub-log there (as if
+//! the mark had stopped before it: the sync that wrote it never returned).
+//! A new log page missing from disk is already rejected by its footer
+//! check. Anything else a mark depends on (a log array naming a new head, a
+//! directory entry's target inode) cannot be verified, so such a sync keeps
+//! two barriers ([`MarkOrder::AfterBarrier`]), as does every full sync;
+//! both raise the checked count to the mark. A block is reused only after a
+//! full sync, whose marks raise the checked count of every page of the
+//! inodes it covers, so an entry whose block was reused is never verified.
+//!
 //! Links change in an order that keeps every write-back state acceptable:
 //! a new page's sequence is stored in `next_seq` before `next`; garbage
 //! collection stores `next` (to a page with a higher sequence) before
@@ -46,6 +66,8 @@ pub struct PageMeta {
     pub used: u64,
     /// The durable mark last written to the footer.
     pub marked: u32,
+    /// The checked count last written to the footer (recovered: as read).
+    pub checked: u32,
     /// Whether the page's footer is known to be durable.
     pub footer_durable: bool,
 }
@@ -66,6 +88,51 @@ pub type LogMarks = Vec<(usize, u64, u32)>;
 /// Byte offset of the durable mark of log page `page`.
 pub fn mark_offset(page: u64) -> u64 {
     page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_MARK
+}
+
+/// Byte offset of the checked count of log page `page`.
+pub fn checked_offset(page: u64) -> u64 {
+    page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_CHECKED
+}
+
+/// Raise the checked count of each page of `sublogs` (as recovery read
+/// them under the `Checked` rule) to the slots recovery accepted. Call it
+/// before blocks recovery found free are reused (a rename redone at mount,
+/// repair), and make it durable first: an entry whose data block is reused
+/// must never be verified. Returns whether anything was stored.
+pub fn settle_checked<'a>(
+    media: &Media,
+    sublogs: impl IntoIterator<Item = &'a super::scan::ScannedSublog>,
+) -> Result<bool> {
+    let mut stored = false;
+    for s in sublogs {
+        for (&page, meta) in s.pages.iter().zip(&s.meta) {
+            if u64::from(meta.checked) < meta.used {
+                media.store(checked_offset(page), &(meta.used as u32).to_le_bytes())?;
+                stored = true;
+            }
+        }
+    }
+    Ok(stored)
+}
+
+/// How a sync's marks are ordered with the barrier that makes what they
+/// cover durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkOrder {
+    /// A completed barrier already made everything the marks cover
+    /// durable: the checked count rises to the mark.
+    AfterBarrier,
+    /// The marks reach the disk in the same barrier as what they cover:
+    /// the checked count rises only to the mark the previous completed
+    /// sync wrote, and footers count as durable only once that barrier
+    /// completed ([`InodeLog::confirm_footers`]).
+    WithBarrier,
+    /// No barrier orders these marks: the log is not reachable by any name
+    /// yet (`FsCore::premark_unnamed`); the sync that makes its name count
+    /// orders what they cover first. Footers do not count as durable and
+    /// checked counts stay.
+    Unnamed,
 }
 
 impl InodeLog {
@@ -95,16 +162,19 @@ impl InodeLog {
     ///
     /// Also takes (into `blocks`) the block
     /// ranges recorded by appends since the last snapshot: what a barrier
-    /// must make durable before those marks may be written. A sync that
+    /// must make durable before those marks may be written (sets `ordered`
+    /// if one of them cannot share the marks' barrier, see
+    /// [`super::SubLog::ordered_deps`]). A sync that
     /// calls this must hold the log's `sync_state` mutex until its marks
     /// are written (or it failed), so two syncs of one log never overlap.
-    pub fn snapshot_for_sync(&self, blocks: &mut Vec<(u64, u64)>) -> LogMarks {
+    pub fn snapshot_for_sync(&self, blocks: &mut Vec<(u64, u64)>, ordered: &mut bool) -> LogMarks {
         let mut out = Vec::new();
         for (idx, m) in self.sublogs.iter().enumerate() {
             let mut sub = lock(m);
             // Keep the sub-log's capacity: the next append reuses it.
             blocks.extend_from_slice(&sub.unsynced);
             sub.unsynced.clear();
+            *ordered |= std::mem::take(&mut sub.ordered_deps);
             let n = sub.pages.len();
             for i in 0..n {
                 let mark = if i + 1 < n {
@@ -112,7 +182,10 @@ impl InodeLog {
                 } else {
                     sub.next_slot as u32
                 };
-                if sub.meta[i].marked != mark || !sub.meta[i].footer_durable {
+                if sub.meta[i].marked != mark
+                    || !sub.meta[i].footer_durable
+                    || sub.meta[i].checked != mark & !MARK_SEALED
+                {
                     out.push((idx, sub.pages[i], mark));
                 }
             }
@@ -120,18 +193,68 @@ impl InodeLog {
         out
     }
 
-    /// After a barrier made everything in `marks` durable: store the marks
-    /// (pages unlinked meanwhile are skipped) and return the pages written.
-    /// With `barrier_follows`, the caller's second barrier makes the
-    /// written pages durable, so their footers count as durable from now
-    /// on; without it (a log no name reaches yet, see
-    /// `FsCore::premark_unnamed`) they do not.
+    /// Store the marks (pages unlinked meanwhile are skipped) and their
+    /// checked counts as `order` allows, and return the pages written.
+    /// Under [`MarkOrder::AfterBarrier`] a barrier made everything in
+    /// `marks` durable before this call.
     pub fn apply_marks(
         &self,
         media: &Media,
         marks: &LogMarks,
-        barrier_follows: bool,
+        order: MarkOrder,
         written: &mut Vec<u64>,
+    ) -> Result<()> {
+        self.each_marked_page(marks, |meta, page, mark| {
+            let before = meta.marked;
+            // Marks only grow: a page's final count, sealed, is above
+            // every count it had as a tail.
+            let grows = mark > before;
+            let checked = match order {
+                MarkOrder::AfterBarrier => {
+                    meta.footer_durable = true;
+                    mark & !MARK_SEALED
+                }
+                // What the previous completed sync of the page made
+                // durable; raised only with the mark (a checked-only
+                // update waits for a sync that orders).
+                MarkOrder::WithBarrier if grows => before & !MARK_SEALED,
+                MarkOrder::WithBarrier | MarkOrder::Unnamed => meta.checked,
+            };
+            // The mark first: a page written back between the two stores
+            // verifies more, never less.
+            let mut wrote = false;
+            if grows {
+                media.store(mark_offset(page), &mark.to_le_bytes())?;
+                meta.marked = mark;
+                wrote = true;
+            }
+            if checked > meta.checked {
+                media.store(checked_offset(page), &checked.to_le_bytes())?;
+                meta.checked = checked;
+                wrote = true;
+            }
+            if wrote {
+                written.push(page);
+            }
+            Ok(())
+        })
+    }
+
+    /// After the barrier of a [`MarkOrder::WithBarrier`] sync completed:
+    /// the footers of the pages in `marks` are durable.
+    pub fn confirm_footers(&self, marks: &LogMarks) {
+        let _ = self.each_marked_page(marks, |meta, _, _| {
+            meta.footer_durable = true;
+            Ok(())
+        });
+    }
+
+    /// Call `f(meta, page, mark)` for each page of `marks` still in its
+    /// sub-log, under that sub-log's mutex.
+    fn each_marked_page(
+        &self,
+        marks: &LogMarks,
+        mut f: impl FnMut(&mut PageMeta, u64, u32) -> Result<()>,
     ) -> Result<()> {
         let mut i = 0;
         while i < marks.len() {
@@ -148,14 +271,7 @@ impl InodeLog {
                     continue;
                 };
                 hint = j;
-                sub.meta[j].footer_durable |= barrier_follows;
-                // Marks only grow: a page's final count, sealed, is above
-                // every count it had as a tail.
-                if mark > sub.meta[j].marked {
-                    media.store(mark_offset(page), &mark.to_le_bytes())?;
-                    sub.meta[j].marked = mark;
-                    written.push(page);
-                }
+                f(&mut sub.meta[j], page, mark)?;
             }
         }
         Ok(())
@@ -165,6 +281,8 @@ impl InodeLog {
     /// next marks of this log (as an append records its own).
     pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
         let mut sub = lock(&self.sublogs[0]);
+        // Another log's blocks: checksums cannot verify them at mount.
+        sub.ordered_deps |= !ranges.is_empty();
         for &(s, e) in ranges {
             super::note_unsynced(&mut sub.unsynced, s, e);
         }

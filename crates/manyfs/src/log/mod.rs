@@ -153,6 +153,13 @@ pub struct SubLog {
     /// whose footer links changed, the log array, data blocks, directory
     /// targets' inode records). Taken by that sync.
     pub unsynced: Vec<(u64, u64)>,
+    /// `file` mode: `unsynced` holds a range that must be durable before
+    /// the marks are written (a log array naming a new head, a directory
+    /// entry's target). Without it every range is the data of a
+    /// checksummed write entry or a new log page, which recovery tells
+    /// apart when they are missing, so a sync may write them and the marks
+    /// with one barrier (`durable.rs`). Taken with `unsynced`.
+    pub ordered_deps: bool,
 }
 
 impl SubLog {
@@ -291,21 +298,31 @@ impl InodeLog {
         mtime_ns: u64,
     ) -> Result<EntryLocs> {
         let media = space.media();
+        let marks = space.keeps_marks();
+        let mut deps: Vec<(u64, u64)> = Vec::new();
+        let mut ordered = false;
+        // With durable marks, a write entry carries its data's checksum:
+        // recovery can then tell a mark that reached the disk without the
+        // data (a sync with one barrier, see durable.rs).
+        let mut crcs: SmallVec<[Option<u32>; 2]> = SmallVec::new();
+        if marks {
+            for (e, _) in entries {
+                let mut crc = None;
+                if let Entry::FileWrite { block, npages, .. } = e {
+                    deps.push((*block, *block + *npages as u64));
+                    crc = Some(media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?);
+                }
+                crcs.push(crc);
+                let n = deps.len();
+                space.sync_deps(self.ino, e, &mut deps);
+                ordered |= deps.len() > n;
+            }
+        }
         let encoded: SmallVec<[EncodedEntry; 2]> = entries
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| e.encode(i + 1 < entries.len()))
+            .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let marks = space.keeps_marks();
-        let mut deps: Vec<(u64, u64)> = Vec::new();
-        if marks {
-            for (e, _) in entries {
-                if let Entry::FileWrite { block, npages, .. } = e {
-                    deps.push((*block, *block + *npages as u64));
-                }
-                space.sync_deps(self.ino, e, &mut deps);
-            }
-        }
         let mut sub = lock(&self.sublogs[sublog % self.sublogs.len()]);
         if sub.dead_held > 0
             || self.dead[sublog % self.sublogs.len()]
@@ -353,6 +370,7 @@ impl InodeLog {
             if sub.pages.is_empty() {
                 let a = self.array_block();
                 note_unsynced(&mut sub.unsynced, a, a + 1);
+                sub.ordered_deps = true;
             }
             note_unsynced(&mut sub.unsynced, first, first + 1);
             for &(page, _) in &new_pages[1..] {
@@ -395,6 +413,7 @@ impl InodeLog {
             for (s, e) in deps {
                 note_unsynced(&mut sub.unsynced, s, e);
             }
+            sub.ordered_deps |= ordered;
         }
         self.note_dirty(space);
         if mtime_ns != 0 {
@@ -520,6 +539,8 @@ impl InodeLog {
                 // so its marks may say so from the start.
                 footer[FOOTER_MARK as usize..FOOTER_MARK as usize + 4]
                     .copy_from_slice(&marks[i].to_le_bytes());
+                footer[FOOTER_CHECKED as usize..FOOTER_CHECKED as usize + 4]
+                    .copy_from_slice(&(marks[i] & !MARK_SEALED).to_le_bytes());
                 media.nt_copy(p * BLOCK_SIZE + LOG_FOOTER_OFFSET, &footer)?;
             }
             for (e, loc) in encoded.iter().zip(&places) {
@@ -573,6 +594,7 @@ impl InodeLog {
                 seq,
                 used: u,
                 marked: m,
+                checked: m & !MARK_SEALED,
                 footer_durable: space.keeps_marks(),
             })
             .collect();

@@ -4,7 +4,9 @@
 //! checks each page's footer, and accepts an entry only if its commit mark
 //! and checksum are valid. Within a page it stops at the first slot that is
 //! neither a committed entry nor a voided one; that is where the sub-log's
-//! next append goes.
+//! next append goes. Under the `Checked` rule it also stops at the first
+//! checksummed write entry at or above its page's checked count whose data
+//! does not match (`durable.rs`), and ends the sub-log there.
 
 use super::{EntryLoc, PageMeta, SubLog, VOID_MAGIC, entry_loc};
 use crate::error::{Error, Result};
@@ -33,6 +35,9 @@ pub struct ScannedSublog {
     /// `Marked` rule: the array names a head page that does not count (the
     /// head must be cleared at mount).
     pub cut_head: bool,
+    /// `Checked` rule: the write entry whose data did not match its
+    /// checksum, where the sub-log ends (its sync never completed).
+    pub torn: Option<EntryLoc>,
 }
 
 impl ScannedSublog {
@@ -106,7 +111,25 @@ pub(crate) struct Chain<'a> {
 
 impl Chain<'_> {
     fn marked(&self) -> bool {
-        self.rule == CommitRule::Marked
+        self.rule.marked()
+    }
+
+    /// Whether the data a write entry (header slot `header`) points to
+    /// matches the checksum it carries (true if it carries none).
+    fn data_intact(&self, entry: &Entry, header: &[u8]) -> Result<bool> {
+        let (Some(crc), Entry::FileWrite { block, npages, .. }) = (Entry::data_crc(header), entry)
+        else {
+            return Ok(true);
+        };
+        let n = u64::from(*npages);
+        if *block < self.sb.data_start
+            || block
+                .checked_add(n)
+                .is_none_or(|e| e > self.sb.total_blocks)
+        {
+            return Ok(false);
+        }
+        Ok(self.media.crc32(block * BLOCK_SIZE, n * BLOCK_SIZE)? == crc)
     }
 
     /// Under the `Marked` rule: whether `page` is the page a link with
@@ -156,6 +179,15 @@ impl Chain<'_> {
         } else {
             ENTRY_SLOTS_PER_PAGE
         };
+        let checked_raw = le_u32(footer, FOOTER_CHECKED as usize);
+        // Entries from here up to the mark may have been marked by a sync
+        // that did not complete: their data is verified.
+        let checked = if self.rule == CommitRule::Checked {
+            u64::from(checked_raw)
+        } else {
+            limit
+        };
+        let mut torn = false;
         let mut slot = 0u64;
         while slot < limit {
             let at = (slot * SLOT_SIZE) as usize;
@@ -175,6 +207,11 @@ impl Chain<'_> {
             else {
                 break;
             };
+            if slot >= checked && !self.data_intact(&entry, header)? {
+                torn = true;
+                sub.torn = Some(entry_loc(page, slot));
+                break;
+            }
             pending.push((entry_loc(page, slot), entry, n));
             if flags & FLAG_GROUP_CONTINUES == 0 {
                 sub.entries
@@ -187,9 +224,16 @@ impl Chain<'_> {
             seq,
             used: slot,
             marked: mark,
+            checked: checked_raw,
             footer_durable: true,
         });
         let next = le_u64(footer, 0);
+        if torn {
+            // As if the mark stopped before the torn entry: nothing after
+            // it in this sub-log counts.
+            sub.cut_next = next != 0;
+            return Ok(0);
+        }
         if marked && next != 0 {
             let next_seq = le_u64(footer, FOOTER_NEXT_SEQ as usize);
             if mark & MARK_SEALED == 0

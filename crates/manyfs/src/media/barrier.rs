@@ -103,8 +103,10 @@ impl Media {
         };
         let n = ranges.len();
         if n > 1 {
-            // Start the write-back of every run, then wait for each.
-            for &(start, end) in &ranges[..n - 1] {
+            // Start the write-back of every run, the last one too, so that
+            // the device has all of them in flight at once; then wait for
+            // each but the last, which the `msync` below waits for.
+            for &(start, end) in ranges.iter() {
                 if sfr(start, end, libc::SYNC_FILE_RANGE_WRITE) != 0 {
                     return fail("sync_file_range");
                 }

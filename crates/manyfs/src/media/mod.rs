@@ -154,6 +154,25 @@ impl Media {
         Self::map(file, path, mode, true)
     }
 
+    /// Write zeros over the whole pool file and make them durable (see
+    /// `MkfsOptions::zero_fill`); through the descriptor in every mode.
+    pub fn zero_fill(&self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK as usize];
+        let mut off = 0;
+        while off < self.len as u64 {
+            let n = (self.len as u64 - off).min(CHUNK) as usize;
+            self._file
+                .write_all_at(&zeros[..n], off)
+                .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))?;
+            off += n as u64;
+        }
+        self._file
+            .sync_data()
+            .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))
+    }
+
     /// Map an existing pool. `writable == false` maps it read-only (fsck).
     pub fn open(path: &Path, mode: Durability, writable: bool) -> Result<Media> {
         let file = OpenOptions::new()
@@ -368,6 +387,24 @@ impl Media {
         let mut v = vec![0u8; len];
         self.read(off, &mut v)?;
         Ok(v)
+    }
+
+    /// The crc32 of the `len` bytes at `off` (read through a small buffer).
+    pub fn crc32(&self, off: u64, len: u64) -> Result<u32> {
+        self.check(
+            off,
+            usize::try_from(len).map_err(|_| Error::corrupt("pool range", "too long"))?,
+        )?;
+        let mut h = crc32fast::Hasher::new();
+        let mut buf = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            self.read(off + done, &mut buf[..n])?;
+            h.update(&buf[..n]);
+            done += n as u64;
+        }
+        Ok(h.finalize())
     }
 
     /// Ordinary (cached) store of `data` at `off`. Not durable until flushed
