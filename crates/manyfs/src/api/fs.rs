@@ -461,7 +461,10 @@ mod tests {
         core.insert(child.clone());
         core.full_sync().unwrap();
         assert!(
-            child.log.snapshot_for_sync(&mut Vec::new(), &mut false).is_empty(),
+            child
+                .log
+                .snapshot_for_sync(&mut Vec::new(), &mut false)
+                .is_empty(),
             "the second full sync left the inode's log unmarked"
         );
     }

@@ -14,8 +14,8 @@
 use super::problems::{Fix, Problem, at, show};
 use crate::error::{Error, Result};
 use crate::layout::*;
-use crate::log::scan::{Chain, PendingEntry, ScannedSublog};
-use crate::log::{EntryLoc, VOID_MAGIC, entry_loc};
+use crate::log::scan::{Chain, PendingEntry, ScannedSublog, next_entry};
+use crate::log::{EntryLoc, entry_loc};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
 use crate::recovery::{self, MAX_ATTR_SEQ, MAX_SEQ, RebuiltInode};
@@ -441,14 +441,9 @@ impl Walker<'_> {
             generation,
             rule: sb.commit_rule,
         };
-        let mut sub = ScannedSublog {
-            index,
-            ..Default::default()
+        let Some(mut sub) = chain.start(index, head, base_seq)? else {
+            return Ok(ScannedSublog::cut(index));
         };
-        if !chain.head_counts(index, head, base_seq)? {
-            sub.cut_head = true;
-            return Ok(sub);
-        }
         let mut pending: Vec<PendingEntry> = Vec::new();
         let mut page = head;
         while page != 0 {
@@ -516,24 +511,8 @@ impl Walker<'_> {
                 };
                 let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
                 let mut slot = 0u64;
-                while slot < ENTRY_SLOTS_PER_PAGE {
-                    let at = (slot * SLOT_SIZE) as usize;
-                    let header = &bytes[at..at + 64];
-                    let n = header[1] as usize;
-                    if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
-                        slot += n as u64;
-                        continue;
-                    }
-                    let Some(n) = Entry::claimed_slots(header) else {
-                        break;
-                    };
-                    if slot + n as u64 > ENTRY_SLOTS_PER_PAGE {
-                        break;
-                    }
-                    let Some((entry, _)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
-                    else {
-                        break;
-                    };
+                while let Some((entry, _, n)) = next_entry(&bytes, &mut slot, ENTRY_SLOTS_PER_PAGE)
+                {
                     if entry_problem(&self.sb, FileKind::Dir, &entry).is_none() {
                         entries.push((entry_loc(page, slot), entry));
                     }

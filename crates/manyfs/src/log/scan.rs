@@ -41,6 +41,15 @@ pub struct ScannedSublog {
 }
 
 impl ScannedSublog {
+    /// Sub-log `index` whose head does not count: empty, its head to cut.
+    pub fn cut(index: usize) -> Self {
+        ScannedSublog {
+            index,
+            cut_head: true,
+            ..Default::default()
+        }
+    }
+
     /// The DRAM state a mounted log starts from.
     pub fn to_sublog(&self) -> SubLog {
         SubLog {
@@ -155,6 +164,18 @@ impl Chain<'_> {
         Ok(!self.marked() || self.accepts(head, index, base_seq)?)
     }
 
+    /// A scan of sub-log `index` from `head`, or `None` when the head does
+    /// not count under the rule (the sub-log is then
+    /// [`ScannedSublog::cut`]).
+    pub fn start(&self, index: usize, head: u64, base_seq: u64) -> Result<Option<ScannedSublog>> {
+        Ok(self
+            .head_counts(index, head, base_seq)?
+            .then(|| ScannedSublog {
+                index,
+                ..Default::default()
+            }))
+    }
+
     /// Read the entries of log page `page` (its bytes `bytes`, footer
     /// already checked for magic and owner) into `sub`: the page is
     /// appended to `sub.pages` and `sub.meta`, complete groups to
@@ -189,24 +210,9 @@ impl Chain<'_> {
         };
         let mut torn = false;
         let mut slot = 0u64;
-        while slot < limit {
+        while let Some((entry, flags, n)) = next_entry(bytes, &mut slot, limit) {
             let at = (slot * SLOT_SIZE) as usize;
             let header = &bytes[at..at + 64];
-            let n = header[1] as usize;
-            if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
-                slot += n as u64;
-                continue;
-            }
-            let Some(n) = Entry::claimed_slots(header) else {
-                break;
-            };
-            if slot + n as u64 > limit {
-                break;
-            }
-            let Some((entry, flags)) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])
-            else {
-                break;
-            };
             if slot >= checked && !self.data_intact(&entry, header)? {
                 torn = true;
                 sub.torn = Some(entry_loc(page, slot));
@@ -254,14 +260,9 @@ impl Chain<'_> {
         seen: &mut HashSet<u64>,
     ) -> Result<ScannedSublog> {
         let (media, sb, ino) = (self.media, self.sb, self.ino);
-        let mut sub = ScannedSublog {
-            index,
-            ..Default::default()
+        let Some(mut sub) = self.start(index, head, base_seq)? else {
+            return Ok(ScannedSublog::cut(index));
         };
-        if !self.head_counts(index, head, base_seq)? {
-            sub.cut_head = true;
-            return Ok(sub);
-        }
         let mut pending: Vec<PendingEntry> = Vec::new();
         let mut page = head;
         while page != 0 {
@@ -280,4 +281,28 @@ impl Chain<'_> {
         sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
         Ok(sub)
     }
+}
+
+/// The next entry of a log page's `bytes` at or after `*slot` and below
+/// `limit`, skipping voided entries: the entry, its flags and its slot
+/// count, with `*slot` at its first slot. `None` where the entries end (at
+/// bytes that are not an entry, or one that would cross `limit`), with
+/// `*slot` just past the last voided entry.
+pub fn next_entry(bytes: &[u8], slot: &mut u64, limit: u64) -> Option<(Entry, u16, usize)> {
+    while *slot < limit {
+        let at = (*slot * SLOT_SIZE) as usize;
+        let header = &bytes[at..at + 64];
+        let n = header[1] as usize;
+        if le_u32(header, 60) == VOID_MAGIC && (1..=MAX_ENTRY_SLOTS).contains(&n) {
+            *slot += n as u64;
+            continue;
+        }
+        let n = Entry::claimed_slots(header)?;
+        if *slot + n as u64 > limit {
+            return None;
+        }
+        let (entry, flags) = Entry::decode(&bytes[at..at + n * SLOT_SIZE as usize])?;
+        return Some((entry, flags, n));
+    }
+    None
 }
