@@ -637,6 +637,7 @@ fn synced_with_one_barrier(before: &[u8], after: &[u8], ino: u64) -> bool {
 #[test]
 fn one_barrier_fsync_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
+    stay_on_this_cpu();
     let (fs, obs) = fresh_observed(dir.path());
     let f = write_file(&fs, "/a", &pattern(1, 0, 2 * PAGE), 0);
     f.sync_all().unwrap();
@@ -681,6 +682,7 @@ fn one_barrier_fsync_keeps_its_data() {
 /// count. Every other subset of the fsync's pages passes too.
 #[test]
 fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
+    stay_on_this_cpu();
     let dir = tempfile::tempdir().unwrap();
     let (fs, obs) = fresh_observed(dir.path());
     let a0 = pattern(1, 0, PAGE);
@@ -824,4 +826,25 @@ fn a_pool_of_the_marked_rule_still_mounts() {
     assert_eq!(sb.commit_rule, CommitRule::Checked);
     let fs = Fs::mount(&pool, &opts()).unwrap();
     assert_eq!(contents(&fs), want);
+}
+
+/// Keep the calling (test) thread on the CPU it runs on: appends go to the
+/// sub-log of the current CPU, and the first append to a sub-log links a
+/// new head (a two-barrier sync), so a thread the scheduler moves would
+/// make the one-barrier counts depend on the machine's load.
+fn stay_on_this_cpu() {
+    // SAFETY: sched_getcpu has no preconditions; the set is a zeroed plain
+    // C struct filled by CPU_SET with an index below CPU_SETSIZE, and
+    // sched_setaffinity(0, ..) only changes this thread's own mask.
+    unsafe {
+        let cpu = libc::sched_getcpu().max(0) as usize;
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
