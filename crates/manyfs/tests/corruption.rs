@@ -17,7 +17,7 @@
 //! replays are best effort: the damaged images of failing iterations are
 //! kept in the temp directory, path printed).
 
-use manyfs::layout::{BLOCK_SIZE, Superblock};
+use manyfs::layout::{BLOCK_SIZE, COMMIT_MAGIC, INODE_MAGIC, LOG_PAGE_MAGIC, Superblock};
 use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -30,10 +30,7 @@ use std::time::Duration;
 
 const POOL_SIZE: u64 = 8 << 20;
 const BS: usize = BLOCK_SIZE as usize;
-const INODE_SIZE: usize = 128;
-const INODE_MAGIC: u32 = 0x444f_4e49;
-const LOG_PAGE_MAGIC: u32 = 0x4c4f_4750;
-const COMMIT_MAGIC: u32 = 0xC0DE_C0DE;
+const INODE_SIZE: usize = manyfs::layout::INODE_SIZE as usize;
 const JOURNAL_PENDING: u32 = 0x5045_4e44;
 const JOURNAL_COMMIT_AT: usize = 4088;
 const HANG_LIMIT: Duration = Duration::from_secs(10);

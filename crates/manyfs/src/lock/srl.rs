@@ -19,6 +19,23 @@ fn lock_word(w: &SegmentWord, access: Access) {
     }
 }
 
+/// The fast path of an acquisition: when `[start, end)` lies in one
+/// segment, lock that segment's word (`word(segment)`) and return it.
+#[inline]
+fn lock_one_segment<'a>(
+    start: u64,
+    end: u64,
+    shift: u32,
+    access: Access,
+    word: impl FnOnce(u64) -> &'a SegmentWord,
+) -> Option<&'a SegmentWord> {
+    (start >> shift == (end - 1) >> shift).then(|| {
+        let w = word(start >> shift);
+        lock_word(w, access);
+        w
+    })
+}
+
 fn unlock_word(w: &SegmentWord, access: Access) {
     match access {
         Access::Read => w.unlock_read(),
@@ -71,9 +88,7 @@ impl SrlTree {
 
 impl RangeLock for SrlTree {
     fn acquire(&self, start: u64, end: u64, access: Access) -> Option<&SegmentWord> {
-        if start >> self.shift == (end - 1) >> self.shift {
-            let w = self.word(start >> self.shift);
-            lock_word(w, access);
+        if let Some(w) = lock_one_segment(start, end, self.shift, access, |s| self.word(s)) {
             return Some(w);
         }
         self.for_each_word(start, end, |w| lock_word(w, access));
@@ -137,9 +152,7 @@ fn zeroed_words(n: usize) -> Box<[PaddedWord]> {
 
 impl RangeLock for SrlArray {
     fn acquire(&self, start: u64, end: u64, access: Access) -> Option<&SegmentWord> {
-        if start >> self.shift == (end - 1) >> self.shift {
-            let w = self.word(start >> self.shift);
-            lock_word(w, access);
+        if let Some(w) = lock_one_segment(start, end, self.shift, access, |s| self.word(s)) {
             return Some(w);
         }
         let last_index = self.words.len() as u64 - 1;
