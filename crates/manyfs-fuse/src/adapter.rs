@@ -29,11 +29,14 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
 
-/// How long the kernel may cache attributes and directory entries. Every
+/// How long the kernel may cache attributes, directory entries and the
+/// absence of names, unless [`ManyFuse::with_ttl`] says otherwise. Every
 /// change made through the mount passes through the kernel, which updates or
-/// invalidates its cache for it; the TTL only bounds how long changes made
-/// by other in-process users of the same [`Fs`] can go unseen.
-const TTL: Duration = Duration::from_secs(1);
+/// invalidates its cache for it, so the TTL only bounds how long changes made
+/// by other in-process users of the same [`Fs`] (a clone kept by a program
+/// that mounted it) can go unseen. The `manyfs mount` daemon is the pool's
+/// only user.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Open-reply flags: no page cache, parallel non-extending direct writes.
 const FOPEN_FLAGS: FopenFlags =
@@ -221,6 +224,7 @@ impl Shared {
 pub struct ManyFuse {
     fs: Option<Fs>,
     read_only: bool,
+    ttl: Duration,
     handles: HandleTable,
     #[cfg(feature = "test-probes")]
     inode_io: Box<[IoShard]>,
@@ -248,6 +252,7 @@ impl ManyFuse {
         ManyFuse {
             fs: Some(fs),
             read_only,
+            ttl: DEFAULT_TTL,
             handles: HandleTable::new(),
             #[cfg(feature = "test-probes")]
             inode_io: (0..HANDLE_SHARDS)
@@ -255,6 +260,13 @@ impl ManyFuse {
                 .collect(),
             shared: Arc::new(Shared::default()),
         }
+    }
+
+    /// Let the kernel cache attributes and names for `ttl` instead of
+    /// [`DEFAULT_TTL`].
+    pub fn with_ttl(mut self, ttl: Duration) -> ManyFuse {
+        self.ttl = ttl;
+        self
     }
 
     /// The statistics and unmount outcome, shared with the serving threads.
@@ -428,6 +440,20 @@ impl ManyFuse {
             .map_err(errno)
     }
 
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Metadata, Errno>) {
+        reply_with(reply, r, |reply, md| {
+            reply.entry(
+                &self.ttl,
+                &to_attr(&md),
+                Generation(u64::from(md.generation)),
+            )
+        });
+    }
+
+    fn reply_attr(&self, reply: ReplyAttr, r: Result<FileAttr, Errno>) {
+        reply_with(reply, r, |reply, a| reply.attr(&self.ttl, &a));
+    }
+
     fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
         self.writable()?;
         let md = self.fs()?.setattr(ino, attr).map_err(errno)?;
@@ -519,7 +545,14 @@ impl ManyFuse {
                 continue;
             };
             let generation = Generation(u64::from(md.generation));
-            if reply.add(INodeNo(target), next, name, &TTL, &to_attr(&md), generation) {
+            if reply.add(
+                INodeNo(target),
+                next,
+                name,
+                &self.ttl,
+                &to_attr(&md),
+                generation,
+            ) {
                 break;
             }
         }
@@ -570,6 +603,27 @@ fn file_type(kind: FileKind) -> FileType {
     }
 }
 
+/// The attributes of a negative entry: only the node number 0 matters.
+fn negative_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 fn to_attr(md: &Metadata) -> FileAttr {
     FileAttr {
         ino: INodeNo(md.ino),
@@ -600,12 +654,6 @@ fn reply_with<R: ErrorReply, T>(reply: R, r: Result<T, Errno>, ok: impl FnOnce(R
     }
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Metadata, Errno>) {
-    reply_with(reply, r, |reply, md| {
-        reply.entry(&TTL, &to_attr(&md), Generation(u64::from(md.generation)))
-    });
-}
-
 fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     reply_with(reply, r, |reply, ()| reply.ok());
 }
@@ -626,10 +674,6 @@ fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Errno>) {
             reply.data(&bytes);
         }
     });
-}
-
-fn reply_attr(reply: ReplyAttr, r: Result<FileAttr, Errno>) {
-    reply_with(reply, r, |reply, a| reply.attr(&TTL, &a));
 }
 
 impl ShutDown for ManyFuse {
@@ -700,10 +744,26 @@ impl Filesystem for ManyFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.serve("lookup", reply, |reply| {
-            let r = self
-                .fs()
-                .and_then(|fs| fs.lookup(parent.0, name).map_err(errno));
-            reply_entry(reply, r);
+            let r = self.fs().and_then(|fs| match fs.lookup(parent.0, name) {
+                Ok(md) => Ok(Some(md)),
+                // Quietly: a missing name is the common answer, not a
+                // failure worth a log line.
+                Err(e) if e.errno() == libc::ENOENT => Ok(None),
+                Err(e) => Err(errno(e)),
+            });
+            reply_with(reply, r, |reply, md| match md {
+                Some(md) => reply.entry(
+                    &self.ttl,
+                    &to_attr(&md),
+                    Generation(u64::from(md.generation)),
+                ),
+                // A negative entry (node 0) with a timeout: the kernel
+                // remembers that the name does not exist, so a repeated
+                // lookup of it (a `stat` of a missing file, the lookup
+                // before a create) is answered without a request. Creating
+                // the name through the mount replaces the negative entry.
+                None => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
+            });
         });
     }
 
@@ -720,7 +780,7 @@ impl Filesystem for ManyFuse {
                 let fs = self.fs()?;
                 fs.stat(ino.0).map_err(errno).map(|m| to_attr(&m))
             })();
-            reply_attr(reply, r);
+            self.reply_attr(reply, r);
         });
     }
 
@@ -756,7 +816,7 @@ impl Filesystem for ManyFuse {
                 mtime: mtime.map(to_time),
             };
             let r = self.do_setattr(ino.0, &attr);
-            reply_attr(reply, r);
+            self.reply_attr(reply, r);
         });
     }
 
@@ -783,7 +843,7 @@ impl Filesystem for ManyFuse {
     ) {
         self.serve("mknod", reply, |reply| {
             let r = self.make_node(req, parent.0, name, (mode, umask), rdev);
-            reply_entry(reply, r);
+            self.reply_entry(reply, r);
         });
     }
 
@@ -798,7 +858,7 @@ impl Filesystem for ManyFuse {
     ) {
         self.serve("mkdir", reply, |reply| {
             let mode = libc::S_IFDIR | (mode & 0o7777);
-            reply_entry(reply, self.make_node(req, parent.0, name, (mode, umask), 0));
+            self.reply_entry(reply, self.make_node(req, parent.0, name, (mode, umask), 0));
         });
     }
 
@@ -834,7 +894,7 @@ impl Filesystem for ManyFuse {
                     .symlink_at(parent.0, link_name, target, req.uid(), req.gid())
                     .map_err(errno)
             });
-            reply_entry(reply, r);
+            self.reply_entry(reply, r);
         });
     }
 
@@ -884,7 +944,7 @@ impl Filesystem for ManyFuse {
                     .link_at(ino.0, newparent.0, newname)
                     .map_err(errno)
             });
-            reply_entry(reply, r);
+            self.reply_entry(reply, r);
         });
     }
 
@@ -943,8 +1003,11 @@ impl Filesystem for ManyFuse {
         reply: ReplyEmpty,
     ) {
         // Data is in the pool as soon as `write` returns; nothing to push.
+        // ENOSYS tells the kernel so once: it then sends no FLUSH on any
+        // later close (one round trip less per close), and still writes
+        // dirty mmap pages back before a close returns.
         self.serve("flush", reply, |reply| {
-            reply_empty(reply, self.file_handle(fh).map(|_| ()));
+            reply_empty(reply, self.file_handle(fh).and(Err(Errno::ENOSYS)));
         });
     }
 
@@ -1177,7 +1240,7 @@ impl Filesystem for ManyFuse {
             })();
             reply_with(reply, r, |reply, (md, fh)| {
                 reply.created(
-                    &TTL,
+                    &self.ttl,
                     &to_attr(&md),
                     Generation(u64::from(md.generation)),
                     FileHandle(fh),

@@ -25,6 +25,9 @@ pub struct FuseConfig {
     pub private: bool,
     /// Log the daemon's activity to stderr (`-o debug`, see [`crate::log`]).
     pub debug: bool,
+    /// How long the kernel may cache attributes, names and the absence of
+    /// names (`-o ttl=SECONDS`; see [`crate::adapter::DEFAULT_TTL`]).
+    pub ttl: std::time::Duration,
 }
 
 impl Default for FuseConfig {
@@ -35,15 +38,20 @@ impl Default for FuseConfig {
             allow_other: false,
             private: false,
             debug: false,
+            ttl: crate::adapter::DEFAULT_TTL,
         }
     }
 }
 
-/// The default number of FUSE worker threads: twice the CPUs, at least 4, so
-/// that requests that wait (fsync, a contended range) do not idle the CPUs.
+/// The default number of FUSE worker threads: one per CPU, at least 2 (so a
+/// request that waits, such as an `fsync`, does not stop the others), at
+/// most 64. More workers than CPUs only add context switches: every request
+/// is a wake-up of one worker, and on a machine whose CPUs also run the
+/// programs using the mount, a surplus worker costs throughput (measured in
+/// docs/benchmarks.md, "Through the FUSE mount").
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cpus * 2).clamp(4, 64)
+    cpus.clamp(2, 64)
 }
 
 impl FuseConfig {
@@ -62,7 +70,7 @@ impl FuseConfig {
     /// on top of the defaults.
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
-    /// `segment=BYTES` (see [`parse_size`]), `threads=N`,
+    /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `ro`, `rw`, `allow_other`, `private`,
     /// `debug`. `allow_other` and `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -128,6 +136,17 @@ impl FuseConfig {
                 }
                 self.threads = n;
             }
+            "ttl" => {
+                let v = need(opt, value)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 1e9)
+                    .ok_or_else(|| {
+                        FuseError::bad_option(opt, "expected seconds from 0 to 1e9, e.g. 1 or 0.5")
+                    })?;
+                self.ttl = std::time::Duration::from_secs_f64(secs);
+            }
             "durability" => {
                 let v = need(opt, value)?;
                 self.fs.durability = v
@@ -163,7 +182,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, durability, ro, rw, allow_other, private, debug)",
+                    "unknown option (known: lock, segment, threads, ttl, durability, ro, rw, allow_other, private, debug)",
                 ));
             }
         }
@@ -209,9 +228,11 @@ mod tests {
     fn options() {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
-            "threads=3,durability=dram,ro,allow_other,debug",
+            "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5",
         ])
         .unwrap();
+        assert_eq!(cfg.ttl, std::time::Duration::from_millis(500));
+        assert_eq!(FuseConfig::default().ttl, crate::adapter::DEFAULT_TTL);
         assert_eq!(cfg.fs.lock.to_string(), LockKind::Interval.to_string());
         assert_eq!(cfg.fs.segment_size, 65536);
         assert_eq!(cfg.threads, 3);
@@ -236,6 +257,9 @@ mod tests {
             "segment=abc",
             "threads=0",
             "threads=x",
+            "ttl=-1",
+            "ttl=x",
+            "ttl=inf",
             "durability=disk",
             "ro=1",
             "debug=yes",

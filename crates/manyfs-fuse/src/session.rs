@@ -146,7 +146,7 @@ impl ReadySession {
         pool: Option<&Path>,
     ) -> Result<ReadySession> {
         check_mountpoint(mountpoint)?;
-        let fuse = ManyFuse::new(fs, cfg.fs.read_only);
+        let fuse = ManyFuse::new(fs, cfg.fs.read_only).with_ttl(cfg.ttl);
         let shared = fuse.shared();
         let config = session_config(cfg, pool);
         // On failure the session drops the adapter, whose `destroy`
