@@ -202,7 +202,9 @@ impl FsCore {
         attrs: Attrs,
         sublogs: Vec<(usize, SubLog)>,
     ) -> Inode {
-        let nsub = if rec.kind == FileKind::File {
+        // Files and directories append from many threads at once: one
+        // sub-log per CPU.
+        let nsub = if matches!(rec.kind, FileKind::File | FileKind::Dir) {
             self.file_sublogs
         } else {
             1

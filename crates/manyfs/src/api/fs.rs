@@ -136,7 +136,11 @@ impl Fs {
                 file::allocated_bytes(f) / 512,
                 a.mtime_ns.max(inode.log.last_mtime_ns()),
             ),
-            (None, Some(d)) => (d.state.read().entries.len() as u64 * 32, 8, a.mtime_ns),
+            (None, Some(d)) => (
+                d.len() as u64 * 32,
+                8,
+                a.mtime_ns.max(inode.log.last_mtime_ns()),
+            ),
             _ => (0, 0, a.mtime_ns),
         };
         Metadata {

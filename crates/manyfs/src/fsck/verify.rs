@@ -89,7 +89,7 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
             }
         }
         if let (Some(d), Some(ds)) = (&inode.dir, &node.dir)
-            && d.state.read().entries != ds.entries
+            && d.snapshot() != ds.entries
         {
             diffs.push(format!("directory {}: entries differ", inode.ino));
         }

@@ -1,9 +1,24 @@
 //! DRAM state of a directory (moved here from `namespace/` so the inode,
 //! which embeds it, does not depend on the code that operates on it).
+//!
+//! A directory's names are split into shards by a hash of the name, each
+//! under its own reader-writer lock, so operations on different names of
+//! one directory proceed in parallel. The directory's entry sequence is one
+//! atomic counter, taken while the shard of every name the entry touches is
+//! held: entries for one name therefore get ascending sequences in the
+//! order they commit, which is the order recovery replays them in.
+//!
+//! Lock order: directories in the order `namespace` documents; within one
+//! directory, shards in ascending index. An operation that needs the whole
+//! directory (compaction, the emptiness check of rmdir and of a rename over
+//! a directory, readdir) takes every shard in that order.
 
 use crate::layout::FileKind;
-use parking_lot::RwLock;
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 /// One name in a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +31,8 @@ pub struct Child {
     pub kind: FileKind,
 }
 
-/// A directory's entries and its entry sequence.
+/// A directory's entries and its entry sequence, as recovery rebuilds them
+/// (one plain map; the live directory splits it into shards).
 #[derive(Debug, Default)]
 pub struct DirState {
     /// Name -> inode, sorted (readdir order is stable).
@@ -27,9 +43,148 @@ pub struct DirState {
     pub log_entries: u64,
 }
 
-/// DRAM state of a directory.
+/// The names of one shard of a directory.
 #[derive(Debug, Default)]
+pub struct DirShard {
+    /// Name -> inode, sorted.
+    pub entries: BTreeMap<Vec<u8>, Child>,
+    /// Log entries appended by operations on this shard's names since the
+    /// last compaction (or, after one, this shard's live entries): the
+    /// shard's share of the compaction trigger.
+    pub log_entries: u64,
+}
+
+/// Write guards on every shard of a directory, in index order.
+pub type AllShardsMut<'a> = Vec<RwLockWriteGuard<'a, DirShard>>;
+
+/// Read guards on every shard of a directory, in index order.
+pub type AllShards<'a> = Vec<RwLockReadGuard<'a, DirShard>>;
+
+/// DRAM state of a directory.
+#[derive(Debug)]
 pub struct DirData {
-    /// Entries under a reader-writer lock.
-    pub state: RwLock<DirState>,
+    /// The names, split by [`DirData::shard_of`].
+    shards: Box<[CachePadded<RwLock<DirShard>>]>,
+    /// Sequence of the newest entry handed out (taken under the shard
+    /// locks of the names the entry touches).
+    seq: CachePadded<AtomicU64>,
+    /// Set (with every shard held) when the directory is removed: no name
+    /// may be added afterwards.
+    removed: AtomicBool,
+}
+
+impl Default for DirData {
+    fn default() -> Self {
+        Self::with_shards(default_shards())
+    }
+}
+
+/// Shards per directory: a few per CPU, so two threads rarely meet in one,
+/// at most 32 (a directory's shards cost 128 bytes each).
+fn default_shards() -> usize {
+    (crate::cpu::count() * 4).next_power_of_two().clamp(8, 32)
+}
+
+impl DirData {
+    /// An empty directory with `n` shards (a power of two).
+    pub fn with_shards(n: usize) -> Self {
+        debug_assert!(n.is_power_of_two());
+        DirData {
+            shards: (0..n)
+                .map(|_| CachePadded::new(RwLock::new(DirShard::default())))
+                .collect(),
+            seq: CachePadded::new(AtomicU64::new(0)),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// Load a recovered state (mount; nothing else holds the directory).
+    pub fn load(&self, st: &DirState) {
+        let mut all = self.write_all();
+        for (name, c) in &st.entries {
+            all[self.shard_of(name)].entries.insert(name.clone(), *c);
+        }
+        // Dead entries count against the first shard (the next compaction
+        // of any shard resets every shard's count).
+        let live = st.entries.len() as u64;
+        for s in all.iter_mut() {
+            s.log_entries = s.entries.len() as u64;
+        }
+        all[0].log_entries += st.log_entries.saturating_sub(live);
+        self.seq.store(st.seq, Ordering::Release);
+    }
+
+    /// Which shard holds `name` (FNV-1a of the name).
+    pub fn shard_of(&self, name: &[u8]) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in name {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        ((h ^ (h >> 32)) as usize) & (self.shards.len() - 1)
+    }
+
+    /// Shard `i` (see [`DirData::shard_of`]).
+    pub fn shard(&self, i: usize) -> &RwLock<DirShard> {
+        &self.shards[i]
+    }
+
+    /// What `name` names now.
+    pub fn get(&self, name: &[u8]) -> Option<Child> {
+        self.shards[self.shard_of(name)]
+            .read()
+            .entries
+            .get(name)
+            .copied()
+    }
+
+    /// Every shard for writing, in index order.
+    pub fn write_all(&self) -> AllShardsMut<'_> {
+        self.shards.iter().map(|s| s.write()).collect()
+    }
+
+    /// Every shard for reading, in index order.
+    pub fn read_all(&self) -> AllShards<'_> {
+        self.shards.iter().map(|s| s.read()).collect()
+    }
+
+    /// Live names (takes every shard in turn).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().entries.len()).sum()
+    }
+
+    /// Every name, sorted, from one consistent snapshot.
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Child> {
+        let all = self.read_all();
+        all.iter()
+            .flat_map(|s| s.entries.iter().map(|(k, v)| (k.clone(), *v)))
+            .collect()
+    }
+
+    /// Take `n` consecutive entry sequences; returns the first. The caller
+    /// holds the shard of every name the entries touch.
+    pub fn take_seqs(&self, n: u64) -> u64 {
+        self.seq.fetch_add(n, Ordering::AcqRel) + 1
+    }
+
+    /// Sequence of the newest entry handed out.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Set the newest sequence (compaction, with every shard held).
+    pub fn set_seq(&self, seq: u64) {
+        self.seq.store(seq, Ordering::Release);
+    }
+
+    /// Whether the directory was removed (read under a shard lock, it
+    /// stays true or false until that lock is dropped).
+    pub fn removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    /// Mark the directory removed; the caller holds every shard (for
+    /// reading at least), so no add is in progress.
+    pub fn mark_removed(&self, _all: &AllShards<'_>) {
+        self.removed.store(true, Ordering::Release);
+    }
 }

@@ -23,9 +23,9 @@ pub fn exchange(
     check_name(dst_name)?;
     let _ns = core.namespace_lock.lock();
     let same = src.ino == dst.ino;
-    let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
-    let a = named(&s_guard, src_name)?;
-    let b = named(d_guard.as_ref().unwrap_or(&s_guard), dst_name)?;
+    let mut held = Held::lock(&[(src, src_name), (dst, dst_name)])?;
+    let a = named(held.get(src, src_name), src_name)?;
+    let b = named(held.get(dst, dst_name), dst_name)?;
     if a.ino == b.ino {
         return Ok(());
     }
@@ -46,24 +46,25 @@ pub fn exchange(
     }
 
     if same {
-        log_dir_group(core, src, &mut s_guard, |seq| {
+        let sublog = src.log.home_sublog();
+        log_dir_group(core, src, held.shard(src, src_name), sublog, 2, |seq| {
             smallvec::smallvec![
                 dir_add(seq, src_name, b, 0),
                 dir_add(seq + 1, dst_name, a, 0)
             ]
         })?;
-        s_guard.entries.insert(src_name.to_vec(), b);
-        s_guard.entries.insert(dst_name.to_vec(), a);
-        maybe_compact_dir(core, src, &mut s_guard);
+        held.shard(src, src_name)
+            .entries
+            .insert(src_name.to_vec(), b);
+        held.shard(dst, dst_name)
+            .entries
+            .insert(dst_name.to_vec(), a);
     } else {
-        let dg = d_guard.as_mut().expect("two directories");
         let rec = rename_record(core, (src, src_name), (dst, dst_name), a, Some(b));
         journaled(core, &rec, || {
-            log_add_tx(core, dst, dg, dst_name, a, rec.txid)?;
-            log_add_tx(core, src, &mut s_guard, src_name, b, rec.txid)
+            log_add_tx(core, dst, held.shard(dst, dst_name), dst_name, a, rec.txid)?;
+            log_add_tx(core, src, held.shard(src, src_name), src_name, b, rec.txid)
         })?;
-        maybe_compact_dir(core, dst, dg);
-        maybe_compact_dir(core, src, &mut s_guard);
         // Subdirectories changed parents: `..` and the parents' link counts.
         for (moved, from, to) in [(&ai, src, dst), (&bi, dst, src)] {
             if moved.is_dir() {
@@ -73,8 +74,12 @@ pub fn exchange(
             }
         }
     }
-    drop(s_guard);
-    drop(d_guard);
+    let (src_due, dst_due) = (held.due(src.ino), held.due(dst.ino));
+    drop(held);
+    compact_if_due(core, src, src_due);
+    if !same {
+        compact_if_due(core, dst, dst_due);
+    }
     let now = crate::time::now_ns();
     ai.attrs.lock().ctime_ns = now;
     bi.attrs.lock().ctime_ns = now;

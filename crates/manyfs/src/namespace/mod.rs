@@ -1,12 +1,33 @@
 //! Directories, names and paths: create, link, unlink, mkdir, rmdir,
 //! rename, symlinks and path resolution.
 //!
-//! A directory's entries live in its log (one sub-log: directory operations
-//! on one directory are serialised by its lock anyway). Each operation is a
-//! single committed entry, except a cross-directory rename, which goes
-//! through the [`journal`]. Creating an inode writes its record first and
-//! the directory entry last; an inode no entry reaches is free at the next
-//! mount. Link counts are never stored: recovery counts the entries.
+//! A directory's entries live in its log. Each operation is a single
+//! committed entry, except a cross-directory rename, which goes through the
+//! [`journal`]. Creating an inode writes its record first and the directory
+//! entry last; an inode no entry reaches is free at the next mount. Link
+//! counts are never stored: recovery counts the entries.
+//!
+//! A directory's names are sharded by a hash of the name, each shard under
+//! its own lock ([`crate::inode::DirData`]), and entries go to the sub-log
+//! of the CPU the operation runs on: operations on different names of one
+//! directory run in parallel. An entry's sequence is taken from the
+//! directory's counter while the shards of every name it touches are held,
+//! so entries for one name replay in the order they committed.
+//!
+//! Lock order (deadlock freedom):
+//! 1. the file system's namespace mutex (rename, exchange, rmdir);
+//! 2. the shards an operation changes: ordered by (directory inode number,
+//!    shard index), so rename and exchange between two directories, or
+//!    between two shards of one, never wait in a cycle ([`Held::lock`]);
+//! 3. every shard of a child directory whose emptiness is checked (rmdir,
+//!    rename over a directory), for reading, in index order: a child after
+//!    its parent, which only holders of the namespace mutex do (create,
+//!    link and unlink hold one shard of one directory);
+//! 4. attribute mutexes and sub-log mutexes (leaves).
+//!
+//! Compaction takes every shard of one directory, in index order, with no
+//! other shard held: an operation that finds its shard due drops its
+//! guards first ([`compact_if_due`]).
 
 mod exchange;
 pub mod journal;
@@ -16,7 +37,9 @@ pub use exchange::exchange;
 use crate::core::FsCore;
 use crate::error::{Error, Result};
 use crate::inode::Inode;
-use crate::inode::{Child, DirState};
+use crate::inode::{AllShardsMut, Child, DirData, DirShard};
+use parking_lot::RwLockWriteGuard;
+use smallvec::SmallVec;
 use crate::layout::*;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -70,52 +93,68 @@ pub fn lookup(core: &FsCore, dir: &Inode, name: &[u8]) -> Result<Arc<Inode>> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong(show(name)));
     }
-    let child = d.state.read().entries.get(name).copied();
-    match child {
+    match d.get(name) {
         Some(c) => core.get(c.ino),
         None => Err(Error::NotFound(show(name))),
     }
 }
 
-/// Append a directory entry and bump the directory's sequence.
+/// Append a directory entry to the calling CPU's sub-log. `st` is the
+/// shard that counts it; the caller holds the shard of every name the entry
+/// touches.
 fn log_dir(
     core: &FsCore,
     dir: &Inode,
-    st: &mut DirState,
+    st: &mut DirShard,
     make: impl FnOnce(u64) -> Entry,
 ) -> Result<()> {
-    log_dir_group(core, dir, st, |seq| smallvec::smallvec![make(seq)])
+    let sublog = dir.log.home_sublog();
+    log_dir_group(core, dir, st, sublog, 1, |seq| smallvec::smallvec![make(seq)])
 }
 
-/// Append directory entries as one atomic group; `make` builds them from
-/// the first free sequence, one sequence each.
+/// Append `n` directory entries as one atomic group to sub-log `sublog`;
+/// `make` builds them from the first of their sequences, one each. The
+/// directory's mtime (and so its ctime) is kept by the sub-log, like a
+/// write's: no attribute mutex on the way.
 fn log_dir_group(
     core: &FsCore,
     dir: &Inode,
-    st: &mut DirState,
-    make: impl FnOnce(u64) -> smallvec::SmallVec<[Entry; 2]>,
+    st: &mut DirShard,
+    sublog: usize,
+    n: u64,
+    make: impl FnOnce(u64) -> SmallVec<[Entry; 2]>,
 ) -> Result<()> {
-    let group: smallvec::SmallVec<[(Entry, u32); 2]> =
-        make(st.seq + 1).into_iter().map(|e| (e, 1)).collect();
-    dir.log.append(core, 0, &group, 0)?;
-    st.seq += group.len() as u64;
+    let first = dir.dir()?.take_seqs(n);
+    let group: SmallVec<[(Entry, u32); 2]> = make(first).into_iter().map(|e| (e, 1)).collect();
+    debug_assert_eq!(group.len() as u64, n);
+    dir.log
+        .append(core, sublog, &group, crate::time::now_ns())?;
     st.log_entries += group.len() as u64;
-    let now = crate::time::now_ns();
-    {
-        let mut a = dir.attrs.lock();
-        a.mtime_ns = now;
-        a.ctime_ns = now;
-    }
     Ok(())
 }
 
-/// Compact the directory's log if it carries many dead entries. Called by
-/// each operation after it has applied its change to `st`. Best effort: on
-/// failure (a full pool) the old log stays valid.
-fn maybe_compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) {
-    if st.log_entries > 2 * st.entries.len() as u64 + COMPACT_SLACK {
-        let _ = compact_dir(core, dir, st);
+/// Whether shard `st` carries many dead entries (the shard's share of the
+/// directory's compaction trigger; names hash evenly, so a directory whose
+/// log is much longer than its live names has such a shard).
+fn compact_due(st: &DirShard) -> bool {
+    st.log_entries > 2 * st.entries.len() as u64 + COMPACT_SLACK
+}
+
+/// Compact `dir`'s log if an operation found one of its shards due
+/// (`due`); called with no shard held. Best effort: on failure (a full
+/// pool) the old log stays valid.
+fn compact_if_due(core: &FsCore, dir: &Inode, due: bool) {
+    if !due {
+        return;
     }
+    let Ok(d) = dir.dir() else { return };
+    let mut all = d.write_all();
+    // Another thread may have compacted meanwhile; a removed directory's
+    // log is freed with it.
+    if d.removed() || !all.iter().any(|s| compact_due(s)) {
+        return;
+    }
+    let _ = compact_dir(core, dir, &mut all);
 }
 
 /// Attribute entries (chmod, chown, utimes) a directory log may collect
@@ -129,21 +168,22 @@ pub(crate) fn maybe_compact_dir_attrs(core: &FsCore, dir: &Inode) {
         return;
     }
     let Ok(d) = dir.dir() else { return };
-    let mut st = d.state.write();
-    // A removed directory's log is freed with it; re-check under the lock.
-    if dir.nlink() == 0 || dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
+    let mut all = d.write_all();
+    // A removed directory's log is freed with it; re-check under the locks.
+    if d.removed() || dir.attr_entries.load(Ordering::Relaxed) <= COMPACT_AFTER_ATTR_ENTRIES {
         return;
     }
-    let _ = compact_dir(core, dir, &mut st);
+    let _ = compact_dir(core, dir, &mut all);
 }
 
 /// Dead entries a directory log may carry beyond twice its live ones
 /// before it is compacted.
 const COMPACT_SLACK: u64 = 64;
 
-/// Rewrite a directory's log as its live entries (caller holds the
-/// directory's write lock, so nothing else appends).
-fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
+/// Rewrite a directory's log as its live entries (caller holds every shard
+/// for writing, so nothing else appends and the names are one snapshot).
+fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result<()> {
+    let d = dir.dir()?;
     // Held until the switch: a concurrent chmod appends to the old log
     // under this mutex, so the rewrite must not carry a stale snapshot.
     let a = dir.attrs.lock();
@@ -157,13 +197,15 @@ fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
             uid: a.uid,
             gid: a.gid,
             atime_ns: a.atime_ns,
-            mtime_ns: a.mtime_ns,
+            mtime_ns: a.mtime_ns.max(dir.log.last_mtime_ns()),
             ctime_ns: a.ctime_ns,
         },
         1,
     )];
-    let mut seq = st.seq;
-    for (name, c) in &st.entries {
+    let mut names: Vec<(&Vec<u8>, &Child)> = all.iter().flat_map(|s| s.entries.iter()).collect();
+    names.sort_unstable_by_key(|(name, _)| *name);
+    let mut seq = d.seq();
+    for (name, c) in names {
         seq += 1;
         entries.push((
             Entry::DirAdd {
@@ -188,16 +230,19 @@ fn compact_dir(core: &FsCore, dir: &Inode, st: &mut DirState) -> Result<()> {
     drop(xattrs);
     dir.attr_seq.store(attr_seq, Ordering::Release);
     dir.attr_entries.store(1, Ordering::Relaxed);
-    st.seq = seq;
-    st.log_entries = st.entries.len() as u64;
+    d.set_seq(seq);
+    for s in all.iter_mut() {
+        s.log_entries = s.entries.len() as u64;
+    }
     Ok(())
 }
 
-/// Refuse a new `name` in `parent`: the directory was removed (checked
-/// under its lock; rmdir marks a directory removed while holding it, so no
-/// entry can be added to a removed directory) or the name is taken.
-fn check_free_name(parent: &Inode, st: &DirState, name: &[u8]) -> Result<()> {
-    if parent.nlink() == 0 {
+/// Refuse a new `name` in `parent`, whose shard `st` holds it: the
+/// directory was removed (checked under the shard's lock; rmdir marks a
+/// directory removed while holding every shard, so no entry can be added
+/// to a removed directory) or the name is taken.
+fn check_free_name(parent: &Inode, st: &DirShard, name: &[u8]) -> Result<()> {
+    if parent.dir()?.removed() {
         return Err(Error::NotFound(format!(
             "directory inode {} was removed",
             parent.ino
@@ -209,12 +254,9 @@ fn check_free_name(parent: &Inode, st: &DirState, name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// What `name` names in a directory (`NotFound` when nothing).
-fn named(st: &DirState, name: &[u8]) -> Result<Child> {
-    st.entries
-        .get(name)
-        .copied()
-        .ok_or_else(|| Error::NotFound(show(name)))
+/// What `name` names (`NotFound` when nothing).
+fn named(child: Option<Child>, name: &[u8]) -> Result<Child> {
+    child.ok_or_else(|| Error::NotFound(show(name)))
 }
 
 /// The directory-entry view of an inode.
@@ -230,7 +272,7 @@ fn child_of(inode: &Inode) -> Child {
 fn log_add(
     core: &FsCore,
     parent: &Inode,
-    st: &mut DirState,
+    st: &mut DirShard,
     name: &[u8],
     child: Child,
 ) -> Result<()> {
@@ -250,18 +292,12 @@ pub(crate) fn dir_add(seq: u64, name: &[u8], child: Child, txid: u64) -> Entry {
     }
 }
 
-/// Record a logged name in memory, compacting the log if due.
-fn insert_name(core: &FsCore, parent: &Inode, st: &mut DirState, name: &[u8], child: Child) {
-    st.entries.insert(name.to_vec(), child);
-    maybe_compact_dir(core, parent, st);
-}
-
-/// Log that `name` (naming `ino`) is gone from `parent`, forget it in
-/// memory and compact the log if due (caller holds the directory's lock).
+/// Log that `name` (naming `ino`) is gone from `parent` and forget it in
+/// memory (caller holds the name's shard `st`).
 fn remove_name(
     core: &FsCore,
     parent: &Inode,
-    st: &mut DirState,
+    st: &mut DirShard,
     name: &[u8],
     ino: u64,
 ) -> Result<()> {
@@ -272,7 +308,6 @@ fn remove_name(
         name: name.to_vec(),
     })?;
     st.entries.remove(name);
-    maybe_compact_dir(core, parent, st);
     Ok(())
 }
 
@@ -352,28 +387,39 @@ pub fn create(
     } else {
         mode
     };
-    let mut st = d.state.write();
+    let mut st = d.shard(d.shard_of(name)).write();
     check_free_name(parent, &st, name)?;
     let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
+        let mut sublog = parent.log.home_sublog();
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
-            // The target counts wherever the name does.
+            // The target counts wherever the name does: its blocks join
+            // the directory's first sub-log's next barrier, so the name
+            // goes to that sub-log too (a sync snapshots one sub-log at a
+            // time).
             core.premark_unnamed(&child, parent)?;
+            sublog = 0;
         }
-        log_add(core, parent, &mut st, name, child_of(&child))
+        let c = child_of(&child);
+        log_dir_group(core, parent, &mut st, sublog, 1, |seq| {
+            smallvec::smallvec![dir_add(seq, name, c, 0)]
+        })
     })();
     if let Err(e) = made {
         child.attrs.lock().nlink = 0;
         core.release_if_unused(&child);
         return Err(e);
     }
-    insert_name(core, parent, &mut st, name, child_of(&child));
+    st.entries.insert(name.to_vec(), child_of(&child));
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
         parent.attrs.lock().nlink += 1;
     }
+    let due = compact_due(&st);
+    drop(st);
     core.insert(child.clone());
+    compact_if_due(core, parent, due);
     Ok(child)
 }
 
@@ -382,7 +428,7 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
-    let mut st = d.state.write();
+    let mut st = d.shard(d.shard_of(name)).write();
     // As Linux: a taken name is reported before a directory source.
     check_free_name(parent, &st, name)?;
     if inode.is_dir() {
@@ -406,8 +452,11 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         core.release_if_unused(inode);
         return Err(e);
     }
-    insert_name(core, parent, &mut st, name, child_of(inode));
+    st.entries.insert(name.to_vec(), child_of(inode));
+    let due = compact_due(&st);
+    drop(st);
     inode.attrs.lock().ctime_ns = crate::time::now_ns();
+    compact_if_due(core, parent, due);
     Ok(())
 }
 
@@ -428,7 +477,7 @@ fn check_sticky(parent: &Inode, child: &Inode, caller_uid: Option<u32>) -> Resul
 fn removal_target(
     core: &FsCore,
     parent: &Inode,
-    st: &DirState,
+    st: &DirShard,
     name: &[u8],
     dir: bool,
     caller_uid: Option<u32>,
@@ -468,48 +517,95 @@ pub fn remove(
     // check must not race with it); removing a file does not.
     let _ns = dir.then(|| core.namespace_lock.lock());
     let d = parent.dir()?;
-    let mut st = d.state.write();
+    let mut st = d.shard(d.shard_of(name)).write();
     let (child, inode) = removal_target(core, parent, &st, name, dir, caller_uid)?;
     if dir {
-        let child_state = inode.dir()?.state.read();
-        if !child_state.entries.is_empty() {
-            return Err(Error::NotEmpty(show(name)));
-        }
+        let cd = inode.dir()?;
+        let child_state = empty_dir(cd, name)?;
         remove_name(core, parent, &mut st, name, child.ino)?;
+        cd.mark_removed(&child_state);
         inode.attrs.lock().nlink = 0;
         drop(child_state);
+        let due = compact_due(&st);
         drop(st);
         parent.attrs.lock().nlink -= 1;
+        compact_if_due(core, parent, due);
     } else {
         remove_name(core, parent, &mut st, name, child.ino)?;
+        let due = compact_due(&st);
         drop(st);
-        let mut a = inode.attrs.lock();
-        a.nlink = a.nlink.saturating_sub(1);
-        a.ctime_ns = crate::time::now_ns();
+        {
+            let mut a = inode.attrs.lock();
+            a.nlink = a.nlink.saturating_sub(1);
+            a.ctime_ns = crate::time::now_ns();
+        }
+        compact_if_due(core, parent, due);
     }
     core.release_if_unused(&inode);
     Ok(())
 }
 
-type DirGuard<'a> = parking_lot::RwLockWriteGuard<'a, DirState>;
-
-/// Lock directories `src` and `dst` (one lock when they are the same) in
-/// inode order, refusing removed directories.
-fn lock_pair<'a>(src: &'a Inode, dst: &'a Inode) -> Result<(DirGuard<'a>, Option<DirGuard<'a>>)> {
-    let (sd, dd) = (src.dir()?, dst.dir()?);
-    let guards = if src.ino == dst.ino {
-        (sd.state.write(), None)
-    } else if src.ino < dst.ino {
-        let s = sd.state.write();
-        (s, Some(dd.state.write()))
-    } else {
-        let d = dd.state.write();
-        (sd.state.write(), Some(d))
-    };
-    if src.nlink() == 0 || dst.nlink() == 0 {
-        return Err(Error::NotFound("directory was removed".into()));
+/// Every shard of directory `d` (named `name` in its parent) for reading,
+/// if it has no names: held, they keep it empty until it is marked
+/// removed. The caller holds the namespace mutex and the parent's shard.
+fn empty_dir<'a>(d: &'a DirData, name: &[u8]) -> Result<crate::inode::AllShards<'a>> {
+    let all = d.read_all();
+    if all.iter().any(|s| !s.entries.is_empty()) {
+        return Err(Error::NotEmpty(show(name)));
     }
-    Ok(guards)
+    Ok(all)
+}
+
+/// Write guards on the directory shards an operation changes, taken in
+/// lock order: by (directory inode number, shard index), each once.
+struct Held<'a> {
+    guards: SmallVec<[(u64, usize, RwLockWriteGuard<'a, DirShard>); 2]>,
+}
+
+impl<'a> Held<'a> {
+    /// Lock the shards of `names` (directory, name), refusing removed
+    /// directories.
+    fn lock(names: &[(&'a Inode, &[u8])]) -> Result<Self> {
+        let mut keys: SmallVec<[(u64, usize, &'a DirData); 2]> = SmallVec::new();
+        for &(dir, name) in names {
+            let d = dir.dir()?;
+            keys.push((dir.ino, d.shard_of(name), d));
+        }
+        keys.sort_unstable_by_key(|k| (k.0, k.1));
+        keys.dedup_by_key(|k| (k.0, k.1));
+        let guards = keys
+            .into_iter()
+            .map(|(ino, i, d)| (ino, i, d.shard(i).write()))
+            .collect();
+        for &(dir, _) in names {
+            if dir.dir()?.removed() {
+                return Err(Error::NotFound("directory was removed".into()));
+            }
+        }
+        Ok(Held { guards })
+    }
+
+    /// The held shard of `name` in `dir`.
+    fn shard(&mut self, dir: &Inode, name: &[u8]) -> &mut DirShard {
+        let i = dir.dir().expect("a locked directory").shard_of(name);
+        self.guards
+            .iter_mut()
+            .find(|g| g.0 == dir.ino && g.1 == i)
+            .map(|g| &mut *g.2)
+            .expect("shard is held")
+    }
+
+    /// What `name` in `dir` names.
+    fn get(&mut self, dir: &Inode, name: &[u8]) -> Option<Child> {
+        self.shard(dir, name).entries.get(name).copied()
+    }
+
+    /// Whether a held shard of directory `ino` is due for compaction.
+    fn due(&self, ino: u64) -> bool {
+        self.guards
+            .iter()
+            .any(|g| g.0 == ino && compact_due(&g.2))
+    }
 }
 
 /// Log (as part of cross-directory transaction `txid`) that `name` in
@@ -517,7 +613,7 @@ fn lock_pair<'a>(src: &'a Inode, dst: &'a Inode) -> Result<(DirGuard<'a>, Option
 fn log_add_tx(
     core: &FsCore,
     dir: &Inode,
-    st: &mut DirState,
+    st: &mut DirShard,
     name: &[u8],
     child: Child,
     txid: u64,
@@ -623,14 +719,15 @@ pub fn rename(
     }
     let _ns = core.namespace_lock.lock();
     let same = src.ino == dst.ino;
-    let (mut s_guard, mut d_guard) = lock_pair(src, dst)?;
-    let moving = named(&s_guard, src_name)?;
+    let mut held = Held::lock(&[(src, src_name), (dst, dst_name)])?;
+    let moving = named(held.get(src, src_name), src_name)?;
     let moving_inode = core.get(moving.ino)?;
     check_sticky(src, &moving_inode, caller_uid)?;
-    let target = match &d_guard {
-        Some(g) => g.entries.get(dst_name).copied(),
-        None => s_guard.entries.get(dst_name).copied(),
-    };
+    let target = held.get(dst, dst_name);
+    let target_inode = target.map(|t| core.get(t.ino)).transpose()?;
+    // A directory replaced must stay empty until it is marked removed.
+    let target_keep = target_inode.clone();
+    let mut target_dir = None;
     if let Some(t) = target {
         if t.ino == src.ino || t.ino == dst.ino {
             // Renaming onto a directory that contains the source: it is not
@@ -647,10 +744,8 @@ pub fn rename(
             (true, false) => return Err(Error::NotDir(show(dst_name))),
             (false, true) => return Err(Error::IsDir(show(dst_name))),
             (true, true) => {
-                let ti = core.get(t.ino)?;
-                if !ti.dir()?.state.read().entries.is_empty() {
-                    return Err(Error::NotEmpty(show(dst_name)));
-                }
+                let td = target_keep.as_ref().expect("target inode").dir()?;
+                target_dir = Some((td, empty_dir(td, dst_name)?));
             }
             (false, false) => {}
         }
@@ -661,13 +756,12 @@ pub fn rename(
             show(src_name)
         )));
     }
-    let target_inode = target.map(|t| core.get(t.ino)).transpose()?;
     if let Some(ti) = &target_inode {
         check_sticky(dst, ti, caller_uid)?;
     }
 
     if same {
-        log_dir(core, src, &mut s_guard, |seq| Entry::DirRename {
+        log_dir(core, src, held.shard(src, dst_name), |seq| Entry::DirRename {
             seq,
             ino: moving.ino,
             generation: moving.generation,
@@ -675,33 +769,39 @@ pub fn rename(
             old: src_name.to_vec(),
             new: dst_name.to_vec(),
         })?;
-        s_guard.entries.remove(src_name);
-        s_guard.entries.insert(dst_name.to_vec(), moving);
-        maybe_compact_dir(core, src, &mut s_guard);
+        held.shard(src, src_name).entries.remove(src_name);
+        held.shard(src, dst_name)
+            .entries
+            .insert(dst_name.to_vec(), moving);
     } else {
-        let dg = d_guard.as_mut().expect("two directories");
         let rec = rename_record(core, (src, src_name), (dst, dst_name), moving, None);
         journaled(core, &rec, || {
-            log_add_tx(core, dst, dg, dst_name, moving, rec.txid)?;
-            log_dir(core, src, &mut s_guard, |seq| Entry::DirRemove {
+            log_add_tx(core, dst, held.shard(dst, dst_name), dst_name, moving, rec.txid)?;
+            let st = held.shard(src, src_name);
+            log_dir(core, src, st, |seq| Entry::DirRemove {
                 seq,
                 ino: moving.ino,
                 txid: rec.txid,
                 name: src_name.to_vec(),
             })?;
-            s_guard.entries.remove(src_name);
+            st.entries.remove(src_name);
             Ok(())
         })?;
-        maybe_compact_dir(core, dst, dg);
-        maybe_compact_dir(core, src, &mut s_guard);
         if moving.kind == FileKind::Dir {
             moving_inode.parent.store(dst.ino, Ordering::Release);
             src.attrs.lock().nlink -= 1;
             dst.attrs.lock().nlink += 1;
         }
     }
-    drop(s_guard);
-    drop(d_guard);
+    if let Some((td, guards)) = target_dir {
+        td.mark_removed(&guards);
+    }
+    let (src_due, dst_due) = (held.due(src.ino), held.due(dst.ino));
+    drop(held);
+    compact_if_due(core, src, src_due);
+    if !same {
+        compact_if_due(core, dst, dst_due);
+    }
     moving_inode.attrs.lock().ctime_ns = crate::time::now_ns();
     if let Some(ti) = target_inode {
         if ti.is_dir() {
@@ -720,14 +820,7 @@ pub fn rename(
 
 /// Entries of a directory, sorted by name.
 pub fn list(dir: &Inode) -> Result<Vec<(Vec<u8>, Child)>> {
-    Ok(dir
-        .dir()?
-        .state
-        .read()
-        .entries
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect())
+    Ok(dir.dir()?.snapshot().into_iter().collect())
 }
 
 /// The target of a symlink.

@@ -78,10 +78,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             *f.size_definer.lock() = fs.size_definer;
         }
         if let (Some(d), Some(ds)) = (&inode.dir, &node.dir) {
-            let mut st = d.state.write();
-            st.entries = ds.entries.clone();
-            st.seq = ds.seq;
-            st.log_entries = ds.log_entries;
+            d.load(ds);
         }
         core.insert(Arc::new(inode));
     }
@@ -148,9 +145,8 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
 
 fn append_dir_entry(core: &FsCore, dir: &Inode, make: &dyn Fn(u64) -> Entry) -> Result<()> {
     let d = dir.dir()?;
-    let mut st = d.state.write();
-    let seq = st.seq + 1;
+    let _all = d.write_all();
+    let seq = d.take_seqs(1);
     dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
-    st.seq = seq;
     Ok(())
 }
