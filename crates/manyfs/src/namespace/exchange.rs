@@ -7,6 +7,7 @@
 //! both inodes, and recovery completes an interrupted exchange by adding
 //! both names again.
 
+use super::rename::{Held, is_ancestor, journaled, log_add_tx, rename_record};
 use super::*;
 
 /// Swap what `src_name` in `src` and `dst_name` in `dst` name. Both must
