@@ -330,6 +330,75 @@ fn basic_posix_operations() {
     s.fsck();
 }
 
+/// The kernel caches attributes, names and absences for a day (`ttl`):
+/// every change made through the mount must still show at once.
+#[test]
+fn cached_names_absences_and_attributes_follow_every_change() {
+    if !fuse_available("cached_names_absences_and_attributes_follow_every_change") {
+        return;
+    }
+    let s = Scratch::new();
+    let m = s.mount(&[]);
+    let (a, b, d) = (s.mnt.join("a"), s.mnt.join("b"), s.mnt.join("d"));
+    let missing = |p: &Path| fs::symlink_metadata(p).unwrap_err().kind() == ErrorKind::NotFound;
+    // Looked up while missing (a negative entry), then made in every way.
+    for p in [&a, &b, &d] {
+        assert!(missing(p));
+    }
+    fs::write(&a, b"1").unwrap();
+    fs::create_dir(&d).unwrap();
+    fs::hard_link(&a, &b).unwrap();
+    assert_eq!(fs::metadata(&a).unwrap().nlink(), 2);
+    assert_eq!(
+        fs::metadata(&b).unwrap().ino(),
+        fs::metadata(&a).unwrap().ino()
+    );
+    // Removing one link changes the other's link count.
+    fs::remove_file(&b).unwrap();
+    assert!(missing(&b));
+    assert_eq!(fs::metadata(&a).unwrap().nlink(), 1);
+    // Rename: the old name is gone, the new one (looked up while missing)
+    // is there; renaming over a name replaces its inode.
+    let c = s.mnt.join("c");
+    assert!(missing(&c));
+    fs::rename(&a, &c).unwrap();
+    assert!(missing(&a));
+    assert_eq!(fs::read(&c).unwrap(), b"1");
+    fs::write(&a, b"22").unwrap();
+    fs::rename(&a, &c).unwrap();
+    assert!(missing(&a));
+    assert_eq!(fs::metadata(&c).unwrap().len(), 2);
+    // Size, mode and times after writes, truncates and chmod.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&c)
+        .unwrap()
+        .write_all(b"333")
+        .unwrap();
+    assert_eq!(fs::metadata(&c).unwrap().len(), 5);
+    fs::set_permissions(&c, fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(fs::metadata(&c).unwrap().mode() & 0o7777, 0o4755);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&c)
+        .unwrap()
+        .set_len(1)
+        .unwrap();
+    assert_eq!(fs::metadata(&c).unwrap().len(), 1);
+    // A directory's link count and emptiness follow its entries.
+    fs::create_dir(d.join("sub")).unwrap();
+    assert_eq!(fs::metadata(&d).unwrap().nlink(), 3);
+    fs::remove_dir(d.join("sub")).unwrap();
+    assert_eq!(fs::metadata(&d).unwrap().nlink(), 2);
+    fs::remove_dir(&d).unwrap();
+    assert!(missing(&d));
+    // A removed name can be made again, as another kind.
+    fs::create_dir(&b).unwrap();
+    assert!(fs::metadata(&b).unwrap().is_dir());
+    unmount(m);
+    s.fsck();
+}
+
 #[test]
 fn readdir_offsets_with_many_entries_and_removal() {
     if !fuse_available("readdir_offsets_with_many_entries_and_removal") {
