@@ -47,3 +47,168 @@ fn racing_namespace_operations_stay_consistent() {
     let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
     assert!(fs.verify().unwrap().is_empty());
 }
+
+/// Threads racing create, unlink, rename and exchange in one directory:
+/// each thread on names of its own (results checked against a model, op by
+/// op) and all of them on a few shared names (results checked by what
+/// they must preserve: each shared file is one some thread created and
+/// none unlinked, so their number is the creates minus the unlinks, and
+/// renames and exchanges only move them). Then memory and media agree, and
+/// the same names with the same contents come back after a remount.
+#[test]
+fn one_directory_different_and_equal_names_give_checked_results() {
+    use manyfs::{Error, Rename};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::ffi::OsStr;
+
+    const THREADS: u64 = 4;
+    const OPS: usize = 2500;
+    const SHARED: u64 = 6;
+    let (_dir, pool, fs) = common::fresh(64 << 20);
+    fs.create_dir("/d").unwrap();
+    let d = fs.metadata("/d").unwrap().ino;
+    /// What one thread saw: its own names with their contents, the contents
+    /// it created under shared names, and its creates minus its unlinks.
+    type ThreadResult = (BTreeMap<String, Vec<u8>>, BTreeSet<Vec<u8>>, i64);
+    let results: Vec<ThreadResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let fs = &fs;
+                s.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(100 + t);
+                    // Own names: name -> content.
+                    let mut own: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+                    // Contents this thread created under shared names.
+                    let mut created = BTreeSet::new();
+                    let mut live: i64 = 0;
+                    for i in 0..OPS {
+                        let tag = format!("t{t}-{i}").into_bytes();
+                        let a = format!("p{t}-{}", rng.random_range(0..12));
+                        let b = format!("p{t}-{}", rng.random_range(0..12));
+                        let sa = format!("s{}", rng.random_range(0..SHARED));
+                        let sb = format!("s{}", rng.random_range(0..SHARED));
+                        let rename = |x: &str, y: &str, how| {
+                            fs.rename_at(d, OsStr::new(x), d, OsStr::new(y), how)
+                        };
+                        match rng.random_range(0..9) {
+                            0 | 1 => {
+                                let r = create_with(fs, &format!("/d/{a}"), &tag);
+                                assert_eq!(r.is_ok(), !own.contains_key(&a), "create {a}: {r:?}");
+                                own.entry(a).or_insert(tag);
+                            }
+                            2 => {
+                                let r = fs.remove_file(format!("/d/{a}"));
+                                assert_eq!(
+                                    r.is_ok(),
+                                    own.remove(&a).is_some(),
+                                    "unlink {a}: {r:?}"
+                                );
+                            }
+                            3 => {
+                                let r = rename(&a, &b, Rename::Replace);
+                                match own.remove(&a) {
+                                    Some(v) => {
+                                        r.unwrap();
+                                        own.insert(b, v);
+                                    }
+                                    None => {
+                                        assert!(matches!(r, Err(Error::NotFound(_))), "{r:?}")
+                                    }
+                                }
+                            }
+                            4 if a == b => {
+                                let r = rename(&a, &b, Rename::Exchange);
+                                assert_eq!(r.is_ok(), own.contains_key(&a), "exchange {a}: {r:?}");
+                            }
+                            4 => {
+                                let r = rename(&a, &b, Rename::Exchange);
+                                match (own.remove(&a), own.remove(&b)) {
+                                    (Some(x), Some(y)) => {
+                                        r.unwrap();
+                                        own.insert(a, y);
+                                        own.insert(b, x);
+                                    }
+                                    (x, y) => {
+                                        assert!(r.is_err(), "exchange {a} {b}");
+                                        own.extend(x.map(|v| (a.clone(), v)));
+                                        own.extend(y.map(|v| (b.clone(), v)));
+                                    }
+                                }
+                            }
+                            5 | 6 => {
+                                if create_with(fs, &format!("/d/{sa}"), &tag).is_ok() {
+                                    created.insert(tag);
+                                    live += 1;
+                                }
+                            }
+                            7 => {
+                                if fs.remove_file(format!("/d/{sa}")).is_ok() {
+                                    live -= 1;
+                                }
+                            }
+                            _ => {
+                                let how = if i % 2 == 0 {
+                                    Rename::NoReplace
+                                } else {
+                                    Rename::Exchange
+                                };
+                                let _ = rename(&sa, &sb, how);
+                            }
+                        }
+                    }
+                    (own, created, live)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    let check = |fs: &Fs| {
+        let mut expect_own = BTreeMap::new();
+        let mut created = BTreeSet::new();
+        let mut live = 0;
+        for (own, c, l) in &results {
+            expect_own.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+            created.extend(c.iter().cloned());
+            live += l;
+        }
+        let names: Vec<String> = fs
+            .read_dir("/d")
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name.into_string().unwrap())
+            .collect();
+        let mut own = BTreeMap::new();
+        let mut shared = BTreeSet::new();
+        for n in &names {
+            let content = fs.read(format!("/d/{n}")).unwrap();
+            if n.starts_with('s') {
+                assert!(created.contains(&content), "{n} holds {content:?}");
+                assert!(shared.insert(content), "two shared names hold one file");
+            } else {
+                own.insert(n.clone(), content);
+            }
+        }
+        assert_eq!(own, expect_own);
+        assert_eq!(shared.len() as i64, live);
+        let diffs = fs.verify().unwrap();
+        assert!(diffs.is_empty(), "{diffs:?}");
+        names
+    };
+    let before = check(&fs);
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
+    assert_eq!(check(&fs), before);
+}
+
+/// Create `path` (it must not exist) holding `data`.
+fn create_with(fs: &Fs, path: &str, data: &[u8]) -> manyfs::Result<()> {
+    let f = manyfs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(fs, path)?;
+    f.write_at(data, 0)?;
+    Ok(())
+}

@@ -370,10 +370,14 @@ pub fn create(
         }
         _ => 0,
     };
-    // setgid directories hand their group (and, to subdirectories, the bit) down.
-    let (pmode, pgid) = {
+    // setgid directories hand their group (and, to subdirectories, the bit)
+    // down. The `setid` flag spares creates in other directories the
+    // parent's attribute mutex (one cache line all of them would share).
+    let (pmode, pgid) = if parent.setid.load(Ordering::Acquire) {
         let a = parent.attrs.lock();
         (a.mode, a.gid)
+    } else {
+        (0, 0)
     };
     let (gid, mode) = if pmode & S_ISGID != 0 {
         (
