@@ -203,7 +203,7 @@ impl History {
                 (Some(p), Some(ContentOp::Write { off, len, tag }))
             }
             Op::Truncate(p, n) => (Some(p), Some(ContentOp::Truncate(n))),
-            Op::Fsync(p) => (Some(p), None),
+            Op::Fsync(p) | Op::FsyncData(p) => (Some(p), None),
             _ => (None, None),
         };
         let id = path.and_then(|p| Self::ident(fs, p));
@@ -218,7 +218,7 @@ impl History {
         }
         let sync = match (op, id) {
             (Op::Sync, _) => SyncOp::All,
-            (Op::Fsync(_), Some(id)) => SyncOp::File(id),
+            (Op::Fsync(_) | Op::FsyncData(_), Some(id)) => SyncOp::File(id),
             _ => SyncOp::None,
         };
         (id.zip(content), sync)

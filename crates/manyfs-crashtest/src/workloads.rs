@@ -35,6 +35,8 @@ pub enum Op {
     Chmod(&'static str, u32),
     /// fsync a file.
     Fsync(&'static str),
+    /// fdatasync a file.
+    FsyncData(&'static str),
     /// Sync the whole file system.
     Sync,
     /// `mknod(path, mode, rdev)`: a FIFO, socket or device node.
@@ -100,6 +102,7 @@ impl Op {
             Op::Symlink(t, l) => fs.symlink(t, l),
             Op::Chmod(p, m) => fs.set_permissions(p, m),
             Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
+            Op::FsyncData(p) => OpenOptions::new().write(true).open(fs, p)?.sync_data(),
             Op::Sync => fs.sync(),
             Op::Mknod(p, mode, rdev) => {
                 let (dir, name) = parent_and_name(fs, p)?;
@@ -172,6 +175,8 @@ pub fn single_ops() -> Vec<Op> {
         Op::Write("/D/x", 4000, 200, 0x15),
         Op::Sync,
         Op::Fsync("/B"),
+        Op::FsyncData("/A"),
+        Op::Write("/A", 200, 300, 0x24),
     ]
 }
 
@@ -294,6 +299,43 @@ pub fn durability_workloads() -> Vec<Workload> {
                 Op::Append("/B", 5000, 0x17),
                 Op::Truncate("/B", 20000),
                 Op::Fsync("/B"),
+            ],
+        ),
+        // Single-page overwrites of pages written before go in place once
+        // the page's entry is settled; partial and whole pages, fdatasync
+        // and fsync, then a new page and a full sync.
+        seq(
+            "dur-overwrite-in-place",
+            vec![
+                Op::Write("/A", 0, 4096, 0x12),
+                Op::FsyncData("/A"),
+                Op::Write("/A", 0, 4096, 0x16),
+                Op::FsyncData("/A"),
+                Op::Write("/A", 0, 4096, 0x1a),
+                Op::FsyncData("/A"),
+                Op::Write("/A", 300, 700, 0x1b),
+                Op::Write("/B", 0, 4096, 0x17),
+                Op::Fsync("/A"),
+                Op::Write("/A", 0, 4096, 0x1c),
+                Op::Sync,
+                Op::Write("/A", 4096, 4096, 0x1d),
+            ],
+        ),
+        // Pages first written copy-on-write after the setup's sync: an
+        // overwrite of a page written twice settles its entry (a barrier
+        // over the log page) before going in place; a page written once
+        // stays copy-on-write.
+        seq(
+            "dur-settle-then-in-place",
+            vec![
+                Op::Write("/A", 4096, 8192, 0x1e),
+                Op::FsyncData("/A"),
+                Op::Write("/A", 4096, 4096, 0x1f),
+                Op::Write("/A", 8192, 4096, 0x20),
+                Op::FsyncData("/A"),
+                Op::Write("/A", 8192, 100, 0x22),
+                Op::Write("/A", 5000, 50, 0x23),
+                Op::FsyncData("/A"),
             ],
         ),
         seq(

@@ -143,6 +143,11 @@ impl FsCore {
         dirty.sort_unstable();
         dirty.dedup();
         let inodes: Vec<_> = dirty.into_iter().filter_map(|i| self.get(i).ok()).collect();
+        // Writes in place left their mtime unlogged: log it now, before
+        // the snapshot (see `file::log_unlogged_mtime` for why not wait).
+        for i in &inodes {
+            crate::file::log_unlogged_mtime(self, i, false)?;
+        }
         // In inode order; a per-inode sync holds at most one of these.
         let mut guards: Vec<_> = inodes.iter().map(|i| i.log.sync_state.lock()).collect();
         let mut snaps = Vec::with_capacity(inodes.len());
@@ -150,11 +155,11 @@ impl FsCore {
         for i in &inodes {
             i.log.clear_dirty();
             let incarnation = i.log.incarnation();
-            taken.clear();
             let marks = i.log.snapshot_for_sync(&mut taken, &mut false);
             snaps.push((marks, incarnation));
         }
-        if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() {
+        // `taken` holds data written in place even where no mark changes.
+        if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() && taken.is_empty() {
             return Ok(());
         }
         // Barrier 1: everything the marks will cover.
@@ -166,6 +171,15 @@ impl FsCore {
         }
         // Barrier 2: the marks.
         self.media.sync_blocks(&mut written)?;
+        // `sync_blocks` left `written` sorted.
+        for (i, (marks, _)) in inodes.iter().zip(&snaps) {
+            let confirmed: LogMarks = marks
+                .iter()
+                .filter(|m| written.binary_search(&m.1).is_ok())
+                .copied()
+                .collect();
+            i.log.confirm_footers(&confirmed);
+        }
         for (g, (_, incarnation)) in guards.iter_mut().zip(&snaps) {
             **g = (**g).max(*incarnation);
         }
@@ -176,9 +190,14 @@ impl FsCore {
 
     /// `fsync` of one inode: make what it changed durable, and its name if
     /// it was named since the last full sync (see the module comment).
-    pub fn sync_inode(&self, inode: &crate::inode::Inode) -> Result<()> {
+    /// `with_metadata` false is `fdatasync`: the mtime of writes made in
+    /// place is not logged (their data is made durable).
+    pub fn sync_inode(&self, inode: &crate::inode::Inode, with_metadata: bool) -> Result<()> {
         if !self.deferring() {
             return self.full_sync();
+        }
+        if with_metadata {
+            crate::file::log_unlogged_mtime(self, inode, true)?;
         }
         // A durability point reports a failed media or a shrunken pool
         // file even when this inode has nothing to sync.
@@ -228,6 +247,11 @@ impl FsCore {
                 .apply_marks(&self.media, &marks, order, &mut written)?;
             // Barrier 2: the marks.
             self.media.sync_blocks(&mut written)?;
+            let confirmed: LogMarks = marks
+                .into_iter()
+                .filter(|m| written.binary_search(&m.1).is_ok())
+                .collect();
+            inode.log.confirm_footers(&confirmed);
         } else {
             // One barrier: what the marks cover, and the marks.
             let order = MarkOrder::WithBarrier;
@@ -390,7 +414,10 @@ impl FsCore {
                             );
                             meta[i].checked = checked;
                         }
+                        // The mount fails unless the sync below completes.
                         meta[i].footer_durable = true;
+                        meta[i].mark_durable = checked;
+                        meta[i].checked_durable = checked;
                     }
                 });
             }

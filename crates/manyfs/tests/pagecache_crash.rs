@@ -644,21 +644,23 @@ fn one_barrier_fsync_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     stay_on_this_cpu();
     let (fs, obs) = fresh_observed(dir.path());
-    let f = write_file(&fs, "/a", &pattern(1, 0, 2 * PAGE), 0);
+    let f = write_file(&fs, "/a", &pattern(1, 0, 3 * PAGE), 0);
     f.sync_all().unwrap();
     let ino = f.metadata().unwrap().ino;
-    let mut want = pattern(1, 0, 2 * PAGE);
-    // 70 fsync'd overwrites: the log's tail page fills and a new one is
-    // linked on the way. Only the first append to a sub-log (a new head in
-    // the log array, one per CPU the thread runs on) needs two barriers.
+    let mut want = pattern(1, 0, 3 * PAGE);
+    // 70 fsync'd overwrites of two pages each (copy-on-write: only
+    // single-page writes go in place): the log's tail page fills and a new
+    // one is linked on the way. Only the first append to a sub-log (a new
+    // head in the log array, one per CPU the thread runs on) needs two
+    // barriers.
     let mut one_barrier = 0;
     for i in 0..70usize {
-        let data = pattern(1, 1 + (i % 14) as u8, PAGE);
+        let data = pattern(1, 1 + (i % 14) as u8, 2 * PAGE);
         let off = (i % 2) * PAGE;
         let before = obs.image();
         f.write_all_at(&data, off as u64).unwrap();
         f.sync_all().unwrap();
-        want[off..off + PAGE].copy_from_slice(&data);
+        want[off..off + 2 * PAGE].copy_from_slice(&data);
         one_barrier += usize::from(synced_with_one_barrier(&before, &obs.image(), ino));
     }
     assert!(
@@ -690,8 +692,10 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     stay_on_this_cpu();
     let dir = tempfile::tempdir().unwrap();
     let (fs, obs) = fresh_observed(dir.path());
-    let a0 = pattern(1, 0, PAGE);
-    let a1 = pattern(1, 1, PAGE);
+    // Two pages each: a multi-page write is always copy-on-write (a
+    // single page written before would be overwritten in place).
+    let a0 = pattern(1, 0, 2 * PAGE);
+    let a1 = pattern(1, 1, 2 * PAGE);
     let fa = write_file(&fs, "/a", &a0, 0);
     fa.sync_all().unwrap();
     // Fill every free block with /b's bytes, make that durable, free it.
@@ -700,6 +704,9 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     let mut off = 0u64;
     while fb.write_all_at(&chunk, off).is_ok() {
         off += chunk.len() as u64;
+    }
+    while fb.write_all_at(&chunk[..PAGE], off).is_ok() {
+        off += PAGE as u64;
     }
     drop(fb);
     fs.sync().unwrap();
@@ -724,16 +731,24 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     let data: Vec<usize> = differing
         .iter()
         .copied()
-        .filter(|&p| page(&after, p) == a1)
+        .filter(|&p| page(&after, p) == a1[..PAGE])
         .collect();
-    assert_eq!(data.len(), 1, "differing pages {differing:?}");
-    assert!(
-        page(&before, data[0]).iter().all(|&b| b == chunk[0]),
-        "the new data block did not hold /b's old bytes"
-    );
-    // The torn image: everything of the fsync but its data block.
+    assert_eq!(data.len(), 2, "differing pages {differing:?}");
+    let foreign = data
+        .iter()
+        .copied()
+        .find(|&d| page(&before, d).iter().all(|&b| b == chunk[0]))
+        .unwrap_or_else(|| {
+            panic!(
+                "no new data block held /b's old bytes: {:?}",
+                data.iter()
+                    .map(|&d| page(&before, d)[0])
+                    .collect::<Vec<_>>()
+            )
+        });
+    // The torn image: everything of the fsync but that data block.
     let mut torn = after.clone();
-    torn[data[0] * PAGE..(data[0] + 1) * PAGE].copy_from_slice(&page(&before, data[0]));
+    torn[foreign * PAGE..(foreign + 1) * PAGE].copy_from_slice(&page(&before, foreign));
     let scratch = tempfile::tempdir().unwrap();
     let pool = scratch.path().join("pool");
     std::fs::write(&pool, &torn).unwrap();
@@ -760,6 +775,87 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     expect.owners.insert("/a".into(), [1].into());
     power_cuts(&before, &after, &expect, 42);
     drop(fa);
+}
+
+/// (d) Single-page overwrites in place: once a page was overwritten and
+/// that overwrite synced, later overwrites write the page's data block
+/// itself. Each `fdatasync` then changes exactly that block in the durable
+/// image (no log page), 300 of them link no log page, every power cut
+/// after an unsynced overwrite shows one whole version with no foreign
+/// bytes, `fsync` makes the mtime durable, and a remount reads the newest
+/// data.
+#[test]
+fn single_page_overwrites_go_in_place() {
+    stay_on_this_cpu();
+    let dir = tempfile::tempdir().unwrap();
+    let (fs, obs) = fresh_observed(dir.path());
+    let f = write_file(&fs, "/a", &pattern(1, 0, 2 * PAGE), 0);
+    f.sync_data().unwrap();
+    let mut want = pattern(1, 0, 2 * PAGE);
+    // The page's second version: copy-on-write, synced with one barrier.
+    f.write_all_at(&pattern(1, 1, PAGE), 0).unwrap();
+    f.sync_data().unwrap();
+    want[..PAGE].copy_from_slice(&pattern(1, 1, PAGE));
+    let ino = f.metadata().unwrap().ino;
+    let log_before = log_pages(&obs.image(), ino);
+    let page = |img: &[u8], p: usize| img[p * PAGE..(p + 1) * PAGE].to_vec();
+    for i in 0..300usize {
+        let data = pattern(1, 2 + (i % 13) as u8, PAGE);
+        let before = obs.image();
+        f.write_all_at(&data, 0).unwrap();
+        f.sync_data().unwrap();
+        want[..PAGE].copy_from_slice(&data);
+        let after = obs.image();
+        let differing: Vec<usize> = (0..after.len() / PAGE)
+            .filter(|&p| page(&before, p) != page(&after, p))
+            .collect();
+        // The first one also settles the page's entry (its log page's
+        // checked count); the pattern repeats every 13, so a later one may
+        // write the bytes the block already held.
+        if i > 0 && i % 13 != 0 {
+            assert_eq!(
+                differing.len(),
+                1,
+                "overwrite {i}: pages {differing:?} changed"
+            );
+            assert_eq!(page(&after, differing[0]), data, "overwrite {i}");
+        }
+    }
+    let log_after = log_pages(&obs.image(), ino);
+    assert_eq!(
+        log_after.iter().map(|p| p.0).collect::<Vec<_>>(),
+        log_before.iter().map(|p| p.0).collect::<Vec<_>>(),
+        "in-place overwrites changed the log's pages"
+    );
+    // An unsynced partial overwrite, and a new file that may take freed
+    // blocks: every power cut shows the synced or the new version of /a.
+    let durable = obs.image();
+    f.write_all_at(&pattern(1, 9, 100), 50).unwrap();
+    let mut later = want.clone();
+    later[50..150].copy_from_slice(&pattern(1, 9, 100));
+    let _g = write_file(&fs, "/g", &pattern(2, 0, PAGE), 0);
+    let current = read_pool(dir.path());
+    let mut expect = Expect::default();
+    expect.one_of.insert("/a".into(), vec![want, later.clone()]);
+    expect.owners.insert("/a".into(), [1].into());
+    expect.owners.insert("/g".into(), [2].into());
+    power_cuts(&durable, &current, &expect, 43);
+    // fsync (not fdatasync) logs the mtime the overwrites left.
+    let mtime = f.metadata().unwrap().mtime;
+    f.sync_all().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let pool = scratch.path().join("pool");
+    std::fs::write(&pool, obs.image()).unwrap();
+    let cut = Fs::mount(&pool, &opts()).unwrap();
+    assert_eq!(cut.read("/a").unwrap(), later);
+    assert_eq!(cut.metadata("/a").unwrap().mtime, mtime);
+    cut.unmount().unwrap();
+    drop((f, _g));
+    fs.unmount().unwrap();
+    let fs = Fs::mount(&dir.path().join("pool"), &opts()).unwrap();
+    assert_eq!(fs.read("/a").unwrap(), later);
+    assert_eq!(fs.metadata("/a").unwrap().mtime, mtime);
+    assert!(fs.verify().unwrap().is_empty());
 }
 
 /// (c) A pool written before data checksums and checked counts (commit

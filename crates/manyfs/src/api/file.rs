@@ -133,13 +133,15 @@ impl File {
     /// created (or linked) since the last full sync. In `file` mode this
     /// writes back only what this file changed (and, then, its directory).
     pub fn sync_all(&self) -> Result<()> {
-        self.handle.core.sync_inode(&self.handle.inode)
+        self.handle.core.sync_inode(&self.handle.inode, true)
     }
 
-    /// Make the file's data durable (the same as [`File::sync_all`]: sizes
-    /// and attributes live in the same log).
+    /// Make the file's data durable, and its size and attributes as far
+    /// as they share the data's log entries; the modification time of
+    /// single-page overwrites made in place (`file` mode) may be older
+    /// after a power cut, as `fdatasync` allows.
     pub fn sync_data(&self) -> Result<()> {
-        self.handle.core.sync_inode(&self.handle.inode)
+        self.handle.core.sync_inode(&self.handle.inode, false)
     }
 
     /// Attributes.

@@ -105,6 +105,11 @@ fn write_locked(
     let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
     let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
 
+    if first_pg == last_pg && end <= size_now && overwrite_in_place(core, inode, buf, off, old[0])?
+    {
+        return Ok(buf.len());
+    }
+
     // Allocate new pages (possibly in several extents).
     let mut extents: SmallVec<[(u64, u64); 2]> = SmallVec::new();
     let mut got = 0;
@@ -241,6 +246,44 @@ fn write_locked(
     Ok(buf.len())
 }
 
+/// `file` mode: write `buf` (inside one page, below the end of file) into
+/// the page's current data block instead of a copy, if that is safe;
+/// returns whether it did.
+///
+/// The page cache writes a 4 KiB page back whole, so after a power cut the
+/// page holds the old bytes or the new ones, like a copy-on-write page whose
+/// entry did or did not count; the block already belongs to this file in
+/// every state recovery can return to, so no other file's bytes can show.
+/// What stands in the way is the checksum the page's write entry carries:
+/// recovery verifies it unless a durable checked count covers the entry
+/// (`InodeLog::settle_for_overwrite`). A page overwritten before (version 2
+/// or more) is worth one barrier to settle its entry, after which every
+/// overwrite and `fdatasync` costs one 4 KiB write instead of two (the data
+/// copy and the log page); a page written once stays copy-on-write until a
+/// full sync settles it. No entry is appended: the sync makes the block
+/// durable, and the mtime is logged by the next full sync or `fsync`.
+fn overwrite_in_place(
+    core: &FsCore,
+    inode: &Inode,
+    buf: &[u8],
+    off: u64,
+    current: PageMapping,
+) -> Result<bool> {
+    if !core.deferring()
+        || current.block == 0
+        || !inode
+            .log
+            .settle_for_overwrite(core, current.entry, current.version >= 2)?
+    {
+        return Ok(false);
+    }
+    core.media.nt_copy(current.block * PAGE + off % PAGE, buf)?;
+    inode
+        .log
+        .note_overwrite(core, current.block, crate::time::now_ns());
+    Ok(true)
+}
+
 /// Attribute changes for [`set_attrs`].
 #[derive(Debug, Clone, Default)]
 pub struct AttrChange {
@@ -363,7 +406,34 @@ pub fn kill_setid(core: &FsCore, inode: &Inode) -> Result<bool> {
 /// with it: one attribute entry carrying the current attributes and the
 /// mtime memory shows (the maximum over the sub-logs).
 fn log_write_mtime(core: &FsCore, inode: &Inode, mtime_ns: u64) -> Result<()> {
-    let mut attrs = inode.attrs.lock();
+    log_mtime_locked(core, inode, inode.attrs.lock(), mtime_ns)
+}
+
+/// Log the mtime that writes in place left unlogged, if any
+/// (`InodeLog::take_unlogged_mtime`). Without `wait`, an attribute mutex
+/// held elsewhere (a full sync run by an allocator that ran dry, perhaps
+/// under it) leaves the mtime for a later sync instead.
+pub(crate) fn log_unlogged_mtime(core: &FsCore, inode: &Inode, wait: bool) -> Result<()> {
+    if !inode.log.take_unlogged_mtime() {
+        return Ok(());
+    }
+    let attrs = if wait {
+        inode.attrs.lock()
+    } else if let Some(a) = inode.attrs.try_lock() {
+        a
+    } else {
+        inode.log.mark_mtime_unlogged();
+        return Ok(());
+    };
+    log_mtime_locked(core, inode, attrs, 0)
+}
+
+fn log_mtime_locked(
+    core: &FsCore,
+    inode: &Inode,
+    mut attrs: parking_lot::MutexGuard<'_, crate::inode::Attrs>,
+    mtime_ns: u64,
+) -> Result<()> {
     let mtime = attrs.mtime_ns.max(inode.log.last_mtime_ns()).max(mtime_ns);
     let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
     let size = inode.file.as_ref().map_or(0, FileData::size);

@@ -70,6 +70,13 @@ pub struct PageMeta {
     pub checked: u32,
     /// Whether the page's footer is known to be durable.
     pub footer_durable: bool,
+    /// The mark a completed barrier made durable together with everything
+    /// it covers (0: none known). Entries below it have their data on disk.
+    pub mark_durable: u32,
+    /// The checked count a completed barrier made durable (0: none known).
+    /// Recovery never verifies an entry below it, so the data block of such
+    /// an entry may be overwritten in place (`InodeLog::settle_for_overwrite`).
+    pub checked_durable: u32,
 }
 
 impl PageMeta {
@@ -240,13 +247,70 @@ impl InodeLog {
         })
     }
 
-    /// After the barrier of a [`MarkOrder::WithBarrier`] sync completed:
-    /// the footers of the pages in `marks` are durable.
+    /// After a barrier that wrote the footers of the pages in `marks`
+    /// completed: those footers, with the mark and checked count stored in
+    /// them, are durable.
     pub fn confirm_footers(&self, marks: &LogMarks) {
         let _ = self.each_marked_page(marks, |meta, _, _| {
             meta.footer_durable = true;
+            meta.mark_durable = meta.marked & !MARK_SEALED;
+            meta.checked_durable = meta.checked;
             Ok(())
         });
+    }
+
+    /// Whether the data block of the entry at `loc` may be overwritten in
+    /// place, in `file` mode: only if recovery will never verify that
+    /// entry's checksum (its slot is below a durable checked count), since
+    /// an overwritten block no longer matches it. If the entry is not there
+    /// yet but a completed sync made it durable, and `raise` is set, this
+    /// stores the page's checked count up to its durable mark and makes it
+    /// durable (one barrier over that page) first. Holds the log's sync
+    /// mutex for that, so no sync of this log runs meanwhile.
+    pub fn settle_for_overwrite(
+        &self,
+        space: &dyn LogSpace,
+        loc: super::EntryLoc,
+        raise: bool,
+    ) -> Result<bool> {
+        let media = space.media();
+        let (page, slot) = (super::loc_page(loc), super::loc_slot(loc) as u32);
+        let Some(idx) = self.sublog_of(media, page) else {
+            return Ok(false);
+        };
+        let meta_of = |sub: &super::SubLog| Self::find_page(media, sub, page).map(|i| sub.meta[i]);
+        match meta_of(&lock(&self.sublogs[idx])) {
+            Some(m) if m.checked_durable > slot => return Ok(true),
+            Some(m) if raise && m.mark_durable > slot => {}
+            _ => return Ok(false),
+        }
+        let _sync = self.sync_state.lock();
+        let target = {
+            let mut sub = lock(&self.sublogs[idx]);
+            let Some(i) = Self::find_page(media, &sub, page) else {
+                return Ok(false);
+            };
+            let meta = &mut sub.meta[i];
+            if meta.checked_durable > slot {
+                return Ok(true);
+            }
+            if meta.mark_durable <= slot {
+                return Ok(false);
+            }
+            let target = meta.mark_durable;
+            if meta.checked < target {
+                media.store(checked_offset(page), &target.to_le_bytes())?;
+                meta.checked = target;
+            }
+            target
+        };
+        media.sync_blocks(&mut vec![page])?;
+        let mut sub = lock(&self.sublogs[idx]);
+        if let Some(i) = Self::find_page(media, &sub, page) {
+            let meta = &mut sub.meta[i];
+            meta.checked_durable = meta.checked_durable.max(target);
+        }
+        Ok(true)
     }
 
     /// Call `f(meta, page, mark)` for each page of `marks` still in its

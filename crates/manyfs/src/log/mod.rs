@@ -181,6 +181,9 @@ pub struct InodeLog {
     next_seq: AtomicU64,
     /// Set when the log has state not yet made durable by a sync.
     dirty: std::sync::atomic::AtomicBool,
+    /// Set when a write in place changed the file's mtime without an
+    /// entry: the next full sync or `fsync` logs the mtime.
+    mtime_unlogged: std::sync::atomic::AtomicBool,
     /// Number of compactions (deferred releases of older entries are void).
     incarnation: AtomicU64,
     /// Block of the log array (changes only when the log is rewritten).
@@ -218,6 +221,7 @@ impl InodeLog {
             generation: 0,
             next_seq: AtomicU64::new(1),
             dirty: std::sync::atomic::AtomicBool::new(false),
+            mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
             array_block: AtomicU64::new(array_block),
             sublogs: subs
@@ -264,6 +268,33 @@ impl InodeLog {
             .map(|s| lock(s).last_mtime_ns)
             .max()
             .unwrap_or(0)
+    }
+
+    /// Record a write in place of data block `block` (`file` mode): the
+    /// next sync of this log makes the block durable, and `mtime_ns`
+    /// becomes the sub-log's newest write time, to be logged by the next
+    /// full sync or `fsync` ([`InodeLog::take_unlogged_mtime`]).
+    pub fn note_overwrite(&self, space: &dyn LogSpace, block: u64, mtime_ns: u64) {
+        let mut sub = lock(&self.sublogs[self.home_sublog()]);
+        note_unsynced(&mut sub.unsynced, block, block + 1);
+        sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
+        self.mtime_unlogged
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.note_dirty(space);
+    }
+
+    /// Note again that the mtime is not logged (a sync that took the flag
+    /// could not log it).
+    pub fn mark_mtime_unlogged(&self) {
+        self.mtime_unlogged
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a write in place changed the mtime since it was last logged
+    /// (clears the flag: the caller logs it).
+    pub fn take_unlogged_mtime(&self) -> bool {
+        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+        self.mtime_unlogged.load(Relaxed) && self.mtime_unlogged.swap(false, AcqRel)
     }
 
     /// Forget write mtimes (after utimes set an explicit time).
@@ -596,6 +627,10 @@ impl InodeLog {
                 marked: m,
                 checked: m & !MARK_SEALED,
                 footer_durable: space.keeps_marks(),
+                // Not durable until the switch to this log is: the old
+                // log's entries are what recovery would read.
+                mark_durable: 0,
+                checked_durable: 0,
             })
             .collect();
         guards[0].pages = pages;

@@ -232,6 +232,8 @@ impl Chain<'_> {
             marked: mark,
             checked: checked_raw,
             footer_durable: true,
+            mark_durable: checked_raw,
+            checked_durable: checked_raw,
         });
         let next = le_u64(footer, 0);
         if torn {

@@ -328,9 +328,9 @@ impl Media {
     }
 
     fn fail_shrunk(&self) {
-        let now = self._file.metadata().map_or_else(
+        let now = self.file_len().map_or_else(
             |e| format!("cannot stat it: {e}"),
-            |m| format!("{} bytes now", m.len()),
+            |len| format!("{len} bytes now"),
         );
         self.fail(format!(
             "the pool file lost pages under its mapping of {} bytes ({now}); \
@@ -339,16 +339,24 @@ impl Media {
         ));
     }
 
+    /// The pool file's current length. `lseek(SEEK_END)`, not `fstat`: a
+    /// `stat` of the file marks its change counter as queried, and the next
+    /// write then dirties the inode so that every later `msync` also writes
+    /// the inode (measured: +40 us per `fdatasync`-like sync on ext4).
+    fn file_len(&self) -> std::io::Result<u64> {
+        use std::io::Seek;
+        (&self._file).seek(std::io::SeekFrom::End(0))
+    }
+
     /// Err(EIO) when the pool file is now shorter than its mapping (another
     /// process truncated it): fails the media.
     pub fn check_size(&self) -> Result<()> {
-        match self._file.metadata() {
-            Ok(m) if m.len() >= self.len as u64 => Ok(()),
-            Ok(m) => {
+        match self.file_len() {
+            Ok(len) if len >= self.len as u64 => Ok(()),
+            Ok(len) => {
                 self.fail(format!(
-                    "the pool file shrank from {} to {} bytes while mounted",
+                    "the pool file shrank from {} to {len} bytes while mounted",
                     self.len,
-                    m.len()
                 ));
                 Err(self.failure_error())
             }
