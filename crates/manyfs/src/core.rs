@@ -9,6 +9,7 @@ use crate::log::{InodeLog, LogSpace, SubLog};
 use crate::media::Media;
 use crate::options::MountOptions;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::topology::Topology;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,8 +62,10 @@ pub struct FsCore {
     pub namespace_lock: Mutex<()>,
     /// Next cross-directory rename transaction id.
     pub next_txid: AtomicU64,
-    /// Sub-logs per file log.
+    /// Sub-logs per file log: one per CPU of the topology.
     pub file_sublogs: usize,
+    /// The topology per-CPU structures are sized by.
+    pub topology: Topology,
     /// Deferred frees, dirty inodes and syncs of `file` mode.
     pub sync_engine: crate::alloc::deferred::SyncEngine,
     /// `file` mode: inodes named since the last full sync, and where.
@@ -126,7 +129,10 @@ impl LogSpace for FsCore {
 impl FsCore {
     /// A core with every data block in use and no inodes (recovery fills it).
     pub fn new(media: Media, sb: Superblock, opts: MountOptions) -> FsCore {
-        let pools = crate::cpu::count();
+        // `MountOptions::validate` already reported a bad topology.
+        let topology =
+            Topology::resolve(opts.topology).unwrap_or_else(|_| Topology::system().clone());
+        let pools = topology.cpu_count();
         FsCore {
             blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
@@ -139,7 +145,8 @@ impl FsCore {
                 .collect(),
             namespace_lock: Mutex::new(()),
             next_txid: AtomicU64::new(1),
-            file_sublogs: crate::cpu::count().clamp(1, MAX_SUBLOGS),
+            file_sublogs: pools.clamp(1, MAX_SUBLOGS),
+            topology,
             sync_engine: Default::default(),
             named: Default::default(),
         }
@@ -220,8 +227,13 @@ impl FsCore {
             attr_entries: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
                 .with_identity(rec.generation, self.sb.mount_epoch << 32),
-            file: (rec.kind != FileKind::Dir)
-                .then(|| FileData::new(&self.opts, self.sb.total_blocks * BLOCK_SIZE)),
+            file: (rec.kind != FileKind::Dir).then(|| {
+                FileData::new(
+                    &self.opts,
+                    self.sb.total_blocks * BLOCK_SIZE,
+                    self.topology.cpu_count(),
+                )
+            }),
             dir: (rec.kind == FileKind::Dir).then(DirData::default),
             setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),

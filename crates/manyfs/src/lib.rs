@@ -63,6 +63,7 @@ mod sync_engine;
 #[cfg(test)]
 mod test_support;
 mod time;
+mod topology;
 mod xattr;
 
 pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, Rename, SetAttr, StatFs};
@@ -71,4 +72,5 @@ pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
 pub use options::{MkfsOptions, MountOptions};
+pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

@@ -17,6 +17,9 @@ pub struct MountOptions {
     /// `file` mode: how often a background thread makes everything durable
     /// (like ext4's `commit=`); zero turns it off. Other modes ignore it.
     pub commit_interval: std::time::Duration,
+    /// The NUMA topology per-CPU structures are sized and placed by: the
+    /// machine's (or the one `MANYFS_TOPOLOGY` names), or an emulated one.
+    pub topology: crate::topology::TopologySpec,
 }
 
 impl Default for MountOptions {
@@ -27,6 +30,7 @@ impl Default for MountOptions {
             durability: Durability::default(),
             read_only: false,
             commit_interval: std::time::Duration::from_secs(5),
+            topology: crate::topology::TopologySpec::System,
         }
     }
 }
@@ -43,6 +47,8 @@ impl MountOptions {
                 self.segment_size
             )));
         }
+        // A bad `MANYFS_TOPOLOGY` is an error here, not at first use.
+        crate::topology::Topology::resolve(self.topology)?;
         Ok(())
     }
 }

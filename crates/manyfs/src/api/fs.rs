@@ -110,6 +110,13 @@ impl Fs {
         &self.core.opts
     }
 
+    /// The topology this mount sizes its per-CPU structures by (the
+    /// machine's, or the emulated one the options or `MANYFS_TOPOLOGY`
+    /// named).
+    pub fn topology(&self) -> &crate::Topology {
+        &self.core.topology
+    }
+
     /// Make all written data durable (a durability point in `file` mode).
     pub fn sync(&self) -> Result<()> {
         self.core.sync()

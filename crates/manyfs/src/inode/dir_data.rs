@@ -82,7 +82,9 @@ impl Default for DirData {
 /// Shards per directory: a few per CPU, so two threads rarely meet in one,
 /// at most 32 (a directory's shards cost 128 bytes each).
 fn default_shards() -> usize {
-    (crate::cpu::count() * 4).next_power_of_two().clamp(8, 32)
+    (crate::topology::Topology::system().cpu_count() * 4)
+        .next_power_of_two()
+        .clamp(8, 32)
 }
 
 impl DirData {

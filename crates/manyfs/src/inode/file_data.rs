@@ -27,13 +27,14 @@ pub struct FileData {
 }
 
 impl FileData {
-    /// Empty file state for a mount with `opts`; `max_bytes` bounds offsets.
-    pub fn new(opts: &MountOptions, max_bytes: u64) -> FileData {
+    /// Empty file state for a mount with `opts` whose topology has `cpus`
+    /// CPUs; `max_bytes` bounds offsets.
+    pub fn new(opts: &MountOptions, max_bytes: u64, cpus: usize) -> FileData {
         FileData {
             size: CachePadded::new(AtomicU64::new(0)),
             index: FileIndex::new(),
             lock: opts.lock.build(opts.segment_size, max_bytes),
-            truncate_lock: BigReaderLock::new(crate::cpu::count()),
+            truncate_lock: BigReaderLock::new(cpus),
             append_lock: Mutex::new(()),
             size_definer: Mutex::new(None),
         }

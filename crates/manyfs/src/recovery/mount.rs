@@ -31,7 +31,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
         sb.mount_epoch += 1;
     }
     let mut core = FsCore::new(media, sb.clone(), opts);
-    let pools = crate::cpu::count();
+    let pools = core.topology.cpu_count();
     let blocks = BlockAllocator::new(sb.data_start, sb.total_blocks, pools);
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
