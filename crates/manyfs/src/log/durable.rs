@@ -176,8 +176,8 @@ impl InodeLog {
     /// are written (or it failed), so two syncs of one log never overlap.
     pub fn snapshot_for_sync(&self, blocks: &mut Vec<(u64, u64)>, ordered: &mut bool) -> LogMarks {
         let mut out = Vec::new();
-        for (idx, m) in self.sublogs.iter().enumerate() {
-            let mut sub = lock(m);
+        for (idx, slot) in self.existing() {
+            let mut sub = lock(&slot.log);
             // Keep the sub-log's capacity: the next append reuses it.
             blocks.extend_from_slice(&sub.unsynced);
             sub.unsynced.clear();
@@ -279,14 +279,14 @@ impl InodeLog {
             return Ok(false);
         };
         let meta_of = |sub: &super::SubLog| Self::find_page(media, sub, page).map(|i| sub.meta[i]);
-        match meta_of(&lock(&self.sublogs[idx])) {
+        match meta_of(&lock(self.sub(idx))) {
             Some(m) if m.checked_durable > slot => return Ok(true),
             Some(m) if raise && m.mark_durable > slot => {}
             _ => return Ok(false),
         }
         let _sync = self.sync_state.lock();
         let target = {
-            let mut sub = lock(&self.sublogs[idx]);
+            let mut sub = lock(self.sub(idx));
             let Some(i) = Self::find_page(media, &sub, page) else {
                 return Ok(false);
             };
@@ -305,7 +305,7 @@ impl InodeLog {
             target
         };
         media.sync_blocks(&mut vec![page])?;
-        let mut sub = lock(&self.sublogs[idx]);
+        let mut sub = lock(self.sub(idx));
         if let Some(i) = Self::find_page(media, &sub, page) {
             let meta = &mut sub.meta[i];
             meta.checked_durable = meta.checked_durable.max(target);
@@ -323,7 +323,7 @@ impl InodeLog {
         let mut i = 0;
         while i < marks.len() {
             let idx = marks[i].0;
-            let mut sub = lock(&self.sublogs[idx]);
+            let mut sub = lock(self.sub(idx));
             let mut hint = 0;
             while i < marks.len() && marks[i].0 == idx {
                 let (_, page, mark) = marks[i];
@@ -344,7 +344,7 @@ impl InodeLog {
     /// Record that the block ranges `ranges` must be durable before the
     /// next marks of this log (as an append records its own).
     pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
-        let mut sub = lock(&self.sublogs[0]);
+        let mut sub = lock(self.sub(0));
         // Another log's blocks: checksums cannot verify them at mount.
         sub.ordered_deps |= !ranges.is_empty();
         for &(s, e) in ranges {
@@ -354,8 +354,8 @@ impl InodeLog {
 
     /// Sub-log states for the end of a mount: (index, pages, metas, next slot).
     pub fn for_each_sublog(&self, mut f: impl FnMut(usize, &[u64], &mut [PageMeta], u64)) {
-        for (idx, m) in self.sublogs.iter().enumerate() {
-            let mut sub = lock(m);
+        for (idx, slot) in self.existing() {
+            let mut sub = lock(&slot.log);
             let sub = &mut *sub;
             f(idx, &sub.pages, &mut sub.meta, sub.next_slot);
         }

@@ -28,6 +28,7 @@ use crate::error::Result;
 use crate::layout::*;
 use crate::media::Media;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use once_cell::race::OnceBox;
 use smallvec::SmallVec;
 
 /// Where an entry lives: `log page block * 64 + slot`.
@@ -188,17 +189,53 @@ pub struct InodeLog {
     incarnation: AtomicU64,
     /// Block of the log array (changes only when the log is rewritten).
     array_block: AtomicU64,
-    sublogs: Box<[crossbeam_utils::CachePadded<Mutex<SubLog>>]>,
-    /// Per sub-log: log pages whose live count dropped to zero and await
-    /// unlinking.
-    dead: Box<[crossbeam_utils::CachePadded<DeadList>]>,
+    /// One slot per CPU of the topology, created by the first append from
+    /// that CPU (or by recovery): an inode costs one pointer per CPU until
+    /// a CPU writes to it.
+    sublogs: Box<[OnceBox<SubLogSlot>]>,
     /// Serialises syncs of this inode; holds the log incarnation the last
     /// sync made durable (a compaction since then switched the inode
     /// record to a new log array).
     pub(crate) sync_state: parking_lot::Mutex<u64>,
 }
 
+/// One sub-log's state and its dead-page candidates, each on its own cache
+/// lines.
+#[derive(Default)]
+struct SubLogSlot {
+    log: crossbeam_utils::CachePadded<Mutex<SubLog>>,
+    /// Log pages whose live count dropped to zero and await unlinking.
+    dead: crossbeam_utils::CachePadded<DeadList>,
+}
+
+impl SubLogSlot {
+    fn with(sub: SubLog) -> Box<Self> {
+        Box::new(SubLogSlot {
+            log: crossbeam_utils::CachePadded::new(Mutex::new(sub)),
+            dead: Default::default(),
+        })
+    }
+}
+
 impl InodeLog {
+    /// Sub-log `idx`'s slot, created empty if no CPU used it yet.
+    fn slot(&self, idx: usize) -> &SubLogSlot {
+        self.sublogs[idx].get_or_init(|| SubLogSlot::with(SubLog::default()))
+    }
+
+    /// Sub-log `idx`'s state (created empty if needed).
+    fn sub(&self, idx: usize) -> &Mutex<SubLog> {
+        &self.slot(idx).log
+    }
+
+    /// The sub-logs that exist, with their indexes, in index order.
+    fn existing(&self) -> impl Iterator<Item = (usize, &SubLogSlot)> {
+        self.sublogs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.get().map(|s| (i, s)))
+    }
+
     /// A log whose sub-logs are as recovered (or empty).
     pub fn new(
         ino: u64,
@@ -209,13 +246,10 @@ impl InodeLog {
         let n = nsublogs
             .clamp(1, MAX_SUBLOGS)
             .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
-        let mut subs: Vec<SubLog> = (0..n).map(|_| SubLog::default()).collect();
+        let sublogs: Box<[OnceBox<SubLogSlot>]> = (0..n).map(|_| OnceBox::new()).collect();
         for (i, s) in recovered {
-            subs[i] = s;
+            let _ = sublogs[i].set(SubLogSlot::with(s));
         }
-        let dead = (0..n)
-            .map(|_| crossbeam_utils::CachePadded::new(DeadList::default()))
-            .collect();
         InodeLog {
             ino,
             generation: 0,
@@ -224,11 +258,7 @@ impl InodeLog {
             mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
             array_block: AtomicU64::new(array_block),
-            sublogs: subs
-                .into_iter()
-                .map(|s| crossbeam_utils::CachePadded::new(Mutex::new(s)))
-                .collect(),
-            dead,
+            sublogs,
             sync_state: parking_lot::Mutex::new(0),
         }
     }
@@ -263,9 +293,8 @@ impl InodeLog {
 
     /// Newest write mtime over all sub-logs.
     pub fn last_mtime_ns(&self) -> u64 {
-        self.sublogs
-            .iter()
-            .map(|s| lock(s).last_mtime_ns)
+        self.existing()
+            .map(|(_, s)| lock(&s.log).last_mtime_ns)
             .max()
             .unwrap_or(0)
     }
@@ -275,7 +304,7 @@ impl InodeLog {
     /// becomes the sub-log's newest write time, to be logged by the next
     /// full sync or `fsync` ([`InodeLog::take_unlogged_mtime`]).
     pub fn note_overwrite(&self, space: &dyn LogSpace, block: u64, mtime_ns: u64) {
-        let mut sub = lock(&self.sublogs[self.home_sublog()]);
+        let mut sub = lock(self.sub(self.home_sublog()));
         note_unsynced(&mut sub.unsynced, block, block + 1);
         sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
         self.mtime_unlogged
@@ -299,23 +328,23 @@ impl InodeLog {
 
     /// Forget write mtimes (after utimes set an explicit time).
     pub fn reset_mtime(&self) {
-        for s in self.sublogs.iter() {
-            lock(s).last_mtime_ns = 0;
+        for (_, s) in self.existing() {
+            lock(&s.log).last_mtime_ns = 0;
         }
     }
 
     /// Every block the log owns (array, pages), for freeing the inode.
     pub fn owned_blocks(&self) -> Vec<u64> {
         let mut v = vec![self.array_block()];
-        for s in self.sublogs.iter() {
-            v.extend_from_slice(&lock(s).pages);
+        for (_, s) in self.existing() {
+            v.extend_from_slice(&lock(&s.log).pages);
         }
         v
     }
 
     /// Log pages in use, summed over sub-logs.
     pub fn page_count(&self) -> usize {
-        self.sublogs.iter().map(|s| lock(s).pages.len()).sum()
+        self.existing().map(|(_, s)| lock(&s.log).pages.len()).sum()
     }
 
     /// Append `entries` (each with the number of live references it starts
@@ -354,13 +383,9 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let mut sub = lock(&self.sublogs[sublog % self.sublogs.len()]);
-        if sub.dead_held > 0
-            || self.dead[sublog % self.sublogs.len()]
-                .fresh
-                .load(Ordering::Relaxed)
-                > 0
-        {
+        let slot = self.slot(sublog % self.sublogs.len());
+        let mut sub = lock(&slot.log);
+        if sub.dead_held > 0 || slot.dead.fresh.load(Ordering::Relaxed) > 0 {
             self.collect_dead_pages(space, sublog % self.sublogs.len(), &mut sub)?;
         }
 
@@ -603,8 +628,10 @@ impl InodeLog {
         }
 
         // Switch the DRAM state and retire the old log.
+        // The new chain is sub-log 0's.
+        self.slot(0);
         let mut guards: Vec<MutexGuard<'_, SubLog>> =
-            self.sublogs.iter().map(|s| lock(s)).collect();
+            self.existing().map(|(_, s)| lock(&s.log)).collect();
         let mut old = vec![self.array_block()];
         for g in guards.iter_mut() {
             old.append(&mut g.pages);
@@ -613,9 +640,9 @@ impl InodeLog {
             g.dead_held = 0;
             g.dead_skip = 0;
         }
-        for d in self.dead.iter() {
-            lock(&d.pages).clear();
-            d.fresh.store(0, Ordering::Relaxed);
+        for (_, s) in self.existing() {
+            lock(&s.dead.pages).clear();
+            s.dead.fresh.store(0, Ordering::Relaxed);
         }
         guards[0].meta = seqs
             .iter()
@@ -662,7 +689,7 @@ impl InodeLog {
             if prev == n
                 && let Some(idx) = self.sublog_of(space.media(), loc_page(loc))
             {
-                let d = &self.dead[idx];
+                let d = &self.slot(idx).dead;
                 lock(&d.pages).push(loc_page(loc));
                 d.fresh.fetch_add(1, Ordering::Release);
             }
@@ -695,7 +722,7 @@ impl InodeLog {
     /// before the page is freed, so recovery can never follow a pointer into
     /// a reused page.
     fn collect_dead_pages(&self, space: &dyn LogSpace, idx: usize, sub: &mut SubLog) -> Result<()> {
-        let list = &self.dead[idx];
+        let list = &self.slot(idx).dead;
         if list.fresh.swap(0, Ordering::Acquire) == 0 && sub.dead_skip > 0 {
             sub.dead_skip -= 1;
             return Ok(());
