@@ -3,7 +3,7 @@
 
 use crate::alloc::{BlockAllocator, InodeAllocator, Purpose};
 use crate::error::{Error, Result};
-use crate::inode::{Attrs, DirData, FileData, Inode};
+use crate::inode::{Attrs, FileData, Inode};
 use crate::layout::*;
 use crate::log::{InodeLog, LogSpace, SubLog};
 use crate::media::Media;
@@ -228,13 +228,13 @@ impl FsCore {
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
                 .with_identity(rec.generation, self.sb.mount_epoch << 32),
             file: (rec.kind != FileKind::Dir).then(|| {
-                FileData::new(
+                Box::new(FileData::new(
                     &self.opts,
                     self.sb.total_blocks * BLOCK_SIZE,
                     self.topology.cpu_count(),
-                )
+                ))
             }),
-            dir: (rec.kind == FileKind::Dir).then(DirData::default),
+            dir: (rec.kind == FileKind::Dir).then(Box::default),
             setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),

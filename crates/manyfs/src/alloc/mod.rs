@@ -190,21 +190,53 @@ impl BlockAllocator {
     }
 }
 
-/// Per-CPU pools of free inode numbers.
+/// Free inode numbers of one pool: half-open runs, the next to hand out
+/// last (its lowest number first), and how many numbers they hold.
+#[derive(Default)]
+struct InodeRuns {
+    runs: Vec<(u64, u64)>,
+    count: u64,
+}
+
+/// Numbers dealt to each pool at a time at mount: pools get runs, not
+/// single numbers, so a pool of a million free inodes is a few hundred
+/// runs, not a million-entry list.
+const INODE_CHUNK: u64 = 1024;
+
+/// Per-CPU pools of free inode numbers, each a list of runs.
 pub struct InodeAllocator {
-    pools: Box<[CachePadded<Mutex<Vec<u64>>>]>,
+    pools: Box<[CachePadded<Mutex<InodeRuns>>]>,
 }
 
 impl InodeAllocator {
-    /// Pools holding the given free inode numbers, dealt round-robin.
+    /// Pools holding the given free inode numbers (ascending), dealt
+    /// round-robin in runs of up to [`INODE_CHUNK`].
     pub fn new(free: impl IntoIterator<Item = u64>, pools: usize) -> Self {
         let pools = pools.clamp(1, 256);
-        let mut lists: Vec<Vec<u64>> = vec![Vec::new(); pools];
-        for (i, ino) in free.into_iter().enumerate() {
-            lists[i % pools].push(ino);
+        let mut lists: Vec<InodeRuns> = (0..pools).map(|_| InodeRuns::default()).collect();
+        let mut chunks = 0usize;
+        let mut run: Option<(u64, u64)> = None;
+        let mut deal = |r: (u64, u64)| {
+            let l = &mut lists[chunks % pools];
+            l.runs.push(r);
+            l.count += r.1 - r.0;
+            chunks += 1;
+        };
+        for ino in free {
+            run = match run {
+                Some((s, e)) if e == ino && e - s < INODE_CHUNK => Some((s, e + 1)),
+                Some(r) => {
+                    deal(r);
+                    Some((ino, ino + 1))
+                }
+                None => Some((ino, ino + 1)),
+            };
+        }
+        if let Some(r) = run {
+            deal(r);
         }
         for l in &mut lists {
-            l.reverse(); // pop() hands out low numbers first
+            l.runs.reverse(); // the lowest run is handed out first
         }
         InodeAllocator {
             pools: lists
@@ -219,22 +251,34 @@ impl InodeAllocator {
         let home = crate::cpu::current() % self.pools.len();
         let n = self.pools.len();
         for i in 0..n {
-            if let Some(ino) = self.pools[(home + i) % n].lock().pop() {
+            let mut pool = self.pools[(home + i) % n].lock();
+            if let Some(last) = pool.runs.last_mut() {
+                let ino = last.0;
+                last.0 += 1;
+                if last.0 == last.1 {
+                    pool.runs.pop();
+                }
+                pool.count -= 1;
                 return Ok(ino);
             }
         }
         Err(Error::NoSpace("no free inodes"))
     }
 
-    /// Return an inode number.
+    /// Return an inode number (handed out again first).
     pub fn free(&self, ino: u64) {
         let home = crate::cpu::current() % self.pools.len();
-        self.pools[home].lock().push(ino);
+        let mut pool = self.pools[home].lock();
+        match pool.runs.last_mut() {
+            Some(last) if last.0 == ino + 1 => last.0 = ino,
+            _ => pool.runs.push((ino, ino + 1)),
+        }
+        pool.count += 1;
     }
 
     /// Free inode numbers, summed over pools.
     pub fn free_count(&self) -> u64 {
-        self.pools.iter().map(|p| p.lock().len() as u64).sum()
+        self.pools.iter().map(|p| p.lock().count).sum()
     }
 }
 
@@ -283,5 +327,21 @@ mod tests {
         assert_eq!(seen.len(), 998);
         a.free(5);
         assert_eq!(a.alloc().unwrap(), 5);
+    }
+
+    #[test]
+    fn free_inode_numbers_are_kept_as_runs() {
+        let a = InodeAllocator::new((2..1_000_002).filter(|i| i % 5000 != 0), 2);
+        let runs: usize = a.pools.iter().map(|p| p.lock().runs.len()).sum();
+        assert!(runs < 1_500, "{runs} runs for a million numbers");
+        assert_eq!(a.free_count(), 1_000_000 - 200);
+        let first = a.alloc().unwrap();
+        assert!(
+            first < 2 + 2 * INODE_CHUNK,
+            "low numbers first, got {first}"
+        );
+        assert_eq!(a.free_count(), 1_000_000 - 201);
+        a.free(first);
+        assert_eq!(a.alloc().unwrap(), first);
     }
 }

@@ -333,7 +333,7 @@ pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()
         None => next.mtime_ns.max(inode.log.last_mtime_ns()),
     };
     next.ctime_ns = now;
-    let size = inode.file.as_ref().map_or(0, FileData::size);
+    let size = inode.file.as_deref().map_or(0, FileData::size);
     let entry = Entry::SetAttr {
         seq,
         size_set: false,
@@ -436,7 +436,7 @@ fn log_mtime_locked(
 ) -> Result<()> {
     let mtime = attrs.mtime_ns.max(inode.log.last_mtime_ns()).max(mtime_ns);
     let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
-    let size = inode.file.as_ref().map_or(0, FileData::size);
+    let size = inode.file.as_deref().map_or(0, FileData::size);
     let entry = Entry::SetAttr {
         seq,
         size_set: false,

@@ -52,9 +52,12 @@ impl PageSlot {
     }
 }
 
-/// The index of one file.
+/// The index of one file. Page 0 has its slot inline, so a file of one
+/// page needs no tree node at all (most files are small); the tree holds
+/// the other pages.
 #[derive(Default)]
 pub(crate) struct FileIndex {
+    first: PageSlot,
     pages: CasRadix<PageSlot>,
 }
 
@@ -66,20 +69,30 @@ impl FileIndex {
 
     /// The mapping of page `pgoff` (a hole if never written).
     pub fn lookup(&self, pgoff: u64) -> PageMapping {
+        if pgoff == 0 {
+            return self.first.get();
+        }
         self.pages.get(pgoff).map(PageSlot::get).unwrap_or_default()
     }
 
     /// The slot of page `pgoff`, created if needed.
     pub fn slot(&self, pgoff: u64) -> &PageSlot {
+        if pgoff == 0 {
+            return &self.first;
+        }
         self.pages.get_or_insert(pgoff)
     }
 
     /// Every mapped page, in order.
     pub fn mapped(&self) -> Vec<(u64, PageMapping)> {
         let mut out = Vec::new();
+        let first = self.first.get();
+        if first.block != 0 {
+            out.push((0, first));
+        }
         self.pages.for_each(|k, s| {
             let m = s.get();
-            if m.block != 0 {
+            if k != 0 && m.block != 0 {
                 out.push((k, m));
             }
         });

@@ -23,8 +23,10 @@ struct Interior {
 }
 
 /// A radix tree mapping `u64` keys below [`KEY_LIMIT`] to lazily created `T`s.
+/// Even the root is created by the first insertion: an unused tree is one
+/// null pointer.
 pub struct CasRadix<T: Default> {
-    root: Box<Interior>,
+    root: AtomicPtr<()>,
     _marker: std::marker::PhantomData<Box<[T; FANOUT]>>,
 }
 
@@ -47,12 +49,37 @@ impl<T: Default> Default for CasRadix<T> {
 }
 
 impl<T: Default> CasRadix<T> {
-    /// An empty tree (just the root node).
+    /// An empty tree (no node yet).
     pub fn new() -> Self {
         CasRadix {
-            root: new_interior(),
+            root: AtomicPtr::new(std::ptr::null_mut()),
             _marker: std::marker::PhantomData,
         }
+    }
+
+    /// The root node, if any insertion made one.
+    fn root(&self) -> Option<&Interior> {
+        let p = self.root.load(Ordering::Acquire);
+        // SAFETY: a non-null root was made by `root_or_make` from
+        // Box::into_raw, published with Release, and is freed only by drop.
+        (!p.is_null()).then(|| unsafe { &*(p as *const Interior) })
+    }
+
+    /// The root node, made (and CASed in) if there is none yet.
+    fn root_or_make(&self) -> &Interior {
+        let mut p = self.root.load(Ordering::Acquire);
+        if p.is_null() {
+            p = install(
+                &self.root,
+                || Box::into_raw(new_interior()).cast(),
+                |p| {
+                    // SAFETY: a root that lost the race; never published.
+                    drop(unsafe { Box::from_raw(p as *mut Interior) })
+                },
+            );
+        }
+        // SAFETY: see `root`.
+        unsafe { &*(p as *const Interior) }
     }
 
     fn slot_index(key: u64, level: u32) -> usize {
@@ -64,7 +91,7 @@ impl<T: Default> CasRadix<T> {
     /// The value for `key` if its leaf exists.
     pub fn get(&self, key: u64) -> Option<&T> {
         debug_assert!(key < KEY_LIMIT);
-        let mut node: &Interior = &self.root;
+        let mut node: &Interior = self.root()?;
         for level in 0..INTERIOR_LEVELS {
             let child = node.children[Self::slot_index(key, level)].load(Ordering::Acquire);
             if child.is_null() {
@@ -87,7 +114,7 @@ impl<T: Default> CasRadix<T> {
     /// The value for `key`, creating its leaf (and path) if needed.
     pub fn get_or_insert(&self, key: u64) -> &T {
         debug_assert!(key < KEY_LIMIT);
-        let mut node: &Interior = &self.root;
+        let mut node: &Interior = self.root_or_make();
         for level in 0..INTERIOR_LEVELS {
             let slot = &node.children[Self::slot_index(key, level)];
             let mut child = slot.load(Ordering::Acquire);
@@ -154,7 +181,9 @@ impl<T: Default> CasRadix<T> {
                 }
             }
         }
-        walk(&self.root, 0, 0, &mut f);
+        if let Some(root) = self.root() {
+            walk(root, 0, 0, &mut f);
+        }
     }
 
     /// DRAM used by the tree's nodes.
@@ -175,7 +204,7 @@ impl<T: Default> CasRadix<T> {
             }
             total
         }
-        walk::<T>(&self.root, 0)
+        self.root().map_or(0, |root| walk::<T>(root, 0))
     }
 }
 
@@ -219,7 +248,13 @@ impl<T: Default> Drop for CasRadix<T> {
                 }
             }
         }
-        free::<T>(&self.root, 0);
+        let root = self.root.load(Ordering::Acquire);
+        if !root.is_null() {
+            // SAFETY: we own the tree exclusively (drop); the root was made
+            // by Box::into_raw once (see `root_or_make`).
+            let boxed = unsafe { Box::from_raw(root as *mut Interior) };
+            free::<T>(&boxed, 0);
+        }
     }
 }
 
@@ -232,6 +267,8 @@ mod tests {
     fn sparse_keys_and_iteration() {
         let t: CasRadix<AtomicU64> = CasRadix::new();
         assert!(t.get(5).is_none());
+        assert_eq!(t.memory_bytes(), 0, "an unused tree has no node");
+        t.for_each(|_, _| panic!("an empty tree has no values"));
         for k in [0u64, 1, 63, 64, 4095, 1 << 20, KEY_LIMIT - 1] {
             t.get_or_insert(k).store(k + 1, Ordering::Relaxed);
         }

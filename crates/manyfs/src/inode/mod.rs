@@ -88,10 +88,11 @@ pub struct Inode {
     pub attr_entries: AtomicU64,
     /// The inode's log.
     pub log: InodeLog,
-    /// Regular-file and symlink state.
-    pub file: Option<FileData>,
-    /// Directory state.
-    pub dir: Option<DirData>,
+    /// Regular-file and symlink state (boxed: its cache-line-aligned
+    /// parts would otherwise pad every inode, directories included).
+    pub file: Option<Box<FileData>>,
+    /// Directory state (boxed, likewise).
+    pub dir: Option<Box<DirData>>,
     /// Open handles (an unlinked inode is freed when the last one closes).
     pub open_handles: AtomicU32,
     /// Parent directory (directories only; for `..` and rename loop checks).
@@ -112,14 +113,14 @@ impl Inode {
     /// The file state, or an error naming the inode.
     pub fn file(&self) -> crate::Result<&FileData> {
         self.file
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| crate::Error::IsDir(format!("inode {}", self.ino)))
     }
 
     /// The directory state, or an error naming the inode.
     pub fn dir(&self) -> crate::Result<&DirData> {
         self.dir
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| crate::Error::NotDir(format!("inode {}", self.ino)))
     }
 

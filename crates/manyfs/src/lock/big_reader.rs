@@ -7,12 +7,21 @@
 use crate::sync::wait::{SPINS_BEFORE_PARK, park_while, spin_hint, unpark_all};
 use crate::sync::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
+use once_cell::race::OnceBox;
 
-/// Per-CPU reader counts plus a writer flag.
+/// Per-CPU reader counts plus a writer flag, each on its own cache line,
+/// allocated by the first `read` or `write`: a file not used since the
+/// mount costs a pointer, not a cache line per CPU.
 pub struct BigReaderLock {
+    slots: usize,
+    lines: OnceBox<Lines>,
+    writer_mutex: parking_lot::Mutex<()>,
+}
+
+/// The lock's shared state.
+struct Lines {
     readers: Box<[CachePadded<AtomicU32>]>,
     writer: CachePadded<AtomicU32>,
-    writer_mutex: parking_lot::Mutex<()>,
 }
 
 /// A shared hold on a [`BigReaderLock`]; releases on drop.
@@ -25,34 +34,47 @@ impl BigReaderLock {
     /// A lock with `slots` reader counters (normally the CPU count).
     pub fn new(slots: usize) -> Self {
         BigReaderLock {
-            readers: (0..slots.max(1))
-                .map(|_| CachePadded::new(AtomicU32::new(0)))
-                .collect(),
-            writer: CachePadded::new(AtomicU32::new(0)),
+            slots: slots.max(1),
+            lines: OnceBox::new(),
             writer_mutex: parking_lot::Mutex::new(()),
         }
     }
 
+    /// The shared state, allocated on first use. Readers and the writer
+    /// both go through here, so the writer always scans the counters
+    /// readers count in (never an absent array it could miss a reader of).
+    fn lines(&self) -> &Lines {
+        self.lines.get_or_init(|| {
+            Box::new(Lines {
+                readers: (0..self.slots)
+                    .map(|_| CachePadded::new(AtomicU32::new(0)))
+                    .collect(),
+                writer: CachePadded::new(AtomicU32::new(0)),
+            })
+        })
+    }
+
     /// Take it shared.
     pub fn read(&self) -> BigReaderGuard<'_> {
-        let slot = crate::cpu::current() % self.readers.len();
-        let counter = &self.readers[slot];
+        let lines = self.lines();
+        let slot = crate::cpu::current() % lines.readers.len();
+        let counter = &lines.readers[slot];
         let mut spins = 0;
         loop {
             counter.fetch_add(1, Ordering::SeqCst);
-            if self.writer.load(Ordering::SeqCst) == 0 {
+            if lines.writer.load(Ordering::SeqCst) == 0 {
                 return BigReaderGuard { lock: self, slot };
             }
             // A writer is active or draining: step back and wait for it.
             if counter.fetch_sub(1, Ordering::SeqCst) == 1 {
                 unpark_all(counter);
             }
-            while self.writer.load(Ordering::SeqCst) != 0 {
+            while lines.writer.load(Ordering::SeqCst) != 0 {
                 if spins < SPINS_BEFORE_PARK {
                     spins += 1;
                     spin_hint();
                 } else {
-                    park_while(&self.writer, |w| w != 0);
+                    park_while(&lines.writer, |w| w != 0);
                 }
             }
         }
@@ -65,14 +87,15 @@ impl BigReaderLock {
     /// readers are woken, so a failed truncate cannot wedge the file.
     pub fn write(&self) -> BigWriterGuard<'_> {
         let mutex = self.writer_mutex.lock();
-        self.writer.store(1, Ordering::SeqCst);
+        let lines = self.lines();
+        lines.writer.store(1, Ordering::SeqCst);
         // From here on the guard owns the flag: if anything below unwinds,
         // its drop clears the flag again.
         let guard = BigWriterGuard {
             lock: self,
             _mutex: mutex,
         };
-        for counter in self.readers.iter() {
+        for counter in lines.readers.iter() {
             let mut spins = 0;
             while counter.load(Ordering::SeqCst) != 0 {
                 if spins < SPINS_BEFORE_PARK {
@@ -98,17 +121,17 @@ pub struct BigWriterGuard<'a> {
 
 impl Drop for BigWriterGuard<'_> {
     fn drop(&mut self) {
-        self.lock.writer.store(0, Ordering::SeqCst);
-        unpark_all(&self.lock.writer);
+        let writer = &self.lock.lines().writer;
+        writer.store(0, Ordering::SeqCst);
+        unpark_all(writer);
     }
 }
 
 impl Drop for BigReaderGuard<'_> {
     fn drop(&mut self) {
-        let counter = &self.lock.readers[self.slot];
-        if counter.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.lock.writer.load(Ordering::SeqCst) != 0
-        {
+        let lines = self.lock.lines();
+        let counter = &lines.readers[self.slot];
+        if counter.fetch_sub(1, Ordering::SeqCst) == 1 && lines.writer.load(Ordering::SeqCst) != 0 {
             unpark_all(counter);
         }
     }

@@ -189,38 +189,55 @@ pub struct InodeLog {
     incarnation: AtomicU64,
     /// Block of the log array (changes only when the log is rewritten).
     array_block: AtomicU64,
-    /// One slot per CPU of the topology, created by the first append from
-    /// that CPU (or by recovery): an inode costs one pointer per CPU until
-    /// a CPU writes to it.
-    sublogs: Box<[OnceBox<SubLogSlot>]>,
+    /// Number of sub-logs (one per CPU of the topology).
+    nsublogs: usize,
+    /// The sub-logs, in groups of [`SLOT_GROUP`]: a group and a slot are
+    /// created by the first append from a CPU of it (or by recovery), so an
+    /// inode costs one pointer per group of CPUs until a CPU writes to it.
+    sublogs: Box<[OnceBox<SlotGroup>]>,
     /// Serialises syncs of this inode; holds the log incarnation the last
     /// sync made durable (a compaction since then switched the inode
     /// record to a new log array).
     pub(crate) sync_state: parking_lot::Mutex<u64>,
 }
 
-/// One sub-log's state and its dead-page candidates, each on its own cache
-/// lines.
+/// One sub-log's state, alone on its 128 bytes (the unit the CPU's
+/// adjacent-line prefetch shares, as `CachePadded` uses on x86-64), and its
+/// dead-page candidates, which other threads write, behind a pointer.
 #[derive(Default)]
+#[repr(align(128))]
 struct SubLogSlot {
-    log: crossbeam_utils::CachePadded<Mutex<SubLog>>,
-    /// Log pages whose live count dropped to zero and await unlinking.
-    dead: crossbeam_utils::CachePadded<DeadList>,
+    log: Mutex<SubLog>,
+    /// Log pages whose live count dropped to zero and await unlinking
+    /// (made by the first such page: most logs never have one).
+    dead: OnceBox<crossbeam_utils::CachePadded<DeadList>>,
 }
+
+/// CPUs per group of sub-log slots.
+const SLOT_GROUP: usize = 8;
+
+/// A group of sub-log slots.
+type SlotGroup = [OnceBox<SubLogSlot>; SLOT_GROUP];
 
 impl SubLogSlot {
     fn with(sub: SubLog) -> Box<Self> {
         Box::new(SubLogSlot {
-            log: crossbeam_utils::CachePadded::new(Mutex::new(sub)),
-            dead: Default::default(),
+            log: Mutex::new(sub),
+            dead: OnceBox::new(),
         })
+    }
+
+    /// The dead-page list, made if needed.
+    fn dead(&self) -> &DeadList {
+        self.dead.get_or_init(Box::default)
     }
 }
 
 impl InodeLog {
     /// Sub-log `idx`'s slot, created empty if no CPU used it yet.
     fn slot(&self, idx: usize) -> &SubLogSlot {
-        self.sublogs[idx].get_or_init(|| SubLogSlot::with(SubLog::default()))
+        self.sublogs[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
+            .get_or_init(|| SubLogSlot::with(SubLog::default()))
     }
 
     /// Sub-log `idx`'s state (created empty if needed).
@@ -233,7 +250,13 @@ impl InodeLog {
         self.sublogs
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.get().map(|s| (i, s)))
+            .filter_map(|(g, group)| group.get().map(|group| (g, group)))
+            .flat_map(|(g, group)| {
+                group
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, s)| s.get().map(|s| (g * SLOT_GROUP + i, s)))
+            })
     }
 
     /// A log whose sub-logs are as recovered (or empty).
@@ -246,9 +269,12 @@ impl InodeLog {
         let n = nsublogs
             .clamp(1, MAX_SUBLOGS)
             .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
-        let sublogs: Box<[OnceBox<SubLogSlot>]> = (0..n).map(|_| OnceBox::new()).collect();
+        let sublogs: Box<[OnceBox<SlotGroup>]> = (0..n.div_ceil(SLOT_GROUP))
+            .map(|_| OnceBox::new())
+            .collect();
         for (i, s) in recovered {
-            let _ = sublogs[i].set(SubLogSlot::with(s));
+            let group = sublogs[i / SLOT_GROUP].get_or_init(Box::default);
+            let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(s));
         }
         InodeLog {
             ino,
@@ -258,6 +284,7 @@ impl InodeLog {
             mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
             array_block: AtomicU64::new(array_block),
+            nsublogs: n,
             sublogs,
             sync_state: parking_lot::Mutex::new(0),
         }
@@ -288,7 +315,7 @@ impl InodeLog {
 
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
-        crate::cpu::current() % self.sublogs.len()
+        crate::cpu::current() % self.nsublogs
     }
 
     /// Newest write mtime over all sub-logs.
@@ -383,10 +410,15 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let slot = self.slot(sublog % self.sublogs.len());
+        let slot = self.slot(sublog % self.nsublogs);
         let mut sub = lock(&slot.log);
-        if sub.dead_held > 0 || slot.dead.fresh.load(Ordering::Relaxed) > 0 {
-            self.collect_dead_pages(space, sublog % self.sublogs.len(), &mut sub)?;
+        if sub.dead_held > 0
+            || slot
+                .dead
+                .get()
+                .is_some_and(|d| d.fresh.load(Ordering::Relaxed) > 0)
+        {
+            self.collect_dead_pages(space, sublog % self.nsublogs, &mut sub)?;
         }
 
         // Place every entry first, linking new pages as needed, so that a
@@ -434,13 +466,7 @@ impl InodeLog {
             }
         }
         for (page, prev_used) in new_pages {
-            self.link_new_page(
-                media,
-                sublog % self.sublogs.len(),
-                &mut sub,
-                page,
-                prev_used,
-            )?;
+            self.link_new_page(media, sublog % self.nsublogs, &mut sub, page, prev_used)?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {
@@ -641,8 +667,10 @@ impl InodeLog {
             g.dead_skip = 0;
         }
         for (_, s) in self.existing() {
-            lock(&s.dead.pages).clear();
-            s.dead.fresh.store(0, Ordering::Relaxed);
+            if let Some(d) = s.dead.get() {
+                lock(&d.pages).clear();
+                d.fresh.store(0, Ordering::Relaxed);
+            }
         }
         guards[0].meta = seqs
             .iter()
@@ -689,7 +717,7 @@ impl InodeLog {
             if prev == n
                 && let Some(idx) = self.sublog_of(space.media(), loc_page(loc))
             {
-                let d = &self.slot(idx).dead;
+                let d = self.slot(idx).dead();
                 lock(&d.pages).push(loc_page(loc));
                 d.fresh.fetch_add(1, Ordering::Release);
             }
@@ -703,7 +731,7 @@ impl InodeLog {
         let ino = media.load_u64(at + 8).ok()?;
         let w = media.load_u64(at + 16).ok()?;
         let (idx, magic) = (w as u32 as usize, (w >> 32) as u32);
-        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.sublogs.len()).then_some(idx)
+        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.nsublogs).then_some(idx)
     }
 
     /// Where `page` is in `sub`'s chain: by its footer's sequence (the
@@ -722,7 +750,7 @@ impl InodeLog {
     /// before the page is freed, so recovery can never follow a pointer into
     /// a reused page.
     fn collect_dead_pages(&self, space: &dyn LogSpace, idx: usize, sub: &mut SubLog) -> Result<()> {
-        let list = &self.slot(idx).dead;
+        let list = self.slot(idx).dead();
         if list.fresh.swap(0, Ordering::Acquire) == 0 && sub.dead_skip > 0 {
             sub.dead_skip -= 1;
             return Ok(());
