@@ -84,6 +84,8 @@ pub struct PoolConfig {
     pub segment_size: u64,
     /// Zero-fill the pool at mkfs ([`manyfs::MkfsOptions::zero_fill`]).
     pub zero_fill: bool,
+    /// Sub-logs per inode ([`manyfs::MountOptions::sublogs`]).
+    pub sublogs: manyfs::Sublogs,
 }
 
 impl Default for PoolConfig {
@@ -94,6 +96,7 @@ impl Default for PoolConfig {
             size: 2 << 30,
             segment_size: 4096,
             zero_fill: false,
+            sublogs: manyfs::Sublogs::PerCpu,
         }
     }
 }
@@ -340,6 +343,7 @@ impl TargetEnv {
                     lock: *lock,
                     segment_size: cfg.segment_size,
                     durability: cfg.durability,
+                    sublogs: cfg.sublogs,
                     ..Default::default()
                 };
                 let fs = manyfs::Fs::mkfs(&path, &mkfs, &mount)

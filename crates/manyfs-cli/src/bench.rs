@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// Segment size of the segment range locks.
     #[arg(long, default_value = "4096")]
     segment_size: String,
+    /// Sub-logs per inode of lib: pools: `cpu` (one per CPU) or `one`
+    /// (NOVA's single log per inode, a baseline).
+    #[arg(long, default_value = "cpu")]
+    sublogs: String,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -153,6 +157,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     }
     cfg.pool.segment_size = segment_size;
     cfg.pool.zero_fill = args.zero_fill;
+    cfg.pool.sublogs = args
+        .sublogs
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--sublogs: {e}"))?;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
     if args.repeat == 0 {

@@ -71,7 +71,8 @@ impl FuseConfig {
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
-    /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`, `ro`, `rw`,
+    /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
+    /// `sublogs=cpu|one`, `ro`, `rw`,
     /// `allow_other`, `private`, `debug`. `allow_other` and `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -122,6 +123,12 @@ impl FuseConfig {
                     return Err(FuseError::bad_option(opt, "must be greater than 0"));
                 }
                 self.fs.segment_size = bytes;
+            }
+            "sublogs" => {
+                let v = need(opt, value)?;
+                self.fs.sublogs = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected cpu or one"))?;
             }
             "topology" => {
                 let v = need(opt, value)?;
@@ -234,10 +241,11 @@ mod tests {
     fn options() {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
-            "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1",
+            "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
         ])
         .unwrap();
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
+        assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
         assert_eq!(cfg.ttl, std::time::Duration::from_millis(500));
         assert_eq!(FuseConfig::default().ttl, crate::adapter::DEFAULT_TTL);
         assert_eq!(cfg.fs.lock.to_string(), LockKind::Interval.to_string());
@@ -269,6 +277,7 @@ mod tests {
             "ttl=inf",
             "durability=disk",
             "topology=2",
+            "sublogs=two",
             "topology=0x1",
             "ro=1",
             "debug=yes",

@@ -62,7 +62,8 @@ pub struct FsCore {
     pub namespace_lock: Mutex<()>,
     /// Next cross-directory rename transaction id.
     pub next_txid: AtomicU64,
-    /// Sub-logs per file log: one per CPU of the topology.
+    /// Sub-logs per file and directory log: one per CPU of the topology
+    /// (or one, [`crate::options::Sublogs::One`]).
     pub file_sublogs: usize,
     /// The topology per-CPU structures are sized by.
     pub topology: Topology,
@@ -133,6 +134,10 @@ impl FsCore {
         let topology =
             Topology::resolve(opts.topology).unwrap_or_else(|_| Topology::system().clone());
         let pools = topology.cpu_count();
+        let file_sublogs = match opts.sublogs {
+            crate::options::Sublogs::PerCpu => pools.clamp(1, MAX_SUBLOGS),
+            crate::options::Sublogs::One => 1,
+        };
         FsCore {
             blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
@@ -145,7 +150,7 @@ impl FsCore {
                 .collect(),
             namespace_lock: Mutex::new(()),
             next_txid: AtomicU64::new(1),
-            file_sublogs: pools.clamp(1, MAX_SUBLOGS),
+            file_sublogs,
             topology,
             sync_engine: Default::default(),
             named: Default::default(),

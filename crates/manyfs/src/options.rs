@@ -20,6 +20,42 @@ pub struct MountOptions {
     /// The NUMA topology per-CPU structures are sized and placed by: the
     /// machine's (or the one `MANYFS_TOPOLOGY` names), or an emulated one.
     pub topology: crate::topology::TopologySpec,
+    /// Sub-logs per file and directory log: one per CPU (the design), or
+    /// one (NOVA's single log per inode, a baseline for comparisons).
+    pub sublogs: Sublogs,
+}
+
+/// How many sub-logs an inode's log has ([`MountOptions::sublogs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sublogs {
+    /// One per CPU of the topology: appends from different CPUs never
+    /// share a tail.
+    #[default]
+    PerCpu,
+    /// One per inode: every append to an inode shares its tail.
+    One,
+}
+
+impl std::str::FromStr for Sublogs {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "cpu" => Ok(Sublogs::PerCpu),
+            "one" => Ok(Sublogs::One),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "sublogs {s:?} (expected cpu or one)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Sublogs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sublogs::PerCpu => "cpu",
+            Sublogs::One => "one",
+        })
+    }
 }
 
 impl Default for MountOptions {
@@ -31,6 +67,7 @@ impl Default for MountOptions {
             read_only: false,
             commit_interval: std::time::Duration::from_secs(5),
             topology: crate::topology::TopologySpec::System,
+            sublogs: Sublogs::PerCpu,
         }
     }
 }
@@ -51,7 +88,39 @@ impl MountOptions {
         crate::topology::Topology::resolve(self.topology)?;
         Ok(())
     }
+
+    /// Check the options suit a pool of `pool_bytes`: `srl-array` gives
+    /// every file a lock word per segment of the whole pool, so it is
+    /// refused where that exceeds [`SRL_ARRAY_MAX_BYTES`] per file (it
+    /// would exhaust memory, or abort on an allocation that cannot be met).
+    pub fn check_for_pool(&self, pool_bytes: u64) -> crate::Result<()> {
+        if self.lock != LockKind::SrlArray {
+            return Ok(());
+        }
+        let words = pool_bytes.div_ceil(self.segment_size.max(1));
+        let bytes = words.saturating_mul(crate::lock::SEGMENT_WORD_BYTES);
+        if bytes > SRL_ARRAY_MAX_BYTES {
+            let min_segment = (pool_bytes
+                / (SRL_ARRAY_MAX_BYTES / crate::lock::SEGMENT_WORD_BYTES))
+                .next_power_of_two()
+                .max(4096);
+            return Err(crate::Error::InvalidArgument(format!(
+                "lock=srl-array needs {} MiB of lock words per file for a {} MiB pool with \
+                 {}-byte segments (at most {} MiB): use lock=srl-tree, or segments of at \
+                 least {min_segment} bytes",
+                bytes >> 20,
+                pool_bytes >> 20,
+                self.segment_size,
+                SRL_ARRAY_MAX_BYTES >> 20
+            )));
+        }
+        Ok(())
+    }
 }
+
+/// The most memory `lock=srl-array` may reserve per file for its lock
+/// words (64 MiB: a 2 GiB pool with 4 KiB segments).
+pub const SRL_ARRAY_MAX_BYTES: u64 = 64 << 20;
 
 /// How to create a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -230,3 +230,46 @@ fn zero_filled_pool_works_like_any_other() {
     fs.unmount().unwrap();
     assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
 }
+
+/// `srl-array` reserves a lock word per segment of the whole pool for
+/// every file: a pool too large for that is refused with a clear error at
+/// mkfs and at mount, never an aborted allocation; larger segments or
+/// `srl-tree` work.
+#[test]
+fn srl_array_is_refused_where_its_lock_words_would_not_fit() {
+    use manyfs::{LockKind, MkfsOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let mkfs = MkfsOptions {
+        size: 4 << 30,
+        ..Default::default()
+    };
+    let array = MountOptions {
+        lock: LockKind::SrlArray,
+        ..Default::default()
+    };
+    match Fs::mkfs(&pool, &mkfs, &array) {
+        Err(Error::InvalidArgument(m)) => {
+            assert!(m.contains("srl-tree") && m.contains("8192"), "{m}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a 4 GiB pool with 4 KiB srl-array segments was accepted"),
+    }
+    assert!(!pool.exists(), "a refused mkfs leaves no pool behind");
+    // The same pool made with the default lock, then mounted with srl-array.
+    Fs::mkfs(&pool, &mkfs, &MountOptions::default())
+        .unwrap()
+        .unmount()
+        .unwrap();
+    assert!(matches!(
+        Fs::mount(&pool, &array),
+        Err(Error::InvalidArgument(_))
+    ));
+    let wide = MountOptions {
+        segment_size: 8192,
+        ..array
+    };
+    let fs = Fs::mount(&pool, &wide).unwrap();
+    fs.write("/f", b"ok").unwrap();
+    assert_eq!(fs.read("/f").unwrap(), b"ok");
+}

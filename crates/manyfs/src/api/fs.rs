@@ -32,6 +32,7 @@ impl Fs {
     /// another process is never replaced (`Busy`).
     pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
         mount.validate()?;
+        mount.check_for_pool(mkfs.size)?;
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
         {
             let media =
@@ -67,6 +68,7 @@ impl Fs {
     ) -> Result<Fs> {
         opts.validate()?;
         let mut media = Media::open(pool, opts.durability, !opts.read_only)?;
+        opts.check_for_pool(media.len())?;
         if let Some(o) = observer {
             media.attach_observer(o);
         }

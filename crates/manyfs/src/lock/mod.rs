@@ -18,6 +18,11 @@ pub(crate) use per_inode::PerInodeLock;
 pub use segment_word::SegmentWord;
 pub(crate) use srl::{SrlArray, SrlTree};
 
+/// Bytes one segment lock word takes in `srl-array` (a word on its own
+/// cache-line pair).
+pub(crate) const SEGMENT_WORD_BYTES: u64 =
+    std::mem::size_of::<crossbeam_utils::CachePadded<SegmentWord>>() as u64;
+
 use crate::error::{Error, Result};
 
 /// Which range lock a mount uses for its files.
