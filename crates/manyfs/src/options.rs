@@ -71,6 +71,27 @@ pub struct MkfsOptions {
     /// about twice the cost of an fsync of a block written before). Pays
     /// one write of the whole pool at mkfs instead. Off by default.
     pub zero_fill: bool,
+    /// The NUMA node of member 0, the pool file itself.
+    pub node: u32,
+    /// Further member files, one per persistent-memory device (one per
+    /// NUMA node): member 1, 2, ... in this order. Their blocks follow
+    /// member 0's in the pool's one block address space. Empty (the
+    /// default): the pool is one file.
+    pub members: Vec<PoolMember>,
+}
+
+/// One further member file of a pool ([`MkfsOptions::members`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    /// The member file to create. A relative path is taken from the
+    /// current directory at mkfs and recorded relative to the pool file's
+    /// directory (mount finds it there, so the files move together); an
+    /// absolute path is recorded as it is.
+    pub path: std::path::PathBuf,
+    /// The NUMA node its device belongs to.
+    pub node: u32,
+    /// Its size in bytes (rounded down to whole blocks).
+    pub size: u64,
 }
 
 impl Default for MkfsOptions {
@@ -80,6 +101,8 @@ impl Default for MkfsOptions {
             bytes_per_inode: 16 << 10,
             replace_existing: false,
             zero_fill: false,
+            node: 0,
+            members: Vec::new(),
         }
     }
 }
