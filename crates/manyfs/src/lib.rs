@@ -68,9 +68,10 @@ mod xattr;
 
 pub use api::{DirEntry, File, Fs, MemberUsage, Metadata, OpenOptions, Rename, SetAttr, StatFs};
 pub use error::{Error, MemberProblem, Result};
+pub use layout::members::PoolMember;
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
-pub use options::{MkfsOptions, MountOptions, PoolMember};
+pub use options::{MkfsOptions, MountOptions};
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

@@ -77,21 +77,7 @@ pub struct MkfsOptions {
     /// NUMA node): member 1, 2, ... in this order. Their blocks follow
     /// member 0's in the pool's one block address space. Empty (the
     /// default): the pool is one file.
-    pub members: Vec<PoolMember>,
-}
-
-/// One further member file of a pool ([`MkfsOptions::members`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolMember {
-    /// The member file to create. A relative path is taken from the
-    /// current directory at mkfs and recorded relative to the pool file's
-    /// directory (mount finds it there, so the files move together); an
-    /// absolute path is recorded as it is.
-    pub path: std::path::PathBuf,
-    /// The NUMA node its device belongs to.
-    pub node: u32,
-    /// Its size in bytes (rounded down to whole blocks).
-    pub size: u64,
+    pub members: Vec<crate::layout::members::PoolMember>,
 }
 
 impl Default for MkfsOptions {

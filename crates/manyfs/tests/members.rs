@@ -159,7 +159,7 @@ fn member_error(pool: &Path, index: u32) -> (PathBuf, MemberProblem) {
     let at_mount = Fs::mount(pool, &MountOptions::default())
         .err()
         .expect("mount fails");
-    let at_fsck = manyfs::fsck::check(pool).err().expect("fsck fails");
+    let at_fsck = manyfs::fsck::check(pool).expect_err("fsck fails");
     let ro = MountOptions {
         read_only: true,
         ..MountOptions::default()

@@ -49,7 +49,14 @@ impl Fs {
     pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
         mount.validate()?;
         {
-            let new = members::create_pool(pool, mkfs, mount.durability)?;
+            let opts = members::NewPoolOptions {
+                size: mkfs.size,
+                bytes_per_inode: mkfs.bytes_per_inode,
+                replace_existing: mkfs.replace_existing,
+                node: mkfs.node,
+                members: &mkfs.members,
+            };
+            let new = members::create_pool(pool, &opts, mount.durability)?;
             if mkfs.zero_fill {
                 new.media.zero_fill()?;
             }

@@ -40,7 +40,6 @@
 use super::*;
 use crate::error::{Error, MemberProblem, Result};
 use crate::media::{Durability, Media, OpenMember};
-use crate::options::MkfsOptions;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
@@ -56,6 +55,20 @@ pub const MEMBER_HEADER_MAGIC: [u8; 8] = *b"MFSMEMBR";
 pub const MEMBER_HEADER_LEN: usize = 64;
 const TABLE_HEAD: usize = 24;
 const TABLE_MAX: usize = (BLOCK_SIZE - MEMBER_TABLE_OFFSET) as usize;
+
+/// One further member file of a pool (`MkfsOptions::members`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    /// The member file to create. A relative path is taken from the
+    /// current directory at mkfs and recorded relative to the pool file's
+    /// directory (mount finds it there, so the files move together); an
+    /// absolute path is recorded as it is.
+    pub path: std::path::PathBuf,
+    /// The NUMA node its device belongs to.
+    pub node: u32,
+    /// Its size in bytes (rounded down to whole blocks).
+    pub size: u64,
+}
 
 /// One member in the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -430,6 +443,15 @@ fn read_table(head: &[u8]) -> Result<Option<(Superblock, MemberTable)>> {
     Err(first_err.unwrap_or_else(|| Error::corrupt("member table", "missing")))
 }
 
+/// What [`create_pool`] makes (from `MkfsOptions`).
+pub(crate) struct NewPoolOptions<'a> {
+    pub size: u64,
+    pub bytes_per_inode: u64,
+    pub replace_existing: bool,
+    pub node: u32,
+    pub members: &'a [PoolMember],
+}
+
 /// A new pool's files, mapped: the superblock to format it with and, for a
 /// pool with members, its member table.
 pub(crate) struct NewPool {
@@ -441,7 +463,11 @@ pub(crate) struct NewPool {
 /// Create the pool file `pool` and every member file `mkfs` names, and map
 /// them. A pool with no further member and node 0 is one file of
 /// `mkfs.size` bytes (format version 3, as before members existed).
-pub(crate) fn create_pool(pool: &Path, mkfs: &MkfsOptions, mode: Durability) -> Result<NewPool> {
+pub(crate) fn create_pool(
+    pool: &Path,
+    mkfs: &NewPoolOptions<'_>,
+    mode: Durability,
+) -> Result<NewPool> {
     if mkfs.members.is_empty() && mkfs.node == 0 {
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
         let media = Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)?;

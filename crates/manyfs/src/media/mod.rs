@@ -100,9 +100,9 @@ pub(crate) struct OpenMember {
     pub node: u32,
 }
 
-/// What [`Media::members`] tells about one member.
+/// What `Media::members` tells about one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberInfo {
+pub(crate) struct MemberInfo {
     /// The member file's path.
     pub path: PathBuf,
     /// Byte offset of its first byte in the pool.
