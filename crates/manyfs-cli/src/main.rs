@@ -21,14 +21,28 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create a new pool file.
+    /// Create a new pool file, or a pool of several member files (one per
+    /// NUMA node) behind one block address space.
+    ///
+    /// The pool file is member 0, on node 0 unless written POOL@NODE; each
+    /// --member adds the next member. Mount finds the members through the
+    /// pool file's member table: a relative member path is recorded
+    /// relative to the pool file's directory (keep them together), an
+    /// absolute one as it is.
     Mkfs {
-        /// Pool file to create. An existing non-empty file is refused
-        /// unless --force is given.
-        pool: PathBuf,
-        /// Pool size, e.g. 1G, 512M, 65536.
+        /// Pool file to create, optionally POOL@NODE (e.g. /pmem0/pool@0).
+        /// An existing non-empty file is refused unless --force is given.
+        #[arg(value_parser = parse_pool_arg)]
+        pool: PoolArg,
+        /// Size of the pool file (member 0) and of every member given
+        /// without a size, e.g. 1G, 512M, 65536.
         #[arg(long, default_value = "1G", value_parser = parse_size)]
         size: u64,
+        /// A further member file: PATH@NODE (the size of --size) or
+        /// PATH@NODE:SIZE, e.g. /pmem1/pool.1@1:64G. Repeat for each
+        /// member, in order (member 1, 2, ...).
+        #[arg(long = "member", value_name = "PATH@NODE[:SIZE]", value_parser = parse_member_arg)]
+        members: Vec<MemberArg>,
         /// One inode per this many bytes.
         #[arg(long, default_value = "16K", value_parser = parse_size)]
         bytes_per_inode: u64,
@@ -77,6 +91,74 @@ enum Command {
     /// Mount a pool through FUSE; returns once the mount is usable
     /// (`--foreground` keeps serving in this process).
     Mount(mount::MountArgs),
+}
+
+/// The pool argument of `mkfs`: a path, with an optional `@NODE` suffix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PoolArg {
+    path: PathBuf,
+    node: u32,
+}
+
+/// A `--member PATH@NODE[:SIZE]` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemberArg {
+    path: PathBuf,
+    node: u32,
+    size: Option<u64>,
+}
+
+fn parse_node(s: &str) -> std::result::Result<u32, String> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("node {s:?} is not a number"));
+    }
+    s.parse().map_err(|_| format!("node {s:?} is out of range"))
+}
+
+/// `POOL` or `POOL@NODE`: a trailing `@` and digits name the node; any
+/// other `@` is part of the path.
+fn parse_pool_arg(s: &str) -> std::result::Result<PoolArg, String> {
+    if s.is_empty() {
+        return Err("empty pool path".into());
+    }
+    match s.rsplit_once('@') {
+        Some((path, node)) if !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit()) => {
+            if path.is_empty() {
+                return Err(format!("{s:?}: expected POOL or POOL@NODE"));
+            }
+            Ok(PoolArg {
+                path: path.into(),
+                node: parse_node(node)?,
+            })
+        }
+        _ => Ok(PoolArg {
+            path: s.into(),
+            node: 0,
+        }),
+    }
+}
+
+/// `PATH@NODE` or `PATH@NODE:SIZE`.
+fn parse_member_arg(s: &str) -> std::result::Result<MemberArg, String> {
+    let bad = |why: String| {
+        format!("{s:?}: {why}; expected PATH@NODE or PATH@NODE:SIZE, e.g. /pmem1/pool.1@1:64G")
+    };
+    let (path, rest) = s.rsplit_once('@').ok_or_else(|| bad("no @NODE".into()))?;
+    if path.is_empty() {
+        return Err(bad("empty path".into()));
+    }
+    let (node, size) = match rest.split_once(':') {
+        Some((node, size)) => (
+            node,
+            Some(parse_size(size).map_err(|e| bad(e.to_string()))?),
+        ),
+        None => (rest, None),
+    };
+    Ok(MemberArg {
+        path: path.into(),
+        node: parse_node(node).map_err(bad)?,
+        size,
+    })
 }
 
 /// Sizes on the command line (`--size 1G`, `--bytes-per-inode 16K`): the
@@ -188,12 +270,22 @@ fn fsck(pool: &std::path::Path, repair: bool) -> Result<ExitCode> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Mkfs {
-            pool,
+            pool: PoolArg { path: pool, node },
             size,
+            members,
             bytes_per_inode,
             force,
             zero_fill,
         } => {
+            let members: Vec<manyfs::PoolMember> = members
+                .into_iter()
+                .map(|m| manyfs::PoolMember {
+                    path: m.path,
+                    node: m.node,
+                    size: m.size.unwrap_or(size),
+                })
+                .collect();
+            let total: u64 = size + members.iter().map(|m| m.size).sum::<u64>();
             let fs = match Fs::mkfs(
                 &pool,
                 &MkfsOptions {
@@ -201,20 +293,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     bytes_per_inode,
                     replace_existing: force,
                     zero_fill,
+                    node,
+                    members,
                 },
                 &MountOptions::default(),
             ) {
-                Err(manyfs::Error::Exists(_)) => {
-                    anyhow::bail!("{} exists; use --force to replace it", pool.display())
+                Err(manyfs::Error::Exists(what)) => {
+                    let what = what.strip_prefix("pool ").unwrap_or(&what).to_string();
+                    anyhow::bail!("{what} exists; use --force to replace it")
                 }
                 r => r.with_context(|| format!("mkfs {}", pool.display()))?,
             };
             let st = fs.statfs();
+            let n = fs.members().len();
             fs.unmount()?;
+            let of = if n > 1 {
+                format!(" in {n} member files")
+            } else {
+                String::new()
+            };
             println!(
-                "created {}: {} bytes, {} data blocks of {} bytes, {} inodes",
+                "created {}: {} bytes{of}, {} data blocks of {} bytes, {} inodes",
                 pool.display(),
-                size,
+                total,
                 st.total_blocks,
                 st.block_size,
                 st.total_inodes
@@ -233,7 +334,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             {
                 let sb = fs.superblock();
                 println!("pool            {}", pool.display());
-                println!("format          manyfs v{}", manyfs::layout::FORMAT_VERSION);
+                println!("format          manyfs v{}", sb.version());
                 println!("block size      {}", manyfs::layout::BLOCK_SIZE);
                 println!("total blocks    {}", sb.total_blocks);
                 println!(
@@ -243,6 +344,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!(
                     "data region     blocks {}..{}",
                     sb.data_start, sb.total_blocks
+                );
+            }
+            let members = fs.members();
+            println!("members         {}", members.len());
+            for m in &members {
+                println!(
+                    "  member {:<3} node {:<3} blocks {}..{} ({} blocks, {} bytes), {} used  {}",
+                    m.index,
+                    m.node,
+                    m.first_block,
+                    m.first_block + m.blocks,
+                    m.blocks,
+                    m.blocks * manyfs::layout::BLOCK_SIZE,
+                    m.used_blocks,
+                    m.path.display()
                 );
             }
             let st = fs.statfs();
@@ -307,6 +423,84 @@ mod tests {
                 "{s:?}"
             );
         }
+    }
+
+    #[test]
+    fn pool_and_member_arguments_parse() {
+        let cli = Cli::try_parse_from([
+            "manyfs",
+            "mkfs",
+            "/pmem0/pool@2",
+            "--size",
+            "64M",
+            "--member",
+            "/pmem1/m1@1",
+            "--member",
+            "rel/m@2@3:128M",
+        ])
+        .unwrap();
+        let Command::Mkfs {
+            pool,
+            members,
+            size,
+            ..
+        } = cli.command
+        else {
+            panic!("mkfs");
+        };
+        assert_eq!(size, 64 << 20);
+        assert_eq!(
+            pool,
+            PoolArg {
+                path: "/pmem0/pool".into(),
+                node: 2
+            }
+        );
+        assert_eq!(
+            members,
+            [
+                MemberArg {
+                    path: "/pmem1/m1".into(),
+                    node: 1,
+                    size: None
+                },
+                MemberArg {
+                    path: "rel/m@2".into(),
+                    node: 3,
+                    size: Some(128 << 20)
+                },
+            ]
+        );
+        assert_eq!(parse_pool_arg("plain").unwrap().node, 0);
+        assert_eq!(
+            parse_pool_arg("a@b").unwrap().path,
+            PathBuf::from("a@b"),
+            "an @ not followed by digits is part of the path"
+        );
+        for bad in [
+            "m1",
+            "m1@",
+            "@1",
+            "m1@x",
+            "m1@1:",
+            "m1@1:12Q",
+            "m1@-1",
+            "m1@99999999999",
+            "m1@1:64M:3",
+        ] {
+            let err = Cli::try_parse_from(["manyfs", "mkfs", "p", "--member", bad])
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} should be refused"))
+                .to_string();
+            assert!(err.contains("PATH@NODE"), "{bad:?}: {err}");
+            assert_eq!(
+                err.trim_end().lines().next().map(|l| l.contains(bad)),
+                Some(true),
+                "{err}"
+            );
+        }
+        assert!(parse_pool_arg("").is_err());
+        assert!(parse_pool_arg("@3").is_err());
     }
 
     #[test]

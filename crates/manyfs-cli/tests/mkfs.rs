@@ -84,3 +84,65 @@ fn library_mkfs_refuses_an_existing_file_by_default() {
     .unwrap();
     fs.unmount().unwrap();
 }
+
+#[test]
+fn mkfs_with_members_inspect_and_fsck() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let m1 = dir.path().join("m1");
+    let m2 = dir.path().join("m2");
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("mkfs")
+        .arg(format!("{}@0", pool.display()))
+        .args(["--size", "8M", "--member"])
+        .arg(format!("{}@1", m1.display()))
+        .arg("--member")
+        .arg(format!("{}@2:4M", m2.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("in 3 member files"));
+    assert_eq!(std::fs::metadata(&m1).unwrap().len(), 8 << 20);
+    assert_eq!(std::fs::metadata(&m2).unwrap().len(), 4 << 20);
+    let out = manyfs(&["inspect"], &pool);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("format          manyfs v4"), "{text}");
+    assert!(text.contains("members         3"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("member 2 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("node 2")
+            && line.contains("blocks 4096..5120")
+            && line.contains(&m2.display().to_string()),
+        "{line}"
+    );
+    assert!(manyfs(&["fsck"], &pool).status.success());
+
+    // A missing member: fsck's operational-error status and one line.
+    std::fs::remove_file(&m2).unwrap();
+    let out = manyfs(&["fsck"], &pool);
+    assert_eq!(out.status.code(), Some(8), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("pool member 2") && stderr.contains("missing"),
+        "{stderr}"
+    );
+
+    // Bad --member syntax: clap's usage error, naming the argument.
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .args(["mkfs", "x", "--member", "nonode"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().next().unwrap().contains("PATH@NODE"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("x").exists());
+}

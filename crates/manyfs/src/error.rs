@@ -69,6 +69,17 @@ pub enum Error {
         /// The pool file.
         path: PathBuf,
     },
+    /// A member file of a pool with several members is missing, or is not
+    /// the member the pool's member table names.
+    #[error("{}: pool member {index}: {problem}", path.display())]
+    Member {
+        /// The member file's path, as the pool's table resolves it.
+        path: PathBuf,
+        /// The member's index in the pool (0 is the pool file).
+        index: u32,
+        /// What is wrong with it.
+        problem: MemberProblem,
+    },
     /// The pool contents fail a consistency check.
     #[error("corrupt pool: {what}: {detail}")]
     Corrupt {
@@ -87,6 +98,42 @@ pub enum Error {
         /// The underlying error.
         cause: std::io::Error,
     },
+}
+
+/// What is wrong with one member file of a pool ([`Error::Member`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemberProblem {
+    /// The file cannot be opened (the cause follows).
+    #[error("missing: cannot open it: {0}")]
+    Missing(String),
+    /// Its header names another index of the same pool: member files were
+    /// swapped or renamed.
+    #[error("the file holds member {found} of this pool (member files swapped?)")]
+    WrongIndex {
+        /// The index its header names.
+        found: u32,
+    },
+    /// Its length is not the one the member table records.
+    #[error("the file is {found} bytes, the pool's member table says {expected} (resized?)")]
+    Resized {
+        /// Bytes the table records.
+        expected: u64,
+        /// Bytes the file has.
+        found: u64,
+    },
+    /// Its header carries another pool's uuid.
+    #[error("the file belongs to another pool (uuid {found}, this pool's is {expected})")]
+    Foreign {
+        /// This pool's uuid, in hex.
+        expected: String,
+        /// The uuid in the member's header, in hex.
+        found: String,
+    },
+    /// It has no valid member header, or one that disagrees with the table
+    /// in something other than its index or its pool.
+    #[error("bad member header: {0}")]
+    BadHeader(String),
 }
 
 impl Error {
@@ -110,6 +157,11 @@ impl Error {
             Error::OutOfRange(_) => libc::ERANGE,
             Error::NotSupported(_) => libc::EOPNOTSUPP,
             Error::Busy { .. } => libc::EBUSY,
+            Error::Member {
+                problem: MemberProblem::Missing(_),
+                ..
+            } => libc::ENOENT,
+            Error::Member { .. } => libc::EIO,
             Error::Corrupt { .. } => libc::EIO,
             Error::Io { cause, .. } => cause.raw_os_error().unwrap_or(libc::EIO),
         }

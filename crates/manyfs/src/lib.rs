@@ -66,8 +66,9 @@ mod time;
 mod topology;
 mod xattr;
 
-pub use api::{DirEntry, File, Fs, Metadata, OpenOptions, Rename, SetAttr, StatFs};
-pub use error::{Error, Result};
+pub use api::{DirEntry, File, Fs, MemberUsage, Metadata, OpenOptions, Rename, SetAttr, StatFs};
+pub use error::{Error, MemberProblem, Result};
+pub use layout::members::PoolMember;
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;

@@ -140,6 +140,13 @@ pub struct MkfsOptions {
     /// about twice the cost of an fsync of a block written before). Pays
     /// one write of the whole pool at mkfs instead. Off by default.
     pub zero_fill: bool,
+    /// The NUMA node of member 0, the pool file itself.
+    pub node: u32,
+    /// Further member files, one per persistent-memory device (one per
+    /// NUMA node): member 1, 2, ... in this order. Their blocks follow
+    /// member 0's in the pool's one block address space. Empty (the
+    /// default): the pool is one file.
+    pub members: Vec<crate::layout::members::PoolMember>,
 }
 
 impl Default for MkfsOptions {
@@ -149,6 +156,8 @@ impl Default for MkfsOptions {
             bytes_per_inode: 16 << 10,
             replace_existing: false,
             zero_fill: false,
+            node: 0,
+            members: Vec::new(),
         }
     }
 }

@@ -368,7 +368,7 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
     let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
     assert_eq!(fs.read("/old").unwrap(), b"from version 2");
     fs.unmount().unwrap();
-    assert_eq!(version(), manyfs::layout::FORMAT_VERSION);
+    assert_eq!(version(), manyfs::layout::SINGLE_FILE_FORMAT_VERSION);
     set_version(manyfs::layout::FORMAT_VERSION + 1);
     let err = Fs::mount(&pool, &MountOptions::default()).err().unwrap();
     assert!(

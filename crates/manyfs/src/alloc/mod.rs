@@ -168,7 +168,6 @@ impl BlockAllocator {
     }
 
     /// Free extents of every pool (neighbours merged within a pool), sorted.
-    #[cfg(test)]
     pub fn free_extents(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         for p in self.pools.iter() {

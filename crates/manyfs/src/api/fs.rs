@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::file::{self};
 use crate::inode::Inode;
 use crate::layout::*;
-use crate::media::Media;
 use crate::namespace::{self, NewNode};
 use crate::options::{MkfsOptions, MountOptions};
 use crate::recovery::{self};
@@ -16,6 +15,23 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// One member file of a mounted pool ([`Fs::members`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberUsage {
+    /// Its index (0 is the pool file).
+    pub index: u32,
+    /// Its path, as mount found it.
+    pub path: PathBuf,
+    /// The NUMA node of its device.
+    pub node: u32,
+    /// Its first block in the pool's address space.
+    pub first_block: u64,
+    /// Its size in blocks.
+    pub blocks: u64,
+    /// Its blocks in use.
+    pub used_blocks: u64,
+}
 
 /// A mounted manyfs pool. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
@@ -32,15 +48,21 @@ impl Fs {
     /// another process is never replaced (`Busy`).
     pub fn mkfs(pool: &Path, mkfs: &MkfsOptions, mount: &MountOptions) -> Result<Fs> {
         mount.validate()?;
-        mount.check_for_pool(mkfs.size)?;
-        let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
+        let members_bytes: u64 = mkfs.members.iter().map(|m| m.size).sum();
+        mount.check_for_pool(mkfs.size.saturating_add(members_bytes))?;
         {
-            let media =
-                Media::create_with(pool, mkfs.size, mount.durability, mkfs.replace_existing)?;
+            let opts = members::NewPoolOptions {
+                size: mkfs.size,
+                bytes_per_inode: mkfs.bytes_per_inode,
+                replace_existing: mkfs.replace_existing,
+                node: mkfs.node,
+                members: &mkfs.members,
+            };
+            let new = members::create_pool(pool, &opts, mount.durability)?;
             if mkfs.zero_fill {
-                media.zero_fill()?;
+                new.media.zero_fill()?;
             }
-            crate::layout::format::format(&media, &sb)?;
+            crate::layout::format::format(&new.media, &new.sb, new.table.as_ref())?;
         }
         Fs::mount(pool, mount)
     }
@@ -67,7 +89,7 @@ impl Fs {
         observer: Option<Arc<dyn crate::media::PersistObserver>>,
     ) -> Result<Fs> {
         opts.validate()?;
-        let mut media = Media::open(pool, opts.durability, !opts.read_only)?;
+        let mut media = members::open_pool(pool, opts.durability, !opts.read_only)?;
         opts.check_for_pool(media.len())?;
         if let Some(o) = observer {
             media.attach_observer(o);
@@ -434,6 +456,38 @@ impl Fs {
     /// `manyfs inspect`).
     pub fn superblock(&self) -> crate::layout::Superblock {
         self.core.sb.clone()
+    }
+
+    /// The pool's member files and how many of each one's blocks are in
+    /// use (for `manyfs inspect`). A pool that is one file has one member.
+    /// Blocks waiting for a sync before reuse count as in use; the
+    /// superblocks, journal and inode table (member 0) and each other
+    /// member's header block count too.
+    pub fn members(&self) -> Vec<MemberUsage> {
+        let members = self.core.media.members();
+        let mut free = self.core.blocks.free_extents();
+        free.sort_unstable();
+        members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let first = m.start / BLOCK_SIZE;
+                let blocks = m.len / BLOCK_SIZE;
+                let end = first + blocks;
+                let free_here: u64 = free
+                    .iter()
+                    .map(|&(s, n)| (s + n).min(end).saturating_sub(s.max(first)))
+                    .sum();
+                MemberUsage {
+                    index: i as u32,
+                    path: m.path.clone(),
+                    node: m.node,
+                    first_block: first,
+                    blocks,
+                    used_blocks: blocks - free_here.min(blocks),
+                }
+            })
+            .collect()
     }
 
     /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).

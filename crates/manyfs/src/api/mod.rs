@@ -16,7 +16,7 @@ mod metadata;
 mod xattr_ops;
 
 pub use file::{File, OpenOptions};
-pub use fs::Fs;
+pub use fs::{Fs, MemberUsage};
 pub use metadata::{DirEntry, Metadata, Rename, SetAttr, StatFs};
 
 use crate::error::{Error, Result};

@@ -93,6 +93,8 @@ struct Walker<'a> {
     queued: HashSet<u64>,
     queue: VecDeque<Visit>,
     orphans: VecDeque<(u64, u32, FileKind, u64)>,
+    /// Header blocks of pool members: never owned by anything.
+    reserved: Vec<u64>,
 }
 
 /// Walk the pool behind `media`.
@@ -140,6 +142,7 @@ pub(crate) fn walk(media: &Media) -> Result<Walk> {
         queued: HashSet::from([ROOT_INO]),
         queue: VecDeque::from([(ROOT_INO, None, 0, Source::Root)]),
         orphans: VecDeque::new(),
+        reserved: members::reserved_blocks(media),
     };
     loop {
         while let Some((ino, want, parent, src)) = w.queue.pop_front() {
@@ -228,6 +231,11 @@ impl Walker<'_> {
     ) -> std::result::Result<(), String> {
         if block < self.sb.data_start || block >= self.sb.total_blocks {
             return Err(format!("block {block} outside the data region"));
+        }
+        if self.reserved.contains(&block) {
+            return Err(format!(
+                "block {block} is the header block of a pool member"
+            ));
         }
         if let Some(o) = self.owners.get(&block) {
             return Err(format!("block {block} is already used by {o}"));

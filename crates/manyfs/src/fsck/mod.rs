@@ -60,7 +60,7 @@ impl Report {
 /// no manyfs pool) are returned as `Err`; inconsistencies are listed in the
 /// report, every one of them, each with where it is and how `repair` fixes it.
 pub fn check(path: &Path) -> Result<Report> {
-    let media = Media::open(path, Durability::File, false)?;
+    let media = members::open_pool(path, Durability::File, false)?;
     check_media(&media)
 }
 

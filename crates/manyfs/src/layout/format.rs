@@ -3,12 +3,17 @@
 use super::*;
 use crate::error::Result;
 use crate::media::Media;
+use members::MemberTable;
 
-/// Write a fresh superblock, backup, journal and root directory.
-pub(crate) fn format(media: &Media, sb: &Superblock) -> Result<()> {
+/// Write a fresh superblock, backup, journal and root directory, and for a
+/// pool with members its member table and every member's header.
+pub(crate) fn format(media: &Media, sb: &Superblock, table: Option<&MemberTable>) -> Result<()> {
     let zero = vec![0u8; BLOCK_SIZE as usize];
     for b in 0..sb.data_start + 1 {
         media.store(b * BLOCK_SIZE, &zero)?;
+    }
+    if let Some(t) = table {
+        members::write_members(media, sb, t)?;
     }
     let now = crate::time::now_ns();
     // The root directory belongs to whoever creates the pool, so a user can

@@ -8,10 +8,15 @@
 //! block 3..          inode table (INODE_SIZE bytes per inode)
 //! data_start..end    log arrays, log pages and data pages (block allocator)
 //! ```
+//!
+//! A pool with several member files has a member table in blocks 0 and 1
+//! after the superblock, and a reserved header block at the start of every
+//! member but 0 (see [`members`]).
 
 mod entry;
 pub(crate) mod format;
 mod inode;
+pub mod members;
 mod superblock;
 
 pub use entry::*;

@@ -5,11 +5,19 @@ use crate::error::{Error, Result};
 
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
-/// On-media format version written by this manyfs. Version 3 added
-/// FIFOs, sockets and device nodes (inode kinds 4..=7 and the record's
-/// `rdev`), extended-attribute log entries and exchange records in the
-/// rename journal; everything of version 2 means the same in version 3.
-pub const FORMAT_VERSION: u32 = 3;
+/// Newest on-media format version this manyfs reads and writes. Version 4
+/// is version 3 plus a member table (blocks 0 and 1, after the superblock):
+/// it is written only for pools with a member table, so that an older
+/// manyfs refuses such a pool ("unsupported format version 4") instead of
+/// failing on a geometry larger than the pool file. A pool without a
+/// member table is written as [`SINGLE_FILE_FORMAT_VERSION`].
+pub const FORMAT_VERSION: u32 = 4;
+/// Format version written for a pool that is one file (no member table).
+/// Version 3 added FIFOs, sockets and device nodes (inode kinds 4..=7 and
+/// the record's `rdev`), extended-attribute log entries and exchange
+/// records in the rename journal; everything of version 2 means the same
+/// in version 3.
+pub const SINGLE_FILE_FORMAT_VERSION: u32 = 3;
 /// Oldest format version this manyfs mounts: a version-2 pool mounts as it
 /// is, and its first writable mount records version 3, so that an older
 /// manyfs refuses it ("unsupported format version 3") instead of
@@ -23,7 +31,7 @@ pub const SUPERBLOCK_LEN: usize = 96;
 /// | off | size | field |
 /// |----:|----:|---|
 /// | 0 | 8 | magic |
-/// | 8 | 4 | version |
+/// | 8 | 4 | version (3, or 4 with a member table) |
 /// | 12 | 4 | block size |
 /// | 16 | 8 | total blocks |
 /// | 24 | 8 | inode count |
@@ -55,6 +63,9 @@ pub struct Superblock {
     pub commit_rule: CommitRule,
     /// Writable mounts so far.
     pub mount_epoch: u64,
+    /// Whether blocks 0 and 1 hold a member table after the superblock
+    /// (format version 4; see `layout/members.rs`).
+    pub member_table: bool,
 }
 
 /// Which committed log entries recovery accepts.
@@ -126,14 +137,24 @@ impl Superblock {
             uuid,
             commit_rule: CommitRule::Immediate,
             mount_epoch: 1,
+            member_table: false,
         })
+    }
+
+    /// The format version this superblock is written with.
+    pub fn version(&self) -> u32 {
+        if self.member_table {
+            FORMAT_VERSION
+        } else {
+            SINGLE_FILE_FORMAT_VERSION
+        }
     }
 
     /// Encode to bytes.
     pub fn encode(&self) -> [u8; SUPERBLOCK_LEN] {
         let mut b = [0u8; SUPERBLOCK_LEN];
         b[..8].copy_from_slice(&SUPER_MAGIC);
-        put_u32(&mut b, 8, FORMAT_VERSION);
+        put_u32(&mut b, 8, self.version());
         put_u32(&mut b, 12, BLOCK_SIZE as u32);
         put_u64(&mut b, 16, self.total_blocks);
         put_u64(&mut b, 24, self.inode_count);
@@ -186,6 +207,7 @@ impl Superblock {
                 r => return Err(Error::corrupt(what, format!("unknown commit rule {r}"))),
             },
             mount_epoch: le_u64(b, 84),
+            member_table: version >= 4,
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= KEY_LIMIT
@@ -244,7 +266,10 @@ mod tests {
             b
         };
         assert_eq!(Superblock::decode(&with_version(2), 64 << 20).unwrap(), sb);
-        assert_eq!(le_u32(&sb.encode(), 8), FORMAT_VERSION);
+        assert_eq!(le_u32(&sb.encode(), 8), SINGLE_FILE_FORMAT_VERSION);
+        let with_table = Superblock::decode(&with_version(4), 64 << 20).unwrap();
+        assert!(with_table.member_table);
+        assert_eq!(le_u32(&with_table.encode(), 8), FORMAT_VERSION);
         for v in [0, 1, FORMAT_VERSION + 1] {
             let err = Superblock::decode(&with_version(v), 64 << 20).unwrap_err();
             assert!(

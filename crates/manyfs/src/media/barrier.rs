@@ -84,22 +84,32 @@ impl Media {
                 }
             }
         }
-        let fd = self._file.as_raw_fd();
-        let fail = |what: &str| {
+        let fail = |what: &str, path: &std::path::Path| {
             let err = std::io::Error::last_os_error();
             self.fail(format!("an earlier sync failed ({err})"));
-            Err(Error::io(format!("{what} {}", self.path.display()), err))
+            Err(Error::io(format!("{what} {}", path.display()), err))
         };
-        let sfr = |start: u64, end: u64, flags: libc::c_uint| {
-            // SAFETY: sync_file_range on a descriptor we own; no memory involved.
-            unsafe {
-                libc::sync_file_range(
-                    fd,
-                    (start * SYNC_UNIT) as libc::off64_t,
-                    ((end - start) * SYNC_UNIT) as libc::off64_t,
-                    flags,
-                )
+        // `sync_file_range` of pool blocks `[start, end)`: one call per
+        // member the range touches, on that member's descriptor and at its
+        // own offsets.
+        let sfr = |start: u64, end: u64, flags: libc::c_uint| -> Result<()> {
+            let (off, len) = (start * SYNC_UNIT, (end - start) * SYNC_UNIT);
+            for (m, local, _, n) in self.pieces(off, len) {
+                // SAFETY: sync_file_range on a descriptor we own; no memory
+                // involved.
+                let rc = unsafe {
+                    libc::sync_file_range(
+                        m.file.as_raw_fd(),
+                        local as libc::off64_t,
+                        n as libc::off64_t,
+                        flags,
+                    )
+                };
+                if rc != 0 {
+                    return fail("sync_file_range", &m.path);
+                }
             }
+            Ok(())
         };
         let n = ranges.len();
         if n > 1 {
@@ -107,27 +117,25 @@ impl Media {
             // the device has all of them in flight at once; then wait for
             // each but the last, which the `msync` below waits for.
             for &(start, end) in ranges.iter() {
-                if sfr(start, end, libc::SYNC_FILE_RANGE_WRITE) != 0 {
-                    return fail("sync_file_range");
-                }
+                sfr(start, end, libc::SYNC_FILE_RANGE_WRITE)?;
             }
             for &(start, end) in &ranges[..n - 1] {
                 let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
                     | libc::SYNC_FILE_RANGE_WRITE
                     | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-                if sfr(start, end, flags) != 0 {
-                    return fail("sync_file_range");
-                }
+                sfr(start, end, flags)?;
             }
         }
         let off = (last_start * SYNC_UNIT) as usize;
         let len = ((last_end - last_start) * SYNC_UNIT) as usize;
         let start = self.check(off as u64, len)?;
         // SAFETY: [start, start+len) lies inside the mapping (checked above)
-        // and is page aligned (block multiples of the mapping's base).
+        // and is page aligned (block multiples of the mapping's base). A
+        // range that crosses members spans their mappings, which lie back
+        // to back: `msync` syncs each mapping's own file.
         let rc = unsafe { libc::msync(self.base.add(start).cast(), len, libc::MS_SYNC) };
         if rc != 0 {
-            return fail("msync");
+            return fail("msync", &self.path);
         }
         Ok(())
     }

@@ -69,15 +69,66 @@ impl std::fmt::Display for Durability {
     }
 }
 
-/// A shared mapping of one pool file.
+/// One member file of a pool and where it lies in the pool's address
+/// space.
+#[derive(Debug)]
+struct Member {
+    /// Held open for the lifetime of the mapping: it carries the flock that
+    /// keeps a second process from mounting the same pool.
+    file: File,
+    path: PathBuf,
+    /// Byte offset of the member's first byte in the pool.
+    start: u64,
+    /// Bytes of the member mapped (its file may be longer: a single-file
+    /// pool maps its whole file, a member of a multi-member pool its
+    /// blocks).
+    len: u64,
+    /// The NUMA node the member's device belongs to.
+    node: u32,
+}
+
+/// A member file opened (and locked) for [`Media::from_members`].
+#[derive(Debug)]
+pub(crate) struct OpenMember {
+    /// The open, locked file.
+    pub file: File,
+    /// Its path (for messages).
+    pub path: PathBuf,
+    /// Bytes of it to map.
+    pub len: u64,
+    /// Its NUMA node.
+    pub node: u32,
+}
+
+/// What `Media::members` tells about one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MemberInfo {
+    /// The member file's path.
+    pub path: PathBuf,
+    /// Byte offset of its first byte in the pool.
+    pub start: u64,
+    /// Its mapped length in bytes.
+    pub len: u64,
+    /// Its NUMA node.
+    pub node: u32,
+}
+
+/// A shared mapping of a pool: one member file, or several mapped side by
+/// side into one reserved address range (member 0 first), so that a pool
+/// offset is `base + offset` whichever member holds it.
 #[derive(Debug)]
 pub(crate) struct Media {
     base: *mut u8,
     len: usize,
+    /// Bytes reserved at `base` (`len` rounded up to whole pages).
+    reserved: usize,
     mode: Durability,
     flush: FlushInstr,
     writable: bool,
+    /// Member 0's path (for messages about the whole pool).
     path: PathBuf,
+    /// The member files, in pool order (`start` ascending, back to back).
+    members: Vec<Member>,
     observer: Option<observer::Attached>,
     /// Set once a durability point failed: the media's state on disk is
     /// unknown from then on, so every later store and sync fails too.
@@ -87,9 +138,6 @@ pub(crate) struct Media {
     /// This mapping's entry in the SIGBUS fault table: a fault in a page
     /// the file no longer backs is absorbed and counted there.
     sigbus: sigbus::Registration,
-    // Held open for the lifetime of the mapping: it carries the flock that
-    // keeps a second process from mounting the same pool.
-    _file: File,
 }
 
 // SAFETY: the mapping is plain shared memory; all access goes through methods
@@ -118,6 +166,23 @@ impl Media {
         mode: Durability,
         replace_existing: bool,
     ) -> Result<Media> {
+        let file = Self::create_file(path, size, replace_existing)?;
+        Self::from_members(
+            vec![OpenMember {
+                file,
+                path: path.to_path_buf(),
+                len: size,
+                node: 0,
+            }],
+            mode,
+            true,
+        )
+    }
+
+    /// Create (or replace, see [`Media::create_with`]) the file at `path`
+    /// with `size` bytes reserved, locked exclusively: a pool file or one
+    /// member of a pool.
+    pub fn create_file(path: &Path, size: u64, replace_existing: bool) -> Result<File> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -151,7 +216,7 @@ impl Media {
                 std::io::Error::from_raw_os_error(rc),
             ));
         }
-        Self::map(file, path, mode, true)
+        Ok(file)
     }
 
     /// Write zeros over the whole pool file and make them durable (see
@@ -160,21 +225,46 @@ impl Media {
         use std::os::unix::fs::FileExt;
         const CHUNK: u64 = 1 << 20;
         let zeros = vec![0u8; CHUNK as usize];
-        let mut off = 0;
-        while off < self.len as u64 {
-            let n = (self.len as u64 - off).min(CHUNK) as usize;
-            self._file
-                .write_all_at(&zeros[..n], off)
-                .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))?;
-            off += n as u64;
+        for m in &self.members {
+            let mut off = 0;
+            while off < m.len {
+                let n = (m.len - off).min(CHUNK) as usize;
+                m.file
+                    .write_all_at(&zeros[..n], off)
+                    .map_err(|e| Error::io(format!("zero-fill {}", m.path.display()), e))?;
+                off += n as u64;
+            }
+            m.file
+                .sync_data()
+                .map_err(|e| Error::io(format!("zero-fill {}", m.path.display()), e))?;
         }
-        self._file
-            .sync_data()
-            .map_err(|e| Error::io(format!("zero-fill {}", self.path.display()), e))
+        Ok(())
     }
 
-    /// Map an existing pool. `writable == false` maps it read-only (fsck).
+    /// Map an existing single-file pool. `writable == false` maps it
+    /// read-only (fsck).
+    #[cfg(test)]
     pub fn open(path: &Path, mode: Durability, writable: bool) -> Result<Media> {
+        let file = Self::open_file(path, writable)?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat pool {}", path.display()), e))?
+            .len();
+        Self::from_members(
+            vec![OpenMember {
+                file,
+                path: path.to_path_buf(),
+                len,
+                node: 0,
+            }],
+            mode,
+            writable,
+        )
+    }
+
+    /// Open the pool (or member) file at `path` and take its lock:
+    /// exclusive when `writable`, shared otherwise (fsck).
+    pub fn open_file(path: &Path, writable: bool) -> Result<File> {
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -185,20 +275,65 @@ impl Media {
         } else {
             lock_shared(&file, path)?;
         }
-        Self::map(file, path, mode, writable)
+        Ok(file)
     }
 
-    fn map(file: File, path: &Path, mode: Durability, writable: bool) -> Result<Media> {
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(format!("stat pool {}", path.display()), e))?
-            .len();
-        let len = usize::try_from(len)
-            .map_err(|_| Error::InvalidArgument(format!("{}: pool too large", path.display())))?;
-        if len == 0 {
-            return Err(Error::corrupt(
-                path.display().to_string(),
-                "pool file is empty",
+    /// Map `members` side by side, member 0 at offset 0: one anonymous
+    /// `PROT_NONE` reservation of the whole pool, each member mapped over
+    /// its part with `MAP_FIXED`. Every member but the last must have a
+    /// whole number of pages.
+    pub fn from_members(
+        members: Vec<OpenMember>,
+        mode: Durability,
+        writable: bool,
+    ) -> Result<Media> {
+        let page = page_size() as u64;
+        let Some(first) = members.first() else {
+            return Err(Error::InvalidArgument("a pool needs a member".into()));
+        };
+        let path = first.path.clone();
+        let mut total: u64 = 0;
+        for (i, m) in members.iter().enumerate() {
+            if m.len == 0 {
+                return Err(Error::corrupt(
+                    m.path.display().to_string(),
+                    "pool file is empty",
+                ));
+            }
+            if i + 1 < members.len() && m.len % page != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: member of {} bytes is not a whole number of pages",
+                    m.path.display(),
+                    m.len
+                )));
+            }
+            total = total.checked_add(m.len).ok_or_else(|| {
+                Error::InvalidArgument(format!("{}: pool too large", path.display()))
+            })?;
+        }
+        let too_large = || Error::InvalidArgument(format!("{}: pool too large", path.display()));
+        let len = usize::try_from(total).map_err(|_| too_large())?;
+        let reserved = usize::try_from(total.div_ceil(page) * page).map_err(|_| too_large())?;
+        // SAFETY: an anonymous PROT_NONE mapping at an address of the
+        // kernel's choice touches no existing memory; the result is checked
+        // against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserved,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::io(
+                format!(
+                    "reserve {total} bytes of address space for pool {}",
+                    path.display()
+                ),
+                std::io::Error::last_os_error(),
             ));
         }
         let prot = if writable {
@@ -211,32 +346,91 @@ impl Media {
         } else {
             libc::MAP_SHARED
         };
-        // SAFETY: mapping a file descriptor we own with a length equal to the
-        // file's size; the result is checked against MAP_FAILED.
-        let ptr =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
-        if ptr == libc::MAP_FAILED {
-            let err = std::io::Error::last_os_error();
-            let hint = if mode == Durability::Pm {
-                " (pm mode needs a DAX file system; use --durability file otherwise)"
-            } else {
-                ""
+        let mut mapped = Vec::with_capacity(members.len());
+        let mut start = 0u64;
+        for m in members {
+            // SAFETY: `base + start .. + m.len` lies inside the reservation
+            // made above (the lengths sum to `total` <= `reserved`), which
+            // this function owns, so MAP_FIXED replaces only our own
+            // PROT_NONE pages; the descriptor is ours; the result is
+            // checked against MAP_FAILED.
+            let ptr = unsafe {
+                libc::mmap(
+                    base.cast::<u8>().add(start as usize).cast(),
+                    m.len as usize,
+                    prot,
+                    flags | libc::MAP_FIXED,
+                    m.file.as_raw_fd(),
+                    0,
+                )
             };
-            return Err(Error::io(format!("map pool {}{hint}", path.display()), err));
+            if ptr == libc::MAP_FAILED {
+                let err = std::io::Error::last_os_error();
+                // SAFETY: `base`/`reserved` is the reservation made above,
+                // unmapped once here (members already mapped into it go
+                // with it); nothing refers into it yet.
+                unsafe { libc::munmap(base, reserved) };
+                let hint = if mode == Durability::Pm {
+                    " (pm mode needs a DAX file system; use --durability file otherwise)"
+                } else {
+                    ""
+                };
+                return Err(Error::io(
+                    format!("map pool {}{hint}", m.path.display()),
+                    err,
+                ));
+            }
+            mapped.push(Member {
+                file: m.file,
+                path: m.path,
+                start,
+                len: m.len,
+                node: m.node,
+            });
+            start += m.len;
         }
         Ok(Media {
-            base: ptr.cast(),
+            base: base.cast(),
             len,
+            reserved,
             mode,
             flush: FlushInstr::detect(),
             writable,
-            path: path.to_path_buf(),
+            path,
+            members: mapped,
             observer: None,
             failed: std::sync::atomic::AtomicBool::new(false),
             failure: std::sync::OnceLock::new(),
-            sigbus: sigbus::Registration::new(ptr.cast(), len),
-            _file: file,
+            sigbus: sigbus::Registration::new(base.cast(), len),
         })
+    }
+
+    /// The member files, in pool order.
+    pub fn members(&self) -> Vec<MemberInfo> {
+        self.members
+            .iter()
+            .map(|m| MemberInfo {
+                path: m.path.clone(),
+                start: m.start,
+                len: m.len,
+                node: m.node,
+            })
+            .collect()
+    }
+
+    /// The pieces of `[off, off+len)` (already bounds-checked) per member:
+    /// `(member, offset in the member's file, offset in the pool, length)`.
+    fn pieces(&self, off: u64, len: u64) -> impl Iterator<Item = (&Member, u64, u64, u64)> + '_ {
+        let end = off + len;
+        let first = self.members.partition_point(|m| m.start + m.len <= off);
+        self.members[first.min(self.members.len())..]
+            .iter()
+            .take_while(move |m| m.start < end)
+            .filter_map(move |m| {
+                let s = off.max(m.start);
+                let e = end.min(m.start + m.len);
+                (e > s).then(|| (m, s - m.start, s, e - s))
+            })
     }
 
     /// Report every persistence event from now on to `observer` (crash
@@ -328,10 +522,19 @@ impl Media {
     }
 
     fn fail_shrunk(&self) {
-        let now = self.file_len().map_or_else(
-            |e| format!("cannot stat it: {e}"),
-            |len| format!("{len} bytes now"),
-        );
+        let mut now = Vec::new();
+        for m in &self.members {
+            match file_len(&m.file) {
+                Ok(len) if len >= m.len => {}
+                Ok(len) => now.push(format!("{}: {len} bytes now", m.path.display())),
+                Err(e) => now.push(format!("{}: cannot stat it: {e}", m.path.display())),
+            }
+        }
+        let now = if now.is_empty() {
+            "every member file still has its length".to_string()
+        } else {
+            now.join(", ")
+        };
         self.fail(format!(
             "the pool file lost pages under its mapping of {} bytes ({now}); \
              was it truncated while mounted?",
@@ -339,29 +542,29 @@ impl Media {
         ));
     }
 
-    /// The pool file's current length. `lseek(SEEK_END)`, not `fstat`: a
-    /// `stat` of the file marks its change counter as queried, and the next
-    /// write then dirties the inode so that every later `msync` also writes
-    /// the inode (measured: +40 us per `fdatasync`-like sync on ext4).
-    fn file_len(&self) -> std::io::Result<u64> {
-        use std::io::Seek;
-        (&self._file).seek(std::io::SeekFrom::End(0))
-    }
-
-    /// Err(EIO) when the pool file is now shorter than its mapping (another
-    /// process truncated it): fails the media.
+    /// Err(EIO) when a member file is now shorter than its mapping (another
+    /// process truncated it): fails the media. One `lseek` per member (see
+    /// [`file_len`]).
     pub fn check_size(&self) -> Result<()> {
-        match self.file_len() {
-            Ok(len) if len >= self.len as u64 => Ok(()),
-            Ok(len) => {
-                self.fail(format!(
-                    "the pool file shrank from {} to {len} bytes while mounted",
-                    self.len,
-                ));
-                Err(self.failure_error())
+        for m in &self.members {
+            match file_len(&m.file) {
+                Ok(len) if len >= m.len => {}
+                Ok(len) => {
+                    let which = if self.members.len() == 1 {
+                        "the pool file".to_string()
+                    } else {
+                        format!("pool member {}", m.path.display())
+                    };
+                    self.fail(format!(
+                        "{which} shrank from {} to {len} bytes while mounted",
+                        m.len,
+                    ));
+                    return Err(self.failure_error());
+                }
+                Err(e) => return Err(Error::io(format!("stat pool {}", m.path.display()), e)),
             }
-            Err(e) => Err(Error::io(format!("stat pool {}", self.path.display()), e)),
         }
+        Ok(())
     }
 
     /// Whether the media has failed: a durability point failed, the pool
@@ -599,12 +802,19 @@ impl Media {
 
     /// `pwrite` all of `data` at `off` (bounds checked by the caller). A
     /// failure fails the media: the page cache may hold part of the write.
+    /// A write that crosses from one member into the next is one `pwrite`
+    /// per member.
     fn write_at(&self, off: u64, data: &[u8]) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        self._file.write_all_at(data, off).map_err(|e| {
-            self.fail(format!("a write to the pool failed ({e})"));
-            Error::io(format!("write {}", self.path.display()), e)
-        })
+        for (m, local, global, len) in self.pieces(off, data.len() as u64) {
+            let from = (global - off) as usize;
+            let part = &data[from..from + len as usize];
+            m.file.write_all_at(part, local).map_err(|e| {
+                self.fail(format!("a write to the pool failed ({e})"));
+                Error::io(format!("write {}", m.path.display()), e)
+            })?;
+        }
+        Ok(())
     }
 
     /// The pool file's path (for messages).
@@ -665,12 +875,24 @@ impl Drop for Media {
     fn drop(&mut self) {
         // Out of the fault table before the range can be reused.
         self.sigbus.unregister();
-        // SAFETY: `base`/`len` came from a successful mmap and are unmapped
-        // exactly once, here; no references into the mapping outlive `self`.
+        // SAFETY: `base`/`reserved` is the reservation made by a successful
+        // mmap, with every member mapped inside it; unmapped exactly once,
+        // here (the members' mappings go with it); no references into the
+        // mapping outlive `self`.
         unsafe {
-            libc::munmap(self.base.cast(), self.len);
+            libc::munmap(self.base.cast(), self.reserved);
         }
     }
+}
+
+/// A file's current length. `lseek(SEEK_END)`, not `fstat`: a `stat` of
+/// the file marks its change counter as queried, and the next write then
+/// dirties the inode so that every later `msync` also writes the inode
+/// (measured: +40 us per `fdatasync`-like sync on ext4).
+fn file_len(file: &File) -> std::io::Result<u64> {
+    use std::io::Seek;
+    let mut f = file;
+    f.seek(std::io::SeekFrom::End(0))
 }
 
 fn page_size() -> usize {
@@ -774,6 +996,113 @@ mod tests {
         assert!(matches!(err, Error::Busy { .. }), "{err}");
         drop(m);
         Media::open(&d.path().join("p"), Durability::File, true).unwrap();
+    }
+
+    /// Two member files mapped back to back: stores, reads, atomics and
+    /// ranged syncs that cross the boundary reach each file at its own
+    /// offsets, in every mode.
+    #[test]
+    fn members_are_one_address_space() {
+        for mode in [Durability::File, Durability::Dram] {
+            let dir = tempfile::tempdir().unwrap();
+            let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
+            let open = |p: &Path, len: u64| OpenMember {
+                file: Media::create_file(p, len, false).unwrap(),
+                path: p.to_path_buf(),
+                len,
+                node: 0,
+            };
+            let m =
+                Media::from_members(vec![open(&p0, 8192), open(&p1, 16384)], mode, true).unwrap();
+            assert_eq!(m.len(), 8192 + 16384);
+            let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+            m.store(8192 - 500, &data).unwrap();
+            m.nt_copy(8192 - 3, &[9u8; 6]).unwrap();
+            m.store_u64(8192 + 4096 + 64, 0x1234).unwrap();
+            m.persist(0, m.len() as usize).unwrap();
+            m.sync_blocks(&mut vec![1, 2, 3]).unwrap();
+            m.sync_block_ranges(&mut vec![(0, 1), (1, 3), (4, 6)])
+                .unwrap();
+            m.sync_all().unwrap();
+            let mut want = data.clone();
+            want[497..503].copy_from_slice(&[9u8; 6]);
+            assert_eq!(m.read_vec(8192 - 500, 1000).unwrap(), want);
+            assert_eq!(m.load_u64(8192 + 4096 + 64).unwrap(), 0x1234);
+            drop(m);
+            let (f0, f1) = (std::fs::read(&p0).unwrap(), std::fs::read(&p1).unwrap());
+            assert_eq!(f0[8192 - 500..], want[..500]);
+            assert_eq!(f1[..500], want[500..]);
+            assert_eq!(f1[4096 + 64..4096 + 72], 0x1234u64.to_le_bytes());
+            assert!(m_out_of_bounds(&p0, &p1));
+        }
+    }
+
+    /// Reopened read-only, the pair refuses a range past the last member.
+    fn m_out_of_bounds(p0: &Path, p1: &Path) -> bool {
+        let open = |p: &Path| OpenMember {
+            file: Media::open_file(p, false).unwrap(),
+            path: p.to_path_buf(),
+            len: std::fs::metadata(p).unwrap().len(),
+            node: 1,
+        };
+        let m = Media::from_members(vec![open(p0), open(p1)], Durability::File, false).unwrap();
+        assert_eq!(m.members()[1].start, 8192);
+        assert_eq!(m.members()[1].node, 1);
+        m.read_vec(m.len() - 4, 8).is_err() && m.read_vec(m.len() - 8, 8).is_ok()
+    }
+
+    /// A member shorter than its mapping fails the media at the next sync,
+    /// naming that member.
+    #[test]
+    fn a_shrunk_member_fails_the_media() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
+        let open = |p: &Path, len: u64| OpenMember {
+            file: Media::create_file(p, len, false).unwrap(),
+            path: p.to_path_buf(),
+            len,
+            node: 0,
+        };
+        let m = Media::from_members(
+            vec![open(&p0, 8192), open(&p1, 8192)],
+            Durability::File,
+            true,
+        )
+        .unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p1)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let err = m.sync_all().unwrap_err().to_string();
+        assert!(err.contains("m1") && err.contains("shrank"), "{err}");
+        assert!(m.has_failed());
+    }
+
+    /// A member that is not a whole number of pages cannot be followed by
+    /// another.
+    #[test]
+    fn a_member_must_end_on_a_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
+        let open = |p: &Path, len: u64| OpenMember {
+            file: Media::create_file(p, len, false).unwrap(),
+            path: p.to_path_buf(),
+            len,
+            node: 0,
+        };
+        let err = Media::from_members(
+            vec![open(&p0, 5000), open(&p1, 8192)],
+            Durability::File,
+            true,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(matches!(
+            Media::from_members(Vec::new(), Durability::File, true),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -181,11 +181,31 @@ impl BlockBitmap {
 struct Marker<'a> {
     sb: &'a Superblock,
     used: BlockBitmap,
+    /// Header blocks of pool members (marked used from the start).
+    reserved: Vec<u64>,
 }
 
 impl Marker<'_> {
+    fn new<'a>(sb: &'a Superblock, media: &Media) -> Marker<'a> {
+        let mut used = BlockBitmap::new(sb.total_blocks - sb.data_start);
+        let reserved: Vec<u64> = members::reserved_blocks(media)
+            .into_iter()
+            .filter(|b| (sb.data_start..sb.total_blocks).contains(b))
+            .collect();
+        for &b in &reserved {
+            used.set(b - sb.data_start);
+        }
+        Marker { sb, used, reserved }
+    }
+
     fn mark(&mut self, block: u64, what: impl Fn() -> String) -> Result<()> {
         check_block(self.sb, block, &what)?;
+        if self.reserved.contains(&block) {
+            return Err(Error::corrupt(
+                what(),
+                format!("block {block} is the header block of a pool member"),
+            ));
+        }
         if self.used.set(block - self.sb.data_start) {
             return Err(Error::corrupt(
                 what(),
@@ -209,10 +229,7 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
     let (sb, damaged) = read_superblock(media)?;
     let rule = rule.unwrap_or(sb.commit_rule);
     let pending_rename = journal::pending(media)?;
-    let mut marker = Marker {
-        sb: &sb,
-        used: BlockBitmap::new(sb.total_blocks - sb.data_start),
-    };
+    let mut marker = Marker::new(&sb, media);
     let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
     let mut queue: VecDeque<(u64, Option<u32>, u64)> = VecDeque::from([(ROOT_INO, None, 0)]);
     let mut queued: HashSet<u64> = HashSet::from([ROOT_INO]);

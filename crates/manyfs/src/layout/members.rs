@@ -1,0 +1,704 @@
+//! Pools with several member files (one per NUMA node) behind one block
+//! address space: the member table, the member header, and opening or
+//! creating every member of a pool.
+//!
+//! Member 0 is the pool file and holds blocks `[0, n0)`, member 1 blocks
+//! `[n0, n0+n1)`, and so on. The member table lives in blocks 0 and 1 after
+//! the superblock (both copies, written once at mkfs); a pool that has one
+//! has format version 4. Every member but 0 starts with a header block,
+//! reserved (never allocated), that names the pool (uuid), the member's
+//! index, node and size, so that a missing, swapped, resized or foreign
+//! member is found before the pool is mapped.
+//!
+//! Member table, at byte [`MEMBER_TABLE_OFFSET`] of blocks 0 and 1:
+//!
+//! | off | size | field |
+//! |----:|----:|---|
+//! | 0 | 8 | magic `MFSMEMBS` |
+//! | 8 | 4 | member count (member 0 included) |
+//! | 12 | 4 | bytes of entries after the 24-byte head |
+//! | 16 | 4 | crc32 of the head (this field zero) and the entries |
+//! | 20 | 4 | zero |
+//! | 24 | .. | entries, each: blocks u64, node u32, path length u16, zero u16, path bytes zero-padded to a multiple of 8 |
+//!
+//! Member 0's entry has an empty path (it is the pool file). A relative path
+//! is relative to the pool file's directory.
+//!
+//! Member header, at the first byte of every member but 0:
+//!
+//! | off | size | field |
+//! |----:|----:|---|
+//! | 0 | 8 | magic `MFSMEMBR` |
+//! | 8 | 4 | member index |
+//! | 12 | 4 | node |
+//! | 16 | 8 | the member's size in blocks (its header block included) |
+//! | 24 | 8 | the member's first block in the pool |
+//! | 32 | 16 | the pool's uuid |
+//! | 48 | 12 | zero |
+//! | 60 | 4 | crc32 of bytes 0..60 |
+
+use super::*;
+use crate::error::{Error, MemberProblem, Result};
+use crate::media::{Durability, Media, OpenMember};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Byte offset of the member table in blocks 0 and 1 (after the superblock).
+pub const MEMBER_TABLE_OFFSET: u64 = 128;
+/// Magic of the member table.
+pub const MEMBER_TABLE_MAGIC: [u8; 8] = *b"MFSMEMBS";
+/// Magic of a member header.
+pub const MEMBER_HEADER_MAGIC: [u8; 8] = *b"MFSMEMBR";
+/// Encoded size of a member header.
+pub const MEMBER_HEADER_LEN: usize = 64;
+const TABLE_HEAD: usize = 24;
+const TABLE_MAX: usize = (BLOCK_SIZE - MEMBER_TABLE_OFFSET) as usize;
+
+/// One further member file of a pool (`MkfsOptions::members`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    /// The member file to create. A relative path is taken from the
+    /// current directory at mkfs and recorded relative to the pool file's
+    /// directory (mount finds it there, so the files move together); an
+    /// absolute path is recorded as it is.
+    pub path: std::path::PathBuf,
+    /// The NUMA node its device belongs to.
+    pub node: u32,
+    /// Its size in bytes (rounded down to whole blocks).
+    pub size: u64,
+}
+
+/// One member in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberEntry {
+    /// The member file's path as recorded (empty for member 0; relative
+    /// paths are relative to the pool file's directory).
+    pub path: PathBuf,
+    /// The NUMA node of its device.
+    pub node: u32,
+    /// Its size in blocks.
+    pub blocks: u64,
+}
+
+/// The member table: every member of the pool in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberTable {
+    /// Member 0 (the pool file) first.
+    pub members: Vec<MemberEntry>,
+}
+
+impl MemberTable {
+    /// Encode; fails when the table does not fit its place in block 0.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; TABLE_HEAD];
+        b[..8].copy_from_slice(&MEMBER_TABLE_MAGIC);
+        let count = u32::try_from(self.members.len())
+            .map_err(|_| Error::InvalidArgument("too many pool members".into()))?;
+        put_u32(&mut b, 8, count);
+        for m in &self.members {
+            let path = m.path.as_os_str().as_bytes();
+            let plen = u16::try_from(path.len()).map_err(|_| {
+                Error::InvalidArgument(format!("member path {} too long", m.path.display()))
+            })?;
+            let mut e = [0u8; 16];
+            put_u64(&mut e, 0, m.blocks);
+            put_u32(&mut e, 8, m.node);
+            put_u16(&mut e, 12, plen);
+            b.extend_from_slice(&e);
+            b.extend_from_slice(path);
+            b.resize(b.len().next_multiple_of(8), 0);
+        }
+        if b.len() > TABLE_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "the member table needs {} bytes, more than the {TABLE_MAX} it has \
+                 (fewer members or shorter paths)",
+                b.len()
+            )));
+        }
+        let entries = (b.len() - TABLE_HEAD) as u32;
+        put_u32(&mut b, 12, entries);
+        let crc = crc32fast::hash(&b);
+        put_u32(&mut b, 16, crc);
+        Ok(b)
+    }
+
+    /// Decode the table at the start of `b` (the bytes of block 0 or 1 from
+    /// [`MEMBER_TABLE_OFFSET`] on).
+    pub fn decode(b: &[u8]) -> Result<MemberTable> {
+        let what = "member table";
+        if b.len() < TABLE_HEAD {
+            return Err(Error::corrupt(what, "truncated"));
+        }
+        if b[..8] != MEMBER_TABLE_MAGIC {
+            return Err(Error::corrupt(what, "bad magic"));
+        }
+        let count = le_u32(b, 8) as usize;
+        let len = TABLE_HEAD + le_u32(b, 12) as usize;
+        if len > b.len().min(TABLE_MAX) {
+            return Err(Error::corrupt(what, format!("length {len} too large")));
+        }
+        let mut copy = b[..len].to_vec();
+        put_u32(&mut copy, 16, 0);
+        if crc32fast::hash(&copy) != le_u32(b, 16) {
+            return Err(Error::corrupt(what, "checksum mismatch"));
+        }
+        let mut members = Vec::new();
+        let mut at = TABLE_HEAD;
+        for i in 0..count {
+            if at + 16 > len {
+                return Err(Error::corrupt(what, format!("entry {i} truncated")));
+            }
+            let plen = le_u16(b, at + 12) as usize;
+            let end = at + 16 + plen;
+            if end > len {
+                return Err(Error::corrupt(what, format!("entry {i} path truncated")));
+            }
+            members.push(MemberEntry {
+                blocks: le_u64(b, at),
+                node: le_u32(b, at + 8),
+                path: PathBuf::from(OsStr::from_bytes(&b[at + 16..end])),
+            });
+            at = end.next_multiple_of(8);
+        }
+        if members.is_empty() {
+            return Err(Error::corrupt(what, "no members"));
+        }
+        if members
+            .iter()
+            .skip(1)
+            .any(|m| m.path.as_os_str().is_empty())
+        {
+            return Err(Error::corrupt(what, "a member other than 0 has no path"));
+        }
+        Ok(MemberTable { members })
+    }
+
+    /// The first block of member `index` in the pool.
+    pub fn start_block(&self, index: usize) -> u64 {
+        self.members[..index].iter().map(|m| m.blocks).sum()
+    }
+
+    /// Blocks of every member together (`None` on overflow).
+    pub fn total_blocks(&self) -> Option<u64> {
+        self.members
+            .iter()
+            .try_fold(0u64, |acc, m| acc.checked_add(m.blocks))
+    }
+}
+
+/// The header at the start of every member but 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberHeader {
+    /// Index of the member in its pool.
+    pub index: u32,
+    /// NUMA node of its device.
+    pub node: u32,
+    /// Its size in blocks.
+    pub blocks: u64,
+    /// Its first block in the pool.
+    pub start_block: u64,
+    /// The pool's uuid.
+    pub uuid: [u8; 16],
+}
+
+impl MemberHeader {
+    /// Encode to bytes.
+    pub fn encode(&self) -> [u8; MEMBER_HEADER_LEN] {
+        let mut b = [0u8; MEMBER_HEADER_LEN];
+        b[..8].copy_from_slice(&MEMBER_HEADER_MAGIC);
+        put_u32(&mut b, 8, self.index);
+        put_u32(&mut b, 12, self.node);
+        put_u64(&mut b, 16, self.blocks);
+        put_u64(&mut b, 24, self.start_block);
+        b[32..48].copy_from_slice(&self.uuid);
+        let crc = crc32fast::hash(&b[..60]);
+        put_u32(&mut b, 60, crc);
+        b
+    }
+
+    /// Decode and check the checksum; `Err` says what is wrong.
+    pub fn decode(b: &[u8]) -> std::result::Result<MemberHeader, String> {
+        if b.len() < MEMBER_HEADER_LEN {
+            return Err("truncated".into());
+        }
+        if b[..8] != MEMBER_HEADER_MAGIC {
+            return Err("no member header magic (not a manyfs pool member)".into());
+        }
+        if crc32fast::hash(&b[..60]) != le_u32(b, 60) {
+            return Err("checksum mismatch".into());
+        }
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&b[32..48]);
+        Ok(MemberHeader {
+            index: le_u32(b, 8),
+            node: le_u32(b, 12),
+            blocks: le_u64(b, 16),
+            start_block: le_u64(b, 24),
+            uuid,
+        })
+    }
+}
+
+/// The path a member's recorded `path` names for the pool file `pool`.
+pub fn resolve_member_path(pool: &Path, recorded: &Path) -> PathBuf {
+    if recorded.is_absolute() {
+        return recorded.to_path_buf();
+    }
+    pool.parent().unwrap_or(Path::new("")).join(recorded)
+}
+
+/// The path to record for a member at `member` (as given at mkfs, relative
+/// to the current directory) of the pool file `pool`: absolute paths as
+/// they are, relative ones relative to the pool file's directory.
+fn record_member_path(pool: &Path, member: &Path) -> Result<PathBuf> {
+    if member.is_absolute() {
+        return Ok(member.to_path_buf());
+    }
+    let abs = |p: &Path| {
+        std::path::absolute(p)
+            .map_err(|e| Error::io(format!("resolve path {}", p.display()), e))
+            .map(|p| lexical(&p))
+    };
+    let dir = abs(pool.parent().unwrap_or(Path::new("")).join(".").as_path())?;
+    let target = abs(member)?;
+    let d: Vec<Component> = dir.components().collect();
+    let t: Vec<Component> = target.components().collect();
+    let common = d.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..d.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// `p` with `.` dropped and `..` applied to the components before it.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Open and map the pool whose file is `pool`, with every member its
+/// member table names, each checked against the table (see [`MemberHeader`])
+/// before it is mapped. A pool without a member table (every pool of format
+/// version 2 or 3), and a file that is no pool at all, map as one file:
+/// recovery and fsck judge what it holds.
+pub(crate) fn open_pool(pool: &Path, mode: Durability, writable: bool) -> Result<Media> {
+    let file = Media::open_file(pool, writable)?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat pool {}", pool.display()), e))?
+        .len();
+    let mut head = vec![0u8; (2 * BLOCK_SIZE).min(len) as usize];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| Error::io(format!("read pool {}", pool.display()), e))?;
+    let Some((sb, table)) = read_table(&head)? else {
+        return Media::from_members(
+            vec![OpenMember {
+                file,
+                path: pool.to_path_buf(),
+                len,
+                node: 0,
+            }],
+            mode,
+            writable,
+        );
+    };
+    if table.total_blocks() != Some(sb.total_blocks) {
+        return Err(Error::corrupt(
+            "member table",
+            format!(
+                "members hold {:?} blocks, the superblock says {}",
+                table.total_blocks(),
+                sb.total_blocks
+            ),
+        ));
+    }
+    let member_len = |i: usize| table.members[i].blocks * BLOCK_SIZE;
+    if len != member_len(0) {
+        return Err(Error::Member {
+            path: pool.to_path_buf(),
+            index: 0,
+            problem: MemberProblem::Resized {
+                expected: member_len(0),
+                found: len,
+            },
+        });
+    }
+    let mut open = vec![OpenMember {
+        file,
+        path: pool.to_path_buf(),
+        len,
+        node: table.members[0].node,
+    }];
+    for (i, entry) in table.members.iter().enumerate().skip(1) {
+        let path = resolve_member_path(pool, &entry.path);
+        let fault = |problem| Error::Member {
+            path: path.clone(),
+            index: i as u32,
+            problem,
+        };
+        let file = match Media::open_file(&path, writable) {
+            Ok(f) => f,
+            Err(Error::Io { cause, .. }) => {
+                return Err(fault(MemberProblem::Missing(cause.to_string())));
+            }
+            Err(e) => return Err(e),
+        };
+        let found = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat pool member {}", path.display()), e))?
+            .len();
+        let expected = member_len(i);
+        let mut hb = [0u8; MEMBER_HEADER_LEN];
+        if found < MEMBER_HEADER_LEN as u64 {
+            return Err(fault(MemberProblem::Resized { expected, found }));
+        }
+        file.read_exact_at(&mut hb, 0)
+            .map_err(|e| Error::io(format!("read pool member {}", path.display()), e))?;
+        let h = MemberHeader::decode(&hb).map_err(|e| fault(MemberProblem::BadHeader(e)))?;
+        if h.uuid != sb.uuid {
+            return Err(fault(MemberProblem::Foreign {
+                expected: hex(&sb.uuid),
+                found: hex(&h.uuid),
+            }));
+        }
+        if h.index != i as u32 {
+            return Err(fault(MemberProblem::WrongIndex { found: h.index }));
+        }
+        if h.blocks != entry.blocks || h.node != entry.node || h.start_block != table.start_block(i)
+        {
+            return Err(fault(MemberProblem::BadHeader(format!(
+                "header says {} blocks from block {} on node {}, the table {} blocks from block {} on node {}",
+                h.blocks,
+                h.start_block,
+                h.node,
+                entry.blocks,
+                table.start_block(i),
+                entry.node
+            ))));
+        }
+        if found != expected {
+            return Err(fault(MemberProblem::Resized { expected, found }));
+        }
+        open.push(OpenMember {
+            file,
+            path,
+            len: expected,
+            node: entry.node,
+        });
+    }
+    Media::from_members(open, mode, writable)
+}
+
+/// The superblock and member table from the first two blocks of a pool
+/// file, when a superblock copy is valid and has a member table; `None`
+/// for a pool without one (or no valid superblock: recovery reports that).
+fn read_table(head: &[u8]) -> Result<Option<(Superblock, MemberTable)>> {
+    let copy = |block: u64| {
+        let at = (block * BLOCK_SIZE) as usize;
+        head.get(at..(at + BLOCK_SIZE as usize).min(head.len()))
+    };
+    let mut sb = None;
+    for block in [SUPERBLOCK_BLOCK, BACKUP_SUPERBLOCK_BLOCK] {
+        if let Some(b) = copy(block)
+            && let Ok(s) = Superblock::decode(b, u64::MAX)
+        {
+            sb = Some(s);
+            break;
+        }
+    }
+    let Some(sb) = sb.filter(|s| s.member_table) else {
+        return Ok(None);
+    };
+    let mut first_err = None;
+    for block in [SUPERBLOCK_BLOCK, BACKUP_SUPERBLOCK_BLOCK] {
+        let Some(b) = copy(block).and_then(|b| b.get(MEMBER_TABLE_OFFSET as usize..)) else {
+            continue;
+        };
+        match MemberTable::decode(b) {
+            Ok(t) => return Ok(Some((sb, t))),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| Error::corrupt("member table", "missing")))
+}
+
+/// What [`create_pool`] makes (from `MkfsOptions`).
+pub(crate) struct NewPoolOptions<'a> {
+    pub size: u64,
+    pub bytes_per_inode: u64,
+    pub replace_existing: bool,
+    pub node: u32,
+    pub members: &'a [PoolMember],
+}
+
+/// A new pool's files, mapped: the superblock to format it with and, for a
+/// pool with members, its member table.
+pub(crate) struct NewPool {
+    pub media: Media,
+    pub sb: Superblock,
+    pub table: Option<MemberTable>,
+}
+
+/// Create the pool file `pool` and every member file `mkfs` names, and map
+/// them. A pool with no further member and node 0 is one file of
+/// `mkfs.size` bytes (format version 3, as before members existed).
+pub(crate) fn create_pool(
+    pool: &Path,
+    mkfs: &NewPoolOptions<'_>,
+    mode: Durability,
+) -> Result<NewPool> {
+    if mkfs.members.is_empty() && mkfs.node == 0 {
+        let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
+        let media = Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)?;
+        return Ok(NewPool {
+            media,
+            sb,
+            table: None,
+        });
+    }
+    let mut entries = vec![MemberEntry {
+        path: PathBuf::new(),
+        node: mkfs.node,
+        blocks: mkfs.size / BLOCK_SIZE,
+    }];
+    let mut seen =
+        vec![lexical(&std::path::absolute(pool).map_err(|e| {
+            Error::io(format!("resolve {}", pool.display()), e)
+        })?)];
+    for (i, m) in mkfs.members.iter().enumerate() {
+        let blocks = m.size / BLOCK_SIZE;
+        if blocks < 2 {
+            return Err(Error::InvalidArgument(format!(
+                "member {} ({}): {} bytes is too small (at least {} bytes: a header block and a data block)",
+                i + 1,
+                m.path.display(),
+                m.size,
+                2 * BLOCK_SIZE
+            )));
+        }
+        let abs = lexical(
+            &std::path::absolute(&m.path)
+                .map_err(|e| Error::io(format!("resolve {}", m.path.display()), e))?,
+        );
+        if seen.contains(&abs) {
+            return Err(Error::InvalidArgument(format!(
+                "member {} ({}) names a file already in the pool",
+                i + 1,
+                m.path.display()
+            )));
+        }
+        seen.push(abs);
+        entries.push(MemberEntry {
+            path: record_member_path(pool, &m.path)?,
+            node: m.node,
+            blocks,
+        });
+    }
+    let table = MemberTable { members: entries };
+    let total = table
+        .total_blocks()
+        .ok_or_else(|| Error::InvalidArgument("pool too large".into()))?;
+    let mut sb = Superblock::for_size(total.saturating_mul(BLOCK_SIZE), mkfs.bytes_per_inode)?;
+    sb.member_table = true;
+    table.encode()?;
+    let n0 = table.members[0].blocks;
+    if n0 <= sb.data_start + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "member 0 ({}) of {n0} blocks cannot hold the superblocks, journal, inode table and \
+             root directory ({} blocks): give it a larger --size",
+            pool.display(),
+            sb.data_start + 2
+        )));
+    }
+    let mut open: Vec<OpenMember> = Vec::with_capacity(table.members.len());
+    // A member that cannot be created removes the ones created before it
+    // (they hold nothing yet), so a failed mkfs leaves no half pool.
+    let undo = |open: &[OpenMember]| {
+        for m in open {
+            let _ = std::fs::remove_file(&m.path);
+        }
+    };
+    for (i, entry) in table.members.iter().enumerate() {
+        let path = if i == 0 {
+            pool.to_path_buf()
+        } else {
+            mkfs.members[i - 1].path.clone()
+        };
+        let len = entry.blocks * BLOCK_SIZE;
+        match Media::create_file(&path, len, mkfs.replace_existing) {
+            Ok(file) => open.push(OpenMember {
+                file,
+                path,
+                len,
+                node: entry.node,
+            }),
+            Err(e) => {
+                undo(&open);
+                return Err(e);
+            }
+        }
+    }
+    let paths: Vec<PathBuf> = open.iter().map(|m| m.path.clone()).collect();
+    let media = Media::from_members(open, mode, true).inspect_err(|_| {
+        for p in &paths {
+            let _ = std::fs::remove_file(p);
+        }
+    })?;
+    Ok(NewPool {
+        media,
+        sb,
+        table: Some(table),
+    })
+}
+
+/// Write the member table (both copies) and every member's header (mkfs).
+pub(crate) fn write_members(media: &Media, sb: &Superblock, table: &MemberTable) -> Result<()> {
+    for (i, entry) in table.members.iter().enumerate().skip(1) {
+        let start = table.start_block(i);
+        let h = MemberHeader {
+            index: i as u32,
+            node: entry.node,
+            blocks: entry.blocks,
+            start_block: start,
+            uuid: sb.uuid,
+        };
+        let off = start * BLOCK_SIZE;
+        media.store(off, &vec![0u8; BLOCK_SIZE as usize])?;
+        media.store(off, &h.encode())?;
+        media.persist(off, BLOCK_SIZE as usize)?;
+    }
+    let enc = table.encode()?;
+    for block in [BACKUP_SUPERBLOCK_BLOCK, SUPERBLOCK_BLOCK] {
+        let off = block * BLOCK_SIZE + MEMBER_TABLE_OFFSET;
+        media.store(off, &enc)?;
+        media.persist(off, enc.len())?;
+    }
+    Ok(())
+}
+
+/// Blocks no allocator may hand out besides the superblocks, journal and
+/// inode table: the header block of every member but 0.
+pub(crate) fn reserved_blocks(media: &Media) -> Vec<u64> {
+    media
+        .members()
+        .iter()
+        .skip(1)
+        .map(|m| m.start / BLOCK_SIZE)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_and_header_roundtrip_and_reject_damage() {
+        let t = MemberTable {
+            members: vec![
+                MemberEntry {
+                    path: PathBuf::new(),
+                    node: 0,
+                    blocks: 1000,
+                },
+                MemberEntry {
+                    path: PathBuf::from("m1"),
+                    node: 1,
+                    blocks: 77,
+                },
+                MemberEntry {
+                    path: PathBuf::from("/abs/m2"),
+                    node: 2,
+                    blocks: 5,
+                },
+            ],
+        };
+        let enc = t.encode().unwrap();
+        assert_eq!(MemberTable::decode(&enc).unwrap(), t);
+        assert_eq!(t.start_block(2), 1077);
+        for i in 0..enc.len() {
+            let mut bad = enc.clone();
+            bad[i] ^= 0x04;
+            assert!(MemberTable::decode(&bad).is_err(), "byte {i}");
+        }
+        let h = MemberHeader {
+            index: 2,
+            node: 2,
+            blocks: 5,
+            start_block: 1077,
+            uuid: [9; 16],
+        };
+        assert_eq!(MemberHeader::decode(&h.encode()).unwrap(), h);
+        for i in 0..MEMBER_HEADER_LEN {
+            let mut bad = h.encode();
+            bad[i] ^= 0x01;
+            assert!(MemberHeader::decode(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn a_table_too_large_for_block_0_is_refused() {
+        let long = PathBuf::from("x".repeat(1000));
+        let t = MemberTable {
+            members: (0..5)
+                .map(|_| MemberEntry {
+                    path: long.clone(),
+                    node: 0,
+                    blocks: 8,
+                })
+                .collect(),
+        };
+        assert!(matches!(t.encode(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn member_paths_are_recorded_relative_to_the_pool_directory() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            record_member_path(Path::new("d/pool"), Path::new("d/m1")).unwrap(),
+            PathBuf::from("m1")
+        );
+        assert_eq!(
+            record_member_path(Path::new("d/pool"), Path::new("e/m1")).unwrap(),
+            PathBuf::from("../e/m1")
+        );
+        assert_eq!(
+            record_member_path(Path::new("pool"), Path::new("./m1")).unwrap(),
+            PathBuf::from("m1")
+        );
+        assert_eq!(
+            record_member_path(Path::new("/x/pool"), Path::new("/y/m1")).unwrap(),
+            PathBuf::from("/y/m1")
+        );
+        let rel = record_member_path(&cwd.join("sub/pool"), Path::new("m1")).unwrap();
+        assert_eq!(rel, PathBuf::from("../m1"));
+        assert_eq!(
+            resolve_member_path(Path::new("d/pool"), Path::new("m1")),
+            PathBuf::from("d/m1")
+        );
+        assert_eq!(
+            resolve_member_path(Path::new("pool"), Path::new("m1")),
+            PathBuf::from("m1")
+        );
+    }
+}
