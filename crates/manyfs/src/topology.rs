@@ -203,6 +203,17 @@ impl Topology {
         }
     }
 
+    /// The same nodes with other distances (`distances[a][b]`, one row and
+    /// column per node): for emulating machines whose nodes are not all
+    /// equally far apart.
+    pub fn with_distances(mut self, distances: Vec<Vec<u32>>) -> Topology {
+        let n = self.node_count();
+        if distances.len() == n && distances.iter().all(|row| row.len() == n) {
+            self.distance = distances;
+        }
+        self
+    }
+
     /// CPUs that per-CPU structures are sized for.
     pub fn cpu_count(&self) -> usize {
         self.node_of_cpu.len()

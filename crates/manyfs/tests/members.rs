@@ -440,3 +440,101 @@ fn a_damaged_primary_member_table_falls_back_to_the_backup() {
     assert!(err.to_string().contains("member table"), "{err}");
     assert!(manyfs::fsck::check(&pool).is_err());
 }
+
+/// Pin the calling thread to one CPU it may run on; returns that CPU.
+fn pin_to_an_allowed_cpu() -> usize {
+    // SAFETY: zeroed cpu_set_t values are valid; sched_getaffinity fills
+    // one for this thread, CPU_ISSET/CPU_SET index below CPU_SETSIZE, and
+    // sched_setaffinity(0, ..) changes only this thread's mask.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .expect("an allowed CPU");
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
+            0
+        );
+        cpu
+    }
+}
+
+/// Local-first placement (NUMA-aware NOVA): on an emulated 2-node
+/// topology, a thread on one node gets blocks of that node's member only,
+/// data and log pages alike, until the member is full; then it spills to
+/// the other member, and the spill is counted. The pool then remounts,
+/// verifies and checks clean.
+#[test]
+fn a_thread_fills_its_own_nodes_member_first_then_spills() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let topology = manyfs::TopologySpec::Emulated {
+        nodes: 2,
+        cpus_per_node: 1,
+    };
+    let opts = MountOptions {
+        durability: Durability::Dram,
+        topology,
+        ..MountOptions::default()
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Configured CPU = real CPU mod 2, and node = configured CPU.
+            let node = pin_to_an_allowed_cpu() % 2;
+            let other = 1 - node;
+            // Member 0 (the pool file) on the other node, member 1 on ours.
+            let fs = Fs::mkfs(
+                &pool,
+                &MkfsOptions {
+                    size: 24 * MIB,
+                    node: other as u32,
+                    members: vec![PoolMember {
+                        path: dir.path().join("m1"),
+                        node: node as u32,
+                        size: 8 * MIB,
+                    }],
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .unwrap();
+            let start = fs.members();
+            let mut spilled_at = None;
+            for i in 0..12 {
+                fs.write(format!("/f{i}"), &content(i, MIB as usize))
+                    .unwrap();
+                let now = fs.members();
+                if fs.node_spills()[node] == 0 {
+                    assert_eq!(
+                        now[0].used_blocks, start[0].used_blocks,
+                        "file {i}: the other node's member grew before ours was full"
+                    );
+                } else if spilled_at.is_none() {
+                    spilled_at = Some(i);
+                    // Ours is full but for the reserve kept for metadata.
+                    let free1 = now[1].blocks - now[1].used_blocks;
+                    assert!(
+                        free1 * 100 <= now[1].blocks * 5,
+                        "spilled with {free1} blocks free"
+                    );
+                }
+            }
+            let spilled_at = spilled_at.expect("12 MiB never spilled out of an 8 MiB member");
+            assert!(spilled_at >= 6, "spilled at file {spilled_at}");
+            assert!(fs.members()[0].used_blocks > start[0].used_blocks);
+            assert!(fs.verify().unwrap().is_empty());
+            fs.unmount().unwrap();
+        });
+    });
+    assert_clean(&pool);
+    let fs = Fs::mount(&pool, &opts).unwrap();
+    check_back(&fs, 12, MIB as usize);
+    assert!(fs.verify().unwrap().is_empty());
+}

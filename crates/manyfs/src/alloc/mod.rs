@@ -1,11 +1,14 @@
 //! Space allocation: per-CPU pools of free blocks and of free inode numbers.
 //!
-//! The data region is cut into one contiguous range per pool. A thread
-//! allocates from its CPU's pool (an uncontended mutex in the common case:
-//! user space cannot pin itself to a CPU), and steals from the others only
-//! when its own is empty. Freed blocks return to the pool whose range holds
-//! them, so pools do not fragment into each other. There is no global free
-//! counter: each pool counts its own, and `statfs` sums them.
+//! Blocks are placed local-first, as in NUMA-aware NOVA: the data region of
+//! each NUMA node (the pool members on that node) is cut into one
+//! contiguous range per CPU of the node. A thread allocates from its CPU's
+//! pool (an uncontended mutex in the common case: user space cannot pin
+//! itself to a CPU), then from the other pools of its node, and only when
+//! the node is full from the other nodes, nearest first by distance; such
+//! a *spill* is counted per node. Freed blocks return to the pool whose
+//! range holds them, so pools do not fragment into each other. There is no
+//! global free counter: each pool counts its own, and `statfs` sums them.
 //!
 //! Allocator state lives in DRAM only; it is rebuilt at mount from what the
 //! logs reach (see `recovery`).
@@ -16,6 +19,7 @@ use crate::error::{Error, Result};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a block is for. Metadata (log pages, log arrays) may dip into a
 /// small reserve, so that deleting files still works on a full pool.
@@ -83,60 +87,233 @@ impl FreeExtents {
     }
 }
 
-/// Per-CPU block allocator over `[start, end)`.
+/// A block range of the data region on one NUMA node (a pool member's
+/// part of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeRegion {
+    /// First block.
+    pub start: u64,
+    /// One past the last block.
+    pub end: u64,
+    /// The node whose CPUs allocate here first.
+    pub node: usize,
+}
+
+/// Per-CPU, node-local-first block allocator.
 pub struct BlockAllocator {
     start: u64,
     end: u64,
-    per_pool: u64,
+    /// Start of each pool's range, ascending (pool `i` ends where `i+1`
+    /// starts, the last at `end`).
+    starts: Box<[u64]>,
+    /// Node of each pool.
+    pool_node: Box<[usize]>,
     pools: Box<[CachePadded<Mutex<FreeExtents>>]>,
+    /// Per configured CPU: the pools to try, in order (its own, its node's,
+    /// then the other nodes' nearest first).
+    order: Box<[Box<[u32]>]>,
+    /// Per node: the pools to try for [`BlockAllocator::alloc_on`].
+    node_order: Box<[Box<[u32]>]>,
+    /// Node of each configured CPU.
+    cpu_node: Box<[usize]>,
+    /// Per node: blocks its CPUs (or `alloc_on` it) had to take from
+    /// another node.
+    spills: Box<[CachePadded<AtomicU64>]>,
     reserve_per_pool: u64,
 }
 
 impl BlockAllocator {
-    /// An allocator over `[start, end)` with `pools` pools, all blocks used
-    /// (call [`BlockAllocator::free`] for the free ones).
+    /// An allocator over `[start, end)` on one node with `pools` pools, all
+    /// blocks used (call [`BlockAllocator::free`] for the free ones).
     pub fn new(start: u64, end: u64, pools: usize) -> Self {
+        let topology = crate::topology::Topology::emulated(1, pools.max(1));
+        Self::for_nodes(
+            start,
+            end,
+            &[NodeRegion {
+                start,
+                end,
+                node: 0,
+            }],
+            &topology,
+        )
+    }
+
+    /// An allocator over `[start, end)` whose blocks in each of `regions`
+    /// belong to that region's node (a node the topology lacks counts as
+    /// node `node % nodes`); each node's regions are split among its CPUs.
+    /// Blocks in no region go to node 0. All blocks start used.
+    pub fn for_nodes(
+        start: u64,
+        end: u64,
+        regions: &[NodeRegion],
+        topology: &crate::topology::Topology,
+    ) -> Self {
+        let nodes = topology.node_count();
         let total = end.saturating_sub(start);
-        let pools = pools.clamp(1, 256).min(total.max(1) as usize);
-        let per_pool = total.div_ceil(pools as u64).max(1);
-        let reserve_per_pool = (total / 100 / pools as u64).clamp(2, 256);
+        // The regions clipped to [start, end), gaps given to node 0.
+        let mut parts: Vec<NodeRegion> = regions
+            .iter()
+            .map(|r| NodeRegion {
+                start: r.start.max(start),
+                end: r.end.min(end),
+                node: r.node % nodes,
+            })
+            .filter(|r| r.end > r.start)
+            .collect();
+        parts.sort_by_key(|r| r.start);
+        let mut covered = Vec::new();
+        let mut at = start;
+        for r in parts.iter().chain(std::iter::once(&NodeRegion {
+            start: end,
+            end,
+            node: 0,
+        })) {
+            if r.start > at {
+                covered.push(NodeRegion {
+                    start: at,
+                    end: r.start,
+                    node: 0,
+                });
+            }
+            if r.end > r.start {
+                covered.push(*r);
+            }
+            at = at.max(r.end);
+        }
+        if covered.is_empty() {
+            covered.push(NodeRegion {
+                start,
+                end: start + 1,
+                node: 0,
+            });
+        }
+        // Each region cut into one range per CPU of its node (at least one
+        // block each, at most 256 pools overall).
+        let budget = 256usize;
+        let mut starts = Vec::new();
+        let mut pool_node = Vec::new();
+        let mut pool_cpu = Vec::new();
+        for r in &covered {
+            let cpus = topology.cpus_of(r.node);
+            let n = cpus
+                .len()
+                .clamp(1, (budget / covered.len()).max(1))
+                .min((r.end - r.start) as usize);
+            let per = (r.end - r.start).div_ceil(n as u64);
+            for i in 0..n {
+                starts.push(r.start + i as u64 * per);
+                pool_node.push(r.node);
+                pool_cpu.push(cpus.get(i).copied());
+            }
+        }
+        let pools = starts.len();
+        let cpu_node: Box<[usize]> = (0..topology.cpu_count())
+            .map(|c| topology.node_of(c))
+            .collect();
+        // Pools in the order a node's CPUs try them: that node's, then
+        // the others nearest first.
+        let pn = &pool_node;
+        let node_order: Box<[Box<[u32]>]> = (0..nodes)
+            .map(|n| {
+                topology
+                    .nodes_by_distance(n)
+                    .into_iter()
+                    .flat_map(|m| (0..pools).filter(move |&p| pn[p] == m))
+                    .map(|p| p as u32)
+                    .collect()
+            })
+            .collect();
+        let order = (0..topology.cpu_count())
+            .map(|c| {
+                let by_node = &node_order[cpu_node[c]];
+                // Its own pool first, then the rest in node order.
+                let own = pool_cpu.iter().position(|&pc| pc == Some(c));
+                own.map(|o| o as u32)
+                    .into_iter()
+                    .chain(by_node.iter().copied().filter(|&p| Some(p as usize) != own))
+                    .collect()
+            })
+            .collect();
         BlockAllocator {
             start,
             end,
-            per_pool,
+            starts: starts.into_boxed_slice(),
+            pool_node: pool_node.into_boxed_slice(),
             pools: (0..pools)
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
-            reserve_per_pool,
+            order,
+            node_order,
+            cpu_node,
+            spills: (0..nodes)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            reserve_per_pool: (total / 100 / pools as u64).clamp(2, 256),
         }
     }
 
     fn pool_of(&self, block: u64) -> usize {
-        (((block - self.start) / self.per_pool) as usize).min(self.pools.len() - 1)
+        self.starts
+            .partition_point(|&s| s <= block)
+            .saturating_sub(1)
+    }
+
+    fn pool_end(&self, pool: usize) -> u64 {
+        self.starts.get(pool + 1).copied().unwrap_or(self.end)
     }
 
     /// Allocate between 1 and `want` contiguous blocks, preferring the
-    /// calling CPU's pool. Returns `(first, count)`.
+    /// calling CPU's pool, then its node. Returns `(first, count)`.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
-        let home = crate::cpu::current() % self.pools.len();
-        let n = self.pools.len();
-        for i in 0..n {
-            let pool = &self.pools[(home + i) % n];
-            let mut p = pool.lock();
-            let floor = if purpose == Purpose::Data {
-                self.reserve_per_pool
-            } else {
-                0
-            };
+        let cpu = crate::cpu::current() % self.order.len();
+        self.alloc_from(&self.order[cpu], self.cpu_node[cpu], want, purpose)
+    }
+
+    /// Allocate as [`BlockAllocator::alloc`] does, but for node `node`:
+    /// from its pools first, then the nearest other nodes' (for placing
+    /// data on a node other than the caller's, e.g. by thread placement).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn alloc_on(&self, node: usize, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
+        let node = node % self.node_order.len();
+        self.alloc_from(&self.node_order[node], node, want, purpose)
+    }
+
+    fn alloc_from(
+        &self,
+        order: &[u32],
+        node: usize,
+        want: u64,
+        purpose: Purpose,
+    ) -> Result<(u64, u64)> {
+        let floor = if purpose == Purpose::Data {
+            self.reserve_per_pool
+        } else {
+            0
+        };
+        for &pool in order {
+            let mut p = self.pools[pool as usize].lock();
             if p.free <= floor {
                 continue;
             }
             let want = want.min(p.free - floor).max(1);
             if let Some(got) = p.take(want) {
+                drop(p);
+                if self.pool_node[pool as usize] != node {
+                    self.spills[node].fetch_add(got.1, Ordering::Relaxed);
+                }
                 return Ok(got);
             }
         }
         Err(Error::NoSpace("no free blocks"))
+    }
+
+    /// Blocks each node's allocations had to take from another node.
+    pub fn spills(&self) -> Vec<u64> {
+        self.spills
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Return `[first, first+count)` to the free pools.
@@ -149,7 +326,7 @@ impl BlockAllocator {
                 return;
             }
             let pool = self.pool_of(b);
-            let pool_end = (self.start + (pool as u64 + 1) * self.per_pool).min(self.end);
+            let pool_end = self.pool_end(pool);
             let stop = end.min(pool_end);
             let mut p = self.pools[pool].lock();
             if stop - b == 1 && p.singles.len() < SINGLES {
@@ -314,6 +491,81 @@ mod tests {
         }
         assert!(data < 64);
         assert!(a.alloc(1, Purpose::Meta).is_ok());
+    }
+
+    #[test]
+    fn nodes_allocate_locally_then_spill_to_the_nearest() {
+        // 3 nodes of 2 CPUs; node 2 is nearer to node 1 than node 0 is.
+        let mut t = crate::topology::Topology::emulated(3, 2);
+        t = t.with_distances(vec![vec![10, 30, 20], vec![30, 10, 20], vec![20, 20, 10]]);
+        let regions = [
+            NodeRegion {
+                start: 100,
+                end: 200,
+                node: 0,
+            },
+            NodeRegion {
+                start: 200,
+                end: 300,
+                node: 1,
+            },
+            NodeRegion {
+                start: 300,
+                end: 400,
+                node: 2,
+            },
+        ];
+        let a = BlockAllocator::for_nodes(100, 400, &regions, &t);
+        a.free(100, 300);
+        let node_of = |b: u64| (b - 100) / 100;
+        // Node 1 takes its own 100 blocks (less the data reserve of its
+        // pools, left for metadata), then node 2's, then node 0's.
+        let mut got = Vec::new();
+        while let Ok((b, n)) = a.alloc_on(1, 1, Purpose::Meta) {
+            assert_eq!(n, 1);
+            got.push(b);
+        }
+        assert_eq!(got.len(), 300);
+        let first_other = got.iter().position(|&b| node_of(b) != 1).unwrap();
+        assert_eq!(first_other, 100, "node 1's own blocks first");
+        assert!(
+            got[100..200].iter().all(|&b| node_of(b) == 2),
+            "then the nearest node"
+        );
+        assert!(got[200..].iter().all(|&b| node_of(b) == 0));
+        assert_eq!(a.spills(), vec![0, 200, 0]);
+        // Freed blocks go back to their own node's pools.
+        for &b in &got {
+            a.free(b, 1);
+        }
+        assert_eq!(a.free_blocks(), 300);
+        let (b, _) = a.alloc_on(2, 1, Purpose::Data).unwrap();
+        assert_eq!(node_of(b), 2);
+    }
+
+    #[test]
+    fn a_node_without_blocks_spills_and_gaps_belong_to_node_0() {
+        let t = crate::topology::Topology::emulated(2, 1);
+        // Only node 0 has a region; [150, 160) is in none.
+        let regions = [
+            NodeRegion {
+                start: 100,
+                end: 150,
+                node: 0,
+            },
+            NodeRegion {
+                start: 160,
+                end: 200,
+                node: 0,
+            },
+        ];
+        let a = BlockAllocator::for_nodes(100, 200, &regions, &t);
+        a.free(100, 100);
+        let (b, _) = a.alloc_on(1, 5, Purpose::Meta).unwrap();
+        assert!((100..200).contains(&b));
+        assert_eq!(a.spills()[1], 5);
+        a.free(b, 5);
+        assert_eq!(a.free_blocks(), 100);
     }
 
     #[test]

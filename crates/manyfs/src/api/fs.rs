@@ -490,6 +490,12 @@ impl Fs {
             .collect()
     }
 
+    /// Per NUMA node of the mount's topology: blocks its CPUs had to
+    /// allocate on another node because theirs was full (since the mount).
+    pub fn node_spills(&self) -> Vec<u64> {
+        self.core.blocks.spills()
+    }
+
     /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).
     pub fn usage(&self) -> (u64, u64, u64) {
         let mut logs = 0;

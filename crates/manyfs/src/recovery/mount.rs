@@ -3,7 +3,7 @@
 //! abandoned group entries, zeroing torn tails and redoing an interrupted
 //! rename.
 
-use crate::alloc::{BlockAllocator, InodeAllocator};
+use crate::alloc::{BlockAllocator, InodeAllocator, NodeRegion};
 use crate::core::FsCore;
 use crate::error::Result;
 use crate::index::PageMapping;
@@ -32,7 +32,19 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
     }
     let mut core = FsCore::new(media, sb.clone(), opts);
     let pools = core.topology.cpu_count();
-    let blocks = BlockAllocator::new(sb.data_start, sb.total_blocks, pools);
+    // Each member's blocks belong to its node: CPUs allocate there first.
+    let regions: Vec<NodeRegion> = core
+        .media
+        .members()
+        .iter()
+        .map(|m| NodeRegion {
+            start: m.start / BLOCK_SIZE,
+            end: (m.start + m.len) / BLOCK_SIZE,
+            node: m.node as usize,
+        })
+        .collect();
+    let blocks =
+        BlockAllocator::for_nodes(sb.data_start, sb.total_blocks, &regions, &core.topology);
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
     }
