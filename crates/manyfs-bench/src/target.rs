@@ -86,6 +86,8 @@ pub struct PoolConfig {
     pub zero_fill: bool,
     /// Sub-logs per inode ([`manyfs::MountOptions::sublogs`]).
     pub sublogs: manyfs::Sublogs,
+    /// Block placement ([`manyfs::MountOptions::placement`]).
+    pub placement: manyfs::Placement,
 }
 
 impl Default for PoolConfig {
@@ -97,6 +99,7 @@ impl Default for PoolConfig {
             segment_size: 4096,
             zero_fill: false,
             sublogs: manyfs::Sublogs::PerCpu,
+            placement: manyfs::Placement::Local,
         }
     }
 }
@@ -344,6 +347,7 @@ impl TargetEnv {
                     segment_size: cfg.segment_size,
                     durability: cfg.durability,
                     sublogs: cfg.sublogs,
+                    placement: cfg.placement,
                     ..Default::default()
                 };
                 let fs = manyfs::Fs::mkfs(&path, &mkfs, &mount)

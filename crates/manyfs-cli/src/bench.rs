@@ -61,6 +61,10 @@ pub struct BenchArgs {
     /// (NOVA's single log per inode, a baseline).
     #[arg(long, default_value = "cpu")]
     sublogs: String,
+    /// Block placement of lib: pools: `local` (the writer's node first),
+    /// `node0` or `interleave` (baselines).
+    #[arg(long, default_value = "local")]
+    placement: String,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -161,6 +165,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .sublogs
         .parse()
         .map_err(|e| anyhow::anyhow!("--sublogs: {e}"))?;
+    cfg.pool.placement = args
+        .placement
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
     if args.repeat == 0 {

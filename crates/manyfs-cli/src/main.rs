@@ -87,7 +87,7 @@ enum Command {
     Crashtest(crashtest::CrashtestArgs),
     /// Benchmark in-process manyfs (each range lock) and directories with
     /// FxMark-style workloads, or the range locks themselves (--locks).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Mount a pool through FUSE; returns once the mount is usable
     /// (`--foreground` keeps serving in this process).
     Mount(mount::MountArgs),

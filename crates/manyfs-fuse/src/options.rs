@@ -72,7 +72,7 @@ impl FuseConfig {
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
-    /// `sublogs=cpu|one`, `ro`, `rw`,
+    /// `sublogs=cpu|one`, `placement=local|node0|interleave`, `ro`, `rw`,
     /// `allow_other`, `private`, `debug`. `allow_other` and `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -123,6 +123,12 @@ impl FuseConfig {
                     return Err(FuseError::bad_option(opt, "must be greater than 0"));
                 }
                 self.fs.segment_size = bytes;
+            }
+            "placement" => {
+                let v = need(opt, value)?;
+                self.fs.placement = v.parse().map_err(|_| {
+                    FuseError::bad_option(opt, "expected local, node0 or interleave")
+                })?;
             }
             "sublogs" => {
                 let v = need(opt, value)?;
@@ -242,8 +248,10 @@ mod tests {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
+            "placement=interleave",
         ])
         .unwrap();
+        assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
         assert_eq!(cfg.ttl, std::time::Duration::from_millis(500));
@@ -278,6 +286,7 @@ mod tests {
             "durability=disk",
             "topology=2",
             "sublogs=two",
+            "placement=far",
             "topology=0x1",
             "ro=1",
             "debug=yes",

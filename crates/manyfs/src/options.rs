@@ -23,6 +23,46 @@ pub struct MountOptions {
     /// Sub-logs per file and directory log: one per CPU (the design), or
     /// one (NOVA's single log per inode, a baseline for comparisons).
     pub sublogs: Sublogs,
+    /// Where new blocks go: the writer's node first (the design), node 0
+    /// first, or round-robin over the nodes (baselines for comparisons).
+    pub placement: Placement,
+}
+
+/// Block placement across NUMA nodes ([`MountOptions::placement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// The allocating thread's node first, then the nearest others.
+    #[default]
+    Local,
+    /// Node 0 first, whoever allocates (all data on one node, as a
+    /// NUMA-unaware file system on one device).
+    Node0,
+    /// Each allocation on the next node in turn.
+    Interleave,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "local" => Ok(Placement::Local),
+            "node0" => Ok(Placement::Node0),
+            "interleave" => Ok(Placement::Interleave),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "placement {s:?} (expected local, node0 or interleave)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Placement::Local => "local",
+            Placement::Node0 => "node0",
+            Placement::Interleave => "interleave",
+        })
+    }
 }
 
 /// How many sub-logs an inode's log has ([`MountOptions::sublogs`]).
@@ -68,6 +108,7 @@ impl Default for MountOptions {
             commit_interval: std::time::Duration::from_secs(5),
             topology: crate::topology::TopologySpec::System,
             sublogs: Sublogs::PerCpu,
+            placement: Placement::Local,
         }
     }
 }

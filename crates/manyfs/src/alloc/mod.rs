@@ -120,6 +120,9 @@ pub struct BlockAllocator {
     /// another node.
     spills: Box<[CachePadded<AtomicU64>]>,
     reserve_per_pool: u64,
+    placement: crate::options::Placement,
+    /// Next node for [`crate::options::Placement::Interleave`].
+    next_node: CachePadded<AtomicU64>,
 }
 
 impl BlockAllocator {
@@ -250,7 +253,15 @@ impl BlockAllocator {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             reserve_per_pool: (total / 100 / pools as u64).clamp(2, 256),
+            placement: crate::options::Placement::Local,
+            next_node: CachePadded::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The same allocator placing blocks by `placement`.
+    pub fn with_placement(mut self, placement: crate::options::Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     fn pool_of(&self, block: u64) -> usize {
@@ -266,8 +277,20 @@ impl BlockAllocator {
     /// Allocate between 1 and `want` contiguous blocks, preferring the
     /// calling CPU's pool, then its node. Returns `(first, count)`.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
+        use crate::options::Placement;
         let cpu = crate::cpu::current() % self.order.len();
-        self.alloc_from(&self.order[cpu], self.cpu_node[cpu], want, purpose)
+        match self.placement {
+            Placement::Local => {
+                self.alloc_from(&self.order[cpu], self.cpu_node[cpu], want, purpose)
+            }
+            Placement::Node0 => self.alloc_from(&self.node_order[0], 0, want, purpose),
+            Placement::Interleave => {
+                // One shared counter: a baseline, not the design.
+                let node = (self.next_node.fetch_add(1, Ordering::Relaxed)
+                    % self.node_order.len() as u64) as usize;
+                self.alloc_from(&self.node_order[node], node, want, purpose)
+            }
+        }
     }
 
     /// Allocate as [`BlockAllocator::alloc`] does, but for node `node`:
@@ -566,6 +589,38 @@ mod tests {
         assert_eq!(a.spills()[1], 5);
         a.free(b, 5);
         assert_eq!(a.free_blocks(), 100);
+    }
+
+    #[test]
+    fn node0_and_interleaved_placement_for_baselines() {
+        use crate::options::Placement;
+        let t = crate::topology::Topology::emulated(2, 1);
+        let regions = [
+            NodeRegion {
+                start: 100,
+                end: 200,
+                node: 0,
+            },
+            NodeRegion {
+                start: 200,
+                end: 300,
+                node: 1,
+            },
+        ];
+        let node0 =
+            BlockAllocator::for_nodes(100, 300, &regions, &t).with_placement(Placement::Node0);
+        node0.free(100, 200);
+        for _ in 0..50 {
+            let (b, _) = node0.alloc(1, Purpose::Data).unwrap();
+            assert!(b < 200, "node0 placement gave block {b}");
+        }
+        let inter =
+            BlockAllocator::for_nodes(100, 300, &regions, &t).with_placement(Placement::Interleave);
+        inter.free(100, 200);
+        let nodes: Vec<u64> = (0..6)
+            .map(|_| (inter.alloc(1, Purpose::Data).unwrap().0 - 100) / 100)
+            .collect();
+        assert_eq!(nodes, vec![0, 1, 0, 1, 0, 1]);
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
         })
         .collect();
     let blocks =
-        BlockAllocator::for_nodes(sb.data_start, sb.total_blocks, &regions, &core.topology);
+        BlockAllocator::for_nodes(sb.data_start, sb.total_blocks, &regions, &core.topology)
+            .with_placement(core.opts.placement);
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
     }
