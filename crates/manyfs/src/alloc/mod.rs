@@ -516,28 +516,23 @@ mod tests {
         assert!(a.alloc(1, Purpose::Meta).is_ok());
     }
 
+    /// Node `i` owns blocks `[100 (i+1), 100 (i+2))`.
+    fn hundred_block_regions(nodes: u64) -> Vec<NodeRegion> {
+        (0..nodes)
+            .map(|i| NodeRegion {
+                start: 100 * (i + 1),
+                end: 100 * (i + 2),
+                node: i as usize,
+            })
+            .collect()
+    }
+
     #[test]
     fn nodes_allocate_locally_then_spill_to_the_nearest() {
         // 3 nodes of 2 CPUs; node 2 is nearer to node 1 than node 0 is.
         let mut t = crate::topology::Topology::emulated(3, 2);
         t = t.with_distances(vec![vec![10, 30, 20], vec![30, 10, 20], vec![20, 20, 10]]);
-        let regions = [
-            NodeRegion {
-                start: 100,
-                end: 200,
-                node: 0,
-            },
-            NodeRegion {
-                start: 200,
-                end: 300,
-                node: 1,
-            },
-            NodeRegion {
-                start: 300,
-                end: 400,
-                node: 2,
-            },
-        ];
+        let regions = hundred_block_regions(3);
         let a = BlockAllocator::for_nodes(100, 400, &regions, &t);
         a.free(100, 300);
         let node_of = |b: u64| (b - 100) / 100;
@@ -595,18 +590,7 @@ mod tests {
     fn node0_and_interleaved_placement_for_baselines() {
         use crate::options::Placement;
         let t = crate::topology::Topology::emulated(2, 1);
-        let regions = [
-            NodeRegion {
-                start: 100,
-                end: 200,
-                node: 0,
-            },
-            NodeRegion {
-                start: 200,
-                end: 300,
-                node: 1,
-            },
-        ];
+        let regions = hundred_block_regions(2);
         let node0 =
             BlockAllocator::for_nodes(100, 300, &regions, &t).with_placement(Placement::Node0);
         node0.free(100, 200);
