@@ -67,6 +67,25 @@ fn check_back(fs: &Fs, files: usize, len: usize) {
     }
 }
 
+/// Mount and unmount the pool, then fsck it: clean.
+fn mounts_and_checks_clean(pool: &Path) {
+    Fs::mount(pool, &MountOptions::default())
+        .unwrap()
+        .unmount()
+        .unwrap();
+    assert_clean(pool);
+}
+
+/// Truncate or extend the file at `path` to `len` bytes.
+fn set_file_len(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 fn assert_clean(pool: &Path) {
     let report = manyfs::fsck::check(pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
@@ -213,11 +232,7 @@ fn a_missing_member_is_named() {
         "{msg}"
     );
     std::fs::rename(dir.path().join("elsewhere"), &m2).unwrap();
-    Fs::mount(&pool, &MountOptions::default())
-        .unwrap()
-        .unmount()
-        .unwrap();
-    assert_clean(&pool);
+    mounts_and_checks_clean(&pool);
 }
 
 #[test]
@@ -250,12 +265,7 @@ fn a_resized_member_is_named() {
             dir.path().join(format!("m{index}"))
         };
         let old = std::fs::metadata(&path).unwrap().len();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(new_len)
-            .unwrap();
+        set_file_len(&path, new_len);
         let (p, problem) = member_error(&pool, index as u32);
         assert_eq!(p, path);
         assert_eq!(
@@ -265,19 +275,10 @@ fn a_resized_member_is_named() {
                 found: new_len
             }
         );
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(old)
-            .unwrap();
+        set_file_len(&path, old);
         if new_len > old {
             // Grown and shrunk back: nothing was lost.
-            Fs::mount(&pool, &MountOptions::default())
-                .unwrap()
-                .unmount()
-                .unwrap();
-            assert_clean(&pool);
+            mounts_and_checks_clean(&pool);
         }
     }
 }

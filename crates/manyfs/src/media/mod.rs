@@ -998,6 +998,16 @@ mod tests {
         Media::open(&d.path().join("p"), Durability::File, true).unwrap();
     }
 
+    /// A new member file of `len` bytes at `p`, on node 0.
+    fn new_member(p: &Path, len: u64) -> OpenMember {
+        OpenMember {
+            file: Media::create_file(p, len, false).unwrap(),
+            path: p.to_path_buf(),
+            len,
+            node: 0,
+        }
+    }
+
     /// Two member files mapped back to back: stores, reads, atomics and
     /// ranged syncs that cross the boundary reach each file at its own
     /// offsets, in every mode.
@@ -1006,12 +1016,7 @@ mod tests {
         for mode in [Durability::File, Durability::Dram] {
             let dir = tempfile::tempdir().unwrap();
             let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
-            let open = |p: &Path, len: u64| OpenMember {
-                file: Media::create_file(p, len, false).unwrap(),
-                path: p.to_path_buf(),
-                len,
-                node: 0,
-            };
+            let open = new_member;
             let m =
                 Media::from_members(vec![open(&p0, 8192), open(&p1, 16384)], mode, true).unwrap();
             assert_eq!(m.len(), 8192 + 16384);
@@ -1057,12 +1062,7 @@ mod tests {
     fn a_shrunk_member_fails_the_media() {
         let dir = tempfile::tempdir().unwrap();
         let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
-        let open = |p: &Path, len: u64| OpenMember {
-            file: Media::create_file(p, len, false).unwrap(),
-            path: p.to_path_buf(),
-            len,
-            node: 0,
-        };
+        let open = new_member;
         let m = Media::from_members(
             vec![open(&p0, 8192), open(&p1, 8192)],
             Durability::File,
@@ -1086,12 +1086,7 @@ mod tests {
     fn a_member_must_end_on_a_page() {
         let dir = tempfile::tempdir().unwrap();
         let (p0, p1) = (dir.path().join("m0"), dir.path().join("m1"));
-        let open = |p: &Path, len: u64| OpenMember {
-            file: Media::create_file(p, len, false).unwrap(),
-            path: p.to_path_buf(),
-            len,
-            node: 0,
-        };
+        let open = new_member;
         let err = Media::from_members(
             vec![open(&p0, 5000), open(&p1, 8192)],
             Durability::File,
