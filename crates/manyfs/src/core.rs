@@ -10,14 +10,21 @@ use crate::media::Media;
 use crate::options::MountOptions;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::topology::Topology;
-use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
+use parking_lot::Mutex;
 use std::sync::Arc;
 
-const TABLE_SHARDS: usize = 64;
+/// The inode table: inode number -> live inode. Every path component and
+/// every FUSE request looks an inode up here, and many threads look up the
+/// same few directories (the root, a shared directory), so a lookup must
+/// not write a shared cache line: no reader lock word, and (through
+/// [`FsCore::get_ref`]) no reference count. papaya's lookups only announce
+/// the thread in its own slot of the map's reclamation scheme; an entry
+/// removed while a guard is held stays readable until the guard is dropped.
+type InodeTable = papaya::HashMap<u64, Arc<Inode>>;
 
-/// One shard of the inode table, on its own cache line.
-type TableShard = crossbeam_utils::CachePadded<RwLock<HashMap<u64, Arc<Inode>>>>;
+/// A guard under which [`FsCore::get_ref`] hands out borrowed inodes (a
+/// path walk takes one and clones only the inode it returns).
+pub struct TableGuard<'a>(papaya::LocalGuard<'a>);
 
 /// Keeps an inode's space allocated while an operation without an open
 /// handle (truncate by path, chmod, readlink) works on it.
@@ -56,7 +63,7 @@ pub struct FsCore {
     live: crate::index::radix::CasRadix<AtomicU32>,
     /// Mount options.
     pub opts: MountOptions,
-    table: Box<[TableShard]>,
+    table: InodeTable,
     /// Serialises operations that lock two directories (rename, rmdir),
     /// as the kernel's rename mutex does.
     pub namespace_lock: Mutex<()>,
@@ -145,9 +152,7 @@ impl FsCore {
             media,
             sb,
             opts,
-            table: (0..TABLE_SHARDS)
-                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(HashMap::new())))
-                .collect(),
+            table: InodeTable::new(),
             namespace_lock: Mutex::new(()),
             next_txid: AtomicU64::new(1),
             file_sublogs,
@@ -157,23 +162,29 @@ impl FsCore {
         }
     }
 
-    fn shard(&self, ino: u64) -> &RwLock<HashMap<u64, Arc<Inode>>> {
-        &self.table[(ino as usize) % TABLE_SHARDS]
-    }
-
     /// The live inode `ino`.
     pub fn get(&self, ino: u64) -> Result<Arc<Inode>> {
-        self.shard(ino)
-            .read()
-            .get(&ino)
-            .cloned()
+        self.get_ref(ino, &self.guard()).cloned()
+    }
+
+    /// A guard for [`FsCore::get_ref`].
+    pub fn guard(&self) -> TableGuard<'_> {
+        TableGuard(self.table.guard())
+    }
+
+    /// The live inode `ino`, borrowed for as long as `guard` is held: no
+    /// reference count is taken, so threads walking the same directories
+    /// write nothing they share.
+    pub fn get_ref<'g>(&'g self, ino: u64, guard: &'g TableGuard<'_>) -> Result<&'g Arc<Inode>> {
+        self.table
+            .get(&ino, &guard.0)
             .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
     }
 
     /// Add an inode to the table.
     pub fn insert(&self, inode: Arc<Inode>) {
         let (ino, dirty) = (inode.ino, inode.log.is_dirty());
-        self.shard(ino).write().insert(ino, inode);
+        self.table.pin().insert(ino, inode);
         if dirty {
             // A full sync that ran since the inode's first append could not
             // find it here and dropped it from the dirty registry, while its
@@ -184,10 +195,7 @@ impl FsCore {
 
     /// Every live inode (fsck comparison, statistics).
     pub fn all_inodes(&self) -> Vec<Arc<Inode>> {
-        self.table
-            .iter()
-            .flat_map(|s| s.read().values().cloned().collect::<Vec<_>>())
-            .collect()
+        self.table.pin().values().cloned().collect()
     }
 
     /// Replace the allocator contents (recovery).
@@ -316,7 +324,7 @@ impl FsCore {
                 f.index.mapped().into_iter().map(|(_, m)| m.block).collect()
             });
             let log = inode.log.owned_blocks();
-            self.shard(inode.ino).write().remove(&inode.ino);
+            self.table.pin().remove(&inode.ino);
             self.sync_engine
                 .defer(crate::alloc::deferred::Pending::Inode {
                     ino: inode.ino,
@@ -336,7 +344,7 @@ impl FsCore {
             }
             self.blocks.free(b, 1);
         }
-        self.shard(inode.ino).write().remove(&inode.ino);
+        self.table.pin().remove(&inode.ino);
         self.inode_numbers.free(inode.ino);
     }
 

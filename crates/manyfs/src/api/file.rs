@@ -245,11 +245,17 @@ impl OpenOptions {
         }
         let shown = || p.display().to_string();
         let mut budget = namespace::MAX_SYMLINKS;
-        let mut start = core.get(ROOT_INO)?;
+        // The walk starts at the root, borrowed (no reference count on the
+        // inode every open of every thread passes through), or at the
+        // directory of a symlink being followed.
+        let guard = core.guard();
+        let root = core.get_ref(ROOT_INO, &guard)?;
+        let mut followed: Option<Arc<Inode>> = None;
         let mut cur: Vec<u8> = path_bytes(p).to_vec();
         let inode = loop {
             let creating = self.create || self.create_new;
-            let split = match namespace::resolve_parent_at(core, start.clone(), &cur, &mut budget) {
+            let start = followed.as_ref().unwrap_or(root);
+            let split = match namespace::resolve_parent_at(core, start, &cur, &mut budget) {
                 // O_CREAT with a trailing slash: a directory was named, and
                 // open(2) does not make directories.
                 Ok(s) if creating && s.trailing_slash => return Err(Error::IsDir(shown())),
@@ -281,7 +287,7 @@ impl OpenOptions {
                     if split.trailing_slash {
                         target.push(b'/');
                     }
-                    start = split.dir.clone();
+                    followed = Some(split.dir.clone());
                     cur = target;
                 }
                 Ok(i) => {

@@ -37,7 +37,7 @@ pub use exchange::exchange;
 use rename::empty_dir;
 pub use rename::rename;
 
-use crate::core::FsCore;
+use crate::core::{FsCore, TableGuard};
 use crate::error::{Error, Result};
 use crate::inode::Inode;
 use crate::inode::{AllShardsMut, Child, DirData, DirShard};
@@ -85,19 +85,29 @@ fn show(name: &[u8]) -> String {
 
 /// Look `name` up in directory `dir` ("." and ".." included).
 pub fn lookup(core: &FsCore, dir: &Inode, name: &[u8]) -> Result<Arc<Inode>> {
+    lookup_ref(core, &core.guard(), dir, name).cloned()
+}
+
+/// [`lookup`], borrowing the inode under `guard` (no reference count taken).
+fn lookup_ref<'g>(
+    core: &'g FsCore,
+    guard: &'g TableGuard<'_>,
+    dir: &Inode,
+    name: &[u8],
+) -> Result<&'g Arc<Inode>> {
     let d = dir.dir()?;
     if name == b"." {
-        return core.get(dir.ino);
+        return core.get_ref(dir.ino, guard);
     }
     if name == b".." {
         let p = dir.parent.load(Ordering::Acquire);
-        return core.get(if p == 0 { ROOT_INO } else { p });
+        return core.get_ref(if p == 0 { ROOT_INO } else { p }, guard);
     }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong(show(name)));
     }
     match d.get(name) {
-        Some(c) => core.get(c.ino),
+        Some(c) => core.get_ref(c.ino, guard),
         None => Err(Error::NotFound(show(name))),
     }
 }
@@ -594,9 +604,11 @@ pub const MAX_SYMLINK_TARGET: usize = 4095;
 pub fn resolve(core: &FsCore, path: &[u8], follow_last: bool) -> Result<Arc<Inode>> {
     let mut budget = MAX_SYMLINKS;
     let trailing = path.len() > 1 && path.ends_with(b"/");
-    let inode = resolve_from(
+    let guard = core.guard();
+    let inode = walk(
         core,
-        core.get(ROOT_INO)?,
+        &guard,
+        core.get_ref(ROOT_INO, &guard)?,
         path,
         follow_last || trailing,
         &mut budget,
@@ -605,38 +617,43 @@ pub fn resolve(core: &FsCore, path: &[u8], follow_last: bool) -> Result<Arc<Inod
     if trailing && !inode.is_dir() {
         return Err(Error::NotDir(show(path)));
     }
-    Ok(inode)
+    Ok(inode.clone())
 }
 
-fn resolve_from(
-    core: &FsCore,
-    start: Arc<Inode>,
+/// Walk `path` from `start` (from the root if it is absolute). Every
+/// inode on the way is borrowed under `guard`: threads resolving paths
+/// through the same directories take no reference count and no table lock,
+/// so they share no written cache line; the caller clones only the result.
+fn walk<'a>(
+    core: &'a FsCore,
+    guard: &'a TableGuard<'_>,
+    start: &'a Arc<Inode>,
     path: &[u8],
     follow_last: bool,
     budget: &mut usize,
-) -> Result<Arc<Inode>> {
+) -> Result<&'a Arc<Inode>> {
     let mut cur = if path.first() == Some(&b'/') {
-        core.get(ROOT_INO)?
+        core.get_ref(ROOT_INO, guard)?
     } else {
         start
     };
-    let parts: Vec<&[u8]> = path
+    let mut parts = path
         .split(|&c| c == b'/')
         .filter(|p| !p.is_empty())
-        .collect();
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
+        .peekable();
+    while let Some(part) = parts.next() {
+        let last = parts.peek().is_none();
         if !cur.is_dir() {
             return Err(Error::NotDir(show(path)));
         }
-        let next = lookup(core, &cur, part)?;
+        let next = lookup_ref(core, guard, cur, part)?;
         if next.kind == FileKind::Symlink && (!last || follow_last) {
             if *budget == 0 {
                 return Err(Error::Loop(show(path)));
             }
             *budget -= 1;
-            let target = read_link(core, &next)?;
-            cur = resolve_from(core, cur.clone(), &target, true, budget)?;
+            let target = read_link(core, next)?;
+            cur = walk(core, guard, cur, &target, true, budget)?;
         } else {
             cur = next;
         }
@@ -666,7 +683,7 @@ impl Split {
 /// `start`), following symlinks on the way.
 pub fn resolve_parent_at(
     core: &FsCore,
-    start: Arc<Inode>,
+    start: &Arc<Inode>,
     path: &[u8],
     budget: &mut usize,
 ) -> Result<Split> {
@@ -685,13 +702,14 @@ pub fn resolve_parent_at(
             show(path)
         )));
     }
+    let guard = core.guard();
     let dir =
-        resolve_from(core, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
+        walk(core, &guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
     if !dir.is_dir() {
         return Err(Error::NotDir(show(path)));
     }
     Ok(Split {
-        dir,
+        dir: dir.clone(),
         name: name.to_vec(),
         trailing_slash,
     })
@@ -700,5 +718,6 @@ pub fn resolve_parent_at(
 /// [`resolve_parent_at`] from the root.
 pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<Split> {
     let mut budget = MAX_SYMLINKS;
-    resolve_parent_at(core, core.get(ROOT_INO)?, path, &mut budget)
+    let guard = core.guard();
+    resolve_parent_at(core, core.get_ref(ROOT_INO, &guard)?, path, &mut budget)
 }
