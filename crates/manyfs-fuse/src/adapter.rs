@@ -42,6 +42,11 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 const FOPEN_FLAGS: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
 
+/// Open-reply flags with `-o writeback_cache`: file data goes through the
+/// kernel's page cache, which the daemon's writes and truncates keep
+/// coherent (the daemon is the pool's only user), so it survives a close.
+const FOPEN_FLAGS_CACHED: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
+
 /// Largest read served in one request.
 const MAX_READ: usize = 64 << 20;
 
@@ -225,6 +230,8 @@ pub struct ManyFuse {
     fs: Option<Fs>,
     read_only: bool,
     ttl: Duration,
+    /// Kernel write-back caching of file data (`-o writeback_cache`).
+    writeback_cache: bool,
     handles: HandleTable,
     #[cfg(feature = "test-probes")]
     inode_io: Box<[IoShard]>,
@@ -253,6 +260,7 @@ impl ManyFuse {
             fs: Some(fs),
             read_only,
             ttl: DEFAULT_TTL,
+            writeback_cache: false,
             handles: HandleTable::new(),
             #[cfg(feature = "test-probes")]
             inode_io: (0..HANDLE_SHARDS)
@@ -267,6 +275,29 @@ impl ManyFuse {
     pub fn with_ttl(mut self, ttl: Duration) -> ManyFuse {
         self.ttl = ttl;
         self
+    }
+
+    /// Let the kernel cache file data and combine small writes in its page
+    /// cache (FUSE write-back caching) instead of sending every `write` to
+    /// the daemon as it happens. A program making many small writes (a
+    /// database's log) then pays one request per page or more instead of one
+    /// per call; in exchange the kernel serialises writers of one file (its
+    /// buffered-write path takes the inode lock), so parallel writes to one
+    /// shared file no longer reach the range lock together, and data not
+    /// yet written back (at `fsync`, `close`, or by the kernel's flusher)
+    /// is lost if the daemon is killed, as after a power cut.
+    pub fn with_writeback_cache(mut self, on: bool) -> ManyFuse {
+        self.writeback_cache = on;
+        self
+    }
+
+    /// The flags an open or create reply carries.
+    fn fopen_flags(&self) -> FopenFlags {
+        if self.writeback_cache {
+            FOPEN_FLAGS_CACHED
+        } else {
+            FOPEN_FLAGS
+        }
     }
 
     /// The statistics and unmount outcome, shared with the serving threads.
@@ -725,6 +756,16 @@ impl Filesystem for ManyFuse {
         ] {
             let _ = config.add_capabilities(cap);
         }
+        if self.writeback_cache {
+            // The kernel buffers writes and sends them page-wise; with it
+            // the kernel keeps size and mtime itself and reports them back
+            // through setattr.
+            config
+                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+                .map_err(|_| {
+                    std::io::Error::other("writeback_cache: this kernel does not offer it")
+                })?;
+        }
         Ok(())
     }
 
@@ -953,7 +994,7 @@ impl Filesystem for ManyFuse {
             reply_with(
                 reply,
                 self.open_handle(ino.0, flags.0, req.uid()),
-                |reply, fh| reply.opened(FileHandle(fh), FOPEN_FLAGS),
+                |reply, fh| reply.opened(FileHandle(fh), self.fopen_flags()),
             );
         });
     }
@@ -1244,7 +1285,7 @@ impl Filesystem for ManyFuse {
                     &to_attr(&md),
                     Generation(u64::from(md.generation)),
                     FileHandle(fh),
-                    FOPEN_FLAGS,
+                    self.fopen_flags(),
                 )
             });
         });

@@ -28,6 +28,9 @@ pub struct FuseConfig {
     /// How long the kernel may cache attributes, names and the absence of
     /// names (`-o ttl=SECONDS`; see [`crate::adapter::DEFAULT_TTL`]).
     pub ttl: std::time::Duration,
+    /// Kernel write-back caching of file data (`-o writeback_cache`; see
+    /// [`crate::adapter::ManyFuse::with_writeback_cache`] for the trade).
+    pub writeback_cache: bool,
 }
 
 impl Default for FuseConfig {
@@ -39,6 +42,7 @@ impl Default for FuseConfig {
             private: false,
             debug: false,
             ttl: crate::adapter::DEFAULT_TTL,
+            writeback_cache: false,
         }
     }
 }
@@ -73,7 +77,8 @@ impl FuseConfig {
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
     /// `sublogs=cpu|one`, `placement=local|node0|interleave`, `ro`, `rw`,
-    /// `allow_other`, `private`, `debug`. `allow_other` and `private` exclude each other.
+    /// `allow_other`, `private`, `debug`, `writeback_cache`. `allow_other` and
+    /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
         for list in lists {
@@ -198,10 +203,14 @@ impl FuseConfig {
                 flag(opt, value)?;
                 self.debug = true;
             }
+            "writeback_cache" => {
+                flag(opt, value)?;
+                self.writeback_cache = true;
+            }
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, ttl, durability, ro, rw, allow_other, private, debug)",
+                    "unknown option (known: lock, segment, threads, ttl, durability, ro, rw, allow_other, private, debug, writeback_cache)",
                 ));
             }
         }

@@ -146,7 +146,9 @@ impl ReadySession {
         pool: Option<&Path>,
     ) -> Result<ReadySession> {
         check_mountpoint(mountpoint)?;
-        let fuse = ManyFuse::new(fs, cfg.fs.read_only).with_ttl(cfg.ttl);
+        let fuse = ManyFuse::new(fs, cfg.fs.read_only)
+            .with_ttl(cfg.ttl)
+            .with_writeback_cache(cfg.writeback_cache);
         let shared = fuse.shared();
         let config = session_config(cfg, pool);
         // On failure the session drops the adapter, whose `destroy`

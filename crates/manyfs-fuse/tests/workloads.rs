@@ -342,3 +342,104 @@ fn sqlite_rollback_journal_and_wal() {
     unmount(m);
     s.fsck();
 }
+
+/// `-o writeback_cache`: the kernel combines small writes in its page cache
+/// and writes them back page-wise. What programs write (small appends, an
+/// overwrite inside a page, a truncate, a shared-mmap store, a SQLite WAL
+/// database) is all in the pool once the files are closed, after a remount
+/// without the option, and the pool checks clean.
+#[test]
+fn writeback_cache_small_writes_reach_the_pool() {
+    if !fuse_available("writeback_cache_small_writes_reach_the_pool") {
+        return;
+    }
+    require_tool("sqlite3");
+    use std::io::{Seek, SeekFrom, Write};
+    let s = Scratch::new();
+    let m = s.mount(&["writeback_cache"]);
+
+    // 20,000 appends of 100 bytes, the shape of a database's log.
+    let log = s.mnt.join("log");
+    let mut expect = Vec::new();
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        for i in 0..20_000u32 {
+            let rec = format!("{i:09}-{}\n", "x".repeat(89));
+            f.write_all(rec.as_bytes()).unwrap();
+            expect.extend_from_slice(rec.as_bytes());
+        }
+    }
+    // An overwrite inside one page and a truncate that cuts a page.
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+        f.seek(SeekFrom::Start(5_000)).unwrap();
+        f.write_all(b"OVERWRITTEN").unwrap();
+        expect[5_000..5_011].copy_from_slice(b"OVERWRITTEN");
+        f.set_len(1_500_123).unwrap();
+        expect.truncate(1_500_123);
+    }
+    assert_eq!(std::fs::read(&log).unwrap(), expect);
+    // The kernel combined the appends: far fewer writes reached the
+    // library than the 20,000 the program made (one log entry each).
+    unmount(m);
+    let report = retry_busy(|| manyfs::fsck::check(&s.pool)).expect("fsck");
+    assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
+    assert!(
+        report.entries < 2_000,
+        "{} log entries for 20,000 small appends: the kernel did not combine them",
+        report.entries
+    );
+    let m = s.mount(&["writeback_cache"]);
+
+    // A store through a shared mapping, written back at msync.
+    let mapped = s.mnt.join("mapped");
+    create_sized(&mapped, 8192);
+    {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&mapped)
+            .unwrap();
+        // SAFETY: an 8 KiB shared read-write mapping of a file this test
+        // created and nobody else opens; unmapped below before the file is
+        // closed, and only accessed through the returned pointer in range.
+        unsafe {
+            use std::os::fd::AsRawFd;
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED, "mmap");
+            std::ptr::copy_nonoverlapping(b"mapped!".as_ptr(), (p as *mut u8).add(4100), 7);
+            assert_eq!(libc::msync(p, 8192, libc::MS_SYNC), 0, "msync");
+            assert_eq!(libc::munmap(p, 8192), 0, "munmap");
+        }
+    }
+
+    let wal = s.mnt.join("wal.db");
+    let out = sqlite(&wal, &load_sql("WAL"));
+    assert!(out.lines().any(|l| l == "100000|500050000"), "{out}");
+    assert_eq!(out.lines().last(), Some("ok"), "integrity_check: {out}");
+    assert_eq!(m.stats().handler_panics(), 0);
+    unmount(m);
+    s.fsck();
+
+    // Everything is in the pool: read it back without the kernel's cache.
+    let m = s.mount(&[]);
+    assert_eq!(std::fs::read(&log).unwrap(), expect);
+    let back = std::fs::read(&mapped).unwrap();
+    assert_eq!(&back[4100..4107], b"mapped!");
+    assert_eq!(back.len(), 8192);
+    let out = sqlite(&wal, "PRAGMA integrity_check;\nSELECT count(*) FROM t;\n");
+    assert_eq!(out, "ok\n100000\n");
+    unmount(m);
+    s.fsck();
+}
