@@ -71,6 +71,8 @@ pub struct FsCore {
     pub sync_engine: crate::alloc::deferred::SyncEngine,
     /// `file` mode: inodes named since the last full sync, and where.
     pub named: crate::alloc::deferred::Named,
+    /// Thread placement: per-thread I/O accounting and the planner.
+    pub placement: crate::placement::Placement,
 }
 
 impl LogSpace for FsCore {
@@ -138,7 +140,18 @@ impl FsCore {
             crate::options::Sublogs::PerCpu => pools.clamp(1, MAX_SUBLOGS),
             crate::options::Sublogs::One => 1,
         };
+        // Each member's blocks are its node's.
+        let ranges = media
+            .members()
+            .iter()
+            .map(|m| {
+                let (s, e) = (m.start / BLOCK_SIZE, (m.start + m.len) / BLOCK_SIZE);
+                (s, e, m.node as usize)
+            })
+            .collect();
+        let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
         FsCore {
+            placement,
             blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
             live: crate::index::radix::CasRadix::new(),

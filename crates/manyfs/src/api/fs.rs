@@ -97,13 +97,27 @@ impl Fs {
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);
         crate::sync_engine::start_commit_thread(&core);
+        core.placement.start(
+            opts.placement_policy,
+            opts.placement_config.clone(),
+            &core.topology,
+        );
         Ok(Fs { core })
     }
 
     /// Make everything durable and unmount (also happens when the last
-    /// handle is dropped, without the error report).
+    /// handle is dropped, without the error report). Thread placement
+    /// stops and every thread it moved gets its own CPU mask back when the
+    /// last handle goes.
     pub fn unmount(self) -> Result<()> {
         self.core.sync()
+    }
+
+    /// Thread placement's decisions so far (the last
+    /// [`crate::placement::REPORT_LEN`]); empty when
+    /// [`MountOptions::thread_placement`] is off.
+    pub fn placement_report(&self) -> Vec<crate::placement::PlacementDecision> {
+        self.core.placement.report()
     }
 
     /// With an observer attached ([`Fs::mount_observed`]): pass it the
