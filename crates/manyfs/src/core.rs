@@ -388,6 +388,15 @@ impl FsCore {
     }
 }
 
+impl crate::placement::calibrate::ScratchBlocks for BlockAllocator {
+    fn take(&self, node: usize, want: u64) -> Result<(u64, u64)> {
+        self.alloc_on(node, want, Purpose::Data)
+    }
+    fn give_back(&self, first: u64, count: u64) {
+        self.free(first, count);
+    }
+}
+
 impl Drop for FsCore {
     fn drop(&mut self) {
         if self.deferring() && !self.media.has_failed() {

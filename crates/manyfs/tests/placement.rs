@@ -132,21 +132,28 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
         let (dropped_tx, dropped_rx) = mpsc::channel::<()>();
         let reader_fs = fs.clone();
         let reader = std::thread::spawn(move || {
+            let first_window = reader_fs.placement_window();
             let (tid, took) = read_from_node0_until(&reader_fs, "moved", |_, _| affinity() == [1]);
             drop(reader_fs);
-            moved_tx.send((tid, took)).unwrap();
+            moved_tx.send((tid, took, first_window)).unwrap();
             dropped_rx.recv().unwrap();
             affinity()
         });
-        let (tid, took) = moved_rx.recv().unwrap();
+        let (tid, took, first_window) = moved_rx.recv().unwrap();
         eprintln!("moved after {took:?} ({WINDOW:?} windows)");
-        // Two windows, and slack for a shared two-core machine.
-        assert!(took < 2 * WINDOW + Duration::from_millis(500), "{took:?}");
         let report = fs.placement_report();
         let d = report
             .iter()
             .find(|d| d.tid == tid)
             .unwrap_or_else(|| panic!("no decision for {tid}: {report:?}"));
+        // Decided at the end of the window its reads began in, or of the
+        // next one (windows, not wall-clock time: a loaded machine stretches
+        // both alike).
+        assert!(
+            d.window <= first_window + 1,
+            "moved in window {}, reads began in {first_window}",
+            d.window
+        );
         assert_eq!((d.from, d.to), (0, 1), "{d:?}");
         assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
         assert!(d.applied && d.error.is_none(), "{d:?}");
@@ -217,4 +224,36 @@ fn bad_placement_windows_are_refused() {
         .err()
         .expect("a zero window is refused");
     assert!(matches!(err, manyfs::Error::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
+    within(Duration::from_secs(60), "calibrate", || {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Off);
+        let free = fs.statfs().free_blocks;
+        let c = fs.calibrate(Duration::from_millis(20)).unwrap();
+        assert_eq!(fs.statfs().free_blocks, free, "scratch blocks freed");
+        let ratios = manyfs::placement::calibrate::READ_RATIOS;
+        assert_eq!(c.points.len(), 2 * ratios.len(), "{c:?}");
+        for p in &c.points {
+            assert_eq!(p.read_bw > 0, p.read_pct > 0, "{p:?}");
+            assert_eq!(p.write_bw > 0, p.read_pct < 100, "{p:?}");
+        }
+        assert_eq!(fs.read("/data").unwrap(), vec![7u8; DATA], "data untouched");
+        // Stored beside the pool, a later mount's planner uses it.
+        let pool = dir.path().join("pool");
+        let path = manyfs::placement::calibrate::Calibration::path_for(&pool);
+        c.save(&path).unwrap();
+        let cfg =
+            manyfs::placement::calibrate::config_for_pool(&pool, &PlacementConfig::default(), 2);
+        assert!(cfg.node_max_bw.iter().all(|&b| b > 0), "{cfg:?}");
+        drop(fs);
+        let ro = MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        };
+        let fs = Fs::mount(&pool, &ro).unwrap();
+        assert!(fs.calibrate(Duration::from_millis(1)).is_err(), "read-only");
+    });
 }

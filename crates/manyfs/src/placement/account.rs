@@ -170,6 +170,11 @@ impl Registry {
     pub fn nodes(&self) -> usize {
         self.nodes
     }
+
+    /// The node of each block range.
+    pub fn ranges(&self) -> &NodeRanges {
+        &self.ranges
+    }
 }
 
 /// A thread's slot for one mount.
@@ -247,7 +252,8 @@ impl Tracker {
         }
     }
 
-    #[cold]
+    // Out of line: the hooks inline to a branch and a call.
+    #[inline(never)]
     fn account(&self, ino: u64, block: u64, bytes: usize, write: bool) {
         let r = &self.registry;
         let node = r.ranges.node_of(block).min(r.nodes - 1);
@@ -314,10 +320,10 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| t.read(7, 120, 1));
         });
+        // The scoped thread registered too (it may not have exited yet).
         let threads = t.registry().threads();
-        assert_eq!(threads.len(), 1, "the scoped thread exited");
-        let me = &threads[0];
-        assert_eq!(me.tid, gettid());
+        assert!((1..=2).contains(&threads.len()));
+        let me = threads.iter().find(|s| s.tid == gettid()).unwrap();
         let w = t.registry().window();
         let c = me.counters(w);
         assert_eq!((c.read, c.written), (vec![100, 4096], vec![10, 0]));

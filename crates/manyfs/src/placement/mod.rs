@@ -16,6 +16,7 @@
 
 pub mod account;
 pub(crate) mod affinity;
+pub mod calibrate;
 pub mod config;
 pub mod planner;
 
@@ -108,6 +109,26 @@ impl Placement {
             shared: Arc::default(),
             worker: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// Measure each node's bandwidth on its own free blocks (see
+    /// [`calibrate`]), with threads on the CPUs the caller may use.
+    pub(crate) fn calibrate(
+        &self,
+        media: &crate::media::Media,
+        blocks: &dyn calibrate::ScratchBlocks,
+        topology: &Topology,
+        per_point: Duration,
+    ) -> crate::Result<calibrate::Calibration> {
+        let cpus = affinity::get(0)?;
+        calibrate::measure(
+            media,
+            blocks,
+            self.tracker.registry().ranges(),
+            topology,
+            &cpus,
+            per_point,
+        )
     }
 
     /// The I/O hooks.
@@ -285,6 +306,9 @@ impl Worker {
             applied: false,
             error: None,
         };
+        // Held across the move: whoever sees the new mask finds the
+        // decision in the report.
+        let mut report = self.shared.report.lock();
         if self.mode == ThreadPlacement::Migrate {
             match self.migrate(m) {
                 Ok(()) => d.applied = true,
@@ -297,11 +321,10 @@ impl Worker {
             applied = d.applied, error = d.error.as_deref().unwrap_or(""),
             "thread placement"
         );
-        let mut r = self.shared.report.lock();
-        if r.len() == REPORT_LEN {
-            r.pop_front();
+        if report.len() == REPORT_LEN {
+            report.pop_front();
         }
-        r.push_back(d);
+        report.push_back(d);
     }
 
     fn migrate(&self, m: &Move) -> crate::Result<()> {
