@@ -243,11 +243,14 @@ impl Worker {
         self.registry.next_window();
         let node_of = |cpu: usize| self.topology.node_of(cpu).min(nodes - 1);
         let node_cpus: Vec<usize> = (0..nodes)
-            .map(|n| self.cpus.iter().filter(|&&c| node_of(c) == n).count())
+            .map(|n| cpus_on_node(&self.cpus, &self.topology, n).len())
             .collect();
         let allowed: Vec<usize> = (0..nodes).filter(|&n| node_cpus[n] > 0).collect();
         let mut threads = Vec::new();
         let mut seen = HashMap::new();
+        // Threads that did no I/O in the window are left out, as NThread
+        // skips threads that read and write little: they have no data to
+        // move to, and their CPU time is not the file system's to balance.
         for s in &stats {
             let c = s.counters(window);
             let cpu_now = affinity::cpu_ns(s.tid);
@@ -328,13 +331,7 @@ impl Worker {
     }
 
     fn migrate(&self, m: &Move) -> crate::Result<()> {
-        let nodes = self.registry.nodes();
-        let cpus: Vec<usize> = self
-            .cpus
-            .iter()
-            .copied()
-            .filter(|&c| self.topology.node_of(c).min(nodes - 1) == m.to)
-            .collect();
+        let cpus = cpus_on_node(&self.cpus, &self.topology, m.to);
         if cpus.is_empty() {
             return Err(crate::Error::InvalidArgument(format!(
                 "node {} has no CPU this process may use",
@@ -355,5 +352,42 @@ impl Worker {
             });
         }
         affinity::set(m.tid, &cpus)
+    }
+}
+
+/// The CPUs of `allowed` (real ids) that are on `node` of `topology`: the
+/// only CPUs a thread moved to `node` may get.
+fn cpus_on_node(allowed: &[usize], topology: &Topology, node: usize) -> Vec<usize> {
+    let last = topology.node_count().max(1) - 1;
+    allowed
+        .iter()
+        .copied()
+        .filter(|&c| topology.node_of(c).min(last) == node)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_moved_thread_only_gets_allowed_cpus_of_its_target_node(
+            nodes in 1usize..5,
+            per in 1usize..5,
+            allowed in proptest::collection::btree_set(0usize..40, 0..20),
+            node in 0usize..5,
+        ) {
+            let t = Topology::emulated(nodes, per);
+            let allowed: Vec<usize> = allowed.into_iter().collect();
+            let got = cpus_on_node(&allowed, &t, node);
+            for c in &got {
+                prop_assert!(allowed.contains(c));
+                prop_assert_eq!(t.node_of(*c), node);
+            }
+            let total: usize = (0..nodes).map(|n| cpus_on_node(&allowed, &t, n).len()).sum();
+            prop_assert_eq!(total, allowed.len(), "every allowed CPU is on one node");
+        }
     }
 }
