@@ -27,9 +27,10 @@
 //! 3. `layout` (the on-media format, mkfs);
 //! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
 //!    (range locks), `placement` (NThread: per-thread I/O accounting, the
-//!    planner and the thread that moves threads; it needs only `topology`
-//!    and `error`, and sits below `core` and `file` because the read and
-//!    write paths call its accounting hooks), `options`;
+//!    planner, the thread that moves threads, calibration; it needs only
+//!    `topology`, `media`, `layout` and `error`, and sits below `core` and
+//!    `file` because the read and write paths call its accounting hooks),
+//!    `options`;
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
 //! 6. `core` (the inode table, allocators and media of one mount);
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,

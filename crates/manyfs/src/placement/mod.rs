@@ -11,8 +11,9 @@
 //!   was allowed, and restores every moved thread's own mask when the
 //!   mount goes away.
 //!
-//! Layer: above `topology`, `alloc`-level block ranges and `error`; below
-//! `core` (which owns a [`Placement`]) and `file` (which calls its hooks).
+//! Layer: above `topology`, `media`, `layout` and `error`; below `core`
+//! (which owns a [`Placement`] and lends calibration the block allocator
+//! through [`calibrate::ScratchBlocks`]) and `file` (which calls its hooks).
 
 pub mod account;
 pub(crate) mod affinity;
