@@ -88,6 +88,10 @@ pub struct PoolConfig {
     pub sublogs: manyfs::Sublogs,
     /// Block placement ([`manyfs::MountOptions::placement`]).
     pub placement: manyfs::Placement,
+    /// Thread placement ([`manyfs::MountOptions::thread_placement`]).
+    pub thread_placement: manyfs::ThreadPlacement,
+    /// Its rules ([`manyfs::MountOptions::placement_policy`]).
+    pub placement_policy: manyfs::PlacementPolicy,
 }
 
 impl Default for PoolConfig {
@@ -100,6 +104,8 @@ impl Default for PoolConfig {
             zero_fill: false,
             sublogs: manyfs::Sublogs::PerCpu,
             placement: manyfs::Placement::Local,
+            thread_placement: manyfs::ThreadPlacement::Off,
+            placement_policy: manyfs::PlacementPolicy::Full,
         }
     }
 }
@@ -348,6 +354,8 @@ impl TargetEnv {
                     durability: cfg.durability,
                     sublogs: cfg.sublogs,
                     placement: cfg.placement,
+                    thread_placement: cfg.thread_placement,
+                    placement_policy: cfg.placement_policy,
                     ..Default::default()
                 };
                 let fs = manyfs::Fs::mkfs(&path, &mkfs, &mount)

@@ -65,6 +65,15 @@ pub struct BenchArgs {
     /// `node0` or `interleave` (baselines).
     #[arg(long, default_value = "local")]
     placement: String,
+    /// Thread placement (NThread) of lib: pools: `off`, `advise` (report
+    /// only) or `migrate` (move the worker threads to their data; this
+    /// overrides the bench's own pinning within the process's CPUs).
+    #[arg(long, default_value = "off")]
+    thread_placement: String,
+    /// Rules of thread placement: `off`, `rl` (read locality), `cpu` (+ CPU
+    /// contention), `nm` (+ NVMM contention) or `full` (all).
+    #[arg(long, default_value = "full")]
+    placement_policy: String,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -169,6 +178,14 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .placement
         .parse()
         .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
+    cfg.pool.thread_placement = args
+        .thread_placement
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--thread-placement: {e}"))?;
+    cfg.pool.placement_policy = args
+        .placement_policy
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--placement-policy: {e}"))?;
     cfg.membw = !args.no_membw;
     cfg.pin = !args.no_pin;
     if args.repeat == 0 {

@@ -74,6 +74,19 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Measure each NUMA node's read and write bandwidth at read ratios
+    /// 100/80/60/40/20/0 % on free blocks of its pool member, and store it
+    /// beside the pool (POOL.calibration) for thread placement's maxima.
+    Calibrate {
+        /// Pool file (not mounted elsewhere).
+        pool: PathBuf,
+        /// Seconds measured per read ratio and node.
+        #[arg(long, default_value = "0.5")]
+        seconds: f64,
+        /// How the pool is mapped: pm (real persistent memory), file or dram.
+        #[arg(long, default_value = "file")]
+        durability: String,
+    },
     /// Print a pool's layout and usage.
     Inspect {
         /// Pool file.
@@ -91,6 +104,40 @@ enum Command {
     /// Mount a pool through FUSE; returns once the mount is usable
     /// (`--foreground` keeps serving in this process).
     Mount(mount::MountArgs),
+}
+
+/// `manyfs calibrate`: measure, print, store beside the pool.
+fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<ExitCode> {
+    if !(seconds > 0.0 && seconds <= 600.0) {
+        anyhow::bail!("--seconds must be above 0 and at most 600");
+    }
+    let opts = MountOptions {
+        durability: durability
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--durability: {e}"))?,
+        ..Default::default()
+    };
+    let fs = Fs::mount(pool, &opts).with_context(|| format!("calibrate {}", pool.display()))?;
+    let c = fs
+        .calibrate(std::time::Duration::from_secs_f64(seconds))
+        .with_context(|| format!("calibrate {}", pool.display()))?;
+    fs.unmount()
+        .with_context(|| format!("unmount {}", pool.display()))?;
+    println!("node  read%   read MB/s  write MB/s  reads/3+writes MB/s");
+    for p in &c.points {
+        println!(
+            "{:>4}  {:>5}  {:>10.1}  {:>10.1}  {:>19.1}",
+            p.node,
+            p.read_pct,
+            p.read_bw as f64 / 1e6,
+            p.write_bw as f64 / 1e6,
+            (p.read_bw / 3 + p.write_bw) as f64 / 1e6
+        );
+    }
+    let path = manyfs::placement::calibrate::Calibration::path_for(pool);
+    c.save(&path)?;
+    println!("saved {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The pool argument of `mkfs`: a path, with an optional `@NODE` suffix.
@@ -323,6 +370,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck { pool, repair } => fsck(&pool, repair),
+        Command::Calibrate {
+            pool,
+            seconds,
+            durability,
+        } => calibrate(&pool, seconds, &durability),
         Command::Inspect { pool } => {
             let opts = MountOptions {
                 read_only: true,

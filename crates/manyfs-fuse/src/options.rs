@@ -76,7 +76,9 @@ impl FuseConfig {
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
-    /// `sublogs=cpu|one`, `placement=local|node0|interleave`, `ro`, `rw`,
+    /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
+    /// `thread_placement=off|advise|migrate`,
+    /// `placement_policy=off|rl|cpu|nm|full`, `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -134,6 +136,18 @@ impl FuseConfig {
                 self.fs.placement = v.parse().map_err(|_| {
                     FuseError::bad_option(opt, "expected local, node0 or interleave")
                 })?;
+            }
+            "thread_placement" => {
+                let v = need(opt, value)?;
+                self.fs.thread_placement = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected off, advise or migrate"))?;
+            }
+            "placement_policy" => {
+                let v = need(opt, value)?;
+                self.fs.placement_policy = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected off, rl, cpu, nm or full"))?;
             }
             "sublogs" => {
                 let v = need(opt, value)?;
@@ -210,7 +224,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, ttl, durability, ro, rw, allow_other, private, debug, writeback_cache)",
+                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, ro, rw, allow_other, private, debug, writeback_cache)",
                 ));
             }
         }
@@ -257,9 +271,15 @@ mod tests {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
-            "placement=interleave",
+            "placement=interleave,thread_placement=advise,placement_policy=rl",
         ])
         .unwrap();
+        assert_eq!(cfg.fs.thread_placement, manyfs::ThreadPlacement::Advise);
+        assert_eq!(cfg.fs.placement_policy, manyfs::PlacementPolicy::Rl);
+        assert_eq!(
+            FuseConfig::default().fs.thread_placement,
+            manyfs::ThreadPlacement::Off
+        );
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
@@ -296,6 +316,9 @@ mod tests {
             "topology=2",
             "sublogs=two",
             "placement=far",
+            "thread_placement=on",
+            "thread_placement",
+            "placement_policy=all",
             "topology=0x1",
             "ro=1",
             "debug=yes",

@@ -78,6 +78,8 @@ pub struct FsCore {
     pub sync_engine: crate::alloc::deferred::SyncEngine,
     /// `file` mode: inodes named since the last full sync, and where.
     pub named: crate::alloc::deferred::Named,
+    /// Thread placement: per-thread I/O accounting and the planner.
+    pub placement: crate::placement::Placement,
 }
 
 impl LogSpace for FsCore {
@@ -145,7 +147,18 @@ impl FsCore {
             crate::options::Sublogs::PerCpu => pools.clamp(1, MAX_SUBLOGS),
             crate::options::Sublogs::One => 1,
         };
+        // Each member's blocks are its node's.
+        let ranges = media
+            .members()
+            .iter()
+            .map(|m| {
+                let (s, e) = (m.start / BLOCK_SIZE, (m.start + m.len) / BLOCK_SIZE);
+                (s, e, m.node as usize)
+            })
+            .collect();
+        let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
         FsCore {
+            placement,
             blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
             live: crate::index::radix::CasRadix::new(),
@@ -380,6 +393,15 @@ impl FsCore {
     /// durable marks (`sync_engine.rs`).
     pub fn sync(&self) -> Result<()> {
         self.full_sync()
+    }
+}
+
+impl crate::placement::calibrate::ScratchBlocks for BlockAllocator {
+    fn take(&self, node: usize, want: u64) -> Result<(u64, u64)> {
+        self.alloc_on(node, want, Purpose::Data)
+    }
+    fn give_back(&self, first: u64, count: u64) {
+        self.free(first, count);
     }
 }
 

@@ -26,7 +26,11 @@
 //!    for a sync in `file` mode);
 //! 3. `layout` (the on-media format, mkfs);
 //! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
-//!    (range locks), `options`;
+//!    (range locks), `placement` (NThread: per-thread I/O accounting, the
+//!    planner, the thread that moves threads, calibration; it needs only
+//!    `topology`, `media`, `layout` and `error`, and sits below `core` and
+//!    `file` because the read and write paths call its accounting hooks),
+//!    `options`;
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
 //! 6. `core` (the inode table, allocators and media of one mount);
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
@@ -55,6 +59,7 @@ mod log;
 pub mod media;
 mod namespace;
 mod options;
+pub mod placement;
 mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
@@ -73,5 +78,6 @@ pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
 pub use options::{MkfsOptions, MountOptions, Placement, SRL_ARRAY_MAX_BYTES, Sublogs};
+pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

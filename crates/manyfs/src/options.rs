@@ -26,6 +26,14 @@ pub struct MountOptions {
     /// Where new blocks go: the writer's node first (the design), node 0
     /// first, or round-robin over the nodes (baselines for comparisons).
     pub placement: Placement,
+    /// Thread placement (NThread): off (the default), advise (report what
+    /// it would do) or migrate (move the threads doing I/O to their data).
+    pub thread_placement: crate::placement::ThreadPlacement,
+    /// Which of NThread's rules thread placement applies.
+    pub placement_policy: crate::placement::PlacementPolicy,
+    /// Thread placement's parameters (window, thresholds, calibrated
+    /// bandwidths).
+    pub placement_config: crate::placement::PlacementConfig,
 }
 
 /// Block placement across NUMA nodes ([`MountOptions::placement`]).
@@ -109,6 +117,9 @@ impl Default for MountOptions {
             topology: crate::topology::TopologySpec::System,
             sublogs: Sublogs::PerCpu,
             placement: Placement::Local,
+            thread_placement: crate::placement::ThreadPlacement::Off,
+            placement_policy: crate::placement::PlacementPolicy::Full,
+            placement_config: crate::placement::PlacementConfig::default(),
         }
     }
 }
@@ -125,6 +136,7 @@ impl MountOptions {
                 self.segment_size
             )));
         }
+        self.placement_config.validate()?;
         // A bad `MANYFS_TOPOLOGY` is an error here, not at first use.
         crate::topology::Topology::resolve(self.topology)?;
         Ok(())

@@ -296,7 +296,6 @@ impl BlockAllocator {
     /// Allocate as [`BlockAllocator::alloc`] does, but for node `node`:
     /// from its pools first, then the nearest other nodes' (for placing
     /// data on a node other than the caller's, e.g. by thread placement).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn alloc_on(&self, node: usize, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
         let node = node % self.node_order.len();
         self.alloc_from(&self.node_order[node], node, want, purpose)

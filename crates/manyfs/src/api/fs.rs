@@ -97,13 +97,52 @@ impl Fs {
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);
         crate::sync_engine::start_commit_thread(&core);
+        let config = crate::placement::calibrate::config_for_pool(
+            pool,
+            &opts.placement_config,
+            core.topology.node_count(),
+        );
+        core.placement
+            .start(opts.placement_policy, config, &core.topology);
         Ok(Fs { core })
     }
 
     /// Make everything durable and unmount (also happens when the last
-    /// handle is dropped, without the error report).
+    /// handle is dropped, without the error report). Thread placement
+    /// stops and every thread it moved gets its own CPU mask back when the
+    /// last handle goes.
     pub fn unmount(self) -> Result<()> {
         self.core.sync()
+    }
+
+    /// Measure each NUMA node's read and write bandwidth at read ratios
+    /// 100, 80, 60, 40, 20 and 0 %, `per_point` each, on free blocks of
+    /// that node's pool member (overwritten, then freed again). Save the
+    /// result with [`crate::placement::calibrate::Calibration::save`] at
+    /// [`crate::placement::calibrate::Calibration::path_for`] the pool and
+    /// later mounts with thread placement use it for the nodes' maxima.
+    pub fn calibrate(
+        &self,
+        per_point: std::time::Duration,
+    ) -> Result<crate::placement::calibrate::Calibration> {
+        self.core.check_writable()?;
+        let c = &self.core;
+        c.placement
+            .calibrate(&c.media, &c.blocks, &c.topology, per_point)
+    }
+
+    /// The number of the current thread-placement window (each
+    /// [`crate::PlacementDecision`] names the window it was made in, at
+    /// that window's end).
+    pub fn placement_window(&self) -> u64 {
+        self.core.placement.tracker().registry().window()
+    }
+
+    /// Thread placement's decisions so far (the last
+    /// [`crate::placement::REPORT_LEN`]); empty when
+    /// [`MountOptions::thread_placement`] is off.
+    pub fn placement_report(&self) -> Vec<crate::placement::PlacementDecision> {
+        self.core.placement.report()
     }
 
     /// With an observer attached ([`Fs::mount_observed`]): pass it the

@@ -49,6 +49,7 @@ pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<us
         let take = (PAGE as usize - in_page).min(n - done);
         let m = f.index.lookup(pg);
         let dst = &mut buf[done..done + take];
+        core.placement.tracker().read(inode.ino, m.block, take);
         if m.block == 0 {
             dst.fill(0);
         } else {
@@ -73,7 +74,10 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
         .ok_or_else(|| Error::FileTooLarge(format!("write of {} bytes at {off}", buf.len())))?;
     let _t = f.truncate_lock.read();
     let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
-    write_locked(core, inode, f, buf, off, end)
+    let n = write_locked(core, inode, f, buf, off, end)?;
+    // Under the range lock, the index still shows this write's block.
+    (core.placement.tracker()).wrote(inode.ino, n, || f.index.lookup(off / PAGE).block);
+    Ok(n)
 }
 
 /// Append `buf` at the end of file; returns the offset it was written at.

@@ -1,0 +1,259 @@
+//! Thread placement on an emulated two-node machine (`topology=2x1`: real
+//! CPU 0 is node 0, real CPU 1 is node 1; member 1 of the pool is node 1's
+//! memory): a thread on node 0 that keeps reading data held by node 1 is
+//! moved to node 1's CPU within two windows, and gets its own mask back
+//! when the mount goes away; `advise` only reports.
+
+mod common;
+
+use common::within;
+use manyfs::{
+    Fs, MkfsOptions, MountOptions, PlacementConfig, PlacementPolicy, PoolMember, ThreadPlacement,
+    TopologySpec,
+};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+const DATA: usize = 4 << 20;
+const WINDOW: Duration = Duration::from_millis(100);
+
+fn affinity() -> Vec<usize> {
+    // SAFETY: all zeros is a valid, empty cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is live and its size is the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(rc, 0, "sched_getaffinity");
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: every index is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: all zeros is a valid, empty cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE; `set` is live and initialised.
+    let rc = unsafe {
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set)
+    };
+    assert_eq!(rc, 0, "pin to CPU {cpu}");
+}
+
+fn two_cpus() -> bool {
+    let cpus = affinity();
+    let ok = cpus.contains(&0) && cpus.contains(&1);
+    if !ok {
+        eprintln!("skipped: needs real CPUs 0 and 1, have {cpus:?}");
+    }
+    ok
+}
+
+/// A pool of two members (node 0, node 1) mounted on a 2x1 topology with
+/// thread placement `mode`, holding `/data` written from node 1's CPU.
+fn pool_with_data_on_node1(dir: &std::path::Path, mode: ThreadPlacement) -> Fs {
+    let opts = MountOptions {
+        topology: TopologySpec::Emulated {
+            nodes: 2,
+            cpus_per_node: 1,
+        },
+        thread_placement: mode,
+        placement_policy: PlacementPolicy::Rl,
+        placement_config: PlacementConfig {
+            window: WINDOW,
+            // 1 MB per second: 100 KB in a 100 ms window (one pass reads 4 MiB).
+            read_dominance_bytes: 1_000_000,
+            ..PlacementConfig::default()
+        },
+        ..MountOptions::default()
+    };
+    let mkfs = MkfsOptions {
+        size: 32 * MIB,
+        members: vec![PoolMember {
+            path: dir.join("m1"),
+            node: 1,
+            size: 32 * MIB,
+        }],
+        ..MkfsOptions::default()
+    };
+    let fs = Fs::mkfs(&dir.join("pool"), &mkfs, &opts).unwrap();
+    let before = fs.members()[1].used_blocks;
+    let writer = fs.clone();
+    std::thread::spawn(move || {
+        pin(1);
+        writer.write("/data", &vec![7u8; DATA]).unwrap();
+        writer.sync().unwrap();
+    })
+    .join()
+    .unwrap();
+    let after = fs.members()[1].used_blocks;
+    assert!(
+        after - before >= DATA as u64 / 4096,
+        "the data is on member 1 (node 1): {before} -> {after} blocks"
+    );
+    fs
+}
+
+/// Read all of `/data` once and check it.
+fn read_all(fs: &Fs, buf: &mut [u8]) {
+    let f = manyfs::OpenOptions::new()
+        .read(true)
+        .open(fs, "/data")
+        .unwrap();
+    assert_eq!(f.read_at(buf, 0).unwrap(), DATA);
+    assert!(buf.iter().all(|&b| b == 7));
+}
+
+/// On node 0's CPU, read all of `/data` again and again until `done`
+/// (given the thread's id); returns that id and how long it took.
+fn read_from_node0_until(fs: &Fs, what: &str, done: impl Fn(&Fs, i32) -> bool) -> (i32, Duration) {
+    pin(0);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let mut buf = vec![0u8; DATA];
+    let start = Instant::now();
+    while !done(fs, tid) {
+        assert!(start.elapsed() < Duration::from_secs(30), "never {what}");
+        read_all(fs, &mut buf);
+    }
+    (tid, start.elapsed())
+}
+
+#[test]
+fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
+    if !two_cpus() {
+        return;
+    }
+    within(Duration::from_secs(60), "placement migrate", || {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Migrate);
+        let (moved_tx, moved_rx) = mpsc::channel();
+        let (dropped_tx, dropped_rx) = mpsc::channel::<()>();
+        let reader_fs = fs.clone();
+        let reader = std::thread::spawn(move || {
+            let first_window = reader_fs.placement_window();
+            let (tid, took) = read_from_node0_until(&reader_fs, "moved", |_, _| affinity() == [1]);
+            drop(reader_fs);
+            moved_tx.send((tid, took, first_window)).unwrap();
+            dropped_rx.recv().unwrap();
+            affinity()
+        });
+        let (tid, took, first_window) = moved_rx.recv().unwrap();
+        eprintln!("moved after {took:?} ({WINDOW:?} windows)");
+        let report = fs.placement_report();
+        let d = report
+            .iter()
+            .find(|d| d.tid == tid)
+            .unwrap_or_else(|| panic!("no decision for {tid}: {report:?}"));
+        // Decided at the end of the window its reads began in, or of the
+        // next one (windows, not wall-clock time: a loaded machine stretches
+        // both alike).
+        assert!(
+            d.window <= first_window + 1,
+            "moved in window {}, reads began in {first_window}",
+            d.window
+        );
+        assert_eq!((d.from, d.to), (0, 1), "{d:?}");
+        assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
+        assert!(d.applied && d.error.is_none(), "{d:?}");
+        assert_eq!(
+            report.iter().filter(|d| d.tid == tid).count(),
+            1,
+            "no bounce: {report:?}"
+        );
+        drop(fs);
+        dropped_tx.send(()).unwrap();
+        assert_eq!(reader.join().unwrap(), [0], "its own mask is back");
+    });
+}
+
+#[test]
+fn advise_reports_and_moves_nothing() {
+    if !two_cpus() {
+        return;
+    }
+    within(Duration::from_secs(60), "placement advise", || {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Advise);
+        let reader_fs = fs.clone();
+        let reader = std::thread::spawn(move || {
+            let (tid, _) = read_from_node0_until(&reader_fs, "advised", |fs, tid| {
+                fs.placement_report().iter().any(|d| d.tid == tid)
+            });
+            (tid, affinity())
+        });
+        let (tid, mask) = reader.join().unwrap();
+        assert_eq!(mask, [0], "advise moves nothing");
+        let report = fs.placement_report();
+        let d = report.iter().find(|d| d.tid == tid).unwrap();
+        assert_eq!((d.from, d.to, d.applied), (0, 1, false), "{d:?}");
+    });
+}
+
+#[test]
+fn off_accounts_and_reports_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Fs::mkfs(
+        &dir.path().join("pool"),
+        &MkfsOptions {
+            size: 16 * MIB,
+            ..MkfsOptions::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(fs.options().thread_placement, ThreadPlacement::Off);
+    fs.write("/f", &[1u8; 8192]).unwrap();
+    assert_eq!(fs.read("/f").unwrap().len(), 8192);
+    std::thread::sleep(WINDOW);
+    assert!(fs.placement_report().is_empty());
+}
+
+#[test]
+fn bad_placement_windows_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = MountOptions {
+        placement_config: PlacementConfig {
+            window: Duration::ZERO,
+            ..PlacementConfig::default()
+        },
+        ..MountOptions::default()
+    };
+    let err = Fs::mkfs(&dir.path().join("pool"), &MkfsOptions::default(), &opts)
+        .err()
+        .expect("a zero window is refused");
+    assert!(matches!(err, manyfs::Error::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
+    within(Duration::from_secs(60), "calibrate", || {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Off);
+        let free = fs.statfs().free_blocks;
+        let c = fs.calibrate(Duration::from_millis(20)).unwrap();
+        assert_eq!(fs.statfs().free_blocks, free, "scratch blocks freed");
+        let ratios = manyfs::placement::calibrate::READ_RATIOS;
+        assert_eq!(c.points.len(), 2 * ratios.len(), "{c:?}");
+        for p in &c.points {
+            assert_eq!(p.read_bw > 0, p.read_pct > 0, "{p:?}");
+            assert_eq!(p.write_bw > 0, p.read_pct < 100, "{p:?}");
+        }
+        assert_eq!(fs.read("/data").unwrap(), vec![7u8; DATA], "data untouched");
+        // Stored beside the pool, a later mount's planner uses it.
+        let pool = dir.path().join("pool");
+        let path = manyfs::placement::calibrate::Calibration::path_for(&pool);
+        c.save(&path).unwrap();
+        let cfg =
+            manyfs::placement::calibrate::config_for_pool(&pool, &PlacementConfig::default(), 2);
+        assert!(cfg.node_max_bw.iter().all(|&b| b > 0), "{cfg:?}");
+        drop(fs);
+        let ro = MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        };
+        let fs = Fs::mount(&pool, &ro).unwrap();
+        assert!(fs.calibrate(Duration::from_millis(1)).is_err(), "read-only");
+    });
+}
