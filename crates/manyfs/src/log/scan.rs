@@ -117,7 +117,7 @@ pub fn scan_log_buf(
     let heads = &buf.array[..];
     let base_seq = le_u64(heads, ARRAY_BASE_SEQ_WORD * 8);
     buf.seen.clear();
-    let mut out = Vec::new();
+
     let chain = Chain {
         media,
         sb,
@@ -128,15 +128,20 @@ pub fn scan_log_buf(
     // Most heads are zero (a log uses the sub-logs of the CPUs that wrote
     // it): skip them eight at a time, since every inode's array is read at
     // mount.
-    let used = (0..MAX_SUBLOGS.div_ceil(8)).filter(|&group| {
-        let bytes = &heads[group * 64..((group + 1) * 64).min(MAX_SUBLOGS * 8)];
-        bytes.iter().fold(0u8, |acc, &b| acc | b) != 0
-    });
-    for index in used.flat_map(|group| group * 8..((group + 1) * 8).min(MAX_SUBLOGS)) {
-        let head = le_u64(heads, index * 8);
-        if head == 0 {
-            continue;
-        }
+    let used = || {
+        (0..MAX_SUBLOGS.div_ceil(8))
+            .filter(|&group| {
+                let bytes = &heads[group * 64..((group + 1) * 64).min(MAX_SUBLOGS * 8)];
+                bytes.iter().fold(0u8, |acc, &b| acc | b) != 0
+            })
+            .flat_map(|group| group * 8..((group + 1) * 8).min(MAX_SUBLOGS))
+            .map(|index| (index, le_u64(heads, index * 8)))
+            .filter(|&(_, head)| head != 0)
+    };
+    // Sized for the heads in use: most inodes have one sub-log, and the
+    // result lives until the mount has built its DRAM inode.
+    let mut out = Vec::with_capacity(used().count());
+    for (index, head) in used() {
         out.push(chain.scan(
             index,
             head,
@@ -213,10 +218,13 @@ impl Chain<'_> {
     /// not count under the rule (the sub-log is then
     /// [`ScannedSublog::cut`]).
     pub fn start(&self, index: usize, head: u64, base_seq: u64) -> Result<Option<ScannedSublog>> {
+        // Most sub-logs of an inode rebuilt at mount are one page.
         Ok(self
             .head_counts(index, head, base_seq)?
             .then(|| ScannedSublog {
                 index,
+                pages: Vec::with_capacity(1),
+                meta: Vec::with_capacity(1),
                 ..Default::default()
             }))
     }

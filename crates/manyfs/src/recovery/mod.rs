@@ -17,6 +17,8 @@
 
 pub(crate) mod mount;
 pub(crate) mod par;
+#[cfg(test)]
+mod tests;
 
 use crate::error::{Error, Result};
 use crate::inode::{Attrs, Child, DirState};
@@ -84,7 +86,8 @@ pub struct RebuiltInode {
     pub attr_entries: u64,
     /// Parent directory (directories).
     pub parent: u64,
-    /// The sub-logs as scanned.
+    /// The sub-logs as scanned (after a rebuild without their `entries`:
+    /// those are replayed into the other fields and freed).
     pub sublogs: Vec<ScannedSublog>,
     /// Directory contents (directories).
     pub dir: Option<DirState>,
@@ -264,7 +267,11 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
 /// thread, so that the error reported is the one the walk in order meets
 /// first, whatever the number of CPUs.
 pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> {
-    let threads = par::threads();
+    rebuild_threads(media, rule, par::threads())
+}
+
+/// [`rebuild_with`] on `threads` threads.
+fn rebuild_threads(media: &Media, rule: Option<CommitRule>, threads: usize) -> Result<Rebuilt> {
     match rebuild_on(media, rule, threads) {
         Err(_) if threads > 1 => rebuild_on(media, rule, 1),
         done => done,
@@ -323,7 +330,12 @@ impl Walk<'_> {
                 marker.mark(p, || format!("inode {ino} log page"))?;
             }
         }
-        let node = replay(ino, record, parent, sublogs, self.pending, sb)?;
+        let mut node = replay(ino, record, parent, sublogs, self.pending, sb)?;
+        // The entries are replayed: free them now (this thread's next
+        // inode reuses the memory) rather than when the mount is done.
+        for s in &mut node.sublogs {
+            s.entries = Vec::new();
+        }
         if let Some(f) = &node.file {
             for (&pg, &(block, _, _)) in &f.pages {
                 marker.mark(block, || format!("inode {ino} page {pg}"))?;
