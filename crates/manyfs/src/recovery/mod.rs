@@ -27,7 +27,7 @@ use crate::log::scan::{ScanBuf, ScannedSublog, check_block, scan_log_buf};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest sequence or page version recovery accepts: far beyond what any
@@ -367,7 +367,8 @@ pub(crate) fn rebuild_on(
     };
     let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
     let mut level: Vec<(u64, Option<u32>, u64)> = vec![(ROOT_INO, None, 0)];
-    let mut queued: HashSet<u64> = HashSet::from([ROOT_INO]);
+    // Names per inode; an inode is queued when its first name is taken
+    // (the root has none and is queued from the start; no entry may name it).
     let mut links: HashMap<u64, u32> = HashMap::new();
     let mut subdirs: HashMap<u64, u32> = HashMap::new();
 
@@ -391,17 +392,19 @@ pub(crate) fn rebuild_on(
                             format!("inode number {} out of range", child.ino),
                         ));
                     }
-                    *links.entry(child.ino).or_default() += 1;
+                    let names = links.entry(child.ino).or_default();
+                    *names += 1;
+                    let first = *names == 1;
                     if child.kind == FileKind::Dir {
                         *subdirs.entry(ino).or_default() += 1;
-                        if !queued.insert(child.ino) {
+                        if !first {
                             return Err(Error::corrupt(
                                 what(),
                                 "directory reachable twice (cycle or hard link)",
                             ));
                         }
-                        next.push((child.ino, Some(child.generation), ino));
-                    } else if queued.insert(child.ino) {
+                    }
+                    if first {
                         next.push((child.ino, Some(child.generation), ino));
                     }
                 }
