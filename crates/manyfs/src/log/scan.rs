@@ -85,6 +85,8 @@ pub fn check_block(sb: &Superblock, block: u64, what: impl Fn() -> String) -> Re
 /// cache and no allocation of its own.
 pub struct ScanBuf {
     array: Box<[u8]>,
+    /// The array's words.
+    heads: Box<[u64]>,
     page: Box<[u8]>,
     seen: HashSet<u64>,
     pending: Vec<PendingEntry>,
@@ -94,6 +96,7 @@ impl Default for ScanBuf {
     fn default() -> Self {
         ScanBuf {
             array: vec![0; BLOCK_SIZE as usize].into_boxed_slice(),
+            heads: vec![0; (BLOCK_SIZE / 8) as usize].into_boxed_slice(),
             page: vec![0; BLOCK_SIZE as usize].into_boxed_slice(),
             seen: HashSet::new(),
             pending: Vec::new(),
@@ -126,17 +129,19 @@ pub fn scan_log_buf(
         rule,
     };
     // Most heads are zero (a log uses the sub-logs of the CPUs that wrote
-    // it): skip them eight at a time, since every inode's array is read at
+    // it). The array is read as words once, into a buffer whose zero words
+    // the compiler checks many at a time: every inode's array is read at
     // mount.
+    for (w, b) in buf.heads.iter_mut().zip(heads.chunks_exact(8)) {
+        *w = le_u64(b, 0);
+    }
+    let words = &buf.heads[..MAX_SUBLOGS];
     let used = || {
-        (0..MAX_SUBLOGS.div_ceil(8))
-            .filter(|&group| {
-                let bytes = &heads[group * 64..((group + 1) * 64).min(MAX_SUBLOGS * 8)];
-                bytes.iter().fold(0u8, |acc, &b| acc | b) != 0
-            })
-            .flat_map(|group| group * 8..((group + 1) * 8).min(MAX_SUBLOGS))
-            .map(|index| (index, le_u64(heads, index * 8)))
-            .filter(|&(_, head)| head != 0)
+        words
+            .iter()
+            .enumerate()
+            .filter(|&(_, &head)| head != 0)
+            .map(|(index, &head)| (index, head))
     };
     // Sized for the heads in use: most inodes have one sub-log, and the
     // result lives until the mount has built its DRAM inode.

@@ -59,13 +59,17 @@ pub fn read_superblock(media: &Media) -> Result<(Superblock, bool)> {
     }
 }
 
+/// The write that won one page of a file: its block, its entry and its
+/// version.
+pub type PageWinner = (u64, EntryLoc, u64);
+
 /// What recovery learned about one file's contents.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FileState {
     /// Size in bytes.
     pub size: u64,
-    /// page -> (block, entry, version), winners only.
-    pub pages: BTreeMap<u64, (u64, EntryLoc, u64)>,
+    /// (page, (block, entry, version)), winners only, by page.
+    pub pages: Vec<(u64, PageWinner)>,
     /// Entry defining the size (holds an extra live reference).
     pub size_definer: Option<(u64, EntryLoc)>,
     /// Newest write mtime not overridden by an attribute entry.
@@ -106,8 +110,9 @@ pub struct Rebuilt {
     pub sb: Superblock,
     /// Whether the primary superblock was damaged (backup used).
     pub primary_superblock_damaged: bool,
-    /// Reachable inodes.
-    pub inodes: BTreeMap<u64, RebuiltInode>,
+    /// Reachable inodes (boxed: the walk's threads make them, the map only
+    /// moves a pointer).
+    pub inodes: BTreeMap<u64, Box<RebuiltInode>>,
     /// Blocks in use, indexed by `block - data_start`.
     pub used: BlockBitmap,
     /// A cross-directory rename to complete.
@@ -297,7 +302,7 @@ impl Walk<'_> {
         ino: u64,
         want_gen: Option<u32>,
         parent: u64,
-    ) -> Result<RebuiltInode> {
+    ) -> Result<Box<RebuiltInode>> {
         let (media, sb, marker) = (self.media, self.sb, &self.marker);
         let mut raw = [0u8; INODE_SIZE as usize];
         media.read(sb.inode_offset(ino), &mut raw)?;
@@ -337,11 +342,11 @@ impl Walk<'_> {
             s.entries = Vec::new();
         }
         if let Some(f) = &node.file {
-            for (&pg, &(block, _, _)) in &f.pages {
+            for &(pg, (block, _, _)) in &f.pages {
                 marker.mark(block, || format!("inode {ino} page {pg}"))?;
             }
         }
-        Ok(node)
+        Ok(Box::new(node))
     }
 }
 
@@ -365,7 +370,7 @@ pub(crate) fn rebuild_on(
         pending: pending_rename.as_ref(),
         marker: Marker::new(&sb, media),
     };
-    let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
+    let mut inodes: BTreeMap<u64, Box<RebuiltInode>> = BTreeMap::new();
     let mut level: Vec<(u64, Option<u32>, u64)> = vec![(ROOT_INO, None, 0)];
     // Names per inode; an inode is queued when its first name is taken
     // (the root has none and is queued from the start; no entry may name it).
@@ -664,6 +669,18 @@ pub(crate) fn replay(
             m = m.min(pages);
             keep_suffix_min[i] = m;
         }
+        // Every (page, block, entry, version) a write entry offers; sorted
+        // by page, highest version first, the first of each page wins.
+        // Sized for a small file's few pages (a sorted vector, not a tree:
+        // most files rebuilt at a mount are one page).
+        let offered: u64 = all
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Entry::FileWrite { npages, .. } => Some(u64::from(*npages)),
+                _ => None,
+            })
+            .sum();
+        let mut pages: Vec<(u64, PageWinner)> = Vec::with_capacity(offered.min(1024) as usize);
         for (loc, e) in &all {
             let Entry::FileWrite {
                 epoch,
@@ -701,16 +718,8 @@ pub(crate) fn replay(
                 .get(first_later)
                 .copied()
                 .unwrap_or(u64::MAX);
-            for i in 0..n {
-                let pg = pgoff + i;
-                if pg >= keep_below {
-                    continue;
-                }
-                let better = f.pages.get(&pg).is_none_or(|&(_, _, v)| *version > v);
-                if better {
-                    f.pages.insert(pg, (block + i, *loc, *version));
-                }
-            }
+            let kept = n.min(keep_below.saturating_sub(*pgoff));
+            pages.extend((0..kept).map(|i| (pgoff + i, (block + i, *loc, *version))));
             if !before_trunc {
                 if newest_end.is_none_or(|(end, _)| *file_end > end) {
                     newest_end = Some((*file_end, *loc));
@@ -720,6 +729,10 @@ pub(crate) fn replay(
                 }
             }
         }
+        // Stable: of equal versions of a page, the first offered wins.
+        pages.sort_by_key(|&(pg, (_, _, version))| (pg, std::cmp::Reverse(version)));
+        pages.dedup_by_key(|(pg, _)| *pg);
+        f.pages = pages;
         let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
         f.size = trunc_size;
         if let Some((end, loc)) = newest_end
@@ -729,7 +742,7 @@ pub(crate) fn replay(
             f.size_definer = Some((end, loc));
             *live.entry(loc_page(loc)).or_default() += 1;
         }
-        for &(_, loc, _) in f.pages.values() {
+        for &(_, (_, loc, _)) in &f.pages {
             *live.entry(loc_page(loc)).or_default() += 1;
         }
         if node.record.kind == FileKind::Symlink

@@ -54,7 +54,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
     // The DRAM inodes are independent of each other: built on every CPU
     // (the inode table and the live counters take concurrent inserts).
     let threads = crate::recovery::par::threads();
-    let nodes: Vec<(&u64, &RebuiltInode)> = rebuilt.inodes.iter().collect();
+    let nodes: Vec<(&u64, &RebuiltInode)> = rebuilt.inodes.iter().map(|(i, n)| (i, &**n)).collect();
     core.reserve_inodes(nodes.len());
     let core = core;
     par::map_ordered(
@@ -131,7 +131,7 @@ fn load_inode(core: &FsCore, ino: u64, node: &RebuiltInode) {
         }
     }
     if let (Some(f), Some(fs)) = (&inode.file, &node.file) {
-        for (&pg, &(block, entry, version)) in &fs.pages {
+        for &(pg, (block, entry, version)) in &fs.pages {
             f.index.slot(pg).set(PageMapping {
                 block,
                 entry,
