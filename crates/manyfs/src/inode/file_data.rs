@@ -16,9 +16,10 @@ use parking_lot::Mutex;
 /// page 0) and the truncate lock. Every read and write loads the size, so
 /// an extending write costs the other threads of the file one line (the
 /// size's, with the lock pointer they load too) and leaves the second line
-/// alone. (Before: the size alone on 128 bytes and the rest on another 128,
-/// so an extending write dirtied both the size's line and the line of the
-/// lock pointers through the size definer: 256 bytes per file, now 128.)
+/// alone. (Before: the size alone on 128 bytes and the rest on another 128
+/// in the compiler's order, so an extending write dirtied the size's line
+/// and, through the size definer, one of the other two, possibly the lock
+/// pointers': 256 bytes per file, now 128.)
 #[repr(C, align(64))]
 pub struct FileData {
     /// Size in bytes; published after the data it covers is in the index.
