@@ -206,6 +206,14 @@ impl FsCore {
         }
     }
 
+    /// Make room for `n` more inodes in the table (mount: the table then
+    /// grows once, not step by step while recovery fills it).
+    pub fn reserve_inodes(&self, n: usize) {
+        for shard in self.table.iter() {
+            shard.write().reserve(n.div_ceil(TABLE_SHARDS));
+        }
+    }
+
     /// Every live inode (fsck comparison, statistics).
     pub fn all_inodes(&self) -> Vec<Arc<Inode>> {
         self.table.pin().values().cloned().collect()

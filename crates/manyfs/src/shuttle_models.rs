@@ -169,7 +169,7 @@ fn big_reader_lock_excludes_truncate_from_io() {
 mod log_append {
     use crate::layout::CommitRule;
     use crate::layout::{BLOCK_SIZE, Entry, FileKind, Superblock};
-    use crate::log::scan::scan_log_with;
+    use crate::log::scan::{ScanBuf, scan_log_buf};
     use crate::log::{InodeLog, LogSpace};
     use crate::media::{Durability, Media};
     use shuttle::sync::atomic::AtomicU32;
@@ -246,7 +246,16 @@ mod log_append {
             for h in handles {
                 h.join().unwrap();
             }
-            let subs = scan_log_with(&media, &sb, 9, 0, array, CommitRule::Immediate).unwrap();
+            let subs = scan_log_buf(
+                &media,
+                &sb,
+                9,
+                0,
+                array,
+                CommitRule::Immediate,
+                &mut ScanBuf::default(),
+            )
+            .unwrap();
             assert_eq!(subs.len(), 1);
             assert_eq!(
                 subs[0].pages.len(),

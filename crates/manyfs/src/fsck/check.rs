@@ -570,7 +570,7 @@ impl Walker<'_> {
             .flat_map(|(ino, f)| {
                 f.pages
                     .iter()
-                    .map(move |(&pg, &(block, loc, _))| (ino, pg, block, loc))
+                    .map(move |&(pg, (block, loc, _))| (ino, pg, block, loc))
             })
             .collect();
         for (ino, pg, block, loc) in pages {

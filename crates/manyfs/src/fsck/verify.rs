@@ -78,7 +78,7 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
                 .into_iter()
                 .map(|(p, m)| (p, m.block))
                 .collect();
-            let media: Vec<(u64, u64)> = fs.pages.iter().map(|(&p, &(b, _, _))| (p, b)).collect();
+            let media: Vec<(u64, u64)> = fs.pages.iter().map(|&(p, (b, _, _))| (p, b)).collect();
             if mem != media {
                 diffs.push(format!(
                     "inode {}: page map differs ({} pages in memory, {} on media)",

@@ -38,6 +38,11 @@ pub struct ScannedSublog {
     /// `Checked` rule: the write entry whose data did not match its
     /// checksum, where the sub-log ends (its sync never completed).
     pub torn: Option<EntryLoc>,
+    /// Whether the last page read has bytes other than zero past
+    /// `next_slot` (what an interrupted append left there: a writable
+    /// mount clears them). Found while the page's bytes are at hand, so
+    /// the mount need not read the tail page again.
+    pub tail_dirty: bool,
 }
 
 impl ScannedSublog {
@@ -73,20 +78,49 @@ pub fn check_block(sb: &Superblock, block: u64, what: impl Fn() -> String) -> Re
     Ok(())
 }
 
-/// Scan the log of inode `ino` (generation `generation`) under `rule`.
-pub fn scan_log_with(
+/// What one thread's scans reuse from inode to inode: the copies of a log
+/// array and of a log page, the set of pages seen (cycle check) and the
+/// entries of an open group. Recovery reads every inode's array and pages;
+/// with these, that costs two 4 KiB copies into buffers already in the
+/// cache and no allocation of its own.
+pub struct ScanBuf {
+    array: Box<[u8]>,
+    /// The array's words.
+    heads: Box<[u64]>,
+    page: Box<[u8]>,
+    seen: HashSet<u64>,
+    pending: Vec<PendingEntry>,
+}
+
+impl Default for ScanBuf {
+    fn default() -> Self {
+        ScanBuf {
+            array: vec![0; BLOCK_SIZE as usize].into_boxed_slice(),
+            heads: vec![0; (BLOCK_SIZE / 8) as usize].into_boxed_slice(),
+            page: vec![0; BLOCK_SIZE as usize].into_boxed_slice(),
+            seen: HashSet::new(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// Scan the log of inode `ino` (generation `generation`) under `rule`,
+/// reading through `buf` (reused across inodes).
+pub fn scan_log_buf(
     media: &Media,
     sb: &Superblock,
     ino: u64,
     generation: u32,
     array_block: u64,
     rule: CommitRule,
+    buf: &mut ScanBuf,
 ) -> Result<Vec<ScannedSublog>> {
     check_block(sb, array_block, || format!("inode {ino} log array"))?;
-    let heads = media.read_vec(array_block * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-    let base_seq = le_u64(&heads, ARRAY_BASE_SEQ_WORD * 8);
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    media.read(array_block * BLOCK_SIZE, &mut buf.array)?;
+    let heads = &buf.array[..];
+    let base_seq = le_u64(heads, ARRAY_BASE_SEQ_WORD * 8);
+    buf.seen.clear();
+
     let chain = Chain {
         media,
         sb,
@@ -95,18 +129,32 @@ pub fn scan_log_with(
         rule,
     };
     // Most heads are zero (a log uses the sub-logs of the CPUs that wrote
-    // it): skip them eight at a time, since every inode's array is read at
+    // it). The array is read as words once, into a buffer whose zero words
+    // the compiler checks many at a time: every inode's array is read at
     // mount.
-    let used = (0..MAX_SUBLOGS.div_ceil(8)).filter(|&group| {
-        let bytes = &heads[group * 64..((group + 1) * 64).min(MAX_SUBLOGS * 8)];
-        bytes.iter().fold(0u8, |acc, &b| acc | b) != 0
-    });
-    for index in used.flat_map(|group| group * 8..((group + 1) * 8).min(MAX_SUBLOGS)) {
-        let head = le_u64(&heads, index * 8);
-        if head == 0 {
-            continue;
-        }
-        out.push(chain.scan(index, head, base_seq, &mut seen)?);
+    for (w, b) in buf.heads.iter_mut().zip(heads.chunks_exact(8)) {
+        *w = le_u64(b, 0);
+    }
+    let words = &buf.heads[..MAX_SUBLOGS];
+    let used = || {
+        words
+            .iter()
+            .enumerate()
+            .filter(|&(_, &head)| head != 0)
+            .map(|(index, &head)| (index, head))
+    };
+    // Sized for the heads in use: most inodes have one sub-log, and the
+    // result lives until the mount has built its DRAM inode.
+    let mut out = Vec::with_capacity(used().count());
+    for (index, head) in used() {
+        out.push(chain.scan(
+            index,
+            head,
+            base_seq,
+            &mut buf.seen,
+            &mut buf.page,
+            &mut buf.pending,
+        )?);
     }
     Ok(out)
 }
@@ -175,10 +223,13 @@ impl Chain<'_> {
     /// not count under the rule (the sub-log is then
     /// [`ScannedSublog::cut`]).
     pub fn start(&self, index: usize, head: u64, base_seq: u64) -> Result<Option<ScannedSublog>> {
+        // Most sub-logs of an inode rebuilt at mount are one page.
         Ok(self
             .head_counts(index, head, base_seq)?
             .then(|| ScannedSublog {
                 index,
+                pages: Vec::with_capacity(1),
+                meta: Vec::with_capacity(1),
                 ..Default::default()
             }))
     }
@@ -233,6 +284,11 @@ impl Chain<'_> {
             slot += n as u64;
         }
         sub.next_slot = slot;
+        // Compared with a zero page (one vectorised memcmp), not byte by
+        // byte: this runs for every page of every inode at mount.
+        const ZERO: [u8; LOG_FOOTER_OFFSET as usize] = [0; LOG_FOOTER_OFFSET as usize];
+        let tail = ((slot.min(ENTRY_SLOTS_PER_PAGE)) * SLOT_SIZE) as usize;
+        sub.tail_dirty = bytes[tail..LOG_FOOTER_OFFSET as usize] != ZERO[tail..];
         sub.meta.push(PageMeta {
             seq,
             used: slot,
@@ -267,12 +323,14 @@ impl Chain<'_> {
         head: u64,
         base_seq: u64,
         seen: &mut HashSet<u64>,
+        bytes: &mut [u8],
+        pending: &mut Vec<PendingEntry>,
     ) -> Result<ScannedSublog> {
         let (media, sb, ino) = (self.media, self.sb, self.ino);
         let Some(mut sub) = self.start(index, head, base_seq)? else {
             return Ok(ScannedSublog::cut(index));
         };
-        let mut pending: Vec<PendingEntry> = Vec::new();
+        pending.clear();
         let mut page = head;
         while page != 0 {
             let what = || format!("inode {ino} sub-log {index} log page {page}");
@@ -280,14 +338,14 @@ impl Chain<'_> {
             if !seen.insert(page) {
                 return Err(Error::corrupt(what(), "log page linked twice (cycle)"));
             }
-            let bytes = media.read_vec(page * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+            media.read(page * BLOCK_SIZE, bytes)?;
             let footer = &bytes[LOG_FOOTER_OFFSET as usize..];
             if le_u32(footer, 20) != LOG_PAGE_MAGIC || le_u64(footer, 8) != ino {
                 return Err(Error::corrupt(what(), "bad log page footer"));
             }
-            page = self.read_page(index, page, &bytes, &mut sub, &mut pending)?;
+            page = self.read_page(index, page, bytes, &mut sub, pending)?;
         }
-        sub.incomplete = pending.into_iter().map(|(l, _, n)| (l, n)).collect();
+        sub.incomplete = pending.drain(..).map(|(l, _, n)| (l, n)).collect();
         Ok(sub)
     }
 }

@@ -16,15 +16,19 @@
 //!    and every unreached inode number is free.
 
 pub(crate) mod mount;
+pub(crate) mod par;
+#[cfg(test)]
+mod tests;
 
 use crate::error::{Error, Result};
 use crate::inode::{Attrs, Child, DirState};
 use crate::layout::*;
-use crate::log::scan::{ScannedSublog, check_block, scan_log_with};
+use crate::log::scan::{ScanBuf, ScannedSublog, check_block, scan_log_buf};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest sequence or page version recovery accepts: far beyond what any
 /// pool can reach, far enough below `u64::MAX` that counting on from it
@@ -55,13 +59,17 @@ pub fn read_superblock(media: &Media) -> Result<(Superblock, bool)> {
     }
 }
 
+/// The write that won one page of a file: its block, its entry and its
+/// version.
+pub type PageWinner = (u64, EntryLoc, u64);
+
 /// What recovery learned about one file's contents.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FileState {
     /// Size in bytes.
     pub size: u64,
-    /// page -> (block, entry, version), winners only.
-    pub pages: BTreeMap<u64, (u64, EntryLoc, u64)>,
+    /// (page, (block, entry, version)), winners only, by page.
+    pub pages: Vec<(u64, PageWinner)>,
     /// Entry defining the size (holds an extra live reference).
     pub size_definer: Option<(u64, EntryLoc)>,
     /// Newest write mtime not overridden by an attribute entry.
@@ -82,7 +90,8 @@ pub struct RebuiltInode {
     pub attr_entries: u64,
     /// Parent directory (directories).
     pub parent: u64,
-    /// The sub-logs as scanned.
+    /// The sub-logs as scanned (after a rebuild without their `entries`:
+    /// those are replayed into the other fields and freed).
     pub sublogs: Vec<ScannedSublog>,
     /// Directory contents (directories).
     pub dir: Option<DirState>,
@@ -101,8 +110,9 @@ pub struct Rebuilt {
     pub sb: Superblock,
     /// Whether the primary superblock was damaged (backup used).
     pub primary_superblock_damaged: bool,
-    /// Reachable inodes.
-    pub inodes: BTreeMap<u64, RebuiltInode>,
+    /// Reachable inodes (boxed: the walk's threads make them, the map only
+    /// moves a pointer).
+    pub inodes: BTreeMap<u64, Box<RebuiltInode>>,
     /// Blocks in use, indexed by `block - data_start`.
     pub used: BlockBitmap,
     /// A cross-directory rename to complete.
@@ -114,9 +124,26 @@ impl Rebuilt {
     pub fn free_extents(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut run: Option<(u64, u64)> = None;
-        for i in 0..self.used.len() {
-            let b = self.sb.data_start + i;
-            if self.used.get(i) {
+        let mut i = 0;
+        while i < self.used.len() {
+            // Whole words of used (or of free) blocks at a time.
+            let word = self.used.words[(i / 64) as usize];
+            if i % 64 == 0 && i + 64 <= self.used.len() && (word == u64::MAX || word == 0) {
+                let b = self.sb.data_start + i;
+                if word == u64::MAX {
+                    out.extend(run.take());
+                } else {
+                    match &mut run {
+                        Some((_, n)) => *n += 64,
+                        None => run = Some((b, 64)),
+                    }
+                }
+                i += 64;
+                continue;
+            }
+            let (b, used) = (self.sb.data_start + i, self.used.get(i));
+            i += 1;
+            if used {
                 if let Some(r) = run.take() {
                     out.push(r);
                 }
@@ -129,6 +156,16 @@ impl Rebuilt {
         }
         out.extend(run);
         out
+    }
+
+    /// Inode numbers above the root that no reachable inode uses,
+    /// ascending (a walk along the sorted used numbers, no lookups).
+    pub fn free_inodes(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut used = self.inodes.keys().copied().peekable();
+        (ROOT_INO + 1..self.sb.inode_count).filter(move |&i| {
+            while used.next_if(|&u| u < i).is_some() {}
+            used.next_if_eq(&i).is_none()
+        })
     }
 
     /// Number of used blocks in the data region.
@@ -150,13 +187,6 @@ pub struct BlockBitmap {
 }
 
 impl BlockBitmap {
-    /// `len` clear bits.
-    pub fn new(len: u64) -> Self {
-        BlockBitmap {
-            words: vec![0; len.div_ceil(64) as usize],
-            len,
-        }
-    }
     /// Number of bits.
     pub fn len(&self) -> u64 {
         self.len
@@ -165,40 +195,45 @@ impl BlockBitmap {
     pub fn get(&self, i: u64) -> bool {
         self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
     }
-    /// Set bit `i`, returning its old value.
-    pub fn set(&mut self, i: u64) -> bool {
-        let w = &mut self.words[(i / 64) as usize];
-        let old = *w & (1 << (i % 64)) != 0;
-        *w |= 1 << (i % 64);
-        old
-    }
     /// Number of set bits.
     pub fn count(&self) -> u64 {
         self.words.iter().map(|w| u64::from(w.count_ones())).sum()
     }
 }
 
+/// Marks blocks as used; from any number of threads at once. A block
+/// marked twice is corruption (which of its two owners is named depends on
+/// the order of the marks: a walk on several threads that finds an error
+/// walks again on one, see [`rebuild_with`]).
 struct Marker<'a> {
     sb: &'a Superblock,
-    used: BlockBitmap,
+    used: Vec<AtomicU64>,
     /// Header blocks of pool members (marked used from the start).
     reserved: Vec<u64>,
 }
 
 impl Marker<'_> {
     fn new<'a>(sb: &'a Superblock, media: &Media) -> Marker<'a> {
-        let mut used = BlockBitmap::new(sb.total_blocks - sb.data_start);
+        let len = sb.total_blocks - sb.data_start;
+        let used = (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         let reserved: Vec<u64> = members::reserved_blocks(media)
             .into_iter()
             .filter(|b| (sb.data_start..sb.total_blocks).contains(b))
             .collect();
-        for &b in &reserved {
-            used.set(b - sb.data_start);
+        let marker = Marker { sb, used, reserved };
+        for &b in &marker.reserved {
+            marker.set(b - sb.data_start);
         }
-        Marker { sb, used, reserved }
+        marker
     }
 
-    fn mark(&mut self, block: u64, what: impl Fn() -> String) -> Result<()> {
+    /// Set bit `i`, returning its old value.
+    fn set(&self, i: u64) -> bool {
+        let bit = 1u64 << (i % 64);
+        self.used[(i / 64) as usize].fetch_or(bit, Ordering::Relaxed) & bit != 0
+    }
+
+    fn mark(&self, block: u64, what: impl Fn() -> String) -> Result<()> {
         check_block(self.sb, block, &what)?;
         if self.reserved.contains(&block) {
             return Err(Error::corrupt(
@@ -206,13 +241,21 @@ impl Marker<'_> {
                 format!("block {block} is the header block of a pool member"),
             ));
         }
-        if self.used.set(block - self.sb.data_start) {
+        if self.set(block - self.sb.data_start) {
             return Err(Error::corrupt(
                 what(),
                 format!("block {block} is used twice"),
             ));
         }
         Ok(())
+    }
+
+    /// The marks as a plain bitmap (every thread has finished marking).
+    fn into_bitmap(self) -> BlockBitmap {
+        BlockBitmap {
+            words: self.used.into_iter().map(AtomicU64::into_inner).collect(),
+            len: self.sb.total_blocks - self.sb.data_start,
+        }
     }
 }
 
@@ -224,20 +267,45 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
 
 /// Rebuild, under `rule` instead of the recorded one when given
 /// (`Fs::verify` compares the live mapping with memory: every committed
-/// entry counts there).
+/// entry counts there). Runs on every CPU the process may use; a walk on
+/// several threads that meets any error walks the pool again on one
+/// thread, so that the error reported is the one the walk in order meets
+/// first, whatever the number of CPUs.
 pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> {
-    let (sb, damaged) = read_superblock(media)?;
-    let rule = rule.unwrap_or(sb.commit_rule);
-    let pending_rename = journal::pending(media)?;
-    let mut marker = Marker::new(&sb, media);
-    let mut inodes: BTreeMap<u64, RebuiltInode> = BTreeMap::new();
-    let mut queue: VecDeque<(u64, Option<u32>, u64)> = VecDeque::from([(ROOT_INO, None, 0)]);
-    let mut queued: HashSet<u64> = HashSet::from([ROOT_INO]);
-    let mut links: HashMap<u64, u32> = HashMap::new();
-    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+    rebuild_threads(media, rule, par::threads())
+}
 
-    while let Some((ino, want_gen, parent)) = queue.pop_front() {
-        let raw = media.read_vec(sb.inode_offset(ino), INODE_SIZE as usize)?;
+/// [`rebuild_with`] on `threads` threads.
+fn rebuild_threads(media: &Media, rule: Option<CommitRule>, threads: usize) -> Result<Rebuilt> {
+    match rebuild_on(media, rule, threads) {
+        Err(_) if threads > 1 => rebuild_on(media, rule, 1),
+        done => done,
+    }
+}
+
+/// What every visit of one walk shares.
+struct Walk<'a> {
+    media: &'a Media,
+    sb: &'a Superblock,
+    rule: CommitRule,
+    pending: Option<&'a RenameRecord>,
+    marker: Marker<'a>,
+}
+
+impl Walk<'_> {
+    /// Read, scan and replay inode `ino` (named with generation `want_gen`;
+    /// `None` for the root) and mark its log array, log pages and data
+    /// pages.
+    fn visit(
+        &self,
+        buf: &mut ScanBuf,
+        ino: u64,
+        want_gen: Option<u32>,
+        parent: u64,
+    ) -> Result<Box<RebuiltInode>> {
+        let (media, sb, marker) = (self.media, self.sb, &self.marker);
+        let mut raw = [0u8; INODE_SIZE as usize];
+        media.read(sb.inode_offset(ino), &mut raw)?;
         let record = InodeRecord::decode(ino, &raw)?;
         if let Some(g) = want_gen {
             if g != record.generation {
@@ -253,44 +321,102 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
             return Err(Error::corrupt("root inode", "is not a directory"));
         }
         marker.mark(record.log_array, || format!("inode {ino} log array"))?;
-        let sublogs = scan_log_with(media, &sb, ino, record.generation, record.log_array, rule)?;
+        let sublogs = scan_log_buf(
+            media,
+            sb,
+            ino,
+            record.generation,
+            record.log_array,
+            self.rule,
+            buf,
+        )?;
         for s in &sublogs {
             for &p in &s.pages {
                 marker.mark(p, || format!("inode {ino} log page"))?;
             }
         }
-        let mut node = replay(ino, record, parent, sublogs, pending_rename.as_ref(), &sb)?;
+        let mut node = replay(ino, record, parent, sublogs, self.pending, sb)?;
+        // The entries are replayed: free them now (this thread's next
+        // inode reuses the memory) rather than when the mount is done.
+        for s in &mut node.sublogs {
+            s.entries = Vec::new();
+        }
         if let Some(f) = &node.file {
-            for (&pg, &(block, _, _)) in &f.pages {
+            for &(pg, (block, _, _)) in &f.pages {
                 marker.mark(block, || format!("inode {ino} page {pg}"))?;
             }
         }
-        if let Some(d) = &node.dir {
-            for (name, child) in &d.entries {
-                let what = || format!("directory {ino} entry {:?}", String::from_utf8_lossy(name));
-                if child.ino <= ROOT_INO || child.ino >= sb.inode_count {
-                    return Err(Error::corrupt(
-                        what(),
-                        format!("inode number {} out of range", child.ino),
-                    ));
-                }
-                *links.entry(child.ino).or_default() += 1;
-                if child.kind == FileKind::Dir {
-                    *subdirs.entry(ino).or_default() += 1;
-                    if !queued.insert(child.ino) {
+        Ok(Box::new(node))
+    }
+}
+
+/// The rebuild on `threads` threads: breadth first from the root, one
+/// level of the tree at a time. The inodes of a level are visited in
+/// parallel ([`Walk::visit`]); their names are then taken in the level's
+/// order, which makes the next level. On one thread this is exactly the
+/// walk in order, errors included.
+pub(crate) fn rebuild_on(
+    media: &Media,
+    rule: Option<CommitRule>,
+    threads: usize,
+) -> Result<Rebuilt> {
+    let (sb, damaged) = read_superblock(media)?;
+    let rule = rule.unwrap_or(sb.commit_rule);
+    let pending_rename = journal::pending(media)?;
+    let walk = Walk {
+        media,
+        sb: &sb,
+        rule,
+        pending: pending_rename.as_ref(),
+        marker: Marker::new(&sb, media),
+    };
+    let mut inodes: BTreeMap<u64, Box<RebuiltInode>> = BTreeMap::new();
+    let mut level: Vec<(u64, Option<u32>, u64)> = vec![(ROOT_INO, None, 0)];
+    // Names per inode; an inode is queued when its first name is taken
+    // (the root has none and is queued from the start; no entry may name it).
+    let mut links: HashMap<u64, u32> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+
+    while !level.is_empty() {
+        let visited = par::map_ordered(
+            &level,
+            threads,
+            ScanBuf::default,
+            |buf, &(ino, want_gen, parent)| walk.visit(buf, ino, want_gen, parent),
+        );
+        let mut next = Vec::new();
+        for (&(ino, _, _), node) in level.iter().zip(visited) {
+            let node = node?;
+            if let Some(d) = &node.dir {
+                for (name, child) in &d.entries {
+                    let what =
+                        || format!("directory {ino} entry {:?}", String::from_utf8_lossy(name));
+                    if child.ino <= ROOT_INO || child.ino >= sb.inode_count {
                         return Err(Error::corrupt(
                             what(),
-                            "directory reachable twice (cycle or hard link)",
+                            format!("inode number {} out of range", child.ino),
                         ));
                     }
-                    queue.push_back((child.ino, Some(child.generation), ino));
-                } else if queued.insert(child.ino) {
-                    queue.push_back((child.ino, Some(child.generation), ino));
+                    let names = links.entry(child.ino).or_default();
+                    *names += 1;
+                    let first = *names == 1;
+                    if child.kind == FileKind::Dir {
+                        *subdirs.entry(ino).or_default() += 1;
+                        if !first {
+                            return Err(Error::corrupt(
+                                what(),
+                                "directory reachable twice (cycle or hard link)",
+                            ));
+                        }
+                    }
+                    if first {
+                        next.push((child.ino, Some(child.generation), ino));
+                    }
                 }
             }
+            inodes.insert(ino, node);
         }
-        node.attrs.nlink = 0;
-        inodes.insert(ino, node);
+        level = next;
     }
     for (ino, node) in inodes.iter_mut() {
         node.attrs.nlink = if node.record.kind == FileKind::Dir {
@@ -313,7 +439,7 @@ pub fn rebuild_with(media: &Media, rule: Option<CommitRule>) -> Result<Rebuilt> 
         }
     }
     Ok(Rebuilt {
-        used: marker.used,
+        used: walk.marker.into_bitmap(),
         sb,
         primary_superblock_damaged: damaged,
         inodes,
@@ -543,6 +669,18 @@ pub(crate) fn replay(
             m = m.min(pages);
             keep_suffix_min[i] = m;
         }
+        // Every (page, block, entry, version) a write entry offers; sorted
+        // by page, highest version first, the first of each page wins.
+        // Sized for a small file's few pages (a sorted vector, not a tree:
+        // most files rebuilt at a mount are one page).
+        let offered: u64 = all
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Entry::FileWrite { npages, .. } => Some(u64::from(*npages)),
+                _ => None,
+            })
+            .sum();
+        let mut pages: Vec<(u64, PageWinner)> = Vec::with_capacity(offered.min(1024) as usize);
         for (loc, e) in &all {
             let Entry::FileWrite {
                 epoch,
@@ -580,16 +718,8 @@ pub(crate) fn replay(
                 .get(first_later)
                 .copied()
                 .unwrap_or(u64::MAX);
-            for i in 0..n {
-                let pg = pgoff + i;
-                if pg >= keep_below {
-                    continue;
-                }
-                let better = f.pages.get(&pg).is_none_or(|&(_, _, v)| *version > v);
-                if better {
-                    f.pages.insert(pg, (block + i, *loc, *version));
-                }
-            }
+            let kept = n.min(keep_below.saturating_sub(*pgoff));
+            pages.extend((0..kept).map(|i| (pgoff + i, (block + i, *loc, *version))));
             if !before_trunc {
                 if newest_end.is_none_or(|(end, _)| *file_end > end) {
                     newest_end = Some((*file_end, *loc));
@@ -599,6 +729,10 @@ pub(crate) fn replay(
                 }
             }
         }
+        // Stable: of equal versions of a page, the first offered wins.
+        pages.sort_by_key(|&(pg, (_, _, version))| (pg, std::cmp::Reverse(version)));
+        pages.dedup_by_key(|(pg, _)| *pg);
+        f.pages = pages;
         let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
         f.size = trunc_size;
         if let Some((end, loc)) = newest_end
@@ -608,7 +742,7 @@ pub(crate) fn replay(
             f.size_definer = Some((end, loc));
             *live.entry(loc_page(loc)).or_default() += 1;
         }
-        for &(_, loc, _) in f.pages.values() {
+        for &(_, (_, loc, _)) in &f.pages {
             *live.entry(loc_page(loc)).or_default() += 1;
         }
         if node.record.kind == FileKind::Symlink
