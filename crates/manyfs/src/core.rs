@@ -209,9 +209,7 @@ impl FsCore {
     /// Make room for `n` more inodes in the table (mount: the table then
     /// grows once, not step by step while recovery fills it).
     pub fn reserve_inodes(&self, n: usize) {
-        for shard in self.table.iter() {
-            shard.write().reserve(n.div_ceil(TABLE_SHARDS));
-        }
+        self.table.pin().reserve(n);
     }
 
     /// Every live inode (fsck comparison, statistics).
