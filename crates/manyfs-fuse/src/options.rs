@@ -72,7 +72,8 @@ impl FuseConfig {
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
-    /// `sublogs=cpu|one`, `placement=local|node0|interleave`, `ro`, `rw`,
+    /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
+    /// `remote_cost=off|paper|READ/WRITE` (emulated topologies only), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`. `allow_other` and `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -135,6 +136,15 @@ impl FuseConfig {
                 self.fs.sublogs = v
                     .parse()
                     .map_err(|_| FuseError::bad_option(opt, "expected cpu or one"))?;
+            }
+            "remote_cost" => {
+                let v = need(opt, value)?;
+                self.fs.remote_cost = manyfs::RemoteCost::parse_option(v).map_err(|_| {
+                    FuseError::bad_option(
+                        opt,
+                        "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583",
+                    )
+                })?;
             }
             "topology" => {
                 let v = need(opt, value)?;
@@ -248,9 +258,12 @@ mod tests {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
-            "placement=interleave",
+            "placement=interleave,remote_cost=paper",
         ])
         .unwrap();
+        assert_eq!(cfg.fs.remote_cost, Some(manyfs::RemoteCost::PAPER));
+        let custom = FuseConfig::parse_options(&["remote_cost=10/20"]).unwrap();
+        assert_eq!(custom.fs.remote_cost.unwrap().to_string(), "10/20");
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
@@ -287,6 +300,8 @@ mod tests {
             "topology=2",
             "sublogs=two",
             "placement=far",
+            "remote_cost=fast",
+            "remote_cost",
             "topology=0x1",
             "ro=1",
             "debug=yes",

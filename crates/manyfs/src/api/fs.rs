@@ -94,6 +94,10 @@ impl Fs {
         if let Some(o) = observer {
             media.attach_observer(o);
         }
+        if let Some(cost) = opts.remote_cost {
+            // `validate` checked the topology is an emulated one.
+            media.set_remote_cost(cost, crate::Topology::resolve(opts.topology)?);
+        }
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);
         crate::sync_engine::start_commit_thread(&core);
