@@ -13,6 +13,7 @@
 
 mod barrier;
 mod flush;
+pub(crate) mod numa;
 mod observer;
 pub(crate) mod remote;
 mod sigbus;
@@ -417,6 +418,28 @@ impl Media {
     pub fn set_remote_cost(&mut self, cost: crate::RemoteCost, topology: crate::Topology) {
         let members = self.members.iter().map(|m| (m.start, m.len, m.node));
         self.remote = Some(Box::new(remote::RemoteModel::new(cost, topology, members)));
+    }
+
+    /// Bind each member on tmpfs to its NUMA node's memory (`mbind`), where
+    /// `topology` is the machine's and has the node; skip the others (see
+    /// [`numa`]). Call before the mapping is touched. An `mbind` the kernel
+    /// refuses for a real node is an error naming the member.
+    pub fn bind_members(&self, topology: &crate::Topology) -> Result<()> {
+        for m in &self.members {
+            if let numa::Plan::Bind(node) = numa::bind_plan(&m.path, m.node, topology) {
+                // SAFETY: `base + start .. + len` is this member's part of
+                // the mapping `self` owns; mbind changes only its policy.
+                unsafe {
+                    numa::mbind(
+                        self.base.add(m.start as usize),
+                        m.len as usize,
+                        &m.path,
+                        node,
+                    )?
+                };
+            }
+        }
+        Ok(())
     }
 
     /// With the remote-cost model on: make the calling thread pay for an
