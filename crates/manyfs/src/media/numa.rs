@@ -100,14 +100,19 @@ fn mask_of(node: u32) -> (Vec<libc::c_ulong>, libc::c_ulong) {
     (mask, maxnode)
 }
 
-fn bind_error(path: &Path, node: u32, what: &str, err: std::io::Error) -> Error {
-    Error::io(
+/// Ok for a zero syscall result, else the OS error as a failure to bind
+/// member `path` to `node` by `what`.
+fn checked(rc: libc::c_long, path: &Path, node: u32, what: &str) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    Err(Error::io(
         format!(
             "bind pool member {} to NUMA node {node} ({what})",
             path.display()
         ),
-        err,
-    )
+        std::io::Error::last_os_error(),
+    ))
 }
 
 /// `mbind(MPOL_BIND, node)` the mapping `[addr, addr+len)` of member
@@ -132,15 +137,7 @@ pub(crate) unsafe fn mbind(addr: *mut u8, len: usize, path: &Path, node: u32) ->
             0 as libc::c_uint,
         )
     };
-    if rc != 0 {
-        return Err(bind_error(
-            path,
-            node,
-            "mbind",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
+    checked(rc, path, node, "mbind")
 }
 
 /// Run `f` with the calling thread's memory policy `MPOL_BIND` to `node`
@@ -155,14 +152,7 @@ pub(crate) fn with_thread_bound<T>(
     // SAFETY: set_mempolicy reads `maxnode - 1` bits of the mask, which
     // outlives the call; it changes only this thread's policy.
     let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, MPOL_BIND, mask.as_ptr(), maxnode) };
-    if rc != 0 {
-        return Err(bind_error(
-            path,
-            node,
-            "set_mempolicy",
-            std::io::Error::last_os_error(),
-        ));
-    }
+    checked(rc, path, node, "set_mempolicy")?;
     let out = f();
     // SAFETY: MPOL_DEFAULT takes no mask; this thread's policy only.
     unsafe {
