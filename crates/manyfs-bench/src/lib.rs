@@ -14,12 +14,13 @@ pub mod error;
 pub mod locks;
 pub mod plot;
 pub mod report;
+pub mod reproduce;
 pub mod runner;
 pub mod sys;
 pub mod target;
 pub mod workload;
 
 pub use error::{BenchError, Result};
-pub use runner::{Config, Record, run, run_point};
+pub use runner::{Config, Record, Series, run, run_point, run_series};
 pub use target::{PoolConfig, Target, TargetEnv};
 pub use workload::Workload;

@@ -707,6 +707,7 @@ mod tests {
             runs: 1,
             ops_per_sec_min: ops,
             ops_per_sec_max: ops,
+            emulated: None,
         };
         let recs = vec![
             rec("lib:inode", 1, 1e6),

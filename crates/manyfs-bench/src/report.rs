@@ -271,6 +271,7 @@ mod tests {
             runs: 1,
             ops_per_sec_min: bps / 4096.0,
             ops_per_sec_max: bps / 4096.0,
+            emulated: None,
         }
     }
 

@@ -41,6 +41,20 @@ pub struct Record {
     /// Highest ops/s over the runs.
     #[serde(default)]
     pub ops_per_sec_max: f64,
+    /// Set when the point ran under the EMULATED remote-access cost model
+    /// ([`manyfs::MountOptions::remote_cost`]): its parameters, as
+    /// `EMULATED remote access +READ/+WRITE ns per KiB`. Such a figure is
+    /// not a measurement of remote memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
+}
+
+/// How an emulated remote cost is described in [`Record::emulated`].
+pub fn emulated_label(cost: manyfs::RemoteCost) -> String {
+    format!(
+        "EMULATED remote access +{}/+{} ns per KiB read/write",
+        cost.read_ns_per_kib, cost.write_ns_per_kib
+    )
 }
 
 fn one() -> usize {
@@ -283,6 +297,33 @@ fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
     }
 }
 
+/// Prepare `workload` for `threads` threads on `be`. With `pin`, on a
+/// helper thread that moves to thread `t`'s CPU (the one [`measure`] pins
+/// it to) before it creates and writes what thread `t` owns: a NUMA
+/// placement policy then puts each thread's data on its own node.
+pub fn prepare_pinned(
+    workload: Workload,
+    be: &Arc<dyn crate::backend::Backend>,
+    threads: usize,
+    pin: bool,
+) -> Result<Vec<Box<dyn Op>>> {
+    if !pin {
+        return workload.prepare(be, threads);
+    }
+    let cpus = allowed_cpus();
+    let place = |t: usize| {
+        pin_current_thread(cpus[t % cpus.len()]);
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            place(0);
+            workload.prepare_placed(be, threads, &place)
+        })
+        .join()
+        .map_err(|_| BenchError::Panic)?
+    })
+}
+
 /// Prepare and measure one point on an already set-up target.
 pub fn run_point(
     env: &mut TargetEnv,
@@ -292,7 +333,7 @@ pub fn run_point(
 ) -> Result<Record> {
     let point = env.point()?;
     let be = point.backend();
-    let ops = workload.prepare(&be, threads)?;
+    let ops = prepare_pinned(workload, &be, threads, cfg.pin)?;
     drop(be);
     let m = measure(ops, cfg.warmup, cfg.duration, cfg.pin)?;
     point.finish()?;
@@ -310,6 +351,7 @@ pub fn run_point(
         runs: 1,
         ops_per_sec_min: m.ops as f64 / secs,
         ops_per_sec_max: m.ops as f64 / secs,
+        emulated: env.remote_cost().map(emulated_label),
     })
 }
 
@@ -330,19 +372,52 @@ pub fn median_record(mut runs: Vec<Record>) -> Option<Record> {
     Some(m)
 }
 
+/// One line of a comparison: a target with its own pool settings, its
+/// records labelled `label`.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// What the records carry as their target.
+    pub label: String,
+    /// What is measured.
+    pub target: Target,
+    /// How its pools are made and mounted (`lib:` targets).
+    pub pool: PoolConfig,
+}
+
+impl Series {
+    /// `target` under its own name with `cfg.pool`.
+    pub fn plain(target: &Target, cfg: &Config) -> Series {
+        Series {
+            label: target.to_string(),
+            target: target.clone(),
+            pool: cfg.pool.clone(),
+        }
+    }
+}
+
 /// Run every point of `cfg` (memory reference first, then each workload on
 /// each target at each thread count) and return the records in that order.
 pub fn run(cfg: &Config) -> Result<Vec<Record>> {
-    let mut plan: Vec<(Target, Workload)> = Vec::new();
+    let series: Vec<Series> = cfg.targets.iter().map(|t| Series::plain(t, cfg)).collect();
+    run_series(cfg, &series)
+}
+
+/// [`run`] over `series` instead of `cfg.targets` (whose pool settings may
+/// differ from `cfg.pool`): memory reference first (when `cfg.membw`),
+/// then each workload of `cfg` on each series at each thread count, the
+/// rounds of `cfg.repeats` interleaved over the whole plan.
+pub fn run_series(cfg: &Config, series: &[Series]) -> Result<Vec<Record>> {
+    let memory = Series::plain(&Target::Memory, cfg);
+    let mut plan: Vec<(&Series, Workload)> = Vec::new();
     if cfg.membw {
         for w in Workload::MEMORY {
-            plan.push((Target::Memory, w));
+            plan.push((&memory, w));
         }
     }
     for w in &cfg.workloads {
-        for t in &cfg.targets {
-            if *t != Target::Memory && !w.is_memory() {
-                plan.push((t.clone(), *w));
+        for t in series {
+            if t.target != Target::Memory && !w.is_memory() {
+                plan.push((t, *w));
             }
         }
     }
@@ -361,19 +436,20 @@ pub fn run(cfg: &Config) -> Result<Vec<Record>> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    // One environment per target, made once (tmpfs is mounted once).
-    let mut envs: Vec<(Target, TargetEnv)> = Vec::new();
-    let points: Vec<(Target, Workload, usize)> = plan
+    // One environment per series, made once (tmpfs is mounted once).
+    let mut envs: Vec<(&str, TargetEnv)> = Vec::new();
+    let points: Vec<(&Series, Workload, usize)> = plan
         .iter()
-        .flat_map(|(t, w)| cfg.threads.iter().map(move |&n| (t.clone(), *w, n)))
+        .flat_map(|&(t, w)| cfg.threads.iter().map(move |&n| (t, w, n)))
         .collect();
     let mut runs: Vec<Vec<Record>> = vec![Vec::new(); points.len()];
     for round in 0..repeats {
         for (i, (t, w, n)) in points.iter().enumerate() {
-            let idx = match envs.iter().position(|(x, _)| x == t) {
+            let idx = match envs.iter().position(|(x, _)| *x == t.label) {
                 Some(i) => i,
                 None => {
-                    envs.push((t.clone(), TargetEnv::new(t, &cfg.pool)?));
+                    let env = TargetEnv::new(&t.target, &t.pool)?.with_label(&t.label);
+                    envs.push((&t.label, env));
                     envs.len() - 1
                 }
             };

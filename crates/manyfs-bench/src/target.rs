@@ -92,6 +92,67 @@ pub struct PoolConfig {
     pub thread_placement: manyfs::ThreadPlacement,
     /// Its rules ([`manyfs::MountOptions::placement_policy`]).
     pub placement_policy: manyfs::PlacementPolicy,
+    /// NUMA topology of the mounts ([`manyfs::MountOptions::topology`]).
+    pub topology: manyfs::TopologySpec,
+    /// The emulated remote-access cost ([`manyfs::MountOptions::remote_cost`]).
+    pub remote_cost: Option<manyfs::RemoteCost>,
+    /// Make the pool of one member file per node of the topology (member
+    /// `i` on node `i`), `size` split evenly among them, instead of one
+    /// file on node 0.
+    pub member_per_node: bool,
+}
+
+impl PoolConfig {
+    /// The mount options of a `lib:` point with range lock `lock`.
+    pub fn mount_options(&self, lock: LockKind) -> manyfs::MountOptions {
+        manyfs::MountOptions {
+            lock,
+            segment_size: self.segment_size,
+            durability: self.durability,
+            sublogs: self.sublogs,
+            placement: self.placement,
+            topology: self.topology,
+            remote_cost: self.remote_cost,
+            thread_placement: self.thread_placement,
+            placement_policy: self.placement_policy,
+            ..Default::default()
+        }
+    }
+
+    /// The mkfs options of a pool at `path`: one file, or one member per
+    /// node ([`PoolConfig::member_per_node`]) beside it (`PATH.mN`).
+    pub fn mkfs_options(&self, path: &Path) -> Result<manyfs::MkfsOptions> {
+        let nodes = if self.member_per_node {
+            manyfs::Topology::resolve(self.topology)
+                .map_err(|e| BenchError::fs("topology", path.display().to_string(), e))?
+                .node_count()
+        } else {
+            1
+        };
+        let each = (self.size / nodes as u64) & !((1 << 20) - 1);
+        let members = (1..nodes)
+            .map(|n| manyfs::PoolMember {
+                path: member_path(path, n),
+                node: n as u32,
+                size: each,
+            })
+            .collect();
+        Ok(manyfs::MkfsOptions {
+            size: if nodes > 1 { each } else { self.size },
+            // A user-given pool is deliberately re-created for every point.
+            replace_existing: true,
+            zero_fill: self.zero_fill,
+            members,
+            ..Default::default()
+        })
+    }
+}
+
+/// Where member `n` (> 0) of the pool at `pool` lives.
+fn member_path(pool: &Path, n: usize) -> PathBuf {
+    let mut p = pool.as_os_str().to_owned();
+    p.push(format!(".m{n}"));
+    PathBuf::from(p)
 }
 
 impl Default for PoolConfig {
@@ -106,6 +167,9 @@ impl Default for PoolConfig {
             placement: manyfs::Placement::Local,
             thread_placement: manyfs::ThreadPlacement::Off,
             placement_policy: manyfs::PlacementPolicy::Full,
+            topology: manyfs::TopologySpec::System,
+            remote_cost: None,
+            member_per_node: false,
         }
     }
 }
@@ -191,7 +255,8 @@ enum EnvKind {
 pub struct PointFs {
     backend: Option<Arc<dyn Backend>>,
     fs: Option<manyfs::Fs>,
-    cleanup: Option<PathBuf>,
+    /// Files (pool and members) or one directory to remove afterwards.
+    cleanup: Vec<PathBuf>,
     remove_file: bool,
 }
 
@@ -201,6 +266,11 @@ impl PointFs {
         self.backend
             .clone()
             .unwrap_or_else(|| Arc::new(DirBackend::new(std::env::temp_dir())))
+    }
+
+    /// The in-process file system of a `lib:` point.
+    pub fn fs(&self) -> Option<&manyfs::Fs> {
+        self.fs.as_ref()
     }
 
     /// Unmount and delete what the point created.
@@ -215,7 +285,7 @@ impl PointFs {
     }
 
     fn remove(&mut self) {
-        if let Some(p) = self.cleanup.take() {
+        for p in std::mem::take(&mut self.cleanup) {
             if self.remove_file {
                 let _ = std::fs::remove_file(&p);
             } else {
@@ -310,6 +380,21 @@ impl TargetEnv {
         &self.label
     }
 
+    /// Carry `label` in the results instead of the target's name (to tell
+    /// apart series of one target with different pool settings).
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// The emulated remote-access cost of this target's mounts, if on.
+    pub fn remote_cost(&self) -> Option<manyfs::RemoteCost> {
+        match &self.kind {
+            EnvKind::Lib { cfg, .. } => cfg.remote_cost,
+            _ => None,
+        }
+    }
+
     /// The target this environment was made for.
     pub fn target(&self) -> &Target {
         &self.target
@@ -339,32 +424,24 @@ impl TargetEnv {
                     (None, Some(d)) => d.path().join(format!("pool-{n}")),
                     (None, None) => unreachable!("lib target has a pool or a temp dir"),
                 };
-                let _ = std::fs::remove_file(&path);
-                let mkfs = manyfs::MkfsOptions {
-                    size: cfg.size,
-                    // A user-given pool is deliberately re-created for
-                    // every point.
-                    replace_existing: true,
-                    zero_fill: cfg.zero_fill,
-                    ..Default::default()
-                };
-                let mount = manyfs::MountOptions {
-                    lock: *lock,
-                    segment_size: cfg.segment_size,
-                    durability: cfg.durability,
-                    sublogs: cfg.sublogs,
-                    placement: cfg.placement,
-                    thread_placement: cfg.thread_placement,
-                    placement_policy: cfg.placement_policy,
-                    ..Default::default()
-                };
-                let fs = manyfs::Fs::mkfs(&path, &mkfs, &mount)
+                let mkfs = cfg.mkfs_options(&path)?;
+                let mut files = vec![path.clone()];
+                files.extend(mkfs.members.iter().map(|m| m.path.clone()));
+                for f in &files {
+                    let _ = std::fs::remove_file(f);
+                }
+                let fs = manyfs::Fs::mkfs(&path, &mkfs, &cfg.mount_options(*lock))
                     .map_err(|e| BenchError::fs("mkfs", path.display().to_string(), e))?;
                 Ok(PointFs {
                     backend: Some(Arc::new(LibBackend::new(fs.clone()))),
                     fs: Some(fs),
-                    // A user-given pool is kept (it is re-created next point).
-                    cleanup: if pool.is_some() { None } else { Some(path) },
+                    // A user-given pool is kept (it is re-created next
+                    // point); its members go.
+                    cleanup: if pool.is_some() {
+                        files.split_off(1)
+                    } else {
+                        files
+                    },
                     remove_file: true,
                 })
             }
@@ -375,14 +452,14 @@ impl TargetEnv {
                 Ok(PointFs {
                     backend: Some(Arc::new(DirBackend::new(d.clone()))),
                     fs: None,
-                    cleanup: Some(d),
+                    cleanup: vec![d],
                     remove_file: false,
                 })
             }
             EnvKind::Memory => Ok(PointFs {
                 backend: None,
                 fs: None,
-                cleanup: None,
+                cleanup: Vec::new(),
                 remove_file: false,
             }),
         }

@@ -599,6 +599,19 @@ impl Workload {
     /// Create the files this workload needs on `be` and return one [`Op`]
     /// per thread. Memory workloads ignore `be`.
     pub fn prepare(self, be: &Arc<dyn Backend>, threads: usize) -> Result<Vec<Box<dyn Op>>> {
+        self.prepare_placed(be, threads, &|_| {})
+    }
+
+    /// [`Workload::prepare`], calling `place(t)` before creating or writing
+    /// what thread `t` owns (its private files, its region of a shared
+    /// file), so the caller can move to thread `t`'s CPU first: a NUMA
+    /// placement policy then puts that data where thread `t` will run.
+    pub fn prepare_placed(
+        self,
+        be: &Arc<dyn Backend>,
+        threads: usize,
+        place: &dyn Fn(usize),
+    ) -> Result<Vec<Box<dyn Op>>> {
         assert!(threads > 0);
         let mut ops: Vec<Box<dyn Op>> = Vec::with_capacity(threads);
         match self {
@@ -614,6 +627,7 @@ impl Workload {
             }
             Workload::Drbl | Workload::Dwol | Workload::Dwsl => {
                 for t in 0..threads {
+                    place(t);
                     let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
                     let buf = block_buf(t);
                     write_full(&*f, &buf, 0)?;
@@ -628,6 +642,7 @@ impl Workload {
             Workload::Drbm | Workload::Dwom | Workload::Drbh => {
                 let f = be.open("/shared", Open::CREATE)?;
                 for t in 0..threads {
+                    place(t);
                     let buf = block_buf(t);
                     let off = t as u64 * REGION;
                     write_full(&*f, &buf, off)?;
@@ -642,6 +657,7 @@ impl Workload {
             }
             Workload::Dwal => {
                 for t in 0..threads {
+                    place(t);
                     let f = be.open(
                         &format!("/private-{t}"),
                         Open {
@@ -659,6 +675,7 @@ impl Workload {
             }
             Workload::Dwtl => {
                 for t in 0..threads {
+                    place(t);
                     let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
                     let mut fill = AlignedBuf::new(TRUNC_FILL);
                     stamp(&mut fill, t, 0, 0);
@@ -677,6 +694,7 @@ impl Workload {
                     be.create_dir_all("/shared-dir")?;
                 }
                 for t in 0..threads {
+                    place(t);
                     let mut op = CreateOrUnlink {
                         be: be.clone(),
                         prefix: meta_prefix(be, private, t, "f")?,
@@ -695,6 +713,7 @@ impl Workload {
                     be.create_dir_all("/shared-dir")?;
                 }
                 for t in 0..threads {
+                    place(t);
                     let prefix = meta_prefix(be, self == Workload::Mwrl, t, "r")?;
                     be.create_file(&format!("{prefix}0"))?;
                     ops.push(Box::new(Rename {
@@ -712,6 +731,7 @@ impl Workload {
                     write_full(&*f, &block_buf(0), 0)?;
                 }
                 for t in 0..threads {
+                    place(t);
                     let path = if self == Workload::Mrpl {
                         let d = format!("/p{t}/a/b/c/d");
                         be.create_dir_all(&d)?;
@@ -735,6 +755,7 @@ impl Workload {
                     }
                 }
                 for t in 0..threads {
+                    place(t);
                     let path = if self == Workload::Mrdl {
                         let d = format!("/p{t}");
                         be.create_dir_all(&d)?;
@@ -755,6 +776,7 @@ impl Workload {
             Workload::Mix { reads, writes } => {
                 let f = be.open("/shared", Open::CREATE)?;
                 for t in 0..threads {
+                    place(t);
                     let buf = block_buf(t);
                     let base = t as u64 * REGION;
                     for b in 0..MIX_BLOCKS {
@@ -773,6 +795,7 @@ impl Workload {
             Workload::HaccIo => {
                 let f = be.open("/checkpoint", Open::CREATE)?;
                 for t in 0..threads {
+                    place(t);
                     ops.push(Box::new(Hacc {
                         file: f.clone(),
                         thread: t,

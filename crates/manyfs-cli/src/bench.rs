@@ -74,6 +74,25 @@ pub struct BenchArgs {
     /// contention), `nm` (+ NVMM contention) or `full` (all).
     #[arg(long, default_value = "full")]
     placement_policy: String,
+    /// NUMA topology of lib: mounts: `system` or an emulated NODESxCPUS
+    /// (e.g. 2x1) [default: system, or what MANYFS_TOPOLOGY names].
+    #[arg(long)]
+    topology: Option<String>,
+    /// Make each lib: pool of one member file per node of the topology
+    /// (member i on node i) instead of one file.
+    #[arg(long)]
+    member_per_node: bool,
+    /// Emulated remote-access cost of lib: mounts: `off`, `paper`
+    /// (270/583) or READ/WRITE ns per KiB; emulated topologies only.
+    /// Results are labelled EMULATED.
+    #[arg(long, default_value = "off")]
+    remote_cost: String,
+    /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
+    /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
+    /// `paper` unless given) [threads 1,2,8; 1 s per point; JSON and plot
+    /// to manyfs-NAME.json/.svg unless --json/--plot].
+    #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
+    reproduce: Option<String>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -135,6 +154,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(name) = &args.reproduce {
+        return run_reproduce(args, name);
+    }
     let mut cfg = if args.quick {
         Config::quick()
     } else {
@@ -148,18 +170,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     } else if !args.quick {
         cfg.targets.push(Target::Tmpfs);
     }
-    if let Some(t) = &args.threads {
-        if t.is_empty() || t.contains(&0) {
-            bail!("--threads needs positive counts");
-        }
-        cfg.threads = t.clone();
-    }
-    if let Some(d) = &args.duration {
-        cfg.duration = parse_duration(d)?;
-    }
-    if let Some(d) = &args.warmup {
-        cfg.warmup = parse_duration(d)?;
-    }
     cfg.pool.pool = args.pool.clone();
     cfg.pool.durability = args
         .durability
@@ -169,6 +179,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         cfg.pool.size = parse_size(size)?;
     }
     cfg.pool.segment_size = segment_size;
+    cfg.pool.member_per_node = args.member_per_node;
+    if let Some(t) = &args.topology {
+        cfg.pool.topology = t.parse().map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
+    }
     cfg.pool.zero_fill = args.zero_fill;
     cfg.pool.sublogs = args
         .sublogs
@@ -186,12 +200,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .placement_policy
         .parse()
         .map_err(|e| anyhow::anyhow!("--placement-policy: {e}"))?;
+    apply_common(&mut cfg, args)?;
+    cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
     cfg.membw = !args.no_membw;
-    cfg.pin = !args.no_pin;
-    if args.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    cfg.repeats = args.repeat;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));
     println!();
@@ -226,6 +237,89 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
             rep.write_json(&p)?;
             eprintln!("wrote {}", p.display());
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_remote_cost(s: &str) -> Result<Option<manyfs::RemoteCost>> {
+    manyfs::RemoteCost::parse_option(s).map_err(|e| anyhow::anyhow!("--remote-cost: {e}"))
+}
+
+/// The options every workload run takes: threads, durations, repeats,
+/// pinning.
+fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
+    if let Some(t) = &args.threads {
+        if t.is_empty() || t.contains(&0) {
+            bail!("--threads needs positive counts");
+        }
+        cfg.threads = t.clone();
+    }
+    if let Some(d) = &args.duration {
+        cfg.duration = parse_duration(d)?;
+    }
+    if let Some(d) = &args.warmup {
+        cfg.warmup = parse_duration(d)?;
+    }
+    cfg.pin = !args.no_pin;
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    cfg.repeats = args.repeat;
+    Ok(())
+}
+
+/// `--reproduce NAME`.
+fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
+    use manyfs_bench::reproduce;
+    if name == "list" {
+        print!("{}", reproduce::list());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let fig = reproduce::find(name)?;
+    let mut cfg = Config {
+        threads: vec![1, 2, 8],
+        duration: std::time::Duration::from_secs(1),
+        ..Config::default()
+    };
+    apply_common(&mut cfg, args)?;
+    cfg.pool.pool = args.pool.clone();
+    cfg.pool.durability = args
+        .durability
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
+    cfg.pool.size = match &args.pool_size {
+        Some(s) => parse_size(s)?,
+        None => 512 << 20,
+    };
+    cfg.pool.segment_size = parse_size(&args.segment_size)?;
+    let cost = match parse_remote_cost(&args.remote_cost)? {
+        Some(c) => c,
+        None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
+        None => bail!(
+            "--remote-cost {}: numa-fig6 needs a model",
+            args.remote_cost
+        ),
+    };
+    print!("{}", reproduce::fig6_header(cost, &cfg.threads));
+    let records = reproduce::run_fig6(&cfg, cost)?;
+    println!();
+    print!("{}", table(&records));
+    println!();
+    println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
+    print!("{}", reproduce::fig6_table(&records));
+    let json = args
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{}.json", fig.name)));
+    write_json(&json, &records)?;
+    eprintln!("wrote {}", json.display());
+    let plot = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{}.svg", fig.name)));
+    match manyfs_bench::plot::write_plot(&plot, &records) {
+        Ok(()) => eprintln!("wrote {}", plot.display()),
+        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -78,7 +78,8 @@ impl FuseConfig {
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
     /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
     /// `thread_placement=off|advise|migrate`,
-    /// `placement_policy=off|rl|cpu|nm|full`, `ro`, `rw`,
+    /// `placement_policy=off|rl|cpu|nm|full`,
+    /// `remote_cost=off|paper|READ/WRITE` (emulated topologies only), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -155,6 +156,15 @@ impl FuseConfig {
                     .parse()
                     .map_err(|_| FuseError::bad_option(opt, "expected cpu or one"))?;
             }
+            "remote_cost" => {
+                let v = need(opt, value)?;
+                self.fs.remote_cost = manyfs::RemoteCost::parse_option(v).map_err(|_| {
+                    FuseError::bad_option(
+                        opt,
+                        "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583",
+                    )
+                })?;
+            }
             "topology" => {
                 let v = need(opt, value)?;
                 self.fs.topology = v.parse().map_err(|_| {
@@ -224,7 +234,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, ro, rw, allow_other, private, debug, writeback_cache)",
+                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, ro, rw, allow_other, private, debug, writeback_cache)",
                 ));
             }
         }
@@ -271,7 +281,7 @@ mod tests {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
-            "placement=interleave,thread_placement=advise,placement_policy=rl",
+            "placement=interleave,thread_placement=advise,placement_policy=rl,remote_cost=paper",
         ])
         .unwrap();
         assert_eq!(cfg.fs.thread_placement, manyfs::ThreadPlacement::Advise);
@@ -280,6 +290,9 @@ mod tests {
             FuseConfig::default().fs.thread_placement,
             manyfs::ThreadPlacement::Off
         );
+        assert_eq!(cfg.fs.remote_cost, Some(manyfs::RemoteCost::PAPER));
+        let custom = FuseConfig::parse_options(&["remote_cost=10/20"]).unwrap();
+        assert_eq!(custom.fs.remote_cost.unwrap().to_string(), "10/20");
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
@@ -319,6 +332,8 @@ mod tests {
             "thread_placement=on",
             "thread_placement",
             "placement_policy=all",
+            "remote_cost=fast",
+            "remote_cost",
             "topology=0x1",
             "ro=1",
             "debug=yes",

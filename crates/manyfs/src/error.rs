@@ -80,6 +80,19 @@ pub enum Error {
         /// What is wrong with it.
         problem: MemberProblem,
     },
+    /// The emulated remote-access cost model was asked for on the
+    /// machine's own topology, where real remote accesses already cost
+    /// what they cost ([`crate::MountOptions::remote_cost`]).
+    #[error(
+        "remote_cost={cost} needs an emulated topology (topology=NxC or MANYFS_TOPOLOGY); \
+         this mount's is the machine's own ({topology})"
+    )]
+    RemoteCostNeedsEmulatedTopology {
+        /// The cost asked for, as `READ/WRITE` ns per KiB.
+        cost: String,
+        /// The topology the mount resolved.
+        topology: String,
+    },
     /// The pool contents fail a consistency check.
     #[error("corrupt pool: {what}: {detail}")]
     Corrupt {
@@ -157,6 +170,7 @@ impl Error {
             Error::OutOfRange(_) => libc::ERANGE,
             Error::NotSupported(_) => libc::EOPNOTSUPP,
             Error::Busy { .. } => libc::EBUSY,
+            Error::RemoteCostNeedsEmulatedTopology { .. } => libc::EINVAL,
             Error::Member {
                 problem: MemberProblem::Missing(_),
                 ..

@@ -442,31 +442,6 @@ fn a_damaged_primary_member_table_falls_back_to_the_backup() {
     assert!(manyfs::fsck::check(&pool).is_err());
 }
 
-/// Pin the calling thread to one CPU it may run on; returns that CPU.
-fn pin_to_an_allowed_cpu() -> usize {
-    // SAFETY: zeroed cpu_set_t values are valid; sched_getaffinity fills
-    // one for this thread, CPU_ISSET/CPU_SET index below CPU_SETSIZE, and
-    // sched_setaffinity(0, ..) changes only this thread's mask.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        let cpu = (0..libc::CPU_SETSIZE as usize)
-            .rev()
-            .find(|&c| libc::CPU_ISSET(c, &set))
-            .expect("an allowed CPU");
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
-            0
-        );
-        cpu
-    }
-}
-
 /// Local-first placement (NUMA-aware NOVA): on an emulated 2-node
 /// topology, a thread on one node gets blocks of that node's member only,
 /// data and log pages alike, until the member is full; then it spills to
@@ -488,7 +463,7 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
     std::thread::scope(|s| {
         s.spawn(|| {
             // Configured CPU = real CPU mod 2, and node = configured CPU.
-            let node = pin_to_an_allowed_cpu() % 2;
+            let node = common::pin_to_an_allowed_cpu() % 2;
             let other = 1 - node;
             // Member 0 (the pool file) on the other node, member 1 on ours.
             let fs = Fs::mkfs(

@@ -145,13 +145,39 @@ impl BlockAllocator {
     /// An allocator over `[start, end)` whose blocks in each of `regions`
     /// belong to that region's node (a node the topology lacks counts as
     /// node `node % nodes`); each node's regions are split among its CPUs.
-    /// Blocks in no region go to node 0. All blocks start used.
+    /// Blocks in no region go to node 0. All blocks start used. Places
+    /// blocks [`Placement::Local`](crate::options::Placement::Local)ly.
     pub fn for_nodes(
         start: u64,
         end: u64,
         regions: &[NodeRegion],
         topology: &crate::topology::Topology,
     ) -> Self {
+        Self::placed(
+            start,
+            end,
+            regions,
+            topology,
+            crate::options::Placement::Local,
+        )
+    }
+
+    /// [`BlockAllocator::for_nodes`], placing blocks by `placement`. With
+    /// [`Placement::Node0`](crate::options::Placement::Node0) node 0's
+    /// regions are split among *every* CPU and each CPU starts at its own
+    /// share of them, as NOVA splits its one device among all CPUs: the
+    /// baseline keeps per-CPU allocation and differs from the design only
+    /// in where the blocks are.
+    pub fn placed(
+        start: u64,
+        end: u64,
+        regions: &[NodeRegion],
+        topology: &crate::topology::Topology,
+        placement: crate::options::Placement,
+    ) -> Self {
+        use crate::options::Placement;
+        let node0 = placement == Placement::Node0;
+        let every_cpu: Vec<usize> = (0..topology.cpu_count()).collect();
         let nodes = topology.node_count();
         let total = end.saturating_sub(start);
         // The regions clipped to [start, end), gaps given to node 0.
@@ -198,7 +224,11 @@ impl BlockAllocator {
         let mut pool_node = Vec::new();
         let mut pool_cpu = Vec::new();
         for r in &covered {
-            let cpus = topology.cpus_of(r.node);
+            let cpus = if node0 && r.node == 0 {
+                &every_cpu[..]
+            } else {
+                topology.cpus_of(r.node)
+            };
             let n = cpus
                 .len()
                 .clamp(1, (budget / covered.len()).max(1))
@@ -229,9 +259,12 @@ impl BlockAllocator {
             .collect();
         let order = (0..topology.cpu_count())
             .map(|c| {
-                let by_node = &node_order[cpu_node[c]];
-                // Its own pool first, then the rest in node order.
-                let own = pool_cpu.iter().position(|&pc| pc == Some(c));
+                // Node0 placement: every CPU allocates on node 0.
+                let home = if node0 { 0 } else { cpu_node[c] };
+                let by_node = &node_order[home];
+                // Its own pool (on that node) first, then the rest in node
+                // order.
+                let own = (0..pools).find(|&p| pool_cpu[p] == Some(c) && pool_node[p] == home);
                 own.map(|o| o as u32)
                     .into_iter()
                     .chain(by_node.iter().copied().filter(|&p| Some(p as usize) != own))
@@ -253,15 +286,9 @@ impl BlockAllocator {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             reserve_per_pool: (total / 100 / pools as u64).clamp(2, 256),
-            placement: crate::options::Placement::Local,
+            placement,
             next_node: CachePadded::new(AtomicU64::new(0)),
         }
-    }
-
-    /// The same allocator placing blocks by `placement`.
-    pub fn with_placement(mut self, placement: crate::options::Placement) -> Self {
-        self.placement = placement;
-        self
     }
 
     fn pool_of(&self, block: u64) -> usize {
@@ -283,7 +310,8 @@ impl BlockAllocator {
             Placement::Local => {
                 self.alloc_from(&self.order[cpu], self.cpu_node[cpu], want, purpose)
             }
-            Placement::Node0 => self.alloc_from(&self.node_order[0], 0, want, purpose),
+            // `order` starts each CPU at its own share of node 0.
+            Placement::Node0 => self.alloc_from(&self.order[cpu], 0, want, purpose),
             Placement::Interleave => {
                 // One shared counter: a baseline, not the design.
                 let node = (self.next_node.fetch_add(1, Ordering::Relaxed)
@@ -590,15 +618,28 @@ mod tests {
         use crate::options::Placement;
         let t = crate::topology::Topology::emulated(2, 1);
         let regions = hundred_block_regions(2);
-        let node0 =
-            BlockAllocator::for_nodes(100, 300, &regions, &t).with_placement(Placement::Node0);
+        let node0 = BlockAllocator::placed(100, 300, &regions, &t, Placement::Node0);
         node0.free(100, 200);
+        // Each CPU has its own share of node 0 (as NOVA's per-CPU
+        // allocators on one device): the two CPUs' first blocks come from
+        // different halves of it.
+        let firsts: Vec<u64> = (0..2)
+            .map(|cpu| {
+                let (b, _) = node0
+                    .alloc_from(&node0.order[cpu], 0, 1, Purpose::Data)
+                    .unwrap();
+                b
+            })
+            .collect();
+        assert!(
+            firsts[0] < 150 && (150..200).contains(&firsts[1]),
+            "{firsts:?}"
+        );
         for _ in 0..50 {
             let (b, _) = node0.alloc(1, Purpose::Data).unwrap();
             assert!(b < 200, "node0 placement gave block {b}");
         }
-        let inter =
-            BlockAllocator::for_nodes(100, 300, &regions, &t).with_placement(Placement::Interleave);
+        let inter = BlockAllocator::placed(100, 300, &regions, &t, Placement::Interleave);
         inter.free(100, 200);
         let nodes: Vec<u64> = (0..6)
             .map(|_| (inter.alloc(1, Purpose::Data).unwrap().0 - 100) / 100)

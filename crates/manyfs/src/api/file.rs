@@ -151,6 +151,55 @@ impl File {
         }
         .meta(&self.handle.inode))
     }
+
+    /// Where the file's blocks are: per NUMA node of the pool's members,
+    /// how many of its data pages and of its log blocks (log array and
+    /// log pages) lie on that node's member. A snapshot; for checking
+    /// placement (tests, benchmarks).
+    pub fn blocks_per_node(&self) -> BlocksPerNode {
+        let core = &self.handle.core;
+        let members = core.media.members();
+        let nodes = members
+            .iter()
+            .map(|m| m.node as usize + 1)
+            .max()
+            .unwrap_or(1);
+        let node_of = |block: u64| {
+            let off = block * BLOCK_SIZE;
+            members
+                .iter()
+                .find(|m| off >= m.start && off < m.start + m.len)
+                .map(|m| m.node as usize)
+        };
+        let mut out = BlocksPerNode {
+            data: vec![0; nodes],
+            log: vec![0; nodes],
+        };
+        let inode = &self.handle.inode;
+        if let Some(f) = &inode.file {
+            for (_, m) in f.index.mapped() {
+                if let Some(n) = node_of(m.block) {
+                    out.data[n] += 1;
+                }
+            }
+        }
+        for b in inode.log.owned_blocks() {
+            if let Some(n) = node_of(b) {
+                out.log[n] += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Blocks of one file per NUMA node ([`File::blocks_per_node`]); both
+/// vectors are indexed by node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlocksPerNode {
+    /// Data pages on each node.
+    pub data: Vec<u64>,
+    /// Log blocks (the log array and every sub-log's pages) on each node.
+    pub log: Vec<u64>,
 }
 
 impl std::os::unix::fs::FileExt for File {

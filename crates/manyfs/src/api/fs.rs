@@ -51,12 +51,14 @@ impl Fs {
         let members_bytes: u64 = mkfs.members.iter().map(|m| m.size).sum();
         mount.check_for_pool(mkfs.size.saturating_add(members_bytes))?;
         {
+            let topology = crate::Topology::resolve(mount.topology)?;
             let opts = members::NewPoolOptions {
                 size: mkfs.size,
                 bytes_per_inode: mkfs.bytes_per_inode,
                 replace_existing: mkfs.replace_existing,
                 node: mkfs.node,
                 members: &mkfs.members,
+                topology: &topology,
             };
             let new = members::create_pool(pool, &opts, mount.durability)?;
             if mkfs.zero_fill {
@@ -90,9 +92,16 @@ impl Fs {
     ) -> Result<Fs> {
         opts.validate()?;
         let mut media = members::open_pool(pool, opts.durability, !opts.read_only)?;
+        let topology = crate::Topology::resolve(opts.topology)?;
+        // Before recovery's first touch of the mapping.
+        media.bind_members(&topology)?;
         opts.check_for_pool(media.len())?;
         if let Some(o) = observer {
             media.attach_observer(o);
+        }
+        if let Some(cost) = opts.remote_cost {
+            // `validate` checked the topology is an emulated one.
+            media.set_remote_cost(cost, topology);
         }
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);

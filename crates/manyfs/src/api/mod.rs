@@ -15,7 +15,7 @@ mod inode_ops;
 mod metadata;
 mod xattr_ops;
 
-pub use file::{File, OpenOptions};
+pub use file::{BlocksPerNode, File, OpenOptions};
 pub use fs::{Fs, MemberUsage};
 pub use metadata::{DirEntry, Metadata, Rename, SetAttr, StatFs};
 

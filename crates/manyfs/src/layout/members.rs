@@ -450,6 +450,9 @@ pub(crate) struct NewPoolOptions<'a> {
     pub replace_existing: bool,
     pub node: u32,
     pub members: &'a [PoolMember],
+    /// The mount's topology: members on tmpfs are bound to their node
+    /// under the machine's own (see `media::numa`).
+    pub topology: &'a crate::Topology,
 }
 
 /// A new pool's files, mapped: the superblock to format it with and, for a
@@ -470,7 +473,9 @@ pub(crate) fn create_pool(
 ) -> Result<NewPool> {
     if mkfs.members.is_empty() && mkfs.node == 0 {
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
-        let media = Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)?;
+        let media = crate::media::numa::create_bound(pool, 0, mkfs.topology, || {
+            Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)
+        })?;
         return Ok(NewPool {
             media,
             sb,
@@ -546,7 +551,10 @@ pub(crate) fn create_pool(
             mkfs.members[i - 1].path.clone()
         };
         let len = entry.blocks * BLOCK_SIZE;
-        match Media::create_file(&path, len, mkfs.replace_existing) {
+        let created = crate::media::numa::create_bound(&path, entry.node, mkfs.topology, || {
+            Media::create_file(&path, len, mkfs.replace_existing)
+        });
+        match created {
             Ok(file) => open.push(OpenMember {
                 file,
                 path,

@@ -13,12 +13,15 @@
 
 mod barrier;
 mod flush;
+pub(crate) mod numa;
 mod observer;
+pub(crate) mod remote;
 mod sigbus;
 
 pub(crate) use barrier::SYNC_UNIT;
 pub(crate) use flush::FlushInstr;
 pub use observer::{MediaView, PersistObserver};
+pub use remote::charged_ns as remote_charged_ns;
 
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -138,6 +141,9 @@ pub(crate) struct Media {
     /// This mapping's entry in the SIGBUS fault table: a fault in a page
     /// the file no longer backs is absorbed and counted there.
     sigbus: sigbus::Registration,
+    /// The emulated remote-access cost model, when the mount turned it on
+    /// ([`crate::MountOptions::remote_cost`]); read-only once set.
+    remote: Option<Box<remote::RemoteModel>>,
 }
 
 // SAFETY: the mapping is plain shared memory; all access goes through methods
@@ -402,7 +408,47 @@ impl Media {
             failed: std::sync::atomic::AtomicBool::new(false),
             failure: std::sync::OnceLock::new(),
             sigbus: sigbus::Registration::new(base.cast(), len),
+            remote: None,
         })
+    }
+
+    /// Charge every later access to a member on another node than the
+    /// accessing thread's (by `topology`) with `cost` (see
+    /// [`remote::RemoteModel`]).
+    pub fn set_remote_cost(&mut self, cost: crate::RemoteCost, topology: crate::Topology) {
+        let members = self.members.iter().map(|m| (m.start, m.len, m.node));
+        self.remote = Some(Box::new(remote::RemoteModel::new(cost, topology, members)));
+    }
+
+    /// Bind each member on tmpfs to its NUMA node's memory (`mbind`), where
+    /// `topology` is the machine's and has the node; skip the others (see
+    /// [`numa`]). Call before the mapping is touched. An `mbind` the kernel
+    /// refuses for a real node is an error naming the member.
+    pub fn bind_members(&self, topology: &crate::Topology) -> Result<()> {
+        for m in &self.members {
+            if let numa::Plan::Bind(node) = numa::bind_plan(&m.path, m.node, topology) {
+                // SAFETY: `base + start .. + len` is this member's part of
+                // the mapping `self` owns; mbind changes only its policy.
+                unsafe {
+                    numa::mbind(
+                        self.base.add(m.start as usize),
+                        m.len as usize,
+                        &m.path,
+                        node,
+                    )?
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// With the remote-cost model on: make the calling thread pay for an
+    /// access of `[off, off+len)`. Off: one well-predicted branch.
+    #[inline(always)]
+    fn charge(&self, off: u64, len: usize, access: remote::Access) {
+        if let Some(m) = &self.remote {
+            m.charge(off, len, access);
+        }
     }
 
     /// The member files, in pool order.
@@ -583,6 +629,7 @@ impl Media {
     /// Copy `buf.len()` bytes at `off` into `buf`.
     pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         let start = self.check(off, buf.len())?;
+        self.charge(off, buf.len(), remote::Access::Read);
         // SAFETY: `check` proved [start, start+len) lies inside the mapping;
         // `buf` is a distinct Rust allocation, so the ranges do not overlap.
         unsafe {
@@ -623,6 +670,7 @@ impl Media {
     pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, data.len())?;
+        self.charge(off, data.len(), remote::Access::Write);
         if self.writes_through_fd() {
             self.write_at(off, data)?;
             if let Some(r) = &self.observer {
@@ -646,6 +694,7 @@ impl Media {
     pub fn zero(&self, off: u64, len: usize) -> Result<()> {
         self.check_writable()?;
         let start = self.check(off, len)?;
+        self.charge(off, len, remote::Access::Write);
         if self.writes_through_fd() {
             const ZEROS: [u8; 4096] = [0; 4096];
             let mut done = 0;
@@ -675,6 +724,7 @@ impl Media {
             return self.store(off, data);
         }
         if let Some(r) = &self.observer {
+            self.charge(off, data.len(), remote::Access::Write);
             // SAFETY: bounds checked above; source is a distinct allocation.
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
@@ -685,6 +735,8 @@ impl Media {
         #[cfg(target_arch = "x86_64")]
         if self.mode == Durability::Pm && start % 8 == 0 {
             let words = data.len() / 8;
+            // The tail, if any, is charged by its `store`.
+            self.charge(off, words * 8, remote::Access::Write);
             for i in 0..words {
                 let mut w = [0u8; 8];
                 w.copy_from_slice(&data[i * 8..i * 8 + 8]);
@@ -765,7 +817,9 @@ impl Media {
 
     /// Atomic 8-byte load (for words other threads may store concurrently).
     pub fn load_u64(&self, off: u64) -> Result<u64> {
-        let v = self.atomic_u64(off)?.load(Ordering::Acquire);
+        let word = self.atomic_u64(off)?;
+        self.charge(off, 8, remote::Access::Read);
+        let v = word.load(Ordering::Acquire);
         self.check_faults()?;
         Ok(v)
     }
@@ -775,6 +829,7 @@ impl Media {
     pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
         self.check_writable()?;
         let word = self.atomic_u64(off)?;
+        self.charge(off, 8, remote::Access::Write);
         if self.writes_through_fd() {
             // Words other threads read while it is written (log array
             // heads, footers' links) are read only as hints that a sync

@@ -43,9 +43,13 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             node: m.node as usize,
         })
         .collect();
-    let blocks =
-        BlockAllocator::for_nodes(sb.data_start, sb.total_blocks, &regions, &core.topology)
-            .with_placement(core.opts.placement);
+    let blocks = BlockAllocator::placed(
+        sb.data_start,
+        sb.total_blocks,
+        &regions,
+        &core.topology,
+        core.opts.placement,
+    );
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
     }

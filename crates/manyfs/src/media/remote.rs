@@ -1,0 +1,190 @@
+//! The emulated remote-NUMA access cost ([`crate::RemoteCost`]).
+//!
+//! On an emulated topology every pool member is ordinary local memory, so
+//! a thread that touches "another node's" member pays nothing. With the
+//! model on, the media charges such an access: the calling thread
+//! busy-waits a calibrated number of `pause` iterations for the remote
+//! bytes (in whole cache lines) times the configured nanoseconds per KiB.
+//! It busy-waits rather than sleeps so that, as with a real memory stall,
+//! the CPU is occupied for the time: with more threads than cores, the
+//! others cannot use it meanwhile.
+//!
+//! Nothing here writes memory another thread reads: the model is read-only
+//! after the mount, and what a thread still owes (less than one spin
+//! iteration) and has been charged live in thread-locals. With the model
+//! off the media tests one `Option` and calls nothing.
+
+use crate::options::RemoteCost;
+use crate::topology::Topology;
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+/// The unit accesses are charged in: a cache line.
+const LINE: u64 = 64;
+
+thread_local! {
+    /// Picoseconds charged to this thread but not yet waited out (less
+    /// than one spin iteration).
+    static DEBT_PS: Cell<u64> = const { Cell::new(0) };
+    /// Picoseconds charged to this thread in all.
+    static CHARGED_PS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Nanoseconds of emulated remote-access cost charged to the calling
+/// thread so far (by every mount with [`crate::MountOptions::remote_cost`]
+/// on). For tests and benchmarks: the difference across an operation is
+/// what the model added to it.
+pub fn charged_ns() -> u64 {
+    CHARGED_PS.with(|c| c.get() / 1000)
+}
+
+/// The cost model of one mount: which byte ranges are on which node, and
+/// the price of a remote KiB.
+#[derive(Debug)]
+pub(crate) struct RemoteModel {
+    cost: RemoteCost,
+    topology: Topology,
+    /// `(start, end, node)` of each member, in pool order.
+    members: Box<[(u64, u64, u32)]>,
+}
+
+/// Whether an access reads or writes (they cost differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+impl RemoteModel {
+    /// The model for members `(start, len, node)` under `topology`.
+    pub fn new(
+        cost: RemoteCost,
+        topology: Topology,
+        members: impl Iterator<Item = (u64, u64, u32)>,
+    ) -> RemoteModel {
+        // Calibrate now, not in the first charged access.
+        spin_ps_per_iteration();
+        RemoteModel {
+            cost,
+            topology,
+            members: members.map(|(s, l, n)| (s, s + l, n)).collect(),
+        }
+    }
+
+    /// Extra picoseconds an access of `[off, off+len)` by a thread on
+    /// `node` costs: the bytes of it on other nodes' members, rounded up
+    /// to whole cache lines, times the price per KiB.
+    pub fn cost_ps(&self, node: usize, off: u64, len: u64, access: Access) -> u64 {
+        let end = off.saturating_add(len);
+        let remote: u64 = self
+            .members
+            .iter()
+            .filter(|&&(_, _, n)| n as usize != node)
+            .map(|&(s, e, _)| end.min(e).saturating_sub(off.max(s)))
+            .sum();
+        if remote == 0 {
+            return 0;
+        }
+        let per_kib = u64::from(match access {
+            Access::Read => self.cost.read_ns_per_kib,
+            Access::Write => self.cost.write_ns_per_kib,
+        });
+        // ns/KiB * bytes / 1024 * 1000 ps/ns.
+        remote.div_ceil(LINE) * LINE * per_kib * 1000 / 1024
+    }
+
+    /// Charge the calling thread for an access of `[off, off+len)`: spin
+    /// out its cost if any of it is on another node than the thread's.
+    pub fn charge(&self, off: u64, len: usize, access: Access) {
+        let ps = self.cost_ps(self.topology.current_node(), off, len as u64, access);
+        if ps != 0 {
+            spin_ps(ps);
+        }
+    }
+}
+
+/// Busy-wait `ps` picoseconds (plus what this thread still owed), in
+/// whole spin iterations; the remainder is owed to the next charge.
+fn spin_ps(ps: u64) {
+    CHARGED_PS.with(|c| c.set(c.get().wrapping_add(ps)));
+    let per = spin_ps_per_iteration();
+    let owed = DEBT_PS.with(|d| d.get()) + ps;
+    let iterations = owed / per;
+    DEBT_PS.with(|d| d.set(owed - iterations * per));
+    for _ in 0..iterations {
+        std::hint::spin_loop();
+    }
+}
+
+/// Picoseconds one `spin_loop` iteration takes on this machine, measured
+/// once per process: the fastest of several rounds, so that a round slowed
+/// by preemption does not make later waits too short (a waited iteration
+/// takes at least this long).
+fn spin_ps_per_iteration() -> u64 {
+    static PER: OnceLock<u64> = OnceLock::new();
+    *PER.get_or_init(|| {
+        const N: u64 = 20_000;
+        (0..7)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                for _ in 0..N {
+                    std::hint::spin_loop();
+                }
+                (t.elapsed().as_nanos() as u64 * 1000 / N).max(1)
+            })
+            .min()
+            .unwrap_or(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two members of 1 MiB: node 0 then node 1, on an emulated 2x1.
+    fn model() -> RemoteModel {
+        RemoteModel::new(
+            RemoteCost::PAPER,
+            Topology::emulated(2, 1),
+            [(0, 1 << 20, 0), (1 << 20, 1 << 20, 1)].into_iter(),
+        )
+    }
+
+    #[test]
+    fn only_bytes_on_other_nodes_cost() {
+        let m = model();
+        assert_eq!(m.cost_ps(0, 4096, 4096, Access::Read), 0);
+        assert_eq!(m.cost_ps(1, (1 << 20) + 8192, 4096, Access::Write), 0);
+        // 4 KiB remote: 4 x 270 ns read, 4 x 583 ns write.
+        assert_eq!(m.cost_ps(1, 4096, 4096, Access::Read), 4 * 270_000);
+        assert_eq!(m.cost_ps(0, 1 << 20, 4096, Access::Write), 4 * 583_000);
+        // A range across the boundary pays for its remote part only.
+        assert_eq!(
+            m.cost_ps(0, (1 << 20) - 2048, 4096, Access::Read),
+            2 * 270_000
+        );
+        // Small accesses pay a whole cache line.
+        assert_eq!(m.cost_ps(0, 1 << 20, 8, Access::Read), 64 * 270_000 / 1024);
+        // A node no member is on finds every member remote.
+        assert_eq!(m.cost_ps(5, 0, 1024, Access::Read), 270_000);
+    }
+
+    #[test]
+    fn the_wait_is_at_least_the_cost_and_is_counted() {
+        let before = charged_ns();
+        let t = std::time::Instant::now();
+        // 2 ms of cost in 1000 small charges: the remainders add up.
+        for _ in 0..1000 {
+            spin_ps(2_000_000);
+        }
+        let waited = t.elapsed();
+        assert_eq!(charged_ns() - before, 2_000_000);
+        // Each iteration takes at least the calibrated time, so at most
+        // the last remainder (under one iteration) is not waited out.
+        let per_ns = spin_ps_per_iteration().div_ceil(1000);
+        assert!(
+            waited.as_nanos() as u64 + per_ns >= 2_000_000,
+            "waited {waited:?} for 2 ms of cost"
+        );
+    }
+}
