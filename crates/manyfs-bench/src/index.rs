@@ -12,7 +12,8 @@
 //!   excludes other threads on disjoint keys: nothing for `cas` (no lock),
 //!   the write-locked insertion for `rw` (a lookup takes read locks only),
 //!   the hold of the root's mutex for `cascade` (every operation passes it
-//!   hand over hand). The timer overhead is subtracted per interval.
+//!   hand over hand): the median interval less the timer overhead, times
+//!   the intervals per operation.
 //!
 //! Trees hold `AtomicU64` values and are called through
 //! `dyn PageIndex`, the same indirection for every kind.
@@ -25,7 +26,7 @@ use manyfs::index::radix::{CasRadix, FANOUT, KEY_LIMIT};
 use manyfs::index::rw::RwRadix;
 use manyfs::index::{NoProbe, PageIndex, SerialProbe};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -96,12 +97,16 @@ pub struct IndexReport {
     pub projection: Vec<FsProjection>,
 }
 
+/// Hold intervals kept per thread for the median (4 MiB of `u32`s).
+const MAX_INTERVALS: usize = 1 << 20;
+
 thread_local! {
-    /// This thread's (held ns, intervals) since the last [`take_held`].
-    static HELD: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// This thread's hold intervals (ns) since the last [`take_held`].
+    static HELD: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The probe that sums, per thread, how long exclusive sections last.
+/// The probe that records, per thread, how long each exclusive section
+/// lasts.
 pub struct HoldClock;
 
 impl SerialProbe for HoldClock {
@@ -110,17 +115,19 @@ impl SerialProbe for HoldClock {
         Instant::now()
     }
     fn exit(t: Instant) {
-        let ns = t.elapsed().as_nanos() as u64;
+        let ns = t.elapsed().as_nanos().min(u32::MAX as u128) as u32;
         HELD.with(|h| {
-            let (sum, n) = h.get();
-            h.set((sum + ns, n + 1));
+            let mut h = h.borrow_mut();
+            if h.len() < MAX_INTERVALS {
+                h.push(ns);
+            }
         });
     }
 }
 
-/// This thread's held time and interval count so far; resets them.
-fn take_held() -> (u64, u64) {
-    HELD.with(|h| h.replace((0, 0)))
+/// This thread's hold intervals so far; clears them.
+fn take_held() -> Vec<u32> {
+    HELD.with(|h| std::mem::take(&mut *h.borrow_mut()))
 }
 
 /// A tree of `kind` whose locked sections `P` times.
@@ -137,13 +144,12 @@ fn lookup_key(t: usize, stride: u64) -> u64 {
     (t as u64 * (stride / crate::workload::BLOCK as u64)) % KEY_LIMIT
 }
 
-/// Totals of one run: operations, seconds, held ns, held intervals.
-#[derive(Debug, Default, Clone, Copy)]
+/// Totals of one run: operations, seconds, hold intervals (ns).
+#[derive(Debug, Default, Clone)]
 struct Run {
     ops: u64,
     secs: f64,
-    held_ns: u64,
-    held_n: u64,
+    held: Vec<u32>,
 }
 
 impl Run {
@@ -151,10 +157,19 @@ impl Run {
         self.ops as f64 / self.secs.max(1e-9)
     }
 
-    /// Serial ns per operation, `timer_ns` taken off each interval.
+    /// Serial ns per operation: the median hold interval less `timer_ns`,
+    /// times the intervals per operation. The median, not the mean: on a
+    /// shared machine a holder preempted by someone else's process would
+    /// otherwise count a whole time slice.
     fn serial_ns(&self, timer_ns: u64) -> f64 {
-        let held = self.held_ns.saturating_sub(self.held_n * timer_ns);
-        held as f64 / self.ops.max(1) as f64
+        if self.held.is_empty() || self.ops == 0 {
+            return 0.0;
+        }
+        let mut v = self.held.clone();
+        let mid = v.len() / 2;
+        let (_, median, _) = v.select_nth_unstable(mid);
+        let per_op = self.held.len() as f64 / self.ops as f64;
+        (*median as u64).saturating_sub(timer_ns) as f64 * per_op
     }
 }
 
@@ -181,8 +196,7 @@ fn run_threads(
                     take_held();
                     gate.arrive_and_wait();
                     let ops = body(t, stop);
-                    let (ns, n) = take_held();
-                    (ops, ns, n)
+                    (ops, take_held())
                 })
             })
             .collect();
@@ -195,10 +209,9 @@ fn run_threads(
         let mut run = Run::default();
         for h in handles {
             // A panicking worker is a bug in the bench: count nothing.
-            if let Ok((ops, ns, n)) = h.join() {
+            if let Ok((ops, held)) = h.join() {
                 run.ops += ops;
-                run.held_ns += ns;
-                run.held_n += n;
+                run.held.extend(held);
             }
         }
         run.secs = t0.elapsed().as_secs_f64();
@@ -212,6 +225,8 @@ fn lookups(tree: &dyn PageIndex<AtomicU64>, threads: usize, stride: u64, cfg: &I
         tree.get_or_insert(lookup_key(t, stride))
             .store(t as u64 + 1, Ordering::Relaxed);
     }
+    // The setup's insertions are not part of the measurement.
+    take_held();
     run_threads(threads, cfg.pin, Some(cfg.duration), &|t, stop| {
         let key = lookup_key(t, stride);
         let mut ops = 0u64;
@@ -238,13 +253,16 @@ fn inserts(tree: &dyn PageIndex<AtomicU64>, threads: usize, pin: bool) -> Run {
     })
 }
 
-/// The median-rate run of three insert runs on fresh trees of `kind`.
+/// The median-rate run of three insert runs on fresh trees of `kind`,
+/// after one unmeasured run (so every kind finds the allocator warm, not
+/// only those measured after the first).
 fn insert_run<P: SerialProbe + 'static>(kind: IndexKind, threads: usize, pin: bool) -> Run {
-    let mut runs: Vec<Run> = (0..3)
+    let mut runs: Vec<Run> = (0..4)
         .map(|_| inserts(&*tree::<P>(kind), threads, pin))
+        .skip(1)
         .collect();
     runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
-    runs[1]
+    runs.swap_remove(1)
 }
 
 /// Run the index microbenchmarks; `progress` is called before each step.
@@ -371,8 +389,8 @@ impl IndexReport {
         let cores = self.serial.first().map_or(120, |r| r.cores);
         out += &format!(
             "\nSerial time per index operation (inside exclusive locks: none for cas, write-locked \
-             insertion for rw, the root mutex for cascade; timer overhead of {} ns subtracted per \
-             interval), projected to {cores} cores\n",
+             insertion for rw, the root mutex for cascade; median interval less the timer \
+             overhead of {} ns, times intervals per operation), projected to {cores} cores\n",
             self.timer_ns
         );
         out += &crate::locks::projection_rows(&self.serial, "index");
