@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod index;
 pub mod locks;
 pub mod plot;
 pub mod report;

@@ -429,7 +429,8 @@ pub fn run_locks(cfg: &LockConfig, mut progress: impl FnMut(&str)) -> LockReport
 pub struct FsProjection {
     /// Workload (e.g. `DWOM`).
     pub workload: String,
-    /// Lock kind of the `lib:` target.
+    /// Lock kind of the `lib:` target (or the series label, for figures
+    /// that vary more than the lock).
     pub lock: String,
     /// Measured time per operation with one thread, ns (1e9 / ops/s).
     pub op_ns: f64,
@@ -439,12 +440,49 @@ pub struct FsProjection {
     pub serial_fraction: f64,
     /// Measured two-thread over one-thread throughput.
     pub speedup_2: f64,
-    /// Amdahl speedup at [`PROJECT_CORES`].
+    /// Amdahl speedup at `cores`.
     pub amdahl_speedup: f64,
     /// USL κ fitted to `speedup_2`.
     pub usl_kappa: f64,
-    /// USL speedup at [`PROJECT_CORES`].
+    /// USL speedup at `cores`.
     pub usl_speedup: f64,
+    /// Cores the projection is for ([`PROJECT_CORES`] unless a figure says
+    /// otherwise).
+    #[serde(default = "project_cores")]
+    pub cores: usize,
+}
+
+fn project_cores() -> usize {
+    PROJECT_CORES
+}
+
+/// Project one measured point to `cores` cores: `x1`, `x2` the one- and
+/// two-thread rates (ops/s), `serial_ns` the serial time per operation
+/// (capped at the operation's time).
+pub fn project_point(
+    workload: &str,
+    label: &str,
+    x1: f64,
+    x2: f64,
+    serial_ns: f64,
+    cores: usize,
+) -> FsProjection {
+    let op_ns = if x1 > 0.0 { 1e9 / x1 } else { 0.0 };
+    let serial_ns = serial_ns.clamp(0.0, op_ns);
+    let s = if op_ns > 0.0 { serial_ns / op_ns } else { 0.0 };
+    let kappa = fit_kappa(s, x1, x2);
+    FsProjection {
+        workload: workload.to_string(),
+        lock: label.to_string(),
+        op_ns,
+        serial_ns,
+        serial_fraction: s,
+        speedup_2: if x1 > 0.0 { x2 / x1 } else { 0.0 },
+        amdahl_speedup: amdahl(s, cores),
+        usl_kappa: kappa,
+        usl_speedup: usl(s, kappa, cores),
+        cores,
+    }
 }
 
 /// Project a measured in-process *write* workload (DWOM, DWOL) to
@@ -483,25 +521,29 @@ pub fn project_fs(
             "interval" => sr.lock_call_ns.min(op_ns),
             _ => 0.0,
         };
-        let s = serial_ns / op_ns;
-        let kappa = fit_kappa(s, x1, x2);
-        out.push(FsProjection {
-            workload: workload.to_string(),
-            lock: sr.lock.clone(),
-            op_ns,
+        out.push(project_point(
+            workload,
+            &sr.lock,
+            x1,
+            x2,
             serial_ns,
-            serial_fraction: s,
-            speedup_2: x2 / x1,
-            amdahl_speedup: amdahl(s, PROJECT_CORES),
-            usl_kappa: kappa,
-            usl_speedup: usl(s, kappa, PROJECT_CORES),
-        });
+            PROJECT_CORES,
+        ));
     }
     out
 }
 
-/// Titles of the projection columns ([`projection_cells`]).
-const PROJECTION_HEADER: [&str; 6] = ["serial", "s", "X(2)/X(1)", "Amdahl@56", "USL k", "USL@56"];
+/// Titles of the projection columns ([`projection_cells`]) for `cores`.
+fn projection_header(cores: usize) -> Vec<String> {
+    vec![
+        "serial".into(),
+        "s".into(),
+        "X(2)/X(1)".into(),
+        format!("Amdahl@{cores}"),
+        "USL k".into(),
+        format!("USL@{cores}"),
+    ]
+}
 
 /// The projection columns of one row: serial time, serial fraction,
 /// measured two-thread speedup, Amdahl and USL projections.
@@ -525,6 +567,19 @@ fn projection_cells(
 
 /// Render [`project_fs`] results as a table.
 pub fn projection_table(p: &[FsProjection]) -> String {
+    let cores = p.first().map_or(PROJECT_CORES, |r| r.cores);
+    let mut out = format!(
+        "In-process workload projected to {cores} cores (serial part: whole write for inode, \
+         lock calls for interval, 0 for SRL)\n"
+    );
+    out += &projection_rows(p, "lock");
+    out
+}
+
+/// The rows of a projection table (`label` titles the second column),
+/// without a title.
+pub fn projection_rows(p: &[FsProjection], label: &str) -> String {
+    let cores = p.first().map_or(PROJECT_CORES, |r| r.cores);
     let rows: Vec<Vec<String>> = p
         .iter()
         .map(|r| {
@@ -544,15 +599,10 @@ pub fn projection_table(p: &[FsProjection]) -> String {
             row
         })
         .collect();
-    let mut out = format!(
-        "In-process workload projected to {PROJECT_CORES} cores (serial part: whole write for inode, \
-         lock calls for interval, 0 for SRL)\n"
-    );
-    out += &aligned(
-        &[&["workload", "lock", "op (1t)"][..], &PROJECTION_HEADER].concat(),
-        &rows,
-    );
-    out
+    let mut header: Vec<String> = vec!["workload".into(), label.into(), "op (1t)".into()];
+    header.extend(projection_header(cores));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    aligned(&header, &rows)
 }
 
 fn bytes(v: u64) -> String {
@@ -646,10 +696,10 @@ impl LockReport {
                 row
             })
             .collect();
-        out += &aligned(
-            &[&["lock", "op", "in lock calls"][..], &PROJECTION_HEADER].concat(),
-            &rows,
-        );
+        let mut header: Vec<String> = vec!["lock".into(), "op".into(), "in lock calls".into()];
+        header.extend(projection_header(PROJECT_CORES));
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        out += &aligned(&header, &rows);
         out
     }
 }
@@ -694,21 +744,7 @@ mod tests {
         let back: LockReport = serde_json::from_str(&json).unwrap();
         assert_eq!(back.serial.len(), 4);
 
-        let rec = |t: &str, n: usize, ops: f64| crate::Record {
-            workload: "DWOM".into(),
-            target: t.into(),
-            threads: n,
-            ops_per_sec: ops,
-            bytes_per_sec: ops * 4096.0,
-            p50_ns: 1,
-            p99_ns: 1,
-            ops: 1,
-            seconds: 1.0,
-            runs: 1,
-            ops_per_sec_min: ops,
-            ops_per_sec_max: ops,
-            emulated: None,
-        };
+        let rec = |t: &str, n: usize, ops: f64| crate::runner::test_record("DWOM", t, n, ops);
         let recs = vec![
             rec("lib:inode", 1, 1e6),
             rec("lib:inode", 2, 0.8e6),

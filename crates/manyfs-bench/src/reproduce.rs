@@ -10,13 +10,24 @@
 //! member per node; once with the emulated remote-access cost model on
 //! (every such figure labelled EMULATED) and once with it off, as the
 //! control, in one run.
+//!
+//! `ncache-fig7`: the nCACHE paper's Figures 7 and 8 (DirectIO DWOM and
+//! DRBM): both workloads with FxMark's 8 MiB stride and with 4 KiB, on each
+//! file-index kind (`cas`, `rw` = nCACHE, `cascade` = F2FS's node tree)
+//! times two range locks (`srl-tree`, `inode`), then the index
+//! microbenchmarks ([`crate::index`]) for each kind's serial time per
+//! lookup and insert, and every point's serial fraction (range lock +
+//! index) projected to the paper's 120 cores.
 
-use crate::report::{Rule, text_table};
+use crate::index::{IndexConfig, IndexReport, run_index, stride_label};
+use crate::locks::{FsProjection, project_point};
+use crate::report::{Rule, si, text_table};
 use crate::runner::{Config, Record, Series, emulated_label, run_series};
 use crate::sys::allowed_cpus;
 use crate::target::{PoolConfig, Target};
+use crate::workload::{BLOCK, REGION};
 use crate::{BenchError, Result, Workload};
-use manyfs::{LockKind, Placement, RemoteCost, Sublogs, Topology, TopologySpec};
+use manyfs::{IndexKind, LockKind, Placement, RemoteCost, Sublogs, Topology, TopologySpec};
 use std::fmt::Write as _;
 
 /// A figure `--reproduce` can rerun.
@@ -29,18 +40,26 @@ pub struct Figure {
 }
 
 /// Every reproducible figure.
-pub const FIGURES: &[Figure] = &[Figure {
-    name: "numa-fig6",
-    title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range lock \
-            and the NUMA-aware design, emulated 2-node topology, remote-cost model on (EMULATED) \
-            and off",
-}];
+pub const FIGURES: &[Figure] = &[
+    Figure {
+        name: "numa-fig6",
+        title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range lock \
+                and the NUMA-aware design, emulated 2-node topology, remote-cost model on \
+                (EMULATED) and off",
+    },
+    Figure {
+        name: "ncache-fig7",
+        title: "nCACHE, Fig. 7/8: DWOM and DRBM at 8 MiB and 4 KiB strides on each file index \
+                (cas, rw = nCACHE, cascade = F2FS) x range lock (srl-tree, inode), index serial \
+                time per operation projected to 120 cores",
+    },
+];
 
 /// The `--reproduce list` text: one line per figure.
 pub fn list() -> String {
     let mut out = String::new();
     for f in FIGURES {
-        let _ = writeln!(out, "{:<10}  {}", f.name, f.title);
+        let _ = writeln!(out, "{:<11}  {}", f.name, f.title);
     }
     out
 }
@@ -232,6 +251,138 @@ pub fn fig6_table(records: &[Record]) -> String {
     text_table(&header, &rows, 2, Rule::Columns)
 }
 
+/// The workloads of `ncache-fig7` (Fig. 7: DWOM, Fig. 8: DRBM).
+pub const FIG7_WORKLOADS: [Workload; 2] = [Workload::Dwom, Workload::Drbm];
+
+/// The strides of `ncache-fig7`: FxMark's 8 MiB region, and 4 KiB.
+pub const FIG7_STRIDES: [u64; 2] = [REGION, BLOCK as u64];
+
+/// The range locks of `ncache-fig7`: the paper's atomic range lock (here
+/// SRL) and the per-inode lock of the baseline F2FS.
+pub const FIG7_LOCKS: [LockKind; 2] = [LockKind::SrlTree, LockKind::Inode];
+
+/// Cores of the nCACHE paper's machine, the projection's target.
+pub const FIG7_CORES: usize = 120;
+
+/// The label of one `ncache-fig7` series.
+pub fn fig7_label(index: IndexKind, lock: LockKind, stride: u64) -> String {
+    format!("{index}+{lock} {}", stride_label(stride))
+}
+
+/// The six series of `ncache-fig7` at `stride`: every index kind with
+/// every lock of [`FIG7_LOCKS`], pools made from `base`.
+pub fn fig7_series(base: &PoolConfig, stride: u64) -> Vec<Series> {
+    let mut out = Vec::new();
+    for index in IndexKind::ALL {
+        for lock in FIG7_LOCKS {
+            out.push(Series {
+                label: fig7_label(index, lock, stride),
+                target: Target::Lib(lock),
+                pool: PoolConfig {
+                    index,
+                    ..base.clone()
+                },
+            });
+        }
+    }
+    out
+}
+
+/// Run `ncache-fig7` with `cfg`'s threads, durations, repeats and pool
+/// (its workloads, targets and stride are replaced), then the index
+/// microbenchmarks at the same thread counts. `progress` is called before
+/// each microbenchmark step.
+pub fn run_fig7(cfg: &Config, progress: impl FnMut(&str)) -> Result<(Vec<Record>, IndexReport)> {
+    let mut cfg = cfg.clone();
+    cfg.workloads = FIG7_WORKLOADS.to_vec();
+    cfg.membw = false;
+    let mut records = Vec::new();
+    for stride in FIG7_STRIDES {
+        cfg.stride = stride;
+        records.extend(run_series(&cfg, &fig7_series(&cfg.pool, stride))?);
+    }
+    let icfg = IndexConfig {
+        kinds: IndexKind::ALL.to_vec(),
+        strides: FIG7_STRIDES.to_vec(),
+        threads: cfg.threads.clone(),
+        duration: cfg.duration.min(std::time::Duration::from_millis(500)),
+        pin: cfg.pin,
+        cores: FIG7_CORES,
+    };
+    Ok((records, run_index(&icfg, progress)))
+}
+
+/// Every `ncache-fig7` series projected to [`FIG7_CORES`]: X(1), X(2)
+/// measured on the file system, serial time per operation = the range
+/// lock's (the whole operation for `inode`, none for `srl-tree` on
+/// disjoint ranges) + the index's per lookup at that stride (from `idx`).
+pub fn fig7_projection(records: &[Record], idx: &IndexReport) -> Vec<FsProjection> {
+    let mut out = Vec::new();
+    for w in FIG7_WORKLOADS {
+        let w = w.to_string();
+        for stride in FIG7_STRIDES {
+            for index in IndexKind::ALL {
+                for lock in FIG7_LOCKS {
+                    let label = fig7_label(index, lock, stride);
+                    let rate = |n: usize| {
+                        records
+                            .iter()
+                            .find(|r| r.workload == w && r.target == label && r.threads == n)
+                            .map(|r| r.ops_per_sec)
+                    };
+                    let (Some(x1), Some(x2)) = (rate(1), rate(2)) else {
+                        continue;
+                    };
+                    let lock_ns = match lock {
+                        LockKind::Inode if x1 > 0.0 => 1e9 / x1,
+                        _ => 0.0,
+                    };
+                    let serial = lock_ns + idx.lookup_serial_ns(index, stride);
+                    out.push(project_point(&w, &label, x1, x2, serial, FIG7_CORES));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The Figure 7/8 comparison: per workload, stride and thread count, the
+/// operations per second of each index kind with each lock.
+pub fn fig7_table(records: &[Record]) -> String {
+    let mut header: Vec<String> = vec!["workload".into(), "stride".into(), "threads".into()];
+    for index in IndexKind::ALL {
+        for lock in FIG7_LOCKS {
+            header.push(format!("{index}+{lock}"));
+        }
+    }
+    let mut threads: Vec<usize> = records.iter().map(|r| r.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let mut rows = Vec::new();
+    for w in FIG7_WORKLOADS {
+        let w = w.to_string();
+        for stride in FIG7_STRIDES {
+            for &n in &threads {
+                let mut row = vec![w.clone(), stride_label(stride), n.to_string()];
+                for index in IndexKind::ALL {
+                    for lock in FIG7_LOCKS {
+                        let label = fig7_label(index, lock, stride);
+                        row.push(
+                            records
+                                .iter()
+                                .find(|r| r.workload == w && r.target == label && r.threads == n)
+                                .map_or_else(|| "-".into(), |r| si(r.ops_per_sec)),
+                        );
+                    }
+                }
+                rows.push(row);
+            }
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    text_table(&header, &rows, 2, Rule::Columns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,7 +395,62 @@ mod tests {
             assert_eq!(find(f.name).unwrap().name, f.name);
         }
         let e = find("fig99").unwrap_err().to_string();
-        assert!(e.contains("numa-fig6"), "{e}");
+        assert!(e.contains("numa-fig6") && e.contains("ncache-fig7"), "{e}");
+    }
+
+    #[test]
+    fn fig7_series_cover_every_index_and_lock_and_project() {
+        let s = fig7_series(&PoolConfig::default(), 4096);
+        assert_eq!(s.len(), 6);
+        for x in &s {
+            assert!(x.label.ends_with("4KiB"), "{}", x.label);
+            assert_eq!(
+                x.label,
+                fig7_label(
+                    x.pool.index,
+                    match x.target {
+                        Target::Lib(l) => l,
+                        _ => unreachable!(),
+                    },
+                    4096
+                )
+            );
+        }
+        let rec =
+            |label: &str, n: usize, ops: f64| crate::runner::test_record("DWOM", label, n, ops);
+        let cas = fig7_label(IndexKind::Cas, LockKind::SrlTree, REGION);
+        let casc = fig7_label(IndexKind::Cascade, LockKind::SrlTree, REGION);
+        let inode = fig7_label(IndexKind::Cas, LockKind::Inode, REGION);
+        let recs = vec![
+            rec(&cas, 1, 1e6),
+            rec(&cas, 2, 2e6),
+            rec(&casc, 1, 1e6),
+            rec(&casc, 2, 1.2e6),
+            rec(&inode, 1, 1e6),
+            rec(&inode, 2, 1e6),
+        ];
+        let idx = IndexReport {
+            serial: vec![project_point(
+                "lookup 8MiB",
+                "cascade",
+                1e6,
+                1e6,
+                250.0,
+                120,
+            )],
+            ..Default::default()
+        };
+        let p = fig7_projection(&recs, &idx);
+        assert_eq!(p.len(), 3);
+        let get = |l: &str| p.iter().find(|r| r.lock == l).unwrap();
+        assert_eq!(get(&cas).serial_fraction, 0.0);
+        assert!((get(&cas).usl_speedup - 120.0).abs() < 1e-6);
+        // 250 ns of a 1000 ns operation inside the cascade's root mutex.
+        assert!((get(&casc).serial_fraction - 0.25).abs() < 1e-9);
+        assert!((get(&inode).serial_fraction - 1.0).abs() < 1e-9);
+        assert_eq!(get(&inode).cores, FIG7_CORES);
+        let t = fig7_table(&recs);
+        assert!(t.contains("cascade+srl-tree") && t.contains("8MiB"), "{t}");
     }
 
     #[test]

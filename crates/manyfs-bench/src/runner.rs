@@ -85,6 +85,10 @@ pub struct Config {
     /// Runs per point (interleaved rounds over the whole plan); each
     /// reported record is the run with the median ops/s.
     pub repeats: usize,
+    /// Bytes between the blocks of neighbouring threads in DRBM and DWOM
+    /// (FxMark's 8 MiB [`crate::workload::REGION`] by default; the nCACHE
+    /// paper also runs 4 KiB). See [`crate::workload::check_stride`].
+    pub stride: u64,
 }
 
 impl Default for Config {
@@ -100,6 +104,7 @@ impl Default for Config {
             progress: true,
             pin: true,
             repeats: 1,
+            stride: crate::workload::REGION,
         }
     }
 }
@@ -306,9 +311,10 @@ pub fn prepare_pinned(
     be: &Arc<dyn crate::backend::Backend>,
     threads: usize,
     pin: bool,
+    stride: u64,
 ) -> Result<Vec<Box<dyn Op>>> {
     if !pin {
-        return workload.prepare(be, threads);
+        return workload.prepare_strided(be, threads, stride, &|_| {});
     }
     let cpus = allowed_cpus();
     let place = |t: usize| {
@@ -317,7 +323,7 @@ pub fn prepare_pinned(
     std::thread::scope(|s| {
         s.spawn(|| {
             place(0);
-            workload.prepare_placed(be, threads, &place)
+            workload.prepare_strided(be, threads, stride, &place)
         })
         .join()
         .map_err(|_| BenchError::Panic)?
@@ -333,7 +339,7 @@ pub fn run_point(
 ) -> Result<Record> {
     let point = env.point()?;
     let be = point.backend();
-    let ops = prepare_pinned(workload, &be, threads, cfg.pin)?;
+    let ops = prepare_pinned(workload, &be, threads, cfg.pin, cfg.stride)?;
     drop(be);
     let m = measure(ops, cfg.warmup, cfg.duration, cfg.pin)?;
     point.finish()?;
@@ -385,10 +391,17 @@ pub struct Series {
 }
 
 impl Series {
-    /// `target` under its own name with `cfg.pool`.
+    /// `target` under its own name with `cfg.pool` (a `lib:` target with
+    /// an index other than the default is named `lib:KIND index=INDEX`).
     pub fn plain(target: &Target, cfg: &Config) -> Series {
+        let label = match target {
+            Target::Lib(_) if cfg.pool.index != manyfs::IndexKind::default() => {
+                format!("{target} index={}", cfg.pool.index)
+            }
+            _ => target.to_string(),
+        };
         Series {
-            label: target.to_string(),
+            label,
             target: target.clone(),
             pool: cfg.pool.clone(),
         }
@@ -471,6 +484,32 @@ pub fn run_series(cfg: &Config, series: &[Series]) -> Result<Vec<Record>> {
     let records = runs.into_iter().filter_map(median_record).collect();
     bar.finish_and_clear();
     Ok(records)
+}
+
+/// A record of `ops_per_sec` 4 KiB operations per second, for tests of
+/// what is computed from records.
+#[cfg(test)]
+pub(crate) fn test_record(
+    workload: &str,
+    target: &str,
+    threads: usize,
+    ops_per_sec: f64,
+) -> Record {
+    Record {
+        workload: workload.into(),
+        target: target.into(),
+        threads,
+        ops_per_sec,
+        bytes_per_sec: ops_per_sec * 4096.0,
+        p50_ns: 1,
+        p99_ns: 1,
+        ops: 1,
+        seconds: 1.0,
+        runs: 1,
+        ops_per_sec_min: ops_per_sec,
+        ops_per_sec_max: ops_per_sec,
+        emulated: None,
+    }
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub struct PoolConfig {
     pub zero_fill: bool,
     /// Sub-logs per inode ([`manyfs::MountOptions::sublogs`]).
     pub sublogs: manyfs::Sublogs,
+    /// The file index's tree ([`manyfs::MountOptions::index`]).
+    pub index: manyfs::IndexKind,
     /// Block placement ([`manyfs::MountOptions::placement`]).
     pub placement: manyfs::Placement,
     /// Thread placement ([`manyfs::MountOptions::thread_placement`]).
@@ -110,6 +112,7 @@ impl PoolConfig {
             segment_size: self.segment_size,
             durability: self.durability,
             sublogs: self.sublogs,
+            index: self.index,
             placement: self.placement,
             topology: self.topology,
             remote_cost: self.remote_cost,
@@ -164,6 +167,7 @@ impl Default for PoolConfig {
             segment_size: 4096,
             zero_fill: false,
             sublogs: manyfs::Sublogs::PerCpu,
+            index: manyfs::IndexKind::Cas,
             placement: manyfs::Placement::Local,
             thread_placement: manyfs::ThreadPlacement::Off,
             placement_policy: manyfs::PlacementPolicy::Full,

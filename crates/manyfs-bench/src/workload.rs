@@ -262,6 +262,21 @@ impl FromStr for Workload {
     }
 }
 
+/// The largest `--stride`: 64 threads' blocks stay below 1 TiB.
+pub const MAX_STRIDE: u64 = 16 << 30;
+
+/// A DRBM/DWOM stride must be a positive multiple of [`BLOCK`] (threads'
+/// blocks never overlap and stay page-aligned) and at most
+/// [`MAX_STRIDE`].
+pub fn check_stride(stride: u64) -> Result<()> {
+    if stride == 0 || !stride.is_multiple_of(BLOCK as u64) || stride > MAX_STRIDE {
+        return Err(BenchError::InvalidArgument(format!(
+            "stride {stride} bytes: must be a positive multiple of {BLOCK} and at most {MAX_STRIDE}"
+        )));
+    }
+    Ok(())
+}
+
 /// One thread's share of a workload.
 pub trait Op: Send {
     /// Do one operation; returns the bytes it moved.
@@ -612,7 +627,21 @@ impl Workload {
         threads: usize,
         place: &dyn Fn(usize),
     ) -> Result<Vec<Box<dyn Op>>> {
+        self.prepare_strided(be, threads, REGION, place)
+    }
+
+    /// [`Workload::prepare_placed`] with thread `t`'s DRBM/DWOM block at
+    /// byte `t * stride` of the shared file instead of `t * REGION`
+    /// (`stride` checked by [`check_stride`]).
+    pub fn prepare_strided(
+        self,
+        be: &Arc<dyn Backend>,
+        threads: usize,
+        stride: u64,
+        place: &dyn Fn(usize),
+    ) -> Result<Vec<Box<dyn Op>>> {
         assert!(threads > 0);
+        check_stride(stride)?;
         let mut ops: Vec<Box<dyn Op>> = Vec::with_capacity(threads);
         match self {
             Workload::MemWrite
@@ -644,7 +673,7 @@ impl Workload {
                 for t in 0..threads {
                     place(t);
                     let buf = block_buf(t);
-                    let off = t as u64 * REGION;
+                    let off = t as u64 * stride;
                     write_full(&*f, &buf, off)?;
                     let off = if self == Workload::Drbh { 0 } else { off };
                     let op = if self == Workload::Dwom {
@@ -816,6 +845,17 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strides_are_checked() {
+        for ok in [4096u64, 8 << 20, MAX_STRIDE] {
+            assert!(check_stride(ok).is_ok(), "{ok}");
+        }
+        for bad in [0u64, 1, 4095, 6000, MAX_STRIDE + 4096] {
+            let e = check_stride(bad).unwrap_err().to_string();
+            assert!(e.contains("stride"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn names_round_trip() {

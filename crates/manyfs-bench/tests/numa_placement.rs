@@ -31,7 +31,7 @@ fn placed(label: &str, w: Workload) -> Vec<(String, manyfs::BlocksPerNode)> {
     let mut env = TargetEnv::new(&series.target, &series.pool).unwrap();
     let point = env.point().unwrap();
     let be = point.backend();
-    let ops = prepare_pinned(w, &be, THREADS, true).unwrap();
+    let ops = prepare_pinned(w, &be, THREADS, true, manyfs_bench::workload::REGION).unwrap();
     measure(ops, Duration::ZERO, Duration::from_millis(30), true).unwrap();
     let fs = point.fs().unwrap();
     assert_eq!(fs.members().len(), 2, "one member per node");

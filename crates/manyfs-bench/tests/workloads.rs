@@ -24,6 +24,7 @@ fn tiny(workloads: Vec<Workload>, targets: Vec<Target>, threads: Vec<usize>) -> 
         progress: false,
         pin: true,
         repeats: 1,
+        stride: manyfs_bench::workload::REGION,
     }
 }
 
@@ -72,6 +73,48 @@ fn headline_workloads_on_every_lock_kind() {
     let recs = manyfs_bench::run(&cfg).unwrap();
     assert_eq!(recs.len(), 2 * 4 * 2);
     recs.iter().for_each(sane);
+}
+
+/// `--index` and `--stride`: DWOM/DRBM on every index kind at a 4 KiB
+/// stride run and are labelled by index; the stride puts thread `t`'s
+/// block at `t * stride`.
+#[test]
+fn index_kinds_and_strides() {
+    for index in manyfs::IndexKind::ALL {
+        let mut cfg = tiny(
+            vec![Workload::Dwom, Workload::Drbm],
+            vec![Target::Lib(LockKind::SrlTree), Target::Lib(LockKind::Inode)],
+            vec![1, 3],
+        );
+        cfg.pool.index = index;
+        cfg.stride = 4096;
+        let recs = manyfs_bench::run(&cfg).unwrap();
+        assert_eq!(recs.len(), 2 * 2 * 2);
+        recs.iter().for_each(sane);
+        let want = if index == manyfs::IndexKind::Cas {
+            "lib:srl-tree".to_string()
+        } else {
+            format!("lib:srl-tree index={index}")
+        };
+        assert!(recs.iter().any(|r| r.target == want), "{want}");
+    }
+    for (stride, size) in [(4096u64, 3 * 4096u64), (8 << 20, 2 * (8 << 20) + 4096)] {
+        let dir = tempfile::tempdir().unwrap();
+        let be: Arc<dyn Backend> = Arc::new(DirBackend::new(dir.path().to_path_buf()));
+        let ops = Workload::Dwom
+            .prepare_strided(&be, 3, stride, &|_| {})
+            .unwrap();
+        assert_eq!(ops.len(), 3);
+        let len = std::fs::metadata(dir.path().join("shared")).unwrap().len();
+        assert_eq!(len, size, "stride {stride}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let be: Arc<dyn Backend> = Arc::new(DirBackend::new(dir.path().to_path_buf()));
+    let e = Workload::Dwom
+        .prepare_strided(&be, 2, 1000, &|_| {})
+        .err()
+        .unwrap();
+    assert!(matches!(e, BenchError::InvalidArgument(_)), "{e}");
 }
 
 #[test]

@@ -61,6 +61,17 @@ pub struct BenchArgs {
     /// (NOVA's single log per inode, a baseline).
     #[arg(long, default_value = "cpu")]
     sublogs: String,
+    /// File index of lib: mounts: `cas` (lock-free radix, the default),
+    /// `rw` (nCACHE: a reader-writer lock per node) or `cascade` (F2FS: a
+    /// mutex per node, hand over hand). Results of a non-default index are
+    /// labelled `lib:LOCK index=KIND`.
+    #[arg(long, default_value = "cas")]
+    index: String,
+    /// Distance between the blocks of neighbouring threads in DRBM and
+    /// DWOM, e.g. 4K (the nCACHE paper's other stride) [default: 8M, FxMark's
+    /// private region].
+    #[arg(long)]
+    stride: Option<String>,
     /// Block placement of lib: pools: `local` (the writer's node first),
     /// `node0` or `interleave` (baselines).
     #[arg(long, default_value = "local")]
@@ -89,8 +100,12 @@ pub struct BenchArgs {
     remote_cost: String,
     /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
     /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
-    /// `paper` unless given) [threads 1,2,8; 1 s per point; JSON and plot
-    /// to manyfs-NAME.json/.svg unless --json/--plot].
+    /// `paper` unless given) [threads 1,2,8; 1 s per point]; `ncache-fig7`
+    /// (the nCACHE paper's Fig. 7/8: DWOM, DRBM at 8 MiB and 4 KiB strides,
+    /// each index kind x srl-tree/inode, index serial time projected to 120
+    /// cores; its index microbenchmarks go to NAME.index.json) [threads
+    /// 1,2,16; 0.5 s per point]. JSON and plot to manyfs-NAME.json/.svg
+    /// unless --json/--plot.
     #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
     reproduce: Option<String>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
@@ -200,6 +215,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .placement_policy
         .parse()
         .map_err(|e| anyhow::anyhow!("--placement-policy: {e}"))?;
+    cfg.pool.index = args
+        .index
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
     cfg.membw = !args.no_membw;
@@ -261,6 +280,11 @@ fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
         cfg.warmup = parse_duration(d)?;
     }
     cfg.pin = !args.no_pin;
+    if let Some(s) = &args.stride {
+        cfg.stride = parse_size(s).map_err(|e| anyhow::anyhow!("--stride: {e}"))?;
+        manyfs_bench::workload::check_stride(cfg.stride)
+            .map_err(|e| anyhow::anyhow!("--stride: {e}"))?;
+    }
     if args.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
@@ -276,9 +300,10 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let fig = reproduce::find(name)?;
+    let fig7 = fig.name == "ncache-fig7";
     let mut cfg = Config {
-        threads: vec![1, 2, 8],
-        duration: std::time::Duration::from_secs(1),
+        threads: if fig7 { vec![1, 2, 16] } else { vec![1, 2, 8] },
+        duration: std::time::Duration::from_millis(if fig7 { 500 } else { 1000 }),
         ..Config::default()
     };
     apply_common(&mut cfg, args)?;
@@ -292,21 +317,11 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         None => 512 << 20,
     };
     cfg.pool.segment_size = parse_size(&args.segment_size)?;
-    let cost = match parse_remote_cost(&args.remote_cost)? {
-        Some(c) => c,
-        None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
-        None => bail!(
-            "--remote-cost {}: numa-fig6 needs a model",
-            args.remote_cost
-        ),
+    let records = if fig7 {
+        run_fig7(&cfg, fig.name, args)?
+    } else {
+        run_fig6(&cfg, args)?
     };
-    print!("{}", reproduce::fig6_header(cost, &cfg.threads));
-    let records = reproduce::run_fig6(&cfg, cost)?;
-    println!();
-    print!("{}", table(&records));
-    println!();
-    println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
-    print!("{}", reproduce::fig6_table(&records));
     let json = args
         .json
         .clone()
@@ -322,6 +337,68 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--reproduce numa-fig6`: its header, records and comparison table.
+fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>> {
+    use manyfs_bench::reproduce;
+    let cost = match parse_remote_cost(&args.remote_cost)? {
+        Some(c) => c,
+        None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
+        None => bail!(
+            "--remote-cost {}: numa-fig6 needs a model",
+            args.remote_cost
+        ),
+    };
+    print!("{}", reproduce::fig6_header(cost, &cfg.threads));
+    let records = reproduce::run_fig6(cfg, cost)?;
+    println!();
+    print!("{}", table(&records));
+    println!();
+    println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
+    print!("{}", reproduce::fig6_table(&records));
+    Ok(records)
+}
+
+/// `--reproduce ncache-fig7`: records, comparison table, the index
+/// microbenchmarks (JSON beside the records') and the projection.
+fn run_fig7(cfg: &Config, name: &str, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>> {
+    use manyfs_bench::reproduce;
+    let tty = std::io::stderr().is_terminal();
+    let (records, mut idx) = reproduce::run_fig7(cfg, |m| {
+        if tty {
+            eprint!("\r\x1b[K{m}");
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    print!("{}", table(&records));
+    println!();
+    println!("ops/s per index kind + range lock (Fig. 7 = DWOM, Fig. 8 = DRBM):");
+    print!("{}", reproduce::fig7_table(&records));
+    println!();
+    print!("{}", idx.table());
+    println!();
+    println!(
+        "File-system points projected to {} cores (serial part: the whole operation for inode, \
+         0 for srl-tree, plus the index's serial time per lookup at that stride)",
+        reproduce::FIG7_CORES
+    );
+    let proj = reproduce::fig7_projection(&records, &idx);
+    print!(
+        "{}",
+        manyfs_bench::locks::projection_rows(&proj, "index+lock stride")
+    );
+    let base = args
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{name}.json")));
+    let p = base.with_extension("index.json");
+    idx.projection = proj;
+    idx.write_json(&p)?;
+    eprintln!("wrote {}", p.display());
+    Ok(records)
 }
 
 fn run_lock_bench(

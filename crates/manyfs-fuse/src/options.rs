@@ -1,4 +1,4 @@
-//! Mount options (`-o lock=...,segment=...,threads=...`).
+//! Mount options (`-o lock=...,index=...,segment=...,threads=...`).
 
 use manyfs::{Durability, LockKind, MountOptions};
 
@@ -74,6 +74,7 @@ impl FuseConfig {
     /// on top of the defaults.
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
+    /// `index=cas|rw|cascade` (the file index's tree),
     /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
     /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
@@ -118,6 +119,12 @@ impl FuseConfig {
                 self.fs.lock = v.parse::<LockKind>().map_err(|_| {
                     FuseError::bad_option(opt, "expected inode, interval, srl-array or srl-tree")
                 })?;
+            }
+            "index" => {
+                let v = need(opt, value)?;
+                self.fs.index = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected cas, rw or cascade"))?;
             }
             "segment" => {
                 let v = need(opt, value)?;
@@ -279,7 +286,7 @@ mod tests {
     #[test]
     fn options() {
         let cfg = FuseConfig::parse_options(&[
-            "lock=interval,segment=64k",
+            "lock=interval,segment=64k,index=rw",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
             "placement=interleave,thread_placement=advise,placement_policy=rl,remote_cost=paper",
         ])
@@ -291,6 +298,10 @@ mod tests {
             manyfs::ThreadPlacement::Off
         );
         assert_eq!(cfg.fs.remote_cost, Some(manyfs::RemoteCost::PAPER));
+        assert_eq!(cfg.fs.index, manyfs::IndexKind::Rw);
+        assert_eq!(FuseConfig::default().fs.index, manyfs::IndexKind::Cas);
+        let cascade = FuseConfig::parse_options(&["index=cascade"]).unwrap();
+        assert_eq!(cascade.fs.index, manyfs::IndexKind::Cascade);
         let custom = FuseConfig::parse_options(&["remote_cost=10/20"]).unwrap();
         assert_eq!(custom.fs.remote_cost.unwrap().to_string(), "10/20");
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
@@ -318,6 +329,8 @@ mod tests {
     fn bad_options_are_typed_errors() {
         for bad in [
             "lock=nope",
+            "index=btree",
+            "index",
             "segment=0",
             "segment=abc",
             "threads=0",

@@ -75,6 +75,7 @@ pub use api::{
     BlocksPerNode, DirEntry, File, Fs, MemberUsage, Metadata, OpenOptions, Rename, SetAttr, StatFs,
 };
 pub use error::{Error, MemberProblem, Result};
+pub use index::IndexKind;
 pub use layout::members::PoolMember;
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;

@@ -8,6 +8,11 @@ use crate::media::Durability;
 pub struct MountOptions {
     /// Range lock used for every file.
     pub lock: LockKind,
+    /// The tree that holds every file's page index: the lock-free CAS
+    /// radix (the default), or nCACHE's RW-lock-per-node tree or F2FS's
+    /// hand-over-hand mutex tree, baselines for comparisons. Recovery
+    /// rebuilds the index in the kind mounted with.
+    pub index: crate::index::IndexKind,
     /// Segment size of the segment range locks, in bytes (power of two >= 4 KiB).
     pub segment_size: u64,
     /// How writes become durable.
@@ -190,6 +195,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             lock: LockKind::default(),
+            index: crate::index::IndexKind::Cas,
             segment_size: 4096,
             durability: Durability::default(),
             read_only: false,

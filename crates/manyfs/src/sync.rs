@@ -14,6 +14,84 @@ pub use shuttle::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 #[cfg(feature = "shuttle")]
 pub use shuttle::sync::{Mutex, MutexGuard};
 
+/// Per-node locks of the locked index trees (`index/rw.rs`,
+/// `index/cascade.rs`): parking_lot's (no poisoning, an atomic
+/// write-to-read downgrade) normally, shuttle's under the model checker.
+pub mod node {
+    #[cfg(not(feature = "shuttle"))]
+    pub use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    /// Turn a write guard of `lock` into a read guard. parking_lot does it
+    /// atomically (no writer can get in between); under the model checker,
+    /// whose lock has no downgrade, it releases and re-takes the read lock,
+    /// which is what nCACHE's Algorithm 1 does (lines 16-17).
+    #[cfg(not(feature = "shuttle"))]
+    pub fn downgrade<'a, T>(
+        _lock: &'a RwLock<T>,
+        guard: RwLockWriteGuard<'a, T>,
+    ) -> RwLockReadGuard<'a, T> {
+        RwLockWriteGuard::downgrade(guard)
+    }
+
+    #[cfg(feature = "shuttle")]
+    pub use shuttle_locks::*;
+
+    #[cfg(feature = "shuttle")]
+    mod shuttle_locks {
+        use std::sync::PoisonError;
+
+        /// shuttle's reader-writer lock with parking_lot's interface.
+        #[derive(Debug, Default)]
+        pub struct RwLock<T>(shuttle::sync::RwLock<T>);
+        /// Read guard of [`RwLock`].
+        pub type RwLockReadGuard<'a, T> = shuttle::sync::RwLockReadGuard<'a, T>;
+        /// Write guard of [`RwLock`].
+        pub type RwLockWriteGuard<'a, T> = shuttle::sync::RwLockWriteGuard<'a, T>;
+
+        impl<T> RwLock<T> {
+            /// A new lock holding `v`.
+            pub fn new(v: T) -> Self {
+                RwLock(shuttle::sync::RwLock::new(v))
+            }
+            /// Shared access (a panicked holder does not poison it).
+            pub fn read(&self) -> RwLockReadGuard<'_, T> {
+                self.0.read().unwrap_or_else(PoisonError::into_inner)
+            }
+            /// Exclusive access.
+            pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+                self.0.write().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+
+        /// Release the write lock, then take the read lock (see the
+        /// parking_lot version of this function).
+        pub fn downgrade<'a, T>(
+            lock: &'a RwLock<T>,
+            guard: RwLockWriteGuard<'a, T>,
+        ) -> RwLockReadGuard<'a, T> {
+            drop(guard);
+            lock.read()
+        }
+
+        /// shuttle's mutex with parking_lot's interface.
+        #[derive(Debug, Default)]
+        pub struct Mutex<T>(shuttle::sync::Mutex<T>);
+        /// Guard of [`Mutex`].
+        pub type MutexGuard<'a, T> = shuttle::sync::MutexGuard<'a, T>;
+
+        impl<T> Mutex<T> {
+            /// A new mutex holding `v`.
+            pub fn new(v: T) -> Self {
+                Mutex(shuttle::sync::Mutex::new(v))
+            }
+            /// Exclusive access (a panicked holder does not poison it).
+            pub fn lock(&self) -> MutexGuard<'_, T> {
+                self.0.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+    }
+}
+
 /// Spin-then-park waiting on a 32-bit word, keyed by its address.
 pub mod wait {
     use super::{AtomicU32, Ordering};

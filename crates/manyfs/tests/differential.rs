@@ -20,7 +20,7 @@
 
 mod common;
 
-use manyfs::{Durability, FileKind, Fs, LockKind, MountOptions, OpenOptions};
+use manyfs::{Durability, FileKind, Fs, IndexKind, LockKind, MountOptions, OpenOptions};
 use proptest::prelude::*;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -286,7 +286,7 @@ fn max_ops() -> usize {
         .unwrap_or(40)
 }
 
-/// Every range-lock kind, a few segment sizes (the segment locks split
+/// Every range-lock kind and index kind, a few segment sizes (the segment locks split
 /// ranges at these boundaries), and the two durability modes that work on
 /// any file.
 fn mount_options() -> impl Strategy<Value = MountOptions> {
@@ -294,9 +294,11 @@ fn mount_options() -> impl Strategy<Value = MountOptions> {
         prop::sample::select(LockKind::ALL.to_vec()),
         prop::sample::select(vec![4096u64, 8192, 65536]),
         prop::sample::select(vec![Durability::File, Durability::Dram]),
+        prop::sample::select(IndexKind::ALL.to_vec()),
     )
-        .prop_map(|(lock, segment_size, durability)| MountOptions {
+        .prop_map(|(lock, segment_size, durability, index)| MountOptions {
             lock,
+            index,
             segment_size,
             durability,
             read_only: false,

@@ -63,10 +63,18 @@ fn check_serialisable(first: u64, ids: &[u64], ranges: &HashMap<u64, (u64, u64)>
 }
 
 fn run(kind: LockKind, threads: u64, ops: u64) {
-    let opts = MountOptions {
-        lock: kind,
-        ..Default::default()
-    };
+    run_with(
+        MountOptions {
+            lock: kind,
+            ..Default::default()
+        },
+        threads,
+        ops,
+    )
+}
+
+fn run_with(opts: MountOptions, threads: u64, ops: u64) {
+    let kind = format!("{}/{}", opts.lock, opts.index);
     let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
     let file = common::open_rw(&fs, "/shared");
     file.set_len(BLOCKS * BLOCK as u64).unwrap();
@@ -128,6 +136,26 @@ fn run(kind: LockKind, threads: u64, ops: u64) {
 fn eight_threads_every_lock_kind() {
     for kind in LockKind::ALL {
         run(kind, 8, 1500);
+    }
+}
+
+/// Every file-index kind (`index=cas|rw|cascade`) under the same
+/// concurrent reads and writes and a remount, with the per-inode lock and
+/// with SRL.
+#[test]
+fn eight_threads_every_index_kind() {
+    for index in manyfs::IndexKind::ALL {
+        for lock in [LockKind::Inode, LockKind::SrlTree] {
+            run_with(
+                MountOptions {
+                    lock,
+                    index,
+                    ..Default::default()
+                },
+                8,
+                300,
+            );
+        }
     }
 }
 

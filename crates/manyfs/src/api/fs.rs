@@ -563,6 +563,61 @@ impl Fs {
 mod tests {
     use super::*;
 
+    /// Every index kind: files written across the pages the CAS index
+    /// keeps inline (0) and in its tree, then a remount: recovery builds
+    /// every file's index in the kind mounted with, with the same content
+    /// (also when the pool was written under another kind: the index is
+    /// DRAM only).
+    #[cfg(not(feature = "shuttle"))]
+    #[test]
+    fn recovery_builds_the_index_of_the_mounted_kind() {
+        use crate::index::IndexKind;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = dir.path().join("pool");
+        let mkfs = MkfsOptions {
+            size: 16 << 20,
+            ..Default::default()
+        };
+        let opts = |index| MountOptions {
+            index,
+            ..Default::default()
+        };
+        let fs = Fs::mkfs(&pool, &mkfs, &opts(IndexKind::Cas)).unwrap();
+        let offsets = [0u64, 4096, 5 << 20, 262_144 - 1];
+        let mut want = Vec::new();
+        for (i, off) in offsets.iter().enumerate() {
+            let data = vec![i as u8 + 1; 3000];
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open(&fs, format!("/f{i}"))
+                .unwrap();
+            f.write_at(&data, *off).unwrap();
+            want.push(fs.read(format!("/f{i}")).unwrap());
+        }
+        fs.unmount().unwrap();
+        for kind in IndexKind::ALL {
+            let fs = Fs::mount(&pool, &opts(kind)).unwrap();
+            for f in fs.core.all_inodes().iter().filter_map(|i| i.file.as_ref()) {
+                assert_eq!(f.index.kind(), kind);
+            }
+            for (i, w) in want.iter().enumerate() {
+                assert_eq!(&fs.read(format!("/f{i}")).unwrap(), w, "{kind} /f{i}");
+            }
+            // Truncate and rewrite under this kind, then check after remount.
+            fs.set_len("/f0", 2)
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            want[0] = vec![1u8; 2];
+            assert_eq!(fs.read("/f0").unwrap(), want[0], "{kind}");
+            assert!(fs.verify().unwrap().is_empty(), "{kind}");
+            fs.unmount().unwrap();
+        }
+        let fs = Fs::mount(&pool, &opts(IndexKind::Rw)).unwrap();
+        assert_eq!(fs.read("/f0").unwrap(), vec![1u8; 2]);
+        fs.unmount().unwrap();
+    }
+
     /// `file` mode: an inode whose log was appended to before it joined
     /// the inode table (a symlink's target) and that a full sync could not
     /// find then is still covered by the next full sync.

@@ -83,9 +83,7 @@ impl<T: Default> CasRadix<T> {
     }
 
     fn slot_index(key: u64, level: u32) -> usize {
-        // level 0 is the root; leaves use the lowest bits.
-        let shift = FANOUT_BITS * (INTERIOR_LEVELS - level);
-        ((key >> shift) as usize) & (FANOUT - 1)
+        slot_index(key, level)
     }
 
     /// The value for `key` if its leaf exists.
@@ -206,6 +204,13 @@ impl<T: Default> CasRadix<T> {
         }
         self.root().map_or(0, |root| walk::<T>(root, 0))
     }
+}
+
+/// The child slot of `key` in a node at `level` (level 0 is the root,
+/// level [`INTERIOR_LEVELS`] the leaf; leaves use the lowest bits).
+pub(super) fn slot_index(key: u64, level: u32) -> usize {
+    let shift = FANOUT_BITS * (INTERIOR_LEVELS - level);
+    ((key >> shift) as usize) & (FANOUT - 1)
 }
 
 /// CAS a freshly made node into an empty slot; returns whichever node won.

@@ -49,7 +49,7 @@ impl FileData {
     pub fn new(opts: &MountOptions, max_bytes: u64, cpus: usize) -> FileData {
         FileData {
             size: AtomicU64::new(0),
-            index: FileIndex::new(),
+            index: FileIndex::new(opts.index),
             lock: opts.lock.build(opts.segment_size, max_bytes),
             truncate_lock: BigReaderLock::new(cpus),
             append_lock: Mutex::new(()),
