@@ -385,10 +385,16 @@ pub struct Series {
 }
 
 impl Series {
-    /// `target` under its own name with `cfg.pool`.
+    /// `target` under its own name with `cfg.pool` (`NAME EMULATED` for a
+    /// `lib:` target when `cfg.pool` turns the remote-cost model on).
     pub fn plain(target: &Target, cfg: &Config) -> Series {
+        let emulated = matches!(target, Target::Lib(_)) && cfg.pool.remote_cost.is_some();
         Series {
-            label: target.to_string(),
+            label: if emulated {
+                format!("{target} EMULATED")
+            } else {
+                target.to_string()
+            },
             target: target.clone(),
             pool: cfg.pool.clone(),
         }

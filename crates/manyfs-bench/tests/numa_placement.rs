@@ -119,3 +119,35 @@ fn a_short_fig6_run_labels_model_on_results_emulated() {
     let no_pin = Config { pin: false, ..cfg };
     assert!(manyfs_bench::reproduce::run_fig6(&no_pin, RemoteCost::PAPER).is_err());
 }
+
+/// Any run with `--remote-cost` labels its `lib:` records EMULATED (table
+/// and JSON) and leaves other targets alone.
+#[test]
+fn a_plain_run_with_the_model_labels_lib_records_emulated() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        workloads: vec![Workload::Drbl],
+        targets: vec![
+            manyfs_bench::Target::Lib(manyfs::LockKind::SrlTree),
+            manyfs_bench::Target::Dir(dir.path().to_path_buf()),
+        ],
+        threads: vec![2],
+        duration: Duration::from_millis(20),
+        warmup: Duration::ZERO,
+        pool: PoolConfig {
+            topology: manyfs_bench::reproduce::FIG6_TOPOLOGY,
+            remote_cost: Some(RemoteCost::PAPER),
+            member_per_node: true,
+            ..base()
+        },
+        membw: false,
+        progress: false,
+        ..Config::default()
+    };
+    let recs = manyfs_bench::run(&cfg).unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].target, "lib:srl-tree EMULATED");
+    assert!(recs[0].emulated.as_deref().unwrap().contains("+270/+583"));
+    assert!(!recs[1].target.contains("EMULATED") && recs[1].emulated.is_none());
+    assert!(manyfs_bench::report::table(&recs).contains("lib:srl-tree EMULATED"));
+}
