@@ -6,8 +6,9 @@
 //! and DRBL on NOVA (`lib:inode`, one log per inode, every block on node
 //! 0), NOVA with a range lock (`lib:srl-tree`, the same placement) and the
 //! NUMA-aware design (`lib:srl-tree`, per-CPU sub-logs, local-first
-//! placement), on an emulated two-node topology (`2x1`) with a pool of one
-//! member per node; once with the emulated remote-access cost model on
+//! placement), and a control (the NUMA-aware design with every block on
+//! node 0: placement alone differs), on an emulated two-node topology
+//! (`2x1`) with a pool of one member per node; once with the emulated remote-access cost model on
 //! (every such figure labelled EMULATED) and once with it off, as the
 //! control, in one run.
 //!
@@ -44,8 +45,8 @@ pub const FIGURES: &[Figure] = &[
     Figure {
         name: "numa-fig6",
         title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range lock \
-                and the NUMA-aware design, emulated 2-node topology, remote-cost model on \
-                (EMULATED) and off",
+                and the NUMA-aware design (plus a placement-only control), emulated 2-node \
+                topology, remote-cost model on (EMULATED) and off",
     },
     Figure {
         name: "ncache-fig7",
@@ -84,9 +85,10 @@ pub const FIG6_TOPOLOGY: TopologySpec = TopologySpec::Emulated {
 /// The workloads of `numa-fig6`, in the paper's panel order.
 pub const FIG6_WORKLOADS: [Workload; 3] = [Workload::Dwom, Workload::Dwol, Workload::Drbl];
 
-/// The three file systems of Figure 6: (label, range lock, sub-logs,
-/// placement).
-pub const FIG6_CONFIGS: [(&str, LockKind, Sublogs, Placement); 3] = [
+/// The three file systems of Figure 6, then a control that is the
+/// NUMA-aware design with every block on node 0 (it differs from the
+/// design in placement only): (label, range lock, sub-logs, placement).
+pub const FIG6_CONFIGS: [(&str, LockKind, Sublogs, Placement); 4] = [
     ("NOVA(V)", LockKind::Inode, Sublogs::One, Placement::Node0),
     (
         "NOVA(RL)",
@@ -99,6 +101,12 @@ pub const FIG6_CONFIGS: [(&str, LockKind, Sublogs, Placement); 3] = [
         LockKind::SrlTree,
         Sublogs::PerCpu,
         Placement::Local,
+    ),
+    (
+        "control:node0",
+        LockKind::SrlTree,
+        Sublogs::PerCpu,
+        Placement::Node0,
     ),
 ];
 
@@ -182,6 +190,13 @@ pub fn fig6_header(cost: RemoteCost, threads: &[usize]) -> String {
              write 6.5 GB/s remote vs 1.86x local; see docs/benchmarks.md)"
         );
     }
+    let _ = writeln!(
+        out,
+        "configurations: NOVA(V) = lib:inode, sublogs=one, placement=node0; NOVA(RL) = \
+         lib:srl-tree, sublogs=one, placement=node0; NOVA(RL+NUMA) = lib:srl-tree, sublogs=cpu, \
+         placement=local; control:node0 = lib:srl-tree, sublogs=cpu, placement=node0 (the design \
+         but for placement)"
+    );
     let max = threads.iter().copied().max().unwrap_or(1);
     let nodes = fig6_thread_nodes(max.min(4));
     let desc: Vec<String> = nodes
@@ -201,8 +216,9 @@ pub fn fig6_header(cost: RemoteCost, threads: &[usize]) -> String {
 }
 
 /// The Figure 6 comparison: per workload and thread count, each
-/// configuration's throughput (GiB/s) with the model on and off, and the
-/// NUMA-aware design over the better of the two node-0 configurations.
+/// configuration's throughput (GiB/s) with the model on and off, the
+/// NUMA-aware design over the better of the paper's two node-0
+/// configurations, and over the control (placement alone).
 pub fn fig6_table(records: &[Record]) -> String {
     let gib = |r: Option<&Record>| {
         r.map(|r| format!("{:.2}", r.bytes_per_sec / (1u64 << 30) as f64))
@@ -213,7 +229,8 @@ pub fn fig6_table(records: &[Record]) -> String {
         for (name, ..) in FIG6_CONFIGS {
             header.push(format!("{name} {suffix}"));
         }
-        header.push(format!("NUMA / best node0 ({suffix})"));
+        header.push(format!("NUMA / best NOVA ({suffix})"));
+        header.push(format!("NUMA / control ({suffix})"));
     }
     let mut threads: Vec<usize> = records.iter().map(|r| r.threads).collect();
     threads.sort_unstable();
@@ -237,12 +254,12 @@ pub fn fig6_table(records: &[Record]) -> String {
                     .flatten()
                     .map(|r| r.bytes_per_sec)
                     .fold(0.0, f64::max);
-                row.push(match found[2] {
-                    Some(numa) if best_node0 > 0.0 => {
-                        format!("{:.2}x", numa.bytes_per_sec / best_node0)
-                    }
+                let ratio = |over: f64| match found[2] {
+                    Some(numa) if over > 0.0 => format!("{:.2}x", numa.bytes_per_sec / over),
                     _ => "-".into(),
-                });
+                };
+                row.push(ratio(best_node0));
+                row.push(ratio(found[3].map_or(0.0, |r| r.bytes_per_sec)));
             }
             rows.push(row);
         }
@@ -456,7 +473,7 @@ mod tests {
     #[test]
     fn six_series_and_only_model_on_ones_are_emulated() {
         let s = fig6_series(&PoolConfig::default(), RemoteCost::PAPER);
-        assert_eq!(s.len(), 6);
+        assert_eq!(s.len(), 8);
         for x in &s {
             assert_eq!(x.label.contains(ON), x.pool.remote_cost.is_some());
             assert!(x.pool.member_per_node);

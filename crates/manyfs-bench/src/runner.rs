@@ -392,14 +392,18 @@ pub struct Series {
 
 impl Series {
     /// `target` under its own name with `cfg.pool` (a `lib:` target with
-    /// an index other than the default is named `lib:KIND index=INDEX`).
+    /// an index other than the default is named `lib:KIND index=INDEX`;
+    /// `... EMULATED` when `cfg.pool` turns the remote-cost model on).
     pub fn plain(target: &Target, cfg: &Config) -> Series {
-        let label = match target {
+        let mut label = match target {
             Target::Lib(_) if cfg.pool.index != manyfs::IndexKind::default() => {
                 format!("{target} index={}", cfg.pool.index)
             }
             _ => target.to_string(),
         };
+        if matches!(target, Target::Lib(_)) && cfg.pool.remote_cost.is_some() {
+            label.push_str(" EMULATED");
+        }
         Series {
             label,
             target: target.clone(),

@@ -54,7 +54,11 @@ fn placed(label: &str, w: Workload) -> Vec<(String, manyfs::BlocksPerNode)> {
 
 #[test]
 fn node0_placement_puts_every_block_on_member_0() {
-    for label in ["NOVA(V) EMULATED", "NOVA(RL) EMULATED"] {
+    for label in [
+        "NOVA(V) EMULATED",
+        "NOVA(RL) EMULATED",
+        "control:node0 EMULATED",
+    ] {
         for w in FIG6_WORKLOADS {
             for (path, b) in placed(label, w) {
                 assert_eq!(b.data[1], 0, "{label} {w} {path}: {b:?}");
@@ -100,17 +104,50 @@ fn a_short_fig6_run_labels_model_on_results_emulated() {
         ..Config::default()
     };
     let recs = manyfs_bench::reproduce::run_fig6(&cfg, RemoteCost::PAPER).unwrap();
-    assert_eq!(recs.len(), 3 * 6 * 2);
+    assert_eq!(recs.len(), 3 * 8 * 2);
     for r in &recs {
         assert!(r.ops > 0, "{r:?}");
         assert_eq!(r.target.contains("EMULATED"), r.emulated.is_some(), "{r:?}");
     }
-    assert_eq!(recs.iter().filter(|r| r.emulated.is_some()).count(), 18);
+    assert_eq!(recs.iter().filter(|r| r.emulated.is_some()).count(), 24);
     let json = serde_json::to_string(&recs).unwrap();
-    assert_eq!(json.matches("\"emulated\":\"EMULATED").count(), 18);
+    assert_eq!(json.matches("\"emulated\":\"EMULATED").count(), 24);
     let t = fig6_table(&recs);
     assert_eq!(t.lines().count(), 2 + 3 * 2, "{t}");
-    assert!(t.contains("NUMA / best node0 (EMULATED)"), "{t}");
+    assert!(t.contains("NUMA / best NOVA (EMULATED)"), "{t}");
+    assert!(t.contains("NUMA / control (model off)"), "{t}");
     let no_pin = Config { pin: false, ..cfg };
     assert!(manyfs_bench::reproduce::run_fig6(&no_pin, RemoteCost::PAPER).is_err());
+}
+
+/// Any run with `--remote-cost` labels its `lib:` records EMULATED (table
+/// and JSON) and leaves other targets alone.
+#[test]
+fn a_plain_run_with_the_model_labels_lib_records_emulated() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        workloads: vec![Workload::Drbl],
+        targets: vec![
+            manyfs_bench::Target::Lib(manyfs::LockKind::SrlTree),
+            manyfs_bench::Target::Dir(dir.path().to_path_buf()),
+        ],
+        threads: vec![2],
+        duration: Duration::from_millis(20),
+        warmup: Duration::ZERO,
+        pool: PoolConfig {
+            topology: manyfs_bench::reproduce::FIG6_TOPOLOGY,
+            remote_cost: Some(RemoteCost::PAPER),
+            member_per_node: true,
+            ..base()
+        },
+        membw: false,
+        progress: false,
+        ..Config::default()
+    };
+    let recs = manyfs_bench::run(&cfg).unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].target, "lib:srl-tree EMULATED");
+    assert!(recs[0].emulated.as_deref().unwrap().contains("+270/+583"));
+    assert!(!recs[1].target.contains("EMULATED") && recs[1].emulated.is_none());
+    assert!(manyfs_bench::report::table(&recs).contains("lib:srl-tree EMULATED"));
 }

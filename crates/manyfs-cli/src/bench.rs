@@ -221,6 +221,11 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
+    // A model on the machine's own topology is refused here, once, rather
+    // than by the first point's mount.
+    cfg.pool
+        .mount_options(manyfs::LockKind::default())
+        .validate()?;
     cfg.membw = !args.no_membw;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));

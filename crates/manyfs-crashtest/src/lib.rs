@@ -36,8 +36,9 @@ mod workloads;
 pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
-    Op, Workload, ace_workloads, concurrent_workloads, durability_workloads, pattern,
-    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads,
+    MEMBER0_BYTES, MEMBER1_BYTES, Op, Workload, ace_workloads, concurrent_workloads,
+    durability_workloads, member_setup, member_workloads, pattern, posix_workloads,
+    random_workloads, regression_workloads, sync_tail_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -471,6 +472,62 @@ fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
     l
 }
 
+/// Where a crash image's bytes go: one pool file, or (`split` set) the
+/// pool file with bytes `..split` and its second member `m1` beside it
+/// with the rest, each image in its own directory (the member table names
+/// `m1` relative to the pool file's directory).
+#[derive(Debug, Clone, Copy)]
+struct Files {
+    split: Option<u64>,
+}
+
+impl Files {
+    /// The pool file of image `name` in `scratch`.
+    fn image_path(self, scratch: &Path, name: &str) -> Result<PathBuf> {
+        if self.split.is_none() {
+            return Ok(scratch.join(format!("{name}.img")));
+        }
+        let dir = scratch.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create image directory", e))?;
+        Ok(dir.join("pool"))
+    }
+
+    /// Write `image` over the files of the image at `path`.
+    fn write(self, path: &Path, image: &[u8]) -> Result<()> {
+        match self.split {
+            None => write_image(path, image),
+            Some(n0) => {
+                let n0 = n0 as usize;
+                write_image(path, &image[..n0])?;
+                write_image(&path.with_file_name("m1"), &image[n0..])
+            }
+        }
+    }
+
+    /// Patch the image at `path` (a unit never straddles the members:
+    /// both are whole pages).
+    fn put(self, path: &Path, units: &[(u64, PageData)]) -> Result<()> {
+        let Some(n0) = self.split else {
+            return put_units(path, units);
+        };
+        let (first, second): (Vec<_>, Vec<_>) = units.iter().cloned().partition(|u| u.0 < n0);
+        let second: Vec<_> = second.into_iter().map(|(o, d)| (o - n0, d)).collect();
+        put_units(path, &first)?;
+        put_units(&path.with_file_name("m1"), &second)
+    }
+
+    /// The bytes of the image at `path`.
+    fn read(self, path: &Path) -> Result<Vec<u8>> {
+        let mut v = std::fs::read(path).map_err(|e| Error::io("read image", e))?;
+        if self.split.is_some() {
+            let m = std::fs::read(path.with_file_name("m1"))
+                .map_err(|e| Error::io("read image member", e))?;
+            v.extend_from_slice(&m);
+        }
+        Ok(v)
+    }
+}
+
 /// Write `image` to `path` (same length as before).
 fn write_image(path: &Path, image: &[u8]) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
@@ -578,12 +635,9 @@ fn explore_events<'m>(
     rng: &mut Rng,
     expect_at: &mut dyn FnMut(&[u64]) -> Expect<'m>,
     recovery: bool,
+    files: Files,
 ) -> Result<()> {
-    let image_path = scratch.join(if recovery {
-        "recovery.img"
-    } else {
-        "crash.img"
-    });
+    let image_path = files.image_path(scratch, if recovery { "recovery" } else { "crash" })?;
     let mut image = base.to_vec();
     let found_before = stats.violations.len();
     let mut notes: Vec<u64> = Vec::new();
@@ -597,7 +651,7 @@ fn explore_events<'m>(
                 stats.crash_points += u64::from(!recovery);
                 let units = in_flight(&image, ev).unwrap_or_default();
                 let expect = expect_at(&notes);
-                write_image(&image_path, &image)?;
+                files.write(&image_path, &image)?;
                 // An image already checked under the same expectation (same markers
                 // seen) needs no second look.
                 let base_crc =
@@ -631,7 +685,7 @@ fn explore_events<'m>(
                     if !seen.insert(key) {
                         continue;
                     }
-                    put_units(&image_path, &patch)?;
+                    files.put(&image_path, &patch)?;
                     if recovery {
                         stats.recovery_images += 1;
                     } else {
@@ -660,7 +714,7 @@ fn explore_events<'m>(
                         && cfg.recovery_every > 0
                         && (stats.images as usize).is_multiple_of(cfg.recovery_every)
                     {
-                        check_recovery_crashes(name, &image_path, scratch, cfg, stats, rng)?;
+                        check_recovery_crashes(name, &image_path, scratch, cfg, stats, rng, files)?;
                     }
                     let revert: Vec<(u64, PageData)> = patch
                         .iter()
@@ -669,7 +723,7 @@ fn explore_events<'m>(
                             (*off, PageData::from(&image[o..o + d.len()]))
                         })
                         .collect();
-                    put_units(&image_path, &revert)?;
+                    files.put(&image_path, &revert)?;
                 }
             }
         }
@@ -696,10 +750,11 @@ fn check_recovery_crashes(
     cfg: &Config,
     stats: &mut Stats,
     rng: &mut Rng,
+    files: Files,
 ) -> Result<()> {
-    let copy = scratch.join("recovering.img");
-    std::fs::copy(image_path, &copy).map_err(|e| Error::io("copy image", e))?;
-    let base = std::fs::read(&copy).map_err(|e| Error::io("read image", e))?;
+    let copy = files.image_path(scratch, "recovering")?;
+    files.write(&copy, &files.read(image_path)?)?;
+    let base = files.read(&copy)?;
     let rec = Arc::new(Recorder::with_model(cfg.model));
     let opts = MountOptions {
         durability: durability(cfg.model),
@@ -727,6 +782,7 @@ fn check_recovery_crashes(
         rng,
         &mut expect,
         true,
+        files,
     )
 }
 
@@ -781,10 +837,43 @@ fn expect_sequential<'m>(
     }
 }
 
+/// `to` relative to the current directory: a member path given so to mkfs
+/// is recorded relative to the pool file's directory, so a copy of the
+/// pool directory is a pool of its own.
+fn relative_from_cwd(to: &Path) -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
+    let common = cwd
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out: PathBuf = (common..cwd.components().count()).map(|_| "..").collect();
+    out.extend(to.components().skip(common));
+    Ok(out)
+}
+
 /// Run one workload and check all its crash images.
 pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let scratch = scratch_dir()?;
-    let pool = scratch.path().join("pool");
+    let files = Files {
+        split: (w.member_bytes > 0).then_some(w.pool_size),
+    };
+    if files.split.is_some() && cfg.model.is_paged() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: pools of several members are explored under the pm model only",
+            w.name
+        )));
+    }
+    let pool = files.image_path(scratch.path(), "base")?;
+    let members = if w.member_bytes > 0 {
+        vec![manyfs::PoolMember {
+            path: relative_from_cwd(&pool.with_file_name("m1"))?,
+            node: 1,
+            size: w.member_bytes,
+        }]
+    } else {
+        Vec::new()
+    };
     let opts = MountOptions {
         durability: durability(cfg.model),
         commit_interval: std::time::Duration::ZERO,
@@ -797,6 +886,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             &MkfsOptions {
                 size: w.pool_size,
                 bytes_per_inode: 16 << 10,
+                members,
                 ..Default::default()
             },
             &opts,
@@ -805,7 +895,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             hist.setup(op, &fs);
         }
     }
-    let base = std::fs::read(&pool).map_err(|e| Error::io("read pool", e))?;
+    let base = files.read(&pool)?;
     let rec = Arc::new(Recorder::with_model(cfg.model));
     rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
     let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
@@ -856,6 +946,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         &mut rng,
         &mut expect,
         false,
+        files,
     )
 }
 

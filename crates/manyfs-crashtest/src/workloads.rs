@@ -137,6 +137,9 @@ pub struct Workload {
     pub ops: Vec<Op>,
     /// Or: concurrent writers.
     pub concurrent: Option<Concurrent>,
+    /// Bytes of a second pool member (file `m1` beside the pool, on node
+    /// 1); 0: the pool is one file. `pool_size` is then member 0's size.
+    pub member_bytes: u64,
 }
 
 fn populated() -> Vec<Op> {
@@ -187,6 +190,7 @@ fn seq(name: &str, ops: Vec<Op>) -> Workload {
         setup: populated(),
         ops,
         concurrent: None,
+        member_bytes: 0,
     }
 }
 
@@ -408,6 +412,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             setup: populated(),
             ops: vec![op.clone()],
             concurrent: None,
+            member_bytes: 0,
         });
     }
     for (i, a) in ops.iter().enumerate() {
@@ -418,6 +423,7 @@ pub fn ace_workloads() -> Vec<Workload> {
                 setup: populated(),
                 ops: vec![a.clone(), b.clone()],
                 concurrent: None,
+                member_bytes: 0,
             });
         }
     }
@@ -437,6 +443,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             Op::Truncate("/A", 3000),
         ],
         concurrent: None,
+        member_bytes: 0,
     });
     let mut churn = populated();
     churn.push(Op::Create("/D/k"));
@@ -456,6 +463,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             Op::Rename("/D/u", "/D/v"),
         ],
         concurrent: None,
+        member_bytes: 0,
     });
     // From an empty pool: create, write, rename over, unlink.
     out.push(Workload {
@@ -469,6 +477,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             Op::Rename("/n", "/d/n"),
         ],
         concurrent: None,
+        member_bytes: 0,
     });
     out
 }
@@ -493,6 +502,7 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
                 setup: populated(),
                 ops: seq,
                 concurrent: None,
+                member_bytes: 0,
             }
         })
         .collect()
@@ -630,6 +640,40 @@ pub fn concurrent_workloads() -> Vec<Workload> {
                 writes: 4 + k,
                 region: 6,
             }),
+            member_bytes: 0,
+        })
+        .collect()
+}
+
+/// Member 0's size in [`member_workloads`].
+pub const MEMBER0_BYTES: u64 = 192 << 10;
+/// Member 1's size in [`member_workloads`].
+pub const MEMBER1_BYTES: u64 = 256 << 10;
+
+/// The setup of [`member_workloads`]: the populated tree and a file as
+/// large as member 0, so that member 0 fills and later blocks (data and
+/// log pages of the operation under test) come from member 1.
+pub fn member_setup() -> Vec<Op> {
+    let mut v = populated();
+    v.push(Op::Create("/M"));
+    v.push(Op::Write("/M", 0, MEMBER0_BYTES as usize, 0xE1));
+    v
+}
+
+/// Workloads on a pool of two members (the pool file of
+/// [`MEMBER0_BYTES`] and `m1` of [`MEMBER1_BYTES`]): every single
+/// operation after [`member_setup`].
+pub fn member_workloads() -> Vec<Workload> {
+    single_ops()
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| Workload {
+            name: format!("members-ace1-{i}"),
+            pool_size: MEMBER0_BYTES,
+            setup: member_setup(),
+            ops: vec![op],
+            concurrent: None,
+            member_bytes: MEMBER1_BYTES,
         })
         .collect()
 }

@@ -260,3 +260,49 @@ fn xattr_changes_on_a_page_cache_and_a_block_device() {
 fn special_files_and_exchanges_on_a_page_cache_and_a_block_device() {
     posix_on_page_models(|name| name != "posix-xattr");
 }
+
+/// Pools of two members (the pool file and `m1`): every single operation
+/// after a setup that fills member 0, and every crash image of it (split
+/// over the two files) under the persistent-memory model recovers to an
+/// allowed state. The page models are refused for such pools, not
+/// silently run on one file.
+#[test]
+fn two_member_pools_recover_to_an_allowed_state_on_pm() {
+    // The setup does reach member 1 (the explorer's pools are made alike).
+    let dir = tempfile::tempdir().unwrap();
+    let fs = manyfs::Fs::mkfs(
+        &dir.path().join("pool"),
+        &manyfs::MkfsOptions {
+            size: crashtest::MEMBER0_BYTES,
+            bytes_per_inode: 16 << 10,
+            members: vec![manyfs::PoolMember {
+                path: dir.path().join("m1"),
+                node: 1,
+                size: crashtest::MEMBER1_BYTES,
+            }],
+            ..Default::default()
+        },
+        &manyfs::MountOptions {
+            durability: manyfs::Durability::Dram,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut hist = crashtest::oracle::History::new();
+    for op in &crashtest::member_setup() {
+        hist.setup(op, &fs);
+    }
+    assert!(fs.members()[1].used_blocks > 0, "{:?}", fs.members());
+    drop(fs);
+    let workloads = crashtest::member_workloads();
+    let stats = run(&workloads, &Config::default(), 0);
+    assert_eq!(stats.workloads as usize, workloads.len());
+    assert_clean(&stats, 1000);
+    let paged = Config {
+        model: MediaModel::PageCache,
+        ..Config::default()
+    };
+    let mut s = Stats::default();
+    let err = crashtest::explore(&workloads[0], &paged, &mut s).unwrap_err();
+    assert!(err.to_string().contains("pm model only"), "{err}");
+}

@@ -828,6 +828,23 @@ struct Counts {
     nodes_read: usize,
 }
 
+/// Record panics inside the guarded threads instead of printing them;
+/// others (the tests' own assertions) go to the default hook. Installed
+/// once per process (the tests run side by side).
+fn record_guarded_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some(GUARDED) {
+                LAST_PANIC.with(|c| *c.borrow_mut() = Some(info.to_string()));
+            } else {
+                default_hook(info);
+            }
+        }));
+    });
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
@@ -896,16 +913,7 @@ fn damaged_pools_never_panic_or_hang() {
         std::fs::remove_file(&pool).unwrap();
     }
 
-    // Panics inside the guarded threads are recorded, not printed; others
-    // (the test's own assertions) go to the default hook.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some(GUARDED) {
-            LAST_PANIC.with(|c| *c.borrow_mut() = Some(info.to_string()));
-        } else {
-            default_hook(info);
-        }
-    }));
+    record_guarded_panics();
 
     let mut c = Counts::default();
     let mut failures: Vec<String> = Vec::new();
@@ -1000,7 +1008,6 @@ fn damaged_pools_never_panic_or_hang() {
         }
         let _ = std::fs::remove_file(&pool);
     }
-    let _ = std::panic::take_hook();
 
     println!("seed {seed:#x}: {c:#?}");
     println!(
@@ -1099,4 +1106,209 @@ impl Repairs {
         }
         let _ = std::fs::remove_file(&pool);
     }
+}
+
+// ---- pools of several members: damaged member tables and headers -------------
+
+/// Byte offset of the member table in blocks 0 and 1.
+const TABLE_AT: usize = 128;
+/// Bytes of the table's head (magic, count, entry bytes, CRC, zero).
+const TABLE_HEAD: usize = 24;
+
+/// A pool of two members (`dir/pristine-members`, 8 MiB on node 0;
+/// `dir/m1`, 4 MiB on node 1) holding a few files, unmounted: the bytes of
+/// both files. The table names `dir/m1`: each damaged copy is written
+/// back over these two paths.
+fn build_two_member_image(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    let pool = dir.join("pristine-members");
+    let m1 = dir.join("m1");
+    let fs = Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: POOL_SIZE,
+            members: vec![manyfs::PoolMember {
+                path: m1.clone(),
+                node: 1,
+                size: 4 << 20,
+            }],
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap();
+    fs.create_dir_all("/a/b").unwrap();
+    for i in 0..12 {
+        // Large enough that both members hold data.
+        fs.write(format!("/a/b/f{i}"), &vec![i as u8 + 1; 200 * BS])
+            .unwrap();
+    }
+    assert!(fs.members()[1].used_blocks > 0, "member 1 holds no data");
+    assert!(fs.verify().unwrap().is_empty());
+    fs.unmount().unwrap();
+    assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
+    (std::fs::read(&pool).unwrap(), std::fs::read(&m1).unwrap())
+}
+
+/// Recompute the CRC of the member table at `at` (head CRC field zeroed,
+/// over head and entries), when its entry length is plausible.
+fn fix_table_crc(img: &mut [u8], at: usize) {
+    let len = le_u32(img, at + 12) as usize;
+    if at + TABLE_HEAD + len > img.len() || len > BS {
+        return;
+    }
+    let mut t = img[at..at + TABLE_HEAD + len].to_vec();
+    t[16..20].fill(0);
+    put_u32(img, at + 16, crc32(&t));
+}
+
+/// Damage one or both member tables of `pool` or member 1's header.
+fn corrupt_members(pool: &mut [u8], m1: &mut [u8], rng: &mut Rng) -> String {
+    let table_len = TABLE_HEAD + le_u32(pool, TABLE_AT + 12) as usize;
+    let both = rng.below(3) == 0;
+    let which = rng.below(4);
+    let interesting = |rng: &mut Rng| -> u64 {
+        *rng.pick(&[
+            0,
+            1,
+            2,
+            3,
+            0xff,
+            0xffff,
+            u32::MAX as u64,
+            u64::MAX,
+            1 << 40,
+            2047,
+            2049,
+            3072,
+        ])
+        .unwrap()
+    };
+    match which {
+        // Raw bytes of a table copy (or of both, alike).
+        0 => {
+            let off = rng.below(table_len as u64) as usize;
+            let v = rng.next() as u8;
+            let mut desc = format!("table byte {off} := {v:#x}");
+            for base in [0, BS].into_iter().take(if both { 2 } else { 1 }) {
+                pool[base + TABLE_AT + off] = v;
+            }
+            if both {
+                desc.push_str(" (both copies)");
+            }
+            desc
+        }
+        // A field of a table copy changed, its CRC recomputed.
+        1 => {
+            // Count, entry bytes, member 0's blocks, node and path length
+            // (its path is empty), member 1's blocks, node and path length.
+            let fields: [(usize, usize); 8] = [
+                (8, 4),
+                (12, 4),
+                (24, 8),
+                (32, 4),
+                (36, 2),
+                (40, 8),
+                (48, 4),
+                (52, 2),
+            ];
+            let (off, len) = *rng.pick(&fields).unwrap();
+            let v = interesting(rng);
+            for base in [0, BS].into_iter().take(if both { 2 } else { 1 }) {
+                let at = base + TABLE_AT;
+                if off + len > table_len {
+                    continue;
+                }
+                pool[at + off..at + off + len].copy_from_slice(&v.to_le_bytes()[..len]);
+                fix_table_crc(pool, at);
+            }
+            format!(
+                "table field {off}+{len} := {v:#x}, CRC fixed{}",
+                if both { " (both copies)" } else { "" }
+            )
+        }
+        // Raw bytes of member 1's header.
+        2 => {
+            let off = rng.below(64) as usize;
+            let v = rng.next() as u8;
+            m1[off] = v;
+            format!("member header byte {off} := {v:#x}")
+        }
+        // A field of member 1's header changed, its CRC recomputed.
+        _ => {
+            let fields: [(usize, usize); 5] = [(8, 4), (12, 4), (16, 8), (24, 8), (32, 8)];
+            let (off, len) = *rng.pick(&fields).unwrap();
+            let v = interesting(rng);
+            m1[off..off + len].copy_from_slice(&v.to_le_bytes()[..len]);
+            let crc = crc32(&m1[..60]);
+            put_u32(m1, 60, crc);
+            format!("member header field {off}+{len} := {v:#x}, CRC fixed")
+        }
+    }
+}
+
+/// Pools of two members with a damaged member table (either copy or both,
+/// raw or with the CRC recomputed) or a damaged member header: fsck and
+/// mount give a readable error or a pool that reads back, never a panic
+/// or a hang; a pool fsck calls clean mounts and reads without errors.
+#[test]
+fn damaged_member_tables_and_headers_never_panic_or_hang() {
+    let dir = scratch_dir();
+    let (pool0, m10) = build_two_member_image(dir.path());
+    let iterations = env_u64("MANYFS_CORRUPT_MEMBER_ITERS").unwrap_or(200) as usize;
+    record_guarded_panics();
+    let (mut failures, mut mounted, mut refused) = (Vec::new(), 0, 0);
+    for i in 0..iterations {
+        let mut rng = Rng::seeded(0x6d65_6d62 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (mut pool, mut m1) = (pool0.clone(), m10.clone());
+        let what = corrupt_members(&mut pool, &mut m1, &mut rng);
+        let path = dir.path().join("pristine-members");
+        std::fs::write(&path, &pool).unwrap();
+        std::fs::write(dir.path().join("m1"), &m1).unwrap();
+        match run_guarded(path) {
+            None => {
+                failures.push(format!("iteration {i}: hang: {what}"));
+                break;
+            }
+            Some(Run::Panicked(msg)) => {
+                failures.push(format!("iteration {i}: PANIC {msg}: {what}"))
+            }
+            Some(Run::Done(o, problems)) => {
+                if o.mount_ok {
+                    mounted += 1;
+                } else {
+                    refused += 1;
+                    if refused == 1 {
+                        println!("first refusal: {:?}: {what}", o.mount_error);
+                    }
+                }
+                if o.fsck_clean && o.mount_ok && o.read_errors > 0 {
+                    failures.push(format!(
+                        "iteration {i}: fsck clean, {} read errors: {what}",
+                        o.read_errors
+                    ));
+                }
+                failures.extend(
+                    problems
+                        .into_iter()
+                        .map(|p| format!("iteration {i}: {p}: {what}")),
+                );
+            }
+        }
+    }
+    println!("member damage: {iterations} pools, {mounted} mounted, {refused} refused");
+    for f in failures.iter().take(20) {
+        println!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures, e.g. {}",
+        failures.len(),
+        failures[0]
+    );
+    // The damage is noticed, and damage to one copy of the table alone is
+    // survived (the other copy).
+    assert!(
+        refused > 0 && mounted > 0,
+        "{mounted} mounted, {refused} refused"
+    );
 }
