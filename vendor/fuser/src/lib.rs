@@ -73,6 +73,9 @@ pub use crate::reply::ReplyPoll;
 pub use crate::reply::ReplyStatfs;
 pub use crate::reply::ReplyWrite;
 pub use crate::reply::ReplyXattr;
+// manyfs: external transport.
+pub use crate::reply::ReplySink;
+pub use crate::session::Dispatcher;
 pub use crate::request_param::Request;
 pub use crate::session::BackgroundSession;
 use crate::session::MAX_WRITE_SIZE;

@@ -34,10 +34,22 @@ use crate::ll::reply::Response;
 use crate::ll::{self};
 use crate::passthrough::BackingId;
 
+/// manyfs: external transport. Where a reply goes when the request did not
+/// come from reading `/dev/fuse` but from another transport (FUSE over
+/// io_uring): it receives the reply's iovecs (a `fuse_out_header`, then the
+/// reply's arguments) exactly as they would have been written to `/dev/fuse`.
+pub trait ReplySink: Send + Sync + std::fmt::Debug {
+    /// Deliver one complete reply.
+    fn send(&self, data: &[IoSlice<'_>]) -> std::io::Result<()>;
+}
+
 /// Generic reply callback to send data
 #[derive(Debug)]
 pub(crate) enum ReplySender {
     Channel(ChannelSender),
+    /// manyfs: external transport. The reply goes to the sink; the channel
+    /// still serves the `/dev/fuse` ioctls (backing files).
+    External(std::sync::Arc<dyn ReplySink>, ChannelSender),
     #[cfg(test)]
     Assert(AssertSender),
     #[cfg(test)]
@@ -49,6 +61,8 @@ impl ReplySender {
     pub(crate) fn send(&self, data: &[IoSlice<'_>]) -> std::io::Result<()> {
         match self {
             ReplySender::Channel(sender) => sender.send(data),
+            // manyfs: external transport.
+            ReplySender::External(sink, _) => sink.send(data),
             #[cfg(test)]
             ReplySender::Assert(sender) => sender.send(data),
             #[cfg(test)]
@@ -63,6 +77,8 @@ impl ReplySender {
     pub(crate) fn open_backing(&self, fd: BorrowedFd<'_>) -> std::io::Result<BackingId> {
         match self {
             ReplySender::Channel(sender) => sender.open_backing(fd),
+            // manyfs: external transport.
+            ReplySender::External(_, sender) => sender.open_backing(fd),
             #[cfg(test)]
             ReplySender::Assert(_) => unreachable!(),
             #[cfg(test)]
@@ -74,6 +90,8 @@ impl ReplySender {
     pub(crate) unsafe fn wrap_backing(&self, id: u32) -> BackingId {
         match self {
             ReplySender::Channel(sender) => unsafe { sender.wrap_backing(id) },
+            // manyfs: external transport.
+            ReplySender::External(_, sender) => unsafe { sender.wrap_backing(id) },
             #[cfg(test)]
             ReplySender::Assert(_) => unreachable!(),
             #[cfg(test)]

@@ -36,6 +36,8 @@ pub(crate) struct RequestWithSender<'a> {
     ch: ChannelSender,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
+    /// manyfs: external transport. Where replies go instead of `ch`.
+    external: Option<std::sync::Arc<dyn crate::reply::ReplySink>>,
 }
 
 impl<'a> RequestWithSender<'a> {
@@ -49,7 +51,23 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch,
+            request,
+            external: None,
+        })
+    }
+
+    /// manyfs: external transport. A request that came from another
+    /// transport, whose replies go to `sink`.
+    pub(crate) fn new_external(
+        ch: ChannelSender,
+        sink: std::sync::Arc<dyn crate::reply::ReplySink>,
+        data: &'a [u8],
+    ) -> Option<RequestWithSender<'a>> {
+        let mut req = Self::new(ch, data)?;
+        req.external = Some(sink);
+        Some(req)
     }
 
     /// Dispatch request to the given filesystem.
@@ -552,7 +570,12 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        // manyfs: external transport.
+        let sender = match &self.external {
+            Some(sink) => ReplySender::External(sink.clone(), self.ch.clone()),
+            None => ReplySender::Channel(self.ch.clone()),
+        };
+        Reply::new(self.request.unique(), sender)
     }
 
     /// Returns a Request reference for this request

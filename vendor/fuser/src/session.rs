@@ -244,6 +244,27 @@ impl<FS: Filesystem> Session<FS> {
     /// # Errors
     /// Returns any final error when the session comes to an end.
     pub fn run(self) -> io::Result<()> {
+        self.run_inner(None)
+    }
+
+    /// manyfs: external transport. Like [`Session::run`], and also runs
+    /// `transport` on a thread of its own with a [`Dispatcher`] into the same
+    /// filesystem. The session ends (and `destroy` is called) once the
+    /// `/dev/fuse` loops and `transport` have all returned.
+    /// # Errors
+    /// Returns any final error when the session comes to an end.
+    pub fn run_with<T>(self, transport: T) -> io::Result<()>
+    where
+        T: FnOnce(Dispatcher<FS>) -> io::Result<()> + Send + 'static,
+    {
+        self.run_inner(Some(Box::new(transport)))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_inner(
+        self,
+        transport: Option<Box<dyn FnOnce(Dispatcher<FS>) -> io::Result<()> + Send>>,
+    ) -> io::Result<()> {
         let Session {
             filesystem,
             ch,
@@ -286,9 +307,29 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
+        // manyfs: external transport.
+        let external_ch = ch.clone();
         channels.push(ch);
 
-        let mut threads = Vec::with_capacity(n_threads);
+        let mut threads = Vec::with_capacity(n_threads + 1);
+
+        // manyfs: external transport.
+        if let Some(transport) = transport {
+            let dispatcher = Dispatcher {
+                event_loop: SessionEventLoop {
+                    thread_name: "fuser-external".to_string(),
+                    filesystem: filesystem.clone(),
+                    ch: external_ch,
+                    allowed,
+                    session_owner,
+                },
+            };
+            threads.push(
+                thread::Builder::new()
+                    .name("fuser-external".to_string())
+                    .spawn(move || transport(dispatcher))?,
+            );
+        }
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -552,6 +593,61 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 Err(err) => return Err(err.into()),
             }
         }
+    }
+}
+
+/// manyfs: external transport. Feeds requests that arrived by another
+/// transport than reading `/dev/fuse` (FUSE over io_uring) into the same
+/// dispatch as the session's own loops. Clone it for each thread.
+pub struct Dispatcher<FS: Filesystem> {
+    event_loop: SessionEventLoop<FS>,
+}
+
+impl<FS: Filesystem> Clone for Dispatcher<FS> {
+    fn clone(&self) -> Self {
+        Dispatcher {
+            event_loop: SessionEventLoop {
+                thread_name: self.event_loop.thread_name.clone(),
+                filesystem: self.event_loop.filesystem.clone(),
+                ch: self.event_loop.ch.clone(),
+                allowed: self.event_loop.allowed,
+                session_owner: self.event_loop.session_owner,
+            },
+        }
+    }
+}
+
+impl<FS: Filesystem> std::fmt::Debug for Dispatcher<FS> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher").finish_non_exhaustive()
+    }
+}
+
+impl<FS: Filesystem> Dispatcher<FS> {
+    /// Dispatch one request in the `/dev/fuse` layout (`fuse_in_header`,
+    /// then the operation's arguments), which must be aligned for
+    /// `fuse_in_header` (8 bytes). Its reply, whenever the filesystem sends
+    /// it, goes to `sink`.
+    /// # Errors
+    /// `InvalidData` if the request cannot be parsed (nothing is replied
+    /// then), `InvalidInput` if `request` is not 8-byte aligned.
+    pub fn dispatch(&self, request: &[u8], sink: Arc<dyn crate::ReplySink>) -> io::Result<()> {
+        if request.as_ptr().align_offset(std::mem::align_of::<abi::fuse_in_header>()) != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "unaligned request buffer",
+            ));
+        }
+        let Some(req) = RequestWithSender::new_external(self.event_loop.ch.sender(), sink, request)
+        else {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "Invalid request"));
+        };
+        if let Ok(Operation::Destroy(_)) = req.request.operation() {
+            req.reply::<ReplyEmpty>().ok();
+        } else {
+            req.dispatch(&self.event_loop);
+        }
+        Ok(())
     }
 }
 
