@@ -322,7 +322,8 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectory::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        // manyfs: external transport.
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -497,7 +498,8 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        // manyfs: external transport.
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -571,11 +573,15 @@ impl<'a> RequestWithSender<'a> {
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
         // manyfs: external transport.
-        let sender = match &self.external {
+        Reply::new(self.request.unique(), self.sender())
+    }
+
+    /// manyfs: external transport. Where this request's reply goes.
+    fn sender(&self) -> ReplySender {
+        match &self.external {
             Some(sink) => ReplySender::External(sink.clone(), self.ch.clone()),
             None => ReplySender::Channel(self.ch.clone()),
-        };
-        Reply::new(self.request.unique(), sender)
+        }
     }
 
     /// Returns a Request reference for this request
