@@ -195,7 +195,7 @@ impl ReadySession {
                 }
                 Some(Err(reason)) => {
                     let line = format!("-o uring: {reason}; serving through /dev/fuse");
-                    eprintln!("manyfs: {line}");
+                    // `manyfs mount` prints it; see `uring_fallback`.
                     tracing::warn!(mountpoint = %mountpoint.display(), "{line}");
                     (None, Some(line))
                 }
