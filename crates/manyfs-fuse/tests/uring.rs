@@ -195,3 +195,42 @@ fn uring_parallel_read_write_stress() {
     unmount(m);
     s.fsck();
 }
+
+/// `manyfs mount -o uring` in daemon mode: usable when it returns, the
+/// fallback line on its stderr exactly when the kernel does not offer
+/// io_uring, and the daemon lets go of the pool after `fusermount3 -u`.
+#[test]
+fn uring_daemon_mode_reports_its_transport() {
+    if !fuse_available("uring_daemon_mode_reports_its_transport") {
+        return;
+    }
+    require_tool("fusermount3");
+    let s = Scratch::new();
+    let _cleanup = Cleanup(s.mnt.clone());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_manyfs-mount"))
+        .arg(&s.pool)
+        .arg(&s.mnt)
+        .arg("-o")
+        .arg("uring")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mount failed: {stderr}");
+    if uring_enabled() {
+        assert!(stderr.is_empty(), "{stderr}");
+    } else {
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("manyfs: -o uring: "), "{stderr}");
+        assert!(stderr.contains("serving through /dev/fuse"), "{stderr}");
+    }
+    assert!(is_mounted(&s.mnt));
+    fs::write(s.mnt.join("d.txt"), b"from the daemon").unwrap();
+    assert_eq!(fs::read(s.mnt.join("d.txt")).unwrap(), b"from the daemon");
+    run_ok(
+        std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(&s.mnt),
+    );
+    assert_eq!(read_back(&s.pool, "d.txt"), b"from the daemon");
+}
