@@ -56,8 +56,8 @@ pub const ENTRIES_PER_QUEUE: usize = 8;
 /// `fuse` `max_pages_limit` (256 pages); every entry's payload buffer is this
 /// plus a page.
 pub const URING_MAX_WRITE: u32 = 1 << 20;
-/// `ENOTCONN`, `ECANCELED`, ...: a negative CQE result ends an entry.
-const EIO: i32 = libc::EIO;
+/// `FUSE_FORGET` and `FUSE_BATCH_FORGET`: the requests that have no reply.
+const NO_REPLY_OPCODES: [u32; 2] = [2, 42];
 
 /// Requests served over io_uring: one counter per queue, each on its own
 /// cache line and written only by its queue's thread.
@@ -520,7 +520,7 @@ fn serve_one<FS: Filesystem>(
     };
     // FORGET and BATCH_FORGET have no reply (the kernel sends them through
     // /dev/fuse, never here): answer so the entry is not lost.
-    let no_reply = matches!(opcode, 2 | 42);
+    let no_reply = NO_REPLY_OPCODES.contains(&opcode);
     let errno = match dispatched {
         Ok(()) if !no_reply => {
             entry.slot.take(reply);
@@ -529,7 +529,7 @@ fn serve_one<FS: Filesystem>(
         Ok(()) => Some(libc::ENOSYS),
         Err(e) => {
             tracing::warn!(opcode, "bad request from the io_uring: {e}");
-            Some(EIO)
+            Some(libc::EIO)
         }
     };
     let (out_header, data): (&[u8], &[u8]) = match errno {
@@ -553,7 +553,7 @@ fn serve_one<FS: Filesystem>(
         buf[GAP..GAP + data.len()].copy_from_slice(data);
         header.ent.payload_sz = data.len() as u32;
     } else {
-        let err = errno.unwrap_or(EIO);
+        let err = errno.unwrap_or(libc::EIO);
         header.in_out[..OUT_HEADER_LEN].fill(0);
         header.in_out[0..4].copy_from_slice(&(OUT_HEADER_LEN as u32).to_ne_bytes());
         header.in_out[4..8].copy_from_slice(&(-err).to_ne_bytes());
