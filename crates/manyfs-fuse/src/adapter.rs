@@ -209,6 +209,10 @@ pub struct Shared {
     pub stats: FuseStats,
     unmount: Mutex<Option<manyfs::Result<()>>>,
     poison: Poison,
+    /// What `-o uring` agreed with the kernel at `INIT` (`None` without it).
+    uring: Mutex<Option<Result<crate::uring::UringParams, String>>>,
+    /// Requests served over io_uring, per queue.
+    pub uring_stats: crate::uring::UringStats,
 }
 
 impl Shared {
@@ -223,6 +227,11 @@ impl Shared {
     pub fn poisoned(&self) -> Option<&str> {
         self.poison.reason()
     }
+
+    /// The outcome of `-o uring`'s negotiation at `INIT`, once.
+    pub fn take_uring(&self) -> Option<Result<crate::uring::UringParams, String>> {
+        self.uring.lock().take()
+    }
 }
 
 /// A [`fuser::Filesystem`] over a mounted manyfs [`Fs`].
@@ -232,6 +241,8 @@ pub struct ManyFuse {
     ttl: Duration,
     /// Kernel write-back caching of file data (`-o writeback_cache`).
     writeback_cache: bool,
+    /// Ask for FUSE over io_uring at `INIT` (`-o uring`).
+    uring: bool,
     handles: HandleTable,
     #[cfg(feature = "test-probes")]
     inode_io: Box<[IoShard]>,
@@ -261,6 +272,7 @@ impl ManyFuse {
             read_only,
             ttl: DEFAULT_TTL,
             writeback_cache: false,
+            uring: false,
             handles: HandleTable::new(),
             #[cfg(feature = "test-probes")]
             inode_io: (0..HANDLE_SHARDS)
@@ -288,6 +300,14 @@ impl ManyFuse {
     /// is lost if the daemon is killed, as after a power cut.
     pub fn with_writeback_cache(mut self, on: bool) -> ManyFuse {
         self.writeback_cache = on;
+        self
+    }
+
+    /// Ask the kernel at `INIT` for FUSE over io_uring (see
+    /// [`crate::uring::negotiate`]); the outcome is left in
+    /// [`Shared::take_uring`] for the session to start the rings.
+    pub fn with_uring(mut self, on: bool) -> ManyFuse {
+        self.uring = on;
         self
     }
 
@@ -765,6 +785,9 @@ impl Filesystem for ManyFuse {
                 .map_err(|_| {
                     std::io::Error::other("writeback_cache: this kernel does not offer it")
                 })?;
+        }
+        if self.uring {
+            *self.shared.uring.lock() = Some(crate::uring::negotiate(config));
         }
         Ok(())
     }

@@ -104,10 +104,17 @@ fn run_foreground(args: &MountArgs, notify: bool) -> Result<()> {
         .name("manyfs-signals".into())
         .spawn(move || signal_thread(signals, unmounter))
         .map_err(|e| FuseError::io("spawning the signal thread", e))?;
+    // `-o uring` that the kernel does not offer: one line, on the
+    // terminal of whoever ran `manyfs mount`.
+    let note = ready.uring_fallback().map(|l| format!("manyfs: {l}"));
     if notify {
-        report("ready");
+        // The parent prints what follows "ready " on the status line.
+        report(&note.map_or_else(|| "ready".to_string(), |n| format!("ready {n}")));
         detach_stdout();
     } else {
+        if let Some(n) = note {
+            eprintln!("{n}");
+        }
         eprintln!(
             "manyfs: serving {} on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
             args.pool.display(),
@@ -207,6 +214,13 @@ fn run_background(args: &MountArgs, reexec_prefix: &[&str]) -> Result<()> {
         }
     };
     let line = line.trim_end();
+    let (line, note) = match line.split_once(' ') {
+        Some(("ready", note)) => ("ready", Some(note)),
+        _ => (line, None),
+    };
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     if line == "ready" {
         let dev_after = std::fs::metadata(&mountpoint)
             .map_err(|e| FuseError::io(format!("{}", mountpoint.display()), e))?

@@ -20,6 +20,7 @@ pub mod log;
 pub mod options;
 pub mod poison;
 pub mod session;
+pub mod uring;
 
 pub use adapter::{FuseStats, ManyFuse};
 pub use error::{FuseError, Result};

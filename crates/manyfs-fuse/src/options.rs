@@ -31,6 +31,9 @@ pub struct FuseConfig {
     /// Kernel write-back caching of file data (`-o writeback_cache`; see
     /// [`crate::adapter::ManyFuse::with_writeback_cache`] for the trade).
     pub writeback_cache: bool,
+    /// Serve requests over io_uring where the kernel offers it (`-o uring`;
+    /// see [`crate::uring`]); otherwise say so and serve through /dev/fuse.
+    pub uring: bool,
 }
 
 impl Default for FuseConfig {
@@ -43,6 +46,7 @@ impl Default for FuseConfig {
             debug: false,
             ttl: crate::adapter::DEFAULT_TTL,
             writeback_cache: false,
+            uring: false,
         }
     }
 }
@@ -81,7 +85,7 @@ impl FuseConfig {
     /// `thread_placement=off|advise|migrate`,
     /// `placement_policy=off|rl|cpu|nm|full`,
     /// `remote_cost=off|paper|READ/WRITE` (emulated topologies only), `ro`, `rw`,
-    /// `allow_other`, `private`, `debug`, `writeback_cache`. `allow_other` and
+    /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -238,10 +242,14 @@ impl FuseConfig {
                 flag(opt, value)?;
                 self.writeback_cache = true;
             }
+            "uring" => {
+                flag(opt, value)?;
+                self.uring = true;
+            }
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, ro, rw, allow_other, private, debug, writeback_cache)",
+                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, ro, rw, allow_other, private, debug, writeback_cache, uring)",
                 ));
             }
         }
@@ -288,7 +296,7 @@ mod tests {
         let cfg = FuseConfig::parse_options(&[
             "lock=interval,segment=64k,index=rw",
             "threads=3,durability=dram,ro,allow_other,debug,ttl=0.5,topology=2x1,sublogs=one",
-            "placement=interleave,thread_placement=advise,placement_policy=rl,remote_cost=paper",
+            "placement=interleave,thread_placement=advise,placement_policy=rl,remote_cost=paper,uring",
         ])
         .unwrap();
         assert_eq!(cfg.fs.thread_placement, manyfs::ThreadPlacement::Advise);
@@ -316,6 +324,7 @@ mod tests {
         assert!(cfg.allow_other);
         assert!(cfg.debug);
         assert!(!FuseConfig::default().debug);
+        assert!(cfg.uring && !FuseConfig::default().uring);
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
         let private = FuseConfig::parse_options(&["private"]).unwrap();
@@ -350,6 +359,7 @@ mod tests {
             "topology=0x1",
             "ro=1",
             "debug=yes",
+            "uring=1",
             "private=1",
             "private,allow_other",
             "allow_other,private",

@@ -1,5 +1,6 @@
 //! Mounting a [`manyfs::Fs`] through FUSE, in this process.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use manyfs::Fs;
 use crate::adapter::{FuseStats, ManyFuse, Shared};
 use crate::error::{FuseError, Result};
 use crate::options::FuseConfig;
+use crate::uring::UringParams;
 
 /// Build the fuser session configuration for `cfg`.
 fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
@@ -69,6 +71,11 @@ pub struct ReadySession {
     session: Session<ManyFuse>,
     shared: Arc<Shared>,
     mountpoint: PathBuf,
+    /// The io_uring to serve over (`-o uring`, where the kernel agreed): its
+    /// parameters and a descriptor of the `/dev/fuse` connection.
+    uring: Option<(UringParams, OwnedFd)>,
+    /// Why `-o uring` fell back to /dev/fuse.
+    uring_fallback: Option<String>,
 }
 
 impl std::fmt::Debug for ReadySession {
@@ -148,7 +155,8 @@ impl ReadySession {
         check_mountpoint(mountpoint)?;
         let fuse = ManyFuse::new(fs, cfg.fs.read_only)
             .with_ttl(cfg.ttl)
-            .with_writeback_cache(cfg.writeback_cache);
+            .with_writeback_cache(cfg.writeback_cache)
+            .with_uring(cfg.uring);
         let shared = fuse.shared();
         let config = session_config(cfg, pool);
         // On failure the session drops the adapter, whose `destroy`
@@ -166,10 +174,38 @@ impl ReadySession {
             read_only = cfg.fs.read_only,
             "mounted"
         );
+        let (uring, uring_fallback) =
+            match shared.take_uring() {
+                None => (None, None),
+                Some(Ok(params)) => {
+                    // The kernel now holds every request until the rings are
+                    // registered: they must be, or the mount would hang.
+                    let fd = session.as_fd().try_clone_to_owned().map_err(|source| {
+                        FuseError::Mount {
+                            mountpoint: mountpoint.to_path_buf(),
+                            source,
+                        }
+                    })?;
+                    tracing::info!(
+                        mountpoint = %mountpoint.display(),
+                        queues = crate::uring::possible_cpus(),
+                        "serving over io_uring"
+                    );
+                    (Some((params, fd)), None)
+                }
+                Some(Err(reason)) => {
+                    let line = format!("-o uring: {reason}; serving through /dev/fuse");
+                    // `manyfs mount` prints it; see `uring_fallback`.
+                    tracing::warn!(mountpoint = %mountpoint.display(), "{line}");
+                    (None, Some(line))
+                }
+            };
         Ok(ReadySession {
             session,
             shared,
             mountpoint: mountpoint.to_path_buf(),
+            uring,
+            uring_fallback,
         })
     }
 
@@ -191,8 +227,14 @@ impl ReadySession {
     pub fn run(self) -> Result<()> {
         let shared = self.shared.clone();
         let mountpoint = self.mountpoint.clone();
-        let served = self.session.run();
+        let served = serve(self.session, self.uring, shared.clone());
         finish(&shared, &mountpoint, served)
+    }
+
+    /// Why `-o uring` fell back to /dev/fuse (`None` when it was not asked
+    /// for or is in use).
+    pub fn uring_fallback(&self) -> Option<&str> {
+        self.uring_fallback.as_deref()
     }
 
     /// Serve requests on background threads.
@@ -201,16 +243,40 @@ impl ReadySession {
         let shared = self.shared.clone();
         let mountpoint = self.mountpoint.clone();
         let session = self.session;
+        let uring = self.uring;
+        let uring_fallback = self.uring_fallback;
+        let served_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("manyfs-fuse".into())
-            .spawn(move || session.run())
+            .spawn(move || serve(session, uring, served_shared))
             .map_err(|e| FuseError::io("spawning the FUSE session thread", e))?;
         Ok(MountedFs {
             thread: Some(thread),
             unmounter,
             shared,
             mountpoint,
+            uring_fallback,
         })
+    }
+}
+
+/// Run the session: its /dev/fuse loops, and the io_uring queues where
+/// `-o uring` was agreed. A failure of the rings is logged, not returned:
+/// the kernel then serves through /dev/fuse (see [`crate::uring::serve`]).
+fn serve(
+    session: Session<ManyFuse>,
+    uring: Option<(UringParams, OwnedFd)>,
+    shared: Arc<Shared>,
+) -> std::io::Result<()> {
+    match uring {
+        None => session.run(),
+        Some((params, fd)) => session.run_with(move |dispatcher| {
+            if let Err(e) = crate::uring::serve(dispatcher, fd, params, &shared.uring_stats) {
+                tracing::error!("io_uring: {e}; serving through /dev/fuse");
+                eprintln!("manyfs: io_uring: {e}; serving through /dev/fuse");
+            }
+            Ok(())
+        }),
     }
 }
 
@@ -239,6 +305,7 @@ pub struct MountedFs {
     unmounter: Unmounter,
     shared: Arc<Shared>,
     mountpoint: PathBuf,
+    uring_fallback: Option<String>,
 }
 
 impl MountedFs {
@@ -255,6 +322,17 @@ impl MountedFs {
     /// Live statistics of the adapter.
     pub fn stats(&self) -> &FuseStats {
         &self.shared.stats
+    }
+
+    /// Why `-o uring` fell back to /dev/fuse (`None` when it was not asked
+    /// for or is in use).
+    pub fn uring_fallback(&self) -> Option<&str> {
+        self.uring_fallback.as_deref()
+    }
+
+    /// Requests served over io_uring so far (0 through /dev/fuse).
+    pub fn uring_requests(&self) -> u64 {
+        self.shared.uring_stats.requests()
     }
 
     /// Why the mount was shut down after a handler panicked, if it was

@@ -234,3 +234,34 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut v);
     v
 }
+
+/// Unmounts (lazily) whatever is still mounted at the path when dropped,
+/// so a failing test does not leave a mount behind.
+pub struct Cleanup(pub PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = manyfs_fuse::session::lazy_unmount(&self.0);
+        }
+    }
+}
+
+/// Mount through the library directly once the daemon has let go of the
+/// pool, and read `name`.
+pub fn read_back(pool: &Path, name: &str) -> Vec<u8> {
+    let mut fs = None;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            fs = Fs::mount(pool, &MountOptions::default()).ok();
+            fs.is_some()
+        }),
+        "the daemon never released the pool"
+    );
+    let fs = fs.unwrap();
+    let data = fs.read(name).expect("read back");
+    fs.unmount().unwrap();
+    let report = retry_busy(|| manyfs::fsck::check(pool)).expect("fsck");
+    assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
+    data
+}
