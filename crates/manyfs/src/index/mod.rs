@@ -203,8 +203,8 @@ impl FileIndex {
             first: PageSlot::default(),
             pages: match kind {
                 IndexKind::Cas => Pages::Cas(CasRadix::new()),
-                IndexKind::Rw => Pages::Rw(Box::new(RwRadix::new())),
-                IndexKind::Cascade => Pages::Cascade(Box::new(CascadeRadix::new())),
+                IndexKind::Rw => Pages::Rw(Box::default()),
+                IndexKind::Cascade => Pages::Cascade(Box::default()),
             },
         }
     }
