@@ -31,9 +31,24 @@ pub struct FuseConfig {
     /// Kernel write-back caching of file data (`-o writeback_cache`; see
     /// [`crate::adapter::ManyFuse::with_writeback_cache`] for the trade).
     pub writeback_cache: bool,
-    /// Serve requests over io_uring where the kernel offers it (`-o uring`;
-    /// see [`crate::uring`]); otherwise say so and serve through /dev/fuse.
-    pub uring: bool,
+    /// Whether requests travel over io_uring (see [`crate::uring`] and
+    /// [`UringMode`]).
+    pub uring: UringMode,
+}
+
+/// When to serve a mount over FUSE-over-io_uring (`-o uring=...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UringMode {
+    /// Where the kernel offers it, silently; otherwise through /dev/fuse
+    /// (the default: measured faster for I/O, the same for metadata; see
+    /// docs/benchmarks.md, "FUSE over io_uring").
+    #[default]
+    Auto,
+    /// Where the kernel offers it; otherwise say so in one line and serve
+    /// through /dev/fuse (`-o uring`, `-o uring=on`).
+    On,
+    /// Always through /dev/fuse (`-o uring=off`).
+    Off,
 }
 
 impl Default for FuseConfig {
@@ -46,7 +61,7 @@ impl Default for FuseConfig {
             debug: false,
             ttl: crate::adapter::DEFAULT_TTL,
             writeback_cache: false,
-            uring: false,
+            uring: UringMode::Auto,
         }
     }
 }
@@ -85,7 +100,7 @@ impl FuseConfig {
     /// `thread_placement=off|advise|migrate`,
     /// `placement_policy=off|rl|cpu|nm|full`,
     /// `remote_cost=off|paper|READ/WRITE` (emulated topologies only), `ro`, `rw`,
-    /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring`. `allow_other` and
+    /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -243,8 +258,12 @@ impl FuseConfig {
                 self.writeback_cache = true;
             }
             "uring" => {
-                flag(opt, value)?;
-                self.uring = true;
+                self.uring = match value {
+                    None | Some("on") => UringMode::On,
+                    Some("auto") => UringMode::Auto,
+                    Some("off") => UringMode::Off,
+                    Some(_) => return Err(FuseError::bad_option(opt, "expected on, off or auto")),
+                };
             }
             _ => {
                 return Err(FuseError::bad_option(
@@ -324,7 +343,16 @@ mod tests {
         assert!(cfg.allow_other);
         assert!(cfg.debug);
         assert!(!FuseConfig::default().debug);
-        assert!(cfg.uring && !FuseConfig::default().uring);
+        assert_eq!(cfg.uring, UringMode::On);
+        assert_eq!(FuseConfig::default().uring, UringMode::Auto);
+        for (v, mode) in [
+            ("uring=off", UringMode::Off),
+            ("uring=auto", UringMode::Auto),
+            ("uring=on", UringMode::On),
+        ] {
+            assert_eq!(FuseConfig::parse_options(&[v]).unwrap().uring, mode, "{v}");
+        }
+        assert!(FuseConfig::parse_options(&["uring=maybe"]).is_err());
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
         let private = FuseConfig::parse_options(&["private"]).unwrap();

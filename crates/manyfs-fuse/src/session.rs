@@ -156,7 +156,7 @@ impl ReadySession {
         let fuse = ManyFuse::new(fs, cfg.fs.read_only)
             .with_ttl(cfg.ttl)
             .with_writeback_cache(cfg.writeback_cache)
-            .with_uring(cfg.uring);
+            .with_uring(cfg.uring != crate::options::UringMode::Off);
         let shared = fuse.shared();
         let config = session_config(cfg, pool);
         // On failure the session drops the adapter, whose `destroy`
@@ -192,6 +192,10 @@ impl ReadySession {
                         "serving over io_uring"
                     );
                     (Some((params, fd)), None)
+                }
+                Some(Err(reason)) if cfg.uring == crate::options::UringMode::Auto => {
+                    tracing::debug!(mountpoint = %mountpoint.display(), "no io_uring: {reason}");
+                    (None, None)
                 }
                 Some(Err(reason)) => {
                     let line = format!("-o uring: {reason}; serving through /dev/fuse");

@@ -234,3 +234,31 @@ fn uring_daemon_mode_reports_its_transport() {
     );
     assert_eq!(read_back(&s.pool, "d.txt"), b"from the daemon");
 }
+
+/// The default (`uring=auto`) serves over the ring exactly when the kernel
+/// offers it, and says nothing either way; `uring=off` never does.
+#[test]
+fn uring_is_the_default_where_offered_and_off_when_asked() {
+    if !fuse_available("uring_is_the_default_where_offered_and_off_when_asked") {
+        return;
+    }
+    let s = Scratch::new();
+    for (opts, ring) in [(&[][..], uring_enabled()), (&["uring=off"][..], false)] {
+        let m = s.mount(opts);
+        assert_eq!(m.uring_fallback(), None, "{opts:?}");
+        let f = s.mnt.join("f");
+        fs::write(&f, vec![7u8; 100_000]).unwrap();
+        assert_eq!(fs::read(&f).unwrap(), vec![7u8; 100_000]);
+        fs::remove_file(&f).unwrap();
+        if ring {
+            assert!(
+                m.uring_requests() > 0,
+                "{opts:?}: nothing went over the ring"
+            );
+        } else {
+            assert_eq!(m.uring_requests(), 0, "{opts:?}");
+        }
+        unmount(m);
+    }
+    s.fsck();
+}
