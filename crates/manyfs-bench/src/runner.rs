@@ -42,9 +42,11 @@ pub struct Record {
     #[serde(default)]
     pub ops_per_sec_max: f64,
     /// Set when the point ran under the EMULATED remote-access cost model
-    /// ([`manyfs::MountOptions::remote_cost`]): its parameters, as
-    /// `EMULATED remote access +READ/+WRITE ns per KiB`. Such a figure is
-    /// not a measurement of remote memory.
+    /// ([`manyfs::MountOptions::remote_cost`]) or the EMULATED NVMM
+    /// bandwidth cap ([`manyfs::MountOptions::bandwidth_cap`]): their
+    /// parameters ([`emulated_label`], [`emulated_cap_label`], joined by
+    /// `; `). Such a figure is not a measurement of remote memory or of
+    /// NVMM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
 }
@@ -55,6 +57,28 @@ pub fn emulated_label(cost: manyfs::RemoteCost) -> String {
         "EMULATED remote access +{}/+{} ns per KiB read/write",
         cost.read_ns_per_kib, cost.write_ns_per_kib
     )
+}
+
+/// How an emulated bandwidth cap is described in [`Record::emulated`].
+pub fn emulated_cap_label(cap: manyfs::BandwidthCap) -> String {
+    format!(
+        "EMULATED NVMM bandwidth cap {} B/s per node (W + R/3)",
+        cap.bytes_per_sec
+    )
+}
+
+/// [`Record::emulated`] for a point with `cost` and `cap`: `None` when
+/// both are off.
+pub fn emulated_labels(
+    cost: Option<manyfs::RemoteCost>,
+    cap: Option<manyfs::BandwidthCap>,
+) -> Option<String> {
+    let parts: Vec<String> = cost
+        .map(emulated_label)
+        .into_iter()
+        .chain(cap.map(emulated_cap_label))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn one() -> usize {
@@ -351,7 +375,7 @@ pub fn run_point(
         runs: 1,
         ops_per_sec_min: m.ops as f64 / secs,
         ops_per_sec_max: m.ops as f64 / secs,
-        emulated: env.remote_cost().map(emulated_label),
+        emulated: emulated_labels(env.remote_cost(), env.bandwidth_cap()),
     })
 }
 

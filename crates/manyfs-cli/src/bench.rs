@@ -87,6 +87,12 @@ pub struct BenchArgs {
     /// Results are labelled EMULATED.
     #[arg(long, default_value = "off")]
     remote_cost: String,
+    /// Emulated NVMM bandwidth cap of lib: mounts, per node: `off`,
+    /// `paper` (2.3 GB/s) or weighted bytes per second (writes + reads/3)
+    /// with an optional K, M or G suffix; emulated topologies only.
+    /// Results are labelled EMULATED.
+    #[arg(long, default_value = "off")]
+    bandwidth_cap: String,
     /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
     /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
     /// `paper` unless given) [threads 1,2,8; 1 s per point; JSON and plot
@@ -202,6 +208,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--placement-policy: {e}"))?;
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
+    cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;
     cfg.membw = !args.no_membw;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));
@@ -243,6 +250,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
 
 fn parse_remote_cost(s: &str) -> Result<Option<manyfs::RemoteCost>> {
     manyfs::RemoteCost::parse_option(s).map_err(|e| anyhow::anyhow!("--remote-cost: {e}"))
+}
+
+fn parse_bandwidth_cap(s: &str) -> Result<Option<manyfs::BandwidthCap>> {
+    manyfs::BandwidthCap::parse_option(s).map_err(|e| anyhow::anyhow!("--bandwidth-cap: {e}"))
 }
 
 /// The options every workload run takes: threads, durations, repeats,

@@ -40,6 +40,105 @@ pub struct MountOptions {
     /// emulated topology ([`crate::Error::RemoteCostNeedsEmulatedTopology`]
     /// otherwise): on a real NUMA machine the hardware charges it.
     pub remote_cost: Option<RemoteCost>,
+    /// Emulated per-node NVMM bandwidth ([`BandwidthCap`]): off (`None`,
+    /// the default) or a cap on the weighted bytes per second (writes plus
+    /// a third of reads) each node's pool member serves, all threads
+    /// together; a thread over it busy-waits. Only for an emulated
+    /// topology ([`crate::Error::BandwidthCapNeedsEmulatedTopology`]
+    /// otherwise): a real node's memory has its own limit.
+    pub bandwidth_cap: Option<BandwidthCap>,
+}
+
+/// Parse the value of an emulation option (`remote_cost=`,
+/// `bandwidth_cap=`): `off` or `none` (None), `paper` or `on` (`paper`),
+/// else what `parse` makes of the trimmed text; an error naming `what` and
+/// the `expected` forms where it makes nothing.
+fn parse_model_option<T>(
+    s: &str,
+    paper: T,
+    what: &str,
+    expected: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> crate::Result<Option<T>> {
+    let s = s.trim();
+    match s {
+        "off" | "none" => Ok(None),
+        "paper" | "on" => Ok(Some(paper)),
+        _ => parse(s).map(Some).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("{what} {s:?} (expected {expected})"))
+        }),
+    }
+}
+
+/// The emulated per-node NVMM bandwidth cap
+/// ([`MountOptions::bandwidth_cap`]): each node's pool member serves at
+/// most `bytes_per_sec` of *weighted* traffic, the NThread paper's Eq. 1,
+/// `W + R/3` (a read byte costs a third of a written one, as on Optane DC
+/// PMM), summed over every thread on every CPU. Threads that together ask
+/// for more wait, so several threads hammering one node's member contend
+/// as they would on one NVMM DIMM, while members on different nodes do
+/// not limit each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BandwidthCap {
+    /// Weighted bytes per second per node (writes + reads / 3).
+    pub bytes_per_sec: u64,
+}
+
+impl BandwidthCap {
+    /// 2.3 GB/s per node: one Optane DC PMM's write bandwidth (about a
+    /// third of its read bandwidth), the NThread paper's device and the
+    /// thread planner's default node maximum
+    /// ([`crate::PlacementConfig::default_node_max_bw`]).
+    pub const PAPER: BandwidthCap = BandwidthCap {
+        bytes_per_sec: 2_300_000_000,
+    };
+
+    /// The smallest cap accepted (1 MB/s): below it a 4 KiB write waits
+    /// milliseconds, which is a misconfiguration, not an emulation.
+    pub const MIN: u64 = 1_000_000;
+
+    /// Parse a `bandwidth_cap=` value: `off` (None), `paper` or `on`
+    /// ([`BandwidthCap::PAPER`]), or weighted bytes per second with an
+    /// optional decimal suffix `K`, `M` or `G` (`1500M`, `1G`), at least
+    /// [`BandwidthCap::MIN`].
+    pub fn parse_option(s: &str) -> crate::Result<Option<BandwidthCap>> {
+        parse_model_option(
+            s,
+            BandwidthCap::PAPER,
+            "bandwidth cap",
+            "off, paper or weighted bytes per second per node, W + R/3, with an optional K, \
+             M or G suffix, e.g. 1G, at least 1M",
+            |v| {
+                let (digits, scale) = match v.char_indices().last() {
+                    Some((i, 'K' | 'k')) => (&v[..i], 1_000),
+                    Some((i, 'M' | 'm')) => (&v[..i], 1_000_000),
+                    Some((i, 'G' | 'g')) => (&v[..i], 1_000_000_000),
+                    _ => (v, 1),
+                };
+                let bytes_per_sec = digits
+                    .parse::<u64>()
+                    .ok()?
+                    .checked_mul(scale)
+                    .filter(|&n| n >= Self::MIN)?;
+                Some(BandwidthCap { bytes_per_sec })
+            },
+        )
+    }
+}
+
+impl std::fmt::Display for BandwidthCap {
+    /// `2300M` (weighted bytes per second per node, with the largest
+    /// decimal suffix that divides it), the form
+    /// [`BandwidthCap::parse_option`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.bytes_per_sec;
+        for (scale, suffix) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "K")] {
+            if b.is_multiple_of(scale) {
+                return write!(f, "{}{suffix}", b / scale);
+            }
+        }
+        write!(f, "{b}")
+    }
 }
 
 /// The emulated remote-access cost model ([`MountOptions::remote_cost`]):
@@ -81,30 +180,20 @@ impl RemoteCost {
     /// ([`RemoteCost::PAPER`]), or `READ/WRITE` in nanoseconds per KiB
     /// (`270/583`).
     pub fn parse_option(s: &str) -> crate::Result<Option<RemoteCost>> {
-        let s = s.trim();
-        match s {
-            "off" | "none" => return Ok(None),
-            "paper" | "on" => return Ok(Some(RemoteCost::PAPER)),
-            _ => {}
-        }
-        let bad = || {
-            crate::Error::InvalidArgument(format!(
-                "remote cost {s:?} (expected off, paper or READ/WRITE nanoseconds per KiB, \
-                 e.g. 270/583, at most 1000000 each)"
-            ))
-        };
-        let (r, w) = s.split_once('/').ok_or_else(bad)?;
-        let parse = |v: &str| -> crate::Result<u32> {
-            v.trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|&n| n <= 1_000_000)
-                .ok_or_else(bad)
-        };
-        Ok(Some(RemoteCost {
-            read_ns_per_kib: parse(r)?,
-            write_ns_per_kib: parse(w)?,
-        }))
+        parse_model_option(
+            s,
+            RemoteCost::PAPER,
+            "remote cost",
+            "off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583, at most 1000000 each",
+            |v| {
+                let (r, w) = v.split_once('/')?;
+                let parse = |x: &str| x.trim().parse::<u32>().ok().filter(|&n| n <= 1_000_000);
+                Some(RemoteCost {
+                    read_ns_per_kib: parse(r)?,
+                    write_ns_per_kib: parse(w)?,
+                })
+            },
+        )
     }
 }
 
@@ -201,6 +290,7 @@ impl Default for MountOptions {
             placement_policy: crate::placement::PlacementPolicy::Full,
             placement_config: crate::placement::PlacementConfig::default(),
             remote_cost: None,
+            bandwidth_cap: None,
         }
     }
 }
@@ -225,6 +315,14 @@ impl MountOptions {
         {
             return Err(crate::Error::RemoteCostNeedsEmulatedTopology {
                 cost: cost.to_string(),
+                topology: topology.to_string(),
+            });
+        }
+        if let Some(cap) = self.bandwidth_cap
+            && !topology.is_emulated()
+        {
+            return Err(crate::Error::BandwidthCapNeedsEmulatedTopology {
+                cap: cap.to_string(),
                 topology: topology.to_string(),
             });
         }
