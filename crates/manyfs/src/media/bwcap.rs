@@ -67,6 +67,22 @@ fn now_ns() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
+/// The buckets' time source and how a thread waits for a moment of it:
+/// the real clock and a busy-wait, or a simulated one in tests.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    /// Nanoseconds since some fixed point.
+    now: fn() -> u64,
+    /// Return once `now` reads at least the argument.
+    wait_until: fn(u64),
+}
+
+/// The real clock, waited on by spinning.
+const REAL_CLOCK: Clock = Clock {
+    now: now_ns,
+    wait_until: spin_until,
+};
+
 /// One (node, CPU) bucket: units available (negative: owed) and when it
 /// was last refilled.
 #[derive(Debug)]
@@ -89,6 +105,7 @@ pub(crate) struct BandwidthModel {
     units_per_sec_per_cpu: u64,
     /// The most units a bucket holds.
     burst: i64,
+    clock: Clock,
 }
 
 impl BandwidthModel {
@@ -98,13 +115,23 @@ impl BandwidthModel {
         topology: Topology,
         members: impl Iterator<Item = (u64, u64, u32)>,
     ) -> BandwidthModel {
+        Self::with_clock(cap, topology, members, REAL_CLOCK)
+    }
+
+    /// [`Self::new`] on `clock`.
+    fn with_clock(
+        cap: crate::BandwidthCap,
+        topology: Topology,
+        members: impl Iterator<Item = (u64, u64, u32)>,
+        clock: Clock,
+    ) -> BandwidthModel {
         let cpus = topology.cpu_count().max(1);
         let nodes = topology.node_count().max(1);
         let units_per_sec_per_cpu =
             (cap.bytes_per_sec.saturating_mul(WRITE_UNITS) / cpus as u64).max(1);
         let burst = (u128::from(units_per_sec_per_cpu) * BURST.as_nanos() / 1_000_000_000)
             .clamp(1, i64::MAX as u128) as i64;
-        let now = now_ns();
+        let now = (clock.now)();
         let buckets = (0..nodes * cpus)
             .map(|_| {
                 CachePadded::new(Bucket {
@@ -120,6 +147,7 @@ impl BandwidthModel {
             cpus,
             units_per_sec_per_cpu,
             burst,
+            clock,
         }
     }
 
@@ -127,21 +155,33 @@ impl BandwidthModel {
     /// weighted bytes of it on each node's member come out of that node's
     /// buckets, waiting where they are empty.
     pub fn charge(&self, off: u64, len: usize, access: Access) {
+        let mut cpu = None;
+        for (node, units) in self.units_by_node(off, len, access) {
+            let cpu = *cpu.get_or_insert_with(|| self.topology.current_cpu());
+            self.take(node, cpu, units);
+        }
+    }
+
+    /// What an access of `[off, off+len)` costs each node whose member it
+    /// touches: `(node, units)`, units being a third of a byte read.
+    fn units_by_node(
+        &self,
+        off: u64,
+        len: usize,
+        access: Access,
+    ) -> impl Iterator<Item = (usize, i64)> + '_ {
         let end = off.saturating_add(len as u64);
         let per_byte = match access {
             Access::Read => 1,
             Access::Write => WRITE_UNITS,
         };
-        let mut cpu = None;
-        for &(s, e, node) in self.members.iter() {
+        self.members.iter().filter_map(move |&(s, e, node)| {
             let bytes = end.min(e).saturating_sub(off.max(s));
-            if bytes == 0 {
-                continue;
-            }
-            let cpu = *cpu.get_or_insert_with(|| self.topology.current_cpu());
-            let units = i64::try_from(bytes.saturating_mul(per_byte)).unwrap_or(i64::MAX);
-            self.take(node as usize, cpu, units);
-        }
+            (bytes > 0).then(|| {
+                let units = i64::try_from(bytes.saturating_mul(per_byte)).unwrap_or(i64::MAX);
+                (node as usize, units)
+            })
+        })
     }
 
     /// The bucket of (`node`, `cpu`); nodes past the topology's wrap.
@@ -165,7 +205,7 @@ impl BandwidthModel {
     /// owed at this bucket's refill rate.
     #[cold]
     fn take_slow(&self, node: usize, cpu: usize) {
-        let now = now_ns();
+        let now = (self.clock.now)();
         let own = self.bucket(node, cpu);
         self.refill(own, now);
         let mut owed = -own.tokens.load(Ordering::Relaxed).min(0);
@@ -193,7 +233,7 @@ impl BandwidthModel {
             let wait_ns =
                 u128::from(owed as u64) * 1_000_000_000 / u128::from(self.units_per_sec_per_cpu);
             let wait_ns = u64::try_from(wait_ns).unwrap_or(u64::MAX);
-            spin_until(now.saturating_add(wait_ns));
+            (self.clock.wait_until)(now.saturating_add(wait_ns));
             THROTTLED_NS.with(|c| c.set(c.get().saturating_add(wait_ns)));
         }
     }
@@ -240,117 +280,160 @@ mod tests {
     use super::*;
     use crate::BandwidthCap;
 
-    /// A cap small enough that waiting, not copying, sets the pace.
+    /// The cap the tests set: 40 MB/s weighted per node.
     const CAP: u64 = 40_000_000;
-    /// How long each measurement charges.
-    const RUN: Duration = Duration::from_millis(300);
     /// One access.
-    const CHUNK: usize = 64 << 10;
+    const CHUNK: usize = 4096;
 
-    /// Two members of 1 GiB: node 0 then node 1, on an emulated 2x1.
-    fn model(cap: u64) -> BandwidthModel {
-        BandwidthModel::new(
-            BandwidthCap { bytes_per_sec: cap },
-            Topology::emulated(2, 1),
-            [(0, 1 << 30, 0), (1 << 30, 1 << 30, 1)].into_iter(),
-        )
+    /// Members of 1 GiB: node 0's at 0, node 1's at 1 GiB.
+    fn members() -> impl Iterator<Item = (u64, u64, u32)> {
+        [(0, 1 << 30, 0), (1 << 30, 1 << 30, 1)].into_iter()
     }
 
-    /// `nodes.len()` threads, thread `i` charging `access`es of node
-    /// `nodes[i]`'s member for [`RUN`]: the bytes charged per second, all
-    /// threads together.
-    fn throughput(m: &BandwidthModel, nodes: &[u64], access: Access) -> f64 {
-        throughput_and_wait(m, nodes, access).0
+    fn cap() -> BandwidthCap {
+        BandwidthCap { bytes_per_sec: CAP }
     }
 
-    /// [`throughput`], and the nanoseconds the threads waited together.
-    fn throughput_and_wait(m: &BandwidthModel, nodes: &[u64], access: Access) -> (f64, u64) {
-        let start = Instant::now();
-        let (bytes, waited) = std::thread::scope(|s| {
-            let hs: Vec<_> = nodes
+    thread_local! {
+        /// The simulated clock of this test thread.
+        static SIM_NOW: Cell<u64> = const { Cell::new(0) };
+        /// Where the last simulated wait ended.
+        static SIM_WAITED_UNTIL: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// A clock that only moves when the simulation says: a wait records
+    /// its end instead of spinning.
+    const SIM: Clock = Clock {
+        now: || SIM_NOW.with(Cell::get),
+        wait_until: |t| SIM_WAITED_UNTIL.with(|w| w.set(t)),
+    };
+
+    /// Simulate threads `(cpu, node)` of an emulated 2x1, each making
+    /// `access`es of [`CHUNK`] to its node's member back to back (each
+    /// taking 1 us of its own besides any wait) for one simulated second,
+    /// always advancing the thread that is free first: the bytes served
+    /// per second, all threads together, and the nanoseconds they waited.
+    fn simulate(threads: &[(usize, usize)], access: Access) -> (f64, u64) {
+        const RUN_NS: u64 = 1_000_000_000;
+        const OP_NS: u64 = 1_000;
+        SIM_NOW.with(|c| c.set(0));
+        let m = BandwidthModel::with_clock(cap(), Topology::emulated(2, 1), members(), SIM);
+        let units = match access {
+            Access::Read => CHUNK as i64,
+            Access::Write => CHUNK as i64 * WRITE_UNITS as i64,
+        };
+        let before = throttled_ns();
+        let mut free_at = vec![0u64; threads.len()];
+        let mut bytes = 0u64;
+        loop {
+            let (i, t) = free_at
                 .iter()
-                .map(|&n| {
-                    s.spawn(move || {
-                        let mut done = 0u64;
-                        while start.elapsed() < RUN {
-                            m.charge(n << 30, CHUNK, access);
-                            done += CHUNK as u64;
-                        }
-                        (done, throttled_ns())
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .fold((0, 0), |(b, w), (x, y)| (b + x, w + y))
-        });
-        (bytes as f64 / start.elapsed().as_secs_f64(), waited)
+                .copied()
+                .enumerate()
+                .min_by_key(|&(_, t)| t)
+                .unwrap();
+            if t >= RUN_NS {
+                break;
+            }
+            SIM_NOW.with(|c| c.set(t));
+            SIM_WAITED_UNTIL.with(|c| c.set(t));
+            let (cpu, node) = threads[i];
+            m.take(node, cpu, units);
+            free_at[i] = SIM_WAITED_UNTIL.with(Cell::get) + OP_NS;
+            bytes += CHUNK as u64;
+        }
+        (bytes as f64, throttled_ns() - before)
     }
 
-    /// The most a node may serve in `RUN`: the cap, plus one burst per
-    /// CPU, plus one access per thread in flight when the time ran out.
-    fn bound(units_per_byte: u64, threads: u64) -> f64 {
-        let cap = CAP as f64 / units_per_byte as f64 * WRITE_UNITS as f64;
-        let slack = 2.0 * cap * BURST.as_secs_f64() + (threads * CHUNK as u64) as f64;
-        cap + slack / RUN.as_secs_f64()
+    /// Whether `got` bytes/s is `want` to within 2 % (the buckets start
+    /// full: one burst per CPU, 1 % of the second, comes on top).
+    fn near(got: f64, want: f64) -> bool {
+        (want * 0.98..=want * 1.02).contains(&got)
     }
 
     #[test]
-    fn threads_on_one_node_are_bounded_by_the_cap() {
-        let m = model(CAP);
-        let w = throughput(&m, &[0, 0], Access::Write);
-        assert!(
-            w <= bound(WRITE_UNITS, 2) * 1.05,
-            "writes {w:.0} B/s over {CAP}"
-        );
-        assert!(w >= CAP as f64 * 0.5, "writes {w:.0} B/s, far under {CAP}");
-        // Reads cost a third: three times the bytes.
-        let r = throughput(&m, &[1, 1, 1], Access::Read);
-        assert!(r <= bound(1, 3) * 1.05, "reads {r:.0} B/s over 3 x {CAP}");
-        assert!(r >= w * 2.0, "reads {r:.0} B/s not ~3x writes {w:.0} B/s");
+    fn threads_on_one_node_share_its_cap() {
+        // Two threads on the two CPUs, and two on one CPU.
+        for threads in [[(0, 0), (1, 0)], [(1, 1), (1, 1)]] {
+            let (w, _) = simulate(&threads, Access::Write);
+            assert!(near(w, CAP as f64), "{threads:?}: writes {w:.0} B/s");
+            // Reads cost a third: three times the bytes.
+            let (r, _) = simulate(&threads, Access::Read);
+            assert!(near(r, 3.0 * CAP as f64), "{threads:?}: reads {r:.0} B/s");
+        }
     }
 
     #[test]
     fn two_nodes_serve_twice_one_node() {
-        let m = model(CAP);
-        let one = throughput(&m, &[0, 0], Access::Write);
-        let two = throughput(&m, &[0, 1], Access::Write);
-        let ratio = two / one;
-        assert!(
-            (1.6..=2.4).contains(&ratio),
-            "two nodes {two:.0} B/s vs one node {one:.0} B/s: {ratio:.2}x"
-        );
+        let (w, _) = simulate(&[(0, 0), (1, 1)], Access::Write);
+        assert!(near(w, 2.0 * CAP as f64), "writes {w:.0} B/s");
+        // Where each thread runs does not matter, only whose member.
+        let (w, _) = simulate(&[(0, 1), (1, 0)], Access::Write);
+        assert!(near(w, 2.0 * CAP as f64), "writes {w:.0} B/s");
     }
 
     #[test]
-    fn a_lone_thread_gets_the_whole_cap_and_waits_are_counted() {
-        let m = model(CAP);
-        let (w, waited) = throughput_and_wait(&m, &[0], Access::Write);
-        assert!(w >= CAP as f64 * 0.7, "one thread {w:.0} B/s of {CAP}");
-        assert!(w <= bound(WRITE_UNITS, 1) * 1.05, "one thread {w:.0} B/s");
-        // Most of RUN was spent waiting (the charges themselves are cheap).
+    fn a_lone_thread_gets_the_whole_cap_and_its_waits_are_counted() {
+        let (w, waited) = simulate(&[(1, 0)], Access::Write);
+        assert!(near(w, CAP as f64), "one thread {w:.0} B/s");
+        // 1 us per access of its own, the rest of the second waited.
+        let busy = (w / CHUNK as f64) as u64 * 1_000;
         assert!(
-            waited as f64 >= RUN.as_nanos() as f64 * 0.5,
-            "waited {waited} ns of {RUN:?}"
+            (1_000_000_000 - busy).abs_diff(waited) < 20_000_000,
+            "waited {waited} ns, busy {busy} ns"
         );
     }
 
+    /// Real threads spinning on the real clock: however they are
+    /// scheduled, they never get more than the cap (plus the bursts).
     #[test]
-    fn an_access_across_members_charges_each_node() {
-        let m = model(CAP);
-        let per_cpu = m.units_per_sec_per_cpu;
-        assert_eq!(per_cpu, CAP * 3 / 2);
-        let cpu = m.topology.current_cpu();
-        let t = |node| m.bucket(node, cpu).tokens.load(Ordering::Relaxed);
-        let (a, b) = (t(0), t(1));
-        // 1 KiB read on node 0's member, 2 KiB on node 1's.
-        m.charge((1 << 30) - 1024, 3072, Access::Read);
-        assert_eq!(a - t(0), 1024);
-        assert_eq!(b - t(1), 2048);
-        // Writes cost three units a byte; bytes past the pool none.
-        m.charge(0, 100, Access::Write);
-        assert_eq!(a - t(0), 1024 + 300);
-        m.charge(4 << 30, 4096, Access::Write);
-        assert_eq!((a - t(0), b - t(1)), (1324, 2048));
+    fn real_threads_on_one_node_stay_under_the_cap() {
+        const RUN: Duration = Duration::from_millis(200);
+        let m = BandwidthModel::new(cap(), Topology::emulated(2, 1), members());
+        let start = Instant::now();
+        let bytes: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = 0u64;
+                        while start.elapsed() < RUN {
+                            m.charge(0, CHUNK, Access::Write);
+                            done += CHUNK as u64;
+                        }
+                        done
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        let secs = start.elapsed().as_secs_f64();
+        // The cap, one burst per CPU, one access per thread in flight.
+        let most = CAP as f64 * (secs + BURST.as_secs_f64()) + 3.0 * CHUNK as f64;
+        assert!(bytes as f64 <= most * 1.01, "{bytes} B in {secs:.3} s");
+        assert!(bytes > 0);
+    }
+
+    #[test]
+    fn an_access_is_charged_to_each_node_it_touches_writes_thrice() {
+        let m = BandwidthModel::new(cap(), Topology::emulated(2, 1), members());
+        assert_eq!(m.units_per_sec_per_cpu, CAP * 3 / 2);
+        let by_node = |off, len, access| m.units_by_node(off, len, access).collect::<Vec<_>>();
+        // 1 KiB on node 0's member, 2 KiB on node 1's.
+        assert_eq!(
+            by_node((1 << 30) - 1024, 3072, Access::Read),
+            [(0, 1024), (1, 2048)]
+        );
+        assert_eq!(by_node(0, 100, Access::Write), [(0, 300)]);
+        // Bytes past the pool cost nothing.
+        assert_eq!(by_node(4 << 30, 4096, Access::Write), []);
+        // A charge comes out of the calling CPU's bucket of that node.
+        let total = |node| -> i64 {
+            (0..2)
+                .map(|c| m.bucket(node, c).tokens.load(Ordering::Relaxed))
+                .sum()
+        };
+        let (a, b) = (total(0), total(1));
+        m.charge((1 << 30) - 1024, 3072, Access::Write);
+        assert_eq!((a - total(0), b - total(1)), (3072, 6144));
     }
 }
