@@ -66,7 +66,9 @@ pub fn memory_fraction(r: &Record, all: &[Record], hot: bool) -> Option<f64> {
             .map(|m| m.bytes_per_sec)
     };
     let reference = match w {
-        crate::Workload::HaccIo | crate::Workload::Mix { .. } => (find(mw)? + find(mr)?) / 2.0,
+        crate::Workload::HaccIo | crate::Workload::Mix { .. } | crate::Workload::Pmix { .. } => {
+            (find(mw)? + find(mr)?) / 2.0
+        }
         _ if w.writes() => find(mw)?,
         _ => find(mr)?,
     };

@@ -11,6 +11,8 @@
 //! (every such figure labelled EMULATED) and once with it off, as the
 //! control, in one run.
 
+pub mod nthread;
+
 use crate::report::{Rule, text_table};
 use crate::runner::{Config, Record, Series, emulated_label, run_series};
 use crate::sys::allowed_cpus;
@@ -29,18 +31,32 @@ pub struct Figure {
 }
 
 /// Every reproducible figure.
-pub const FIGURES: &[Figure] = &[Figure {
-    name: "numa-fig6",
-    title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range lock \
-            and the NUMA-aware design, emulated 2-node topology, remote-cost model on (EMULATED) \
-            and off",
-}];
+pub const FIGURES: &[Figure] = &[
+    Figure {
+        name: "numa-fig6",
+        title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range \
+                lock and the NUMA-aware design, emulated 2-node topology, remote-cost model on \
+                (EMULATED) and off",
+    },
+    Figure {
+        name: "nthread-fig5",
+        title: "NThread, Fig. 5: private read/write mixes at read ratios 100..0 % with data on \
+                node 0, thread placement policies off/rl/cpu/nm/full (migrate), emulated \
+                2-node topology, remote cost and NVMM bandwidth cap on (EMULATED) and off",
+    },
+    Figure {
+        name: "nthread-fig2",
+        title: "NThread, Fig. 2: threads on the data's node, on the other node and unpinned \
+                (R, W, RW mixes, data on node 0), emulated 2-node topology, remote cost and \
+                NVMM bandwidth cap on (EMULATED) and off",
+    },
+];
 
 /// The `--reproduce list` text: one line per figure.
 pub fn list() -> String {
     let mut out = String::new();
     for f in FIGURES {
-        let _ = writeln!(out, "{:<10}  {}", f.name, f.title);
+        let _ = writeln!(out, "{:<12}  {}", f.name, f.title);
     }
     out
 }
@@ -106,6 +122,8 @@ pub fn fig6_series(base: &PoolConfig, cost: RemoteCost) -> Vec<Series> {
                     member_per_node: true,
                     ..base.clone()
                 },
+                pinning: crate::runner::Pinning::Config,
+                prefill_cpu: None,
             });
         }
     }

@@ -211,8 +211,19 @@ pub fn measure(
     duration: Duration,
     pin: bool,
 ) -> Result<Measurement> {
+    measure_on(ops, warmup, duration, pin.then(allowed_cpus).as_deref())
+}
+
+/// [`measure`] with thread `i` pinned to `cpus[i % cpus.len()]`, or not
+/// pinned at all (`None`).
+pub fn measure_on(
+    ops: Vec<Box<dyn Op>>,
+    warmup: Duration,
+    duration: Duration,
+    cpus: Option<&[usize]>,
+) -> Result<Measurement> {
     let n = ops.len();
-    let cpus = Arc::new(allowed_cpus());
+    let cpus: Option<Arc<[usize]>> = cpus.filter(|c| !c.is_empty()).map(Arc::from);
     let phase = AtomicU8::new(WARMUP);
     let counted = AtomicUsize::new(0);
     let gate = crate::sys::Gate::new();
@@ -223,7 +234,7 @@ pub fn measure(
             .map(|(i, mut op)| {
                 let (phase, gate, counted, cpus) = (&phase, &gate, &counted, cpus.clone());
                 s.spawn(move || -> Result<(Histogram, u64, u64)> {
-                    if pin {
+                    if let Some(cpus) = &cpus {
                         pin_current_thread(cpus[i % cpus.len()]);
                     }
                     let mut hist = latency_histogram();
@@ -331,12 +342,36 @@ pub fn prepare_pinned(
     threads: usize,
     pin: bool,
 ) -> Result<Vec<Box<dyn Op>>> {
-    if !pin {
+    prepare_on(
+        workload,
+        be,
+        threads,
+        pin.then(allowed_cpus).as_deref(),
+        None,
+    )
+}
+
+/// Prepare `workload` for `threads` threads on `be`, on a helper thread
+/// that first moves to `prefill_cpu` where given (every thread's data is
+/// written from there: one node's, under local placement), else to thread
+/// `t`'s CPU of `cpus` (round-robin, as [`measure_on`] pins them) before
+/// what thread `t` owns; with neither, where the scheduler puts it.
+pub fn prepare_on(
+    workload: Workload,
+    be: &Arc<dyn crate::backend::Backend>,
+    threads: usize,
+    cpus: Option<&[usize]>,
+    prefill_cpu: Option<usize>,
+) -> Result<Vec<Box<dyn Op>>> {
+    let cpus = cpus.filter(|c| !c.is_empty());
+    if cpus.is_none() && prefill_cpu.is_none() {
         return workload.prepare(be, threads);
     }
-    let cpus = allowed_cpus();
     let place = |t: usize| {
-        pin_current_thread(cpus[t % cpus.len()]);
+        let cpu = prefill_cpu.or_else(|| cpus.map(|c| c[t % c.len()]));
+        if let Some(cpu) = cpu {
+            pin_current_thread(cpu);
+        }
     };
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -349,17 +384,21 @@ pub fn prepare_pinned(
 }
 
 /// Prepare and measure one point on an already set-up target.
+/// Its threads run where `series` says ([`Series::cpus`]), and their data
+/// is written from [`Series::prefill_cpu`] where given.
 pub fn run_point(
     env: &mut TargetEnv,
     workload: Workload,
     threads: usize,
     cfg: &Config,
+    series: &Series,
 ) -> Result<Record> {
     let point = env.point()?;
     let be = point.backend();
-    let ops = prepare_pinned(workload, &be, threads, cfg.pin)?;
+    let cpus = series.cpus(cfg);
+    let ops = prepare_on(workload, &be, threads, cpus.as_deref(), series.prefill_cpu)?;
     drop(be);
-    let m = measure(ops, cfg.warmup, cfg.duration, cfg.pin)?;
+    let m = measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref())?;
     point.finish()?;
     let secs = m.elapsed.as_secs_f64().max(1e-9);
     Ok(Record {
@@ -406,6 +445,25 @@ pub struct Series {
     pub target: Target,
     /// How its pools are made and mounted (`lib:` targets).
     pub pool: PoolConfig,
+    /// Where its threads run.
+    pub pinning: Pinning,
+    /// The CPU every thread's data is written from before the run (all of
+    /// it on that CPU's node, under local placement); `None`: each
+    /// thread's from the CPU it will run on (where it is pinned).
+    pub prefill_cpu: Option<usize>,
+}
+
+/// Where a series' threads run ([`Series::pinning`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Pinning {
+    /// As [`Config::pin`] says: round-robin over the allowed CPUs, or not
+    /// pinned.
+    #[default]
+    Config,
+    /// Round-robin over these CPUs.
+    Cpus(Vec<usize>),
+    /// Not pinned: the kernel's scheduler places them.
+    Unpinned,
 }
 
 impl Series {
@@ -415,6 +473,18 @@ impl Series {
             label: target.to_string(),
             target: target.clone(),
             pool: cfg.pool.clone(),
+            pinning: Pinning::Config,
+            prefill_cpu: None,
+        }
+    }
+
+    /// The CPUs its threads are pinned to round-robin under `cfg`; `None`:
+    /// not pinned.
+    pub fn cpus(&self, cfg: &Config) -> Option<Vec<usize>> {
+        match &self.pinning {
+            Pinning::Config => cfg.pin.then(allowed_cpus),
+            Pinning::Cpus(c) => Some(c.clone()),
+            Pinning::Unpinned => None,
         }
     }
 }
@@ -488,7 +558,7 @@ pub fn run_series(cfg: &Config, series: &[Series]) -> Result<Vec<Record>> {
                 return Err(BenchError::Interrupted);
             }
             bar.set_message(format!("{w} {} {n} threads{r}", env.label()));
-            runs[i].push(run_point(env, *w, *n, cfg)?);
+            runs[i].push(run_point(env, *w, *n, cfg, t)?);
             bar.inc(1);
         }
     }

@@ -95,8 +95,11 @@ pub struct BenchArgs {
     bandwidth_cap: String,
     /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
     /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
-    /// `paper` unless given) [threads 1,2,8; 1 s per point; JSON and plot
-    /// to manyfs-NAME.json/.svg unless --json/--plot].
+    /// `paper` unless given) [threads 1,2,8; 1 s per point];
+    /// `nthread-fig5`, `nthread-fig2` (the NThread paper's, with
+    /// --remote-cost and --bandwidth-cap, `paper` and 400M unless given)
+    /// [threads 2,4; 0.5 s warm-up, 1 s per point]; JSON and plot to
+    /// manyfs-NAME.json/.svg unless --json/--plot.
     #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
     reproduce: Option<String>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
@@ -303,21 +306,33 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         None => 512 << 20,
     };
     cfg.pool.segment_size = parse_size(&args.segment_size)?;
+    // `off` (the flag's default) means the figure's model: a figure is
+    // about the emulation, its control series run with the models off.
     let cost = match parse_remote_cost(&args.remote_cost)? {
         Some(c) => c,
         None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
         None => bail!(
-            "--remote-cost {}: numa-fig6 needs a model",
-            args.remote_cost
+            "--remote-cost {}: {} needs a model (its control series run without)",
+            args.remote_cost,
+            fig.name
         ),
     };
-    print!("{}", reproduce::fig6_header(cost, &cfg.threads));
-    let records = reproduce::run_fig6(&cfg, cost)?;
-    println!();
-    print!("{}", table(&records));
-    println!();
-    println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
-    print!("{}", reproduce::fig6_table(&records));
+    let records = match fig.name {
+        "numa-fig6" => {
+            print!("{}", reproduce::fig6_header(cost, &cfg.threads));
+            let records = reproduce::run_fig6(&cfg, cost)?;
+            println!();
+            print!("{}", table(&records));
+            println!();
+            println!(
+                "GiB/s per configuration (EMULATED: remote-cost model on; model off: control):"
+            );
+            print!("{}", reproduce::fig6_table(&records));
+            records
+        }
+        "nthread-fig5" | "nthread-fig2" => run_nthread(args, &mut cfg, fig.name, cost)?,
+        other => bail!("--reproduce {other}: no runner for this figure"),
+    };
     let json = args
         .json
         .clone()
@@ -333,6 +348,57 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--reproduce nthread-fig5|nthread-fig2`: threads 2 and 4, 0.5 s warm-up
+/// (threads move within it) and 1 s per point unless given; the cap from
+/// `--bandwidth-cap` (`off`: the figure's default).
+fn run_nthread(
+    args: &BenchArgs,
+    cfg: &mut Config,
+    name: &str,
+    cost: manyfs::RemoteCost,
+) -> Result<Vec<manyfs_bench::Record>> {
+    use manyfs_bench::reproduce::nthread;
+    if args.threads.is_none() {
+        cfg.threads = vec![2, 4];
+    }
+    if args.warmup.is_none() {
+        cfg.warmup = std::time::Duration::from_millis(500);
+    }
+    let cap = match parse_bandwidth_cap(&args.bandwidth_cap)? {
+        Some(c) => c,
+        None if args.bandwidth_cap == "off" => nthread::DEFAULT_CAP,
+        None => bail!(
+            "--bandwidth-cap {}: {name} needs a cap (its control series run without)",
+            args.bandwidth_cap
+        ),
+    };
+    let models = nthread::Models { cost, cap };
+    print!("{}", nthread::header(name, models, cfg));
+    let fig5 = name == "nthread-fig5";
+    let records = if fig5 {
+        nthread::run_fig5(cfg, models)?
+    } else {
+        nthread::run_fig2(cfg, models)?
+    };
+    println!();
+    print!("{}", table(&records));
+    println!();
+    if fig5 {
+        println!(
+            "MiB/s per policy (EMULATED: remote cost and bandwidth cap on; model off: control; \
+             ordered: full >= nm >= cpu >= rl >= off within 5 %):"
+        );
+        print!("{}", nthread::fig5_table(&records));
+    } else {
+        println!(
+            "MiB/s per thread placement, data on node 0 (EMULATED: remote cost and bandwidth \
+             cap on; model off: control):"
+        );
+        print!("{}", nthread::fig2_table(&records));
+    }
+    Ok(records)
 }
 
 fn run_lock_bench(
