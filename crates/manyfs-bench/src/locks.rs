@@ -708,6 +708,7 @@ mod tests {
             ops_per_sec_min: ops,
             ops_per_sec_max: ops,
             emulated: None,
+            moves: None,
         };
         let recs = vec![
             rec("lib:inode", 1, 1e6),

@@ -274,6 +274,7 @@ mod tests {
             ops_per_sec_min: bps / 4096.0,
             ops_per_sec_max: bps / 4096.0,
             emulated: None,
+            moves: None,
         }
     }
 

@@ -49,6 +49,29 @@ pub struct Record {
     /// NVMM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// The threads thread placement moved during the point, warm-up
+    /// included ([`manyfs::Fs::placement_report`]), as `N` or `N (REASON
+    /// n, ...)`; `None` where thread placement was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moves: Option<String>,
+}
+
+/// [`Record::moves`] of `report`: the moves applied, by reason.
+pub fn moves_summary(report: &[manyfs::PlacementDecision]) -> String {
+    let mut by_reason: Vec<(String, usize)> = Vec::new();
+    for d in report.iter().filter(|d| d.applied) {
+        let reason = d.reason.to_string();
+        match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => by_reason.push((reason, 1)),
+        }
+    }
+    let total: usize = by_reason.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        return "0".into();
+    }
+    let parts: Vec<String> = by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    format!("{total} ({})", parts.join(", "))
 }
 
 /// How an emulated remote cost is described in [`Record::emulated`].
@@ -399,6 +422,10 @@ pub fn run_point(
     let ops = prepare_on(workload, &be, threads, cpus.as_deref(), series.prefill_cpu)?;
     drop(be);
     let m = measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref())?;
+    let moves = point
+        .fs()
+        .filter(|_| series.pool.thread_placement != manyfs::ThreadPlacement::Off)
+        .map(|fs| moves_summary(&fs.placement_report()));
     point.finish()?;
     let secs = m.elapsed.as_secs_f64().max(1e-9);
     Ok(Record {
@@ -415,6 +442,7 @@ pub fn run_point(
         ops_per_sec_min: m.ops as f64 / secs,
         ops_per_sec_max: m.ops as f64 / secs,
         emulated: emulated_labels(env.remote_cost(), env.bandwidth_cap()),
+        moves,
     })
 }
 
@@ -570,6 +598,32 @@ pub fn run_series(cfg: &Config, series: &[Series]) -> Result<Vec<Record>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moves_are_counted_by_reason_applied_only() {
+        use manyfs::placement::Reason;
+        let d = |reason, applied| manyfs::PlacementDecision {
+            window: 1,
+            tid: 7,
+            from: 1,
+            to: 0,
+            reason,
+            applied,
+            error: None,
+        };
+        assert_eq!(moves_summary(&[]), "0");
+        assert_eq!(moves_summary(&[d(Reason::ReadLocality, false)]), "0");
+        let report = [
+            d(Reason::ReadLocality, true),
+            d(Reason::NvmmContention, true),
+            d(Reason::ReadLocality, true),
+            d(Reason::CpuContention, false),
+        ];
+        assert_eq!(
+            moves_summary(&report),
+            "3 (read locality 2, NVMM contention 1)"
+        );
+    }
 
     #[test]
     fn latency_quantiles_merge_across_threads() {

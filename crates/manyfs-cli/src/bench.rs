@@ -391,6 +391,12 @@ fn run_nthread(
              ordered: full >= nm >= cpu >= rl >= off within 5 %):"
         );
         print!("{}", nthread::fig5_table(&records));
+        println!();
+        println!(
+            "threads moved per point (the median run's, warm-up included; by the planner's \
+             reason):"
+        );
+        print!("{}", nthread::fig5_moves_table(&records));
     } else {
         println!(
             "MiB/s per thread placement, data on node 0 (EMULATED: remote cost and bandwidth \

@@ -365,6 +365,34 @@ pub fn fig5_table(records: &[Record]) -> String {
     render(&header, &rows)
 }
 
+/// The threads moved in each Figure 5 point with the models on and off
+/// ([`Record::moves`]: the median run's, warm-up included), per thread
+/// count, read ratio and policy.
+pub fn fig5_moves_table(records: &[Record]) -> String {
+    let header = columns(["threads", "read%"], |suffix| {
+        FIG5_POLICIES
+            .iter()
+            .map(|p| format!("{p} {suffix}"))
+            .collect()
+    });
+    let mut rows = Vec::new();
+    for n in thread_counts(records) {
+        for pct in FIG5_READ_PCTS {
+            let w = mix(pct).to_string();
+            let mut row = vec![n.to_string(), pct.to_string()];
+            for suffix in [ON, OFF] {
+                row.extend(FIG5_POLICIES.iter().map(|p| {
+                    find(records, &format!("{p} {suffix}"), &w, n)
+                        .and_then(|r| r.moves.clone())
+                        .unwrap_or_else(|| "-".into())
+                }));
+            }
+            rows.push(row);
+        }
+    }
+    render(&header, &rows)
+}
+
 /// The Figure 2 table: per workload and thread count, each placement's
 /// MiB/s with the models on and off, and the other node and unpinned as a
 /// fraction of the data's node (the paper's normalisation to the maximum).
@@ -487,6 +515,7 @@ mod tests {
             ops_per_sec_min: 0.0,
             ops_per_sec_max: 0.0,
             emulated: None,
+            moves: None,
         }
     }
 
