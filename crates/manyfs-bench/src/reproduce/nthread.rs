@@ -7,7 +7,7 @@
 //! policies `off`, `rl`, `cpu`, `nm` and `full`, 100 ms windows so that
 //! threads move within the warm-up of a point.
 //!
-//! `nthread-fig2`: the same mixes at 100 % (R), 0 % (W) and 50 % (RW),
+//! `nthread-fig2`: private-file mixes at 100 % (R), 0 % (W) and 50 % (RW),
 //! every block on node 0 (`placement=node0`), the threads pinned to node
 //! 0's CPUs (the data's node: the paper's maximum), to node 1's (the
 //! minimum) or not pinned (the scheduler's choice: its average).
@@ -186,9 +186,20 @@ pub fn fig2_series(
     out
 }
 
-/// Figure 2's workloads: R, W and RW.
+/// Figure 2's workloads: R (all reads), W (all writes) and RW (one read
+/// per write).
 pub fn fig2_workloads() -> [(&'static str, Workload); 3] {
-    [("R", mix(100)), ("W", mix(0)), ("RW", mix(50))]
+    [
+        ("R", mix(100)),
+        ("W", mix(0)),
+        (
+            "RW",
+            Workload::Pmix {
+                reads: 1,
+                writes: 1,
+            },
+        ),
+    ]
 }
 
 /// Run `nthread-fig5` with `cfg`'s threads, durations and repeats.
