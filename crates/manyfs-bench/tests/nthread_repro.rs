@@ -40,7 +40,7 @@ fn fig5_data_starts_on_node_0_and_writes_follow_the_writer() {
     let blocks = |t: usize| {
         OpenOptions::new()
             .read(true)
-            .open(fs, &format!("/private-{t}"))
+            .open(fs, format!("/private-{t}"))
             .unwrap()
             .blocks_per_node()
     };
