@@ -212,6 +212,12 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
     cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;
+    // Refuse what every lib: mount would refuse (an emulation on the
+    // machine's own topology, say) once, before making any pool.
+    cfg.pool
+        .mount_options(manyfs::LockKind::default())
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     cfg.membw = !args.no_membw;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));
@@ -375,8 +381,13 @@ fn run_nthread(
         ),
     };
     let models = nthread::Models { cost, cap };
-    print!("{}", nthread::header(name, models, cfg));
     let fig5 = name == "nthread-fig5";
+    if fig5 && !cfg.pin {
+        bail!(
+            "nthread-fig5 needs pinned threads (drop --no-pin): they start round-robin on the two nodes, as the kernel would spread them"
+        );
+    }
+    print!("{}", nthread::header(name, models, cfg));
     let records = if fig5 {
         nthread::run_fig5(cfg, models)?
     } else {
