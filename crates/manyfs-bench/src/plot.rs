@@ -66,7 +66,7 @@ fn panels(records: &[Record]) -> Vec<Panel> {
         let (title, line) = if r.target == "memory" {
             (MEMORY_PANEL.to_string(), r.workload.clone())
         } else {
-            (r.workload.clone(), r.target.clone())
+            (r.workload.clone(), crate::report::shown_target(r))
         };
         let p = match out.iter_mut().position(|p| p.title == title) {
             Some(i) => &mut out[i],

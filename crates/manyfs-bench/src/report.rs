@@ -66,7 +66,9 @@ pub fn memory_fraction(r: &Record, all: &[Record], hot: bool) -> Option<f64> {
             .map(|m| m.bytes_per_sec)
     };
     let reference = match w {
-        crate::Workload::HaccIo | crate::Workload::Mix { .. } => (find(mw)? + find(mr)?) / 2.0,
+        crate::Workload::HaccIo | crate::Workload::Mix { .. } | crate::Workload::Pmix { .. } => {
+            (find(mw)? + find(mr)?) / 2.0
+        }
         _ if w.writes() => find(mw)?,
         _ => find(mr)?,
     };
@@ -148,7 +150,7 @@ pub fn table(records: &[Record]) -> String {
         .map(|r| {
             vec![
                 r.workload.clone(),
-                r.target.clone(),
+                shown_target(r),
                 r.threads.to_string(),
                 si(r.ops_per_sec),
                 bytes_rate(r.bytes_per_sec),
@@ -159,7 +161,28 @@ pub fn table(records: &[Record]) -> String {
             ]
         })
         .collect();
-    text_table(&header, &rows, 2, Rule::Full)
+    let mut out = text_table(&header, &rows, 2, Rule::Full);
+    let mut labels: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r.emulated.as_deref())
+        .collect();
+    labels.sort_unstable();
+    labels.dedup();
+    for l in labels {
+        let _ = writeln!(out, "EMULATED = {l}");
+    }
+    out
+}
+
+/// A record's target as tables and plots show it: marked EMULATED when it
+/// ran under an emulation ([`Record::emulated`]) and its label does not
+/// say so already.
+pub fn shown_target(r: &Record) -> String {
+    if r.emulated.is_some() && !r.target.contains("EMULATED") {
+        format!("{} EMULATED", r.target)
+    } else {
+        r.target.clone()
+    }
 }
 
 /// Write records as a JSON array (one object per point).
@@ -272,7 +295,24 @@ mod tests {
             ops_per_sec_min: bps / 4096.0,
             ops_per_sec_max: bps / 4096.0,
             emulated: None,
+            moves: None,
         }
+    }
+
+    #[test]
+    fn emulated_records_are_marked_in_the_table() {
+        let mut capped = rec("DRBL", "lib:srl-tree", 1, 1e9);
+        capped.emulated = Some("EMULATED NVMM bandwidth cap 1000000000 B/s per node".into());
+        let mut labelled = capped.clone();
+        labelled.target = "rl EMULATED".into();
+        let plain = rec("DRBL", "lib:inode", 1, 1e9);
+        let t = table(&[capped, labelled, plain]);
+        assert!(t.contains("lib:srl-tree EMULATED"), "{t}");
+        assert!(!t.contains("rl EMULATED EMULATED"), "{t}");
+        assert!(!t.contains("lib:inode EMULATED"), "{t}");
+        // The parameters once, below the table.
+        let foot = "EMULATED = EMULATED NVMM bandwidth cap 1000000000 B/s per node";
+        assert_eq!(t.matches(foot).count(), 1, "{t}");
     }
 
     #[test]

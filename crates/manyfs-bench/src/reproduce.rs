@@ -20,10 +20,12 @@
 //! lookup and insert, and every point's serial fraction (range lock +
 //! index) projected to the paper's 120 cores.
 
+pub mod nthread;
+
 use crate::index::{IndexConfig, IndexReport, run_index, stride_label};
 use crate::locks::{FsProjection, project_point};
 use crate::report::{Rule, si, text_table};
-use crate::runner::{Config, Record, Series, emulated_label, run_series};
+use crate::runner::{Config, Pinning, Record, Series, emulated_label, run_series};
 use crate::sys::allowed_cpus;
 use crate::target::{PoolConfig, Target};
 use crate::workload::{BLOCK, REGION};
@@ -54,13 +56,25 @@ pub const FIGURES: &[Figure] = &[
                 (cas, rw = nCACHE, cascade = F2FS) x range lock (srl-tree, inode), index serial \
                 time per operation projected to 120 cores",
     },
+    Figure {
+        name: "nthread-fig5",
+        title: "NThread, Fig. 5: private read/write mixes at read ratios 100..0 % with data on \
+                node 0, thread placement policies off/rl/cpu/nm/full (migrate), emulated \
+                2-node topology, remote cost and NVMM bandwidth cap on (EMULATED) and off",
+    },
+    Figure {
+        name: "nthread-fig2",
+        title: "NThread, Fig. 2: threads on the data's node, on the other node and unpinned \
+                (R, W, RW mixes, data on node 0), emulated 2-node topology, remote cost and \
+                NVMM bandwidth cap on (EMULATED) and off",
+    },
 ];
 
 /// The `--reproduce list` text: one line per figure.
 pub fn list() -> String {
     let mut out = String::new();
     for f in FIGURES {
-        let _ = writeln!(out, "{:<11}  {}", f.name, f.title);
+        let _ = writeln!(out, "{:<12}  {}", f.name, f.title);
     }
     out
 }
@@ -133,6 +147,8 @@ pub fn fig6_series(base: &PoolConfig, cost: RemoteCost) -> Vec<Series> {
                     member_per_node: true,
                     ..base.clone()
                 },
+                pinning: Pinning::Config,
+                prefill_cpu: None,
             });
         }
     }
@@ -299,6 +315,8 @@ pub fn fig7_series(base: &PoolConfig, stride: u64) -> Vec<Series> {
                     index,
                     ..base.clone()
                 },
+                pinning: Pinning::Config,
+                prefill_cpu: None,
             });
         }
     }

@@ -42,11 +42,36 @@ pub struct Record {
     #[serde(default)]
     pub ops_per_sec_max: f64,
     /// Set when the point ran under the EMULATED remote-access cost model
-    /// ([`manyfs::MountOptions::remote_cost`]): its parameters, as
-    /// `EMULATED remote access +READ/+WRITE ns per KiB`. Such a figure is
-    /// not a measurement of remote memory.
+    /// ([`manyfs::MountOptions::remote_cost`]) or the EMULATED NVMM
+    /// bandwidth cap ([`manyfs::MountOptions::bandwidth_cap`]): their
+    /// parameters ([`emulated_label`], [`emulated_cap_label`], joined by
+    /// `; `). Such a figure is not a measurement of remote memory or of
+    /// NVMM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// The threads thread placement moved during the point, warm-up
+    /// included ([`manyfs::Fs::placement_report`]), as `N` or `N (REASON
+    /// n, ...)`; `None` where thread placement was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moves: Option<String>,
+}
+
+/// [`Record::moves`] of `report`: the moves applied, by reason.
+pub fn moves_summary(report: &[manyfs::PlacementDecision]) -> String {
+    let mut by_reason: Vec<(String, usize)> = Vec::new();
+    for d in report.iter().filter(|d| d.applied) {
+        let reason = d.reason.to_string();
+        match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => by_reason.push((reason, 1)),
+        }
+    }
+    let total: usize = by_reason.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        return "0".into();
+    }
+    let parts: Vec<String> = by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    format!("{total} ({})", parts.join(", "))
 }
 
 /// How an emulated remote cost is described in [`Record::emulated`].
@@ -55,6 +80,28 @@ pub fn emulated_label(cost: manyfs::RemoteCost) -> String {
         "EMULATED remote access +{}/+{} ns per KiB read/write",
         cost.read_ns_per_kib, cost.write_ns_per_kib
     )
+}
+
+/// How an emulated bandwidth cap is described in [`Record::emulated`].
+pub fn emulated_cap_label(cap: manyfs::BandwidthCap) -> String {
+    format!(
+        "EMULATED NVMM bandwidth cap {} B/s per node (W + R/3)",
+        cap.bytes_per_sec
+    )
+}
+
+/// [`Record::emulated`] for a point with `cost` and `cap`: `None` when
+/// both are off.
+pub fn emulated_labels(
+    cost: Option<manyfs::RemoteCost>,
+    cap: Option<manyfs::BandwidthCap>,
+) -> Option<String> {
+    let parts: Vec<String> = cost
+        .map(emulated_label)
+        .into_iter()
+        .chain(cap.map(emulated_cap_label))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn one() -> usize {
@@ -192,8 +239,19 @@ pub fn measure(
     duration: Duration,
     pin: bool,
 ) -> Result<Measurement> {
+    measure_on(ops, warmup, duration, pin.then(allowed_cpus).as_deref())
+}
+
+/// [`measure`] with thread `i` pinned to `cpus[i % cpus.len()]`, or not
+/// pinned at all (`None`).
+pub fn measure_on(
+    ops: Vec<Box<dyn Op>>,
+    warmup: Duration,
+    duration: Duration,
+    cpus: Option<&[usize]>,
+) -> Result<Measurement> {
     let n = ops.len();
-    let cpus = Arc::new(allowed_cpus());
+    let cpus: Option<Arc<[usize]>> = cpus.filter(|c| !c.is_empty()).map(Arc::from);
     let phase = AtomicU8::new(WARMUP);
     let counted = AtomicUsize::new(0);
     let gate = crate::sys::Gate::new();
@@ -204,7 +262,7 @@ pub fn measure(
             .map(|(i, mut op)| {
                 let (phase, gate, counted, cpus) = (&phase, &gate, &counted, cpus.clone());
                 s.spawn(move || -> Result<(Histogram, u64, u64)> {
-                    if pin {
+                    if let Some(cpus) = &cpus {
                         pin_current_thread(cpus[i % cpus.len()]);
                     }
                     let mut hist = latency_histogram();
@@ -313,12 +371,39 @@ pub fn prepare_pinned(
     pin: bool,
     stride: u64,
 ) -> Result<Vec<Box<dyn Op>>> {
-    if !pin {
+    prepare_on(
+        workload,
+        be,
+        threads,
+        pin.then(allowed_cpus).as_deref(),
+        None,
+        stride,
+    )
+}
+
+/// Prepare `workload` for `threads` threads on `be`, on a helper thread
+/// that first moves to `prefill_cpu` where given (every thread's data is
+/// written from there: one node's, under local placement), else to thread
+/// `t`'s CPU of `cpus` (round-robin, as [`measure_on`] pins them) before
+/// what thread `t` owns; with neither, where the scheduler puts it.
+/// Thread `t`'s DRBM/DWOM block is at byte `t * stride`.
+pub fn prepare_on(
+    workload: Workload,
+    be: &Arc<dyn crate::backend::Backend>,
+    threads: usize,
+    cpus: Option<&[usize]>,
+    prefill_cpu: Option<usize>,
+    stride: u64,
+) -> Result<Vec<Box<dyn Op>>> {
+    let cpus = cpus.filter(|c| !c.is_empty());
+    if cpus.is_none() && prefill_cpu.is_none() {
         return workload.prepare_strided(be, threads, stride, &|_| {});
     }
-    let cpus = allowed_cpus();
     let place = |t: usize| {
-        pin_current_thread(cpus[t % cpus.len()]);
+        let cpu = prefill_cpu.or_else(|| cpus.map(|c| c[t % c.len()]));
+        if let Some(cpu) = cpu {
+            pin_current_thread(cpu);
+        }
     };
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -331,17 +416,32 @@ pub fn prepare_pinned(
 }
 
 /// Prepare and measure one point on an already set-up target.
+/// Its threads run where `series` says ([`Series::cpus`]), and their data
+/// is written from [`Series::prefill_cpu`] where given.
 pub fn run_point(
     env: &mut TargetEnv,
     workload: Workload,
     threads: usize,
     cfg: &Config,
+    series: &Series,
 ) -> Result<Record> {
     let point = env.point()?;
     let be = point.backend();
-    let ops = prepare_pinned(workload, &be, threads, cfg.pin, cfg.stride)?;
+    let cpus = series.cpus(cfg);
+    let ops = prepare_on(
+        workload,
+        &be,
+        threads,
+        cpus.as_deref(),
+        series.prefill_cpu,
+        cfg.stride,
+    )?;
     drop(be);
-    let m = measure(ops, cfg.warmup, cfg.duration, cfg.pin)?;
+    let m = measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref())?;
+    let moves = point
+        .fs()
+        .filter(|_| series.pool.thread_placement != manyfs::ThreadPlacement::Off)
+        .map(|fs| moves_summary(&fs.placement_report()));
     point.finish()?;
     let secs = m.elapsed.as_secs_f64().max(1e-9);
     Ok(Record {
@@ -357,7 +457,8 @@ pub fn run_point(
         runs: 1,
         ops_per_sec_min: m.ops as f64 / secs,
         ops_per_sec_max: m.ops as f64 / secs,
-        emulated: env.remote_cost().map(emulated_label),
+        emulated: emulated_labels(env.remote_cost(), env.bandwidth_cap()),
+        moves,
     })
 }
 
@@ -388,6 +489,25 @@ pub struct Series {
     pub target: Target,
     /// How its pools are made and mounted (`lib:` targets).
     pub pool: PoolConfig,
+    /// Where its threads run.
+    pub pinning: Pinning,
+    /// The CPU every thread's data is written from before the run (all of
+    /// it on that CPU's node, under local placement); `None`: each
+    /// thread's from the CPU it will run on (where it is pinned).
+    pub prefill_cpu: Option<usize>,
+}
+
+/// Where a series' threads run ([`Series::pinning`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Pinning {
+    /// As [`Config::pin`] says: round-robin over the allowed CPUs, or not
+    /// pinned.
+    #[default]
+    Config,
+    /// Round-robin over these CPUs.
+    Cpus(Vec<usize>),
+    /// Not pinned: the kernel's scheduler places them.
+    Unpinned,
 }
 
 impl Series {
@@ -408,6 +528,18 @@ impl Series {
             label,
             target: target.clone(),
             pool: cfg.pool.clone(),
+            pinning: Pinning::Config,
+            prefill_cpu: None,
+        }
+    }
+
+    /// The CPUs its threads are pinned to round-robin under `cfg`; `None`:
+    /// not pinned.
+    pub fn cpus(&self, cfg: &Config) -> Option<Vec<usize>> {
+        match &self.pinning {
+            Pinning::Config => cfg.pin.then(allowed_cpus),
+            Pinning::Cpus(c) => Some(c.clone()),
+            Pinning::Unpinned => None,
         }
     }
 }
@@ -481,7 +613,7 @@ pub fn run_series(cfg: &Config, series: &[Series]) -> Result<Vec<Record>> {
                 return Err(BenchError::Interrupted);
             }
             bar.set_message(format!("{w} {} {n} threads{r}", env.label()));
-            runs[i].push(run_point(env, *w, *n, cfg)?);
+            runs[i].push(run_point(env, *w, *n, cfg, t)?);
             bar.inc(1);
         }
     }
@@ -513,12 +645,39 @@ pub(crate) fn test_record(
         ops_per_sec_min: ops_per_sec,
         ops_per_sec_max: ops_per_sec,
         emulated: None,
+        moves: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moves_are_counted_by_reason_applied_only() {
+        use manyfs::placement::Reason;
+        let d = |reason, applied| manyfs::PlacementDecision {
+            window: 1,
+            tid: 7,
+            from: 1,
+            to: 0,
+            reason,
+            applied,
+            error: None,
+        };
+        assert_eq!(moves_summary(&[]), "0");
+        assert_eq!(moves_summary(&[d(Reason::ReadLocality, false)]), "0");
+        let report = [
+            d(Reason::ReadLocality, true),
+            d(Reason::NvmmContention, true),
+            d(Reason::ReadLocality, true),
+            d(Reason::CpuContention, false),
+        ];
+        assert_eq!(
+            moves_summary(&report),
+            "3 (read locality 2, NVMM contention 1)"
+        );
+    }
 
     #[test]
     fn latency_quantiles_merge_across_threads() {

@@ -98,6 +98,12 @@ pub struct PoolConfig {
     pub topology: manyfs::TopologySpec,
     /// The emulated remote-access cost ([`manyfs::MountOptions::remote_cost`]).
     pub remote_cost: Option<manyfs::RemoteCost>,
+    /// The emulated per-node NVMM bandwidth cap
+    /// ([`manyfs::MountOptions::bandwidth_cap`]).
+    pub bandwidth_cap: Option<manyfs::BandwidthCap>,
+    /// Thread placement's parameters
+    /// ([`manyfs::MountOptions::placement_config`]).
+    pub placement_config: manyfs::PlacementConfig,
     /// Make the pool of one member file per node of the topology (member
     /// `i` on node `i`), `size` split evenly among them, instead of one
     /// file on node 0.
@@ -116,6 +122,8 @@ impl PoolConfig {
             placement: self.placement,
             topology: self.topology,
             remote_cost: self.remote_cost,
+            bandwidth_cap: self.bandwidth_cap,
+            placement_config: self.placement_config.clone(),
             thread_placement: self.thread_placement,
             placement_policy: self.placement_policy,
             ..Default::default()
@@ -173,6 +181,8 @@ impl Default for PoolConfig {
             placement_policy: manyfs::PlacementPolicy::Full,
             topology: manyfs::TopologySpec::System,
             remote_cost: None,
+            bandwidth_cap: None,
+            placement_config: manyfs::PlacementConfig::default(),
             member_per_node: false,
         }
     }
@@ -395,6 +405,14 @@ impl TargetEnv {
     pub fn remote_cost(&self) -> Option<manyfs::RemoteCost> {
         match &self.kind {
             EnvKind::Lib { cfg, .. } => cfg.remote_cost,
+            _ => None,
+        }
+    }
+
+    /// The emulated NVMM bandwidth cap of this target's mounts, if on.
+    pub fn bandwidth_cap(&self) -> Option<manyfs::BandwidthCap> {
+        match &self.kind {
+            EnvKind::Lib { cfg, .. } => cfg.bandwidth_cap,
             _ => None,
         }
     }

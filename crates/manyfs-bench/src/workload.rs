@@ -31,8 +31,13 @@ pub const TRUNC_FILL: usize = 1 << 20;
 pub const META_BATCH: usize = 1000;
 /// Entries in each directory listed by MRDL/MRDM.
 pub const READDIR_ENTRIES: usize = 64;
-/// Blocks of its region each MIX thread cycles over.
+/// Blocks of its region each MIX thread cycles over (and each PMIX
+/// thread writes).
 pub const MIX_BLOCKS: u64 = 16;
+/// Blocks each PMIX thread reads, written once before the run (1 MiB):
+/// a separate range from the blocks it writes, so that its reads stay on
+/// the node the data was first written to, whatever node its writes go to.
+pub const PMIX_READ_BLOCKS: u64 = 256;
 
 /// One benchmark workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,6 +81,16 @@ pub enum Workload {
     /// Reads and writes in the ratio `reads:writes` on disjoint regions of a
     /// shared file.
     Mix {
+        /// Reads per cycle.
+        reads: u32,
+        /// Writes per cycle.
+        writes: u32,
+    },
+    /// Reads and writes in the ratio `reads:writes` on a private file per
+    /// thread: reads cycle over [`PMIX_READ_BLOCKS`] blocks written before
+    /// the run, writes over [`MIX_BLOCKS`] others (the NThread paper's fio
+    /// mixes, Fig. 5).
+    Pmix {
         /// Reads per cycle.
         reads: u32,
         /// Writes per cycle.
@@ -209,6 +224,7 @@ impl fmt::Display for Workload {
             Workload::Mrdl => "MRDL",
             Workload::Mrdm => "MRDM",
             Workload::Mix { reads, writes } => return write!(f, "MIX:{reads}:{writes}"),
+            Workload::Pmix { reads, writes } => return write!(f, "PMIX:{reads}:{writes}"),
             Workload::HaccIo => "HACCIO",
             Workload::MemWrite => "MEM-W",
             Workload::MemRead => "MEM-R",
@@ -223,27 +239,12 @@ impl FromStr for Workload {
     type Err = BenchError;
     fn from_str(s: &str) -> Result<Self> {
         let u = s.trim().to_ascii_uppercase();
+        if let Some(rest) = u.strip_prefix("PMIX") {
+            let (reads, writes) = parse_ratio(s, "PMIX", rest)?;
+            return Ok(Workload::Pmix { reads, writes });
+        }
         if let Some(rest) = u.strip_prefix("MIX") {
-            let parts: Vec<&str> = rest.trim_start_matches(':').split(':').collect();
-            let (reads, writes) = match parts.as_slice() {
-                [""] => (3, 1),
-                [r, w] => (
-                    r.parse()
-                        .map_err(|_| BenchError::InvalidArgument(format!("workload {s:?}")))?,
-                    w.parse()
-                        .map_err(|_| BenchError::InvalidArgument(format!("workload {s:?}")))?,
-                ),
-                _ => {
-                    return Err(BenchError::InvalidArgument(format!(
-                        "workload {s:?} (expected MIX:READS:WRITES)"
-                    )));
-                }
-            };
-            if reads + writes == 0 {
-                return Err(BenchError::InvalidArgument(format!(
-                    "workload {s:?}: ratio must not be 0:0"
-                )));
-            }
+            let (reads, writes) = parse_ratio(s, "MIX", rest)?;
             return Ok(Workload::Mix { reads, writes });
         }
         let all = Workload::all_fs().into_iter().chain(Workload::MEMORY);
@@ -257,7 +258,7 @@ impl FromStr for Workload {
         }
         Err(BenchError::InvalidArgument(format!(
             "unknown workload {s:?} (DRBL DRBM DRBH DWOL DWOM DWAL DWTL DWSL MWCL MWCM MWUL MWUM \
-             MWRL MWRM MRPL MRPM MRDL MRDM MIX:R:W HACCIO)"
+             MWRL MWRM MRPL MRPM MRDL MRDM MIX:R:W PMIX:R:W HACCIO)"
         )))
     }
 }
@@ -275,6 +276,25 @@ pub fn check_stride(stride: u64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The `READS:WRITES` ratio after a `MIX` or `PMIX` (`name`) in workload
+/// `s`: `rest` is what follows the name; empty means 3:1.
+fn parse_ratio(s: &str, name: &str, rest: &str) -> Result<(u32, u32)> {
+    let bad = |why: &str| BenchError::InvalidArgument(format!("workload {s:?}{why}"));
+    let parts: Vec<&str> = rest.trim_start_matches(':').split(':').collect();
+    let (reads, writes): (u32, u32) = match parts.as_slice() {
+        [""] => (3, 1),
+        [r, w] => (
+            r.parse().map_err(|_| bad(""))?,
+            w.parse().map_err(|_| bad(""))?,
+        ),
+        _ => return Err(bad(&format!(" (expected {name}:READS:WRITES)"))),
+    };
+    if reads.checked_add(writes).is_none_or(|n| n == 0) {
+        return Err(bad(": ratio must not be 0:0"));
+    }
+    Ok((reads, writes))
 }
 
 /// One thread's share of a workload.
@@ -475,6 +495,35 @@ impl Op for Mix {
         if read {
             read_full(&*self.file, &mut self.buf, off)?;
         } else {
+            write_full(&*self.file, &self.buf, off)?;
+        }
+        Ok(BLOCK as u64)
+    }
+}
+
+/// A private-file mix: reads over the read blocks, writes over the others.
+struct PrivateMix {
+    file: Arc<dyn BenchFile>,
+    reads: u32,
+    cycle: u32,
+    /// Operations so far, reads so far, writes so far.
+    k: u64,
+    kr: u64,
+    kw: u64,
+    buf: AlignedBuf,
+}
+
+impl Op for PrivateMix {
+    fn run(&mut self) -> Result<u64> {
+        let read = (self.k % self.cycle as u64) < self.reads as u64;
+        self.k += 1;
+        if read {
+            let off = (self.kr % PMIX_READ_BLOCKS) * BLOCK as u64;
+            self.kr += 1;
+            read_full(&*self.file, &mut self.buf, off)?;
+        } else {
+            let off = (PMIX_READ_BLOCKS + self.kw % MIX_BLOCKS) * BLOCK as u64;
+            self.kw += 1;
             write_full(&*self.file, &self.buf, off)?;
         }
         Ok(BLOCK as u64)
@@ -821,6 +870,25 @@ impl Workload {
                     }));
                 }
             }
+            Workload::Pmix { reads, writes } => {
+                for t in 0..threads {
+                    place(t);
+                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
+                    let buf = block_buf(t);
+                    for b in 0..PMIX_READ_BLOCKS + MIX_BLOCKS {
+                        write_full(&*f, &buf, b * BLOCK as u64)?;
+                    }
+                    ops.push(Box::new(PrivateMix {
+                        file: f,
+                        reads,
+                        cycle: reads + writes,
+                        k: 0,
+                        kr: 0,
+                        kw: 0,
+                        buf,
+                    }));
+                }
+            }
             Workload::HaccIo => {
                 let f = be.open("/checkpoint", Open::CREATE)?;
                 for t in 0..threads {
@@ -871,5 +939,18 @@ mod tests {
         );
         assert!("nope".parse::<Workload>().is_err());
         assert!("MIX:0:0".parse::<Workload>().is_err());
+        for w in ["PMIX:4:1", "PMIX:0:5", "PMIX:5:0"] {
+            assert_eq!(w.parse::<Workload>().unwrap().to_string(), w);
+        }
+        assert_eq!(
+            "pmix".parse::<Workload>().unwrap(),
+            Workload::Pmix {
+                reads: 3,
+                writes: 1
+            }
+        );
+        for bad in ["PMIX:0:0", "PMIX:1", "PMIX:a:b", "PMIX:4294967295:1"] {
+            assert!(bad.parse::<Workload>().is_err(), "{bad}");
+        }
     }
 }

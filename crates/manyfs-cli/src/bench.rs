@@ -98,14 +98,22 @@ pub struct BenchArgs {
     /// Results are labelled EMULATED.
     #[arg(long, default_value = "off")]
     remote_cost: String,
+    /// Emulated NVMM bandwidth cap of lib: mounts, per node: `off`,
+    /// `paper` (2.3 GB/s) or weighted bytes per second (writes + reads/3)
+    /// with an optional K, M or G suffix; emulated topologies only.
+    /// Results are labelled EMULATED.
+    #[arg(long, default_value = "off")]
+    bandwidth_cap: String,
     /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
     /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
     /// `paper` unless given) [threads 1,2,8; 1 s per point]; `ncache-fig7`
     /// (the nCACHE paper's Fig. 7/8: DWOM, DRBM at 8 MiB and 4 KiB strides,
     /// each index kind x srl-tree/inode, index serial time projected to 120
     /// cores; its index microbenchmarks go to NAME.index.json) [threads
-    /// 1,2,16; 0.5 s per point]. JSON and plot to manyfs-NAME.json/.svg
-    /// unless --json/--plot.
+    /// 1,2,16; 0.5 s per point]; `nthread-fig5`, `nthread-fig2` (the
+    /// NThread paper's, with --remote-cost and --bandwidth-cap, `paper` and
+    /// 400M unless given) [threads 2,4; 0.5 s warm-up, 1 s per point].
+    /// JSON and plot to manyfs-NAME.json/.svg unless --json/--plot.
     #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
     reproduce: Option<String>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
@@ -221,11 +229,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
-    // A model on the machine's own topology is refused here, once, rather
-    // than by the first point's mount.
+    cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;
+    // Refuse what every lib: mount would refuse (an emulation on the
+    // machine's own topology, say) once, before making any pool.
     cfg.pool
         .mount_options(manyfs::LockKind::default())
-        .validate()?;
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     cfg.membw = !args.no_membw;
     let records = manyfs_bench::run(&cfg)?;
     print!("{}", table(&records));
@@ -267,6 +277,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
 
 fn parse_remote_cost(s: &str) -> Result<Option<manyfs::RemoteCost>> {
     manyfs::RemoteCost::parse_option(s).map_err(|e| anyhow::anyhow!("--remote-cost: {e}"))
+}
+
+fn parse_bandwidth_cap(s: &str) -> Result<Option<manyfs::BandwidthCap>> {
+    manyfs::BandwidthCap::parse_option(s).map_err(|e| anyhow::anyhow!("--bandwidth-cap: {e}"))
 }
 
 /// The options every workload run takes: threads, durations, repeats,
@@ -322,10 +336,25 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         None => 512 << 20,
     };
     cfg.pool.segment_size = parse_size(&args.segment_size)?;
-    let records = if fig7 {
-        run_fig7(&cfg, fig.name, args)?
-    } else {
-        run_fig6(&cfg, args)?
+    let records = match fig.name {
+        "numa-fig6" => run_fig6(&cfg, args)?,
+        "ncache-fig7" => run_fig7(&cfg, fig.name, args)?,
+        "nthread-fig5" | "nthread-fig2" => {
+            // `off` (the flag's default) means the figure's model: a figure
+            // is about the emulation; its control series run with the
+            // models off.
+            let cost = match parse_remote_cost(&args.remote_cost)? {
+                Some(c) => c,
+                None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
+                None => bail!(
+                    "--remote-cost {}: {} needs a model (its control series run without)",
+                    args.remote_cost,
+                    fig.name
+                ),
+            };
+            run_nthread(args, &mut cfg, fig.name, cost)?
+        }
+        other => bail!("--reproduce {other}: no runner for this figure"),
     };
     let json = args
         .json
@@ -403,6 +432,68 @@ fn run_fig7(cfg: &Config, name: &str, args: &BenchArgs) -> Result<Vec<manyfs_ben
     idx.projection = proj;
     idx.write_json(&p)?;
     eprintln!("wrote {}", p.display());
+    Ok(records)
+}
+
+/// `--reproduce nthread-fig5|nthread-fig2`: threads 2 and 4, 0.5 s warm-up
+/// (threads move within it) and 1 s per point unless given; the cap from
+/// `--bandwidth-cap` (`off`: the figure's default).
+fn run_nthread(
+    args: &BenchArgs,
+    cfg: &mut Config,
+    name: &str,
+    cost: manyfs::RemoteCost,
+) -> Result<Vec<manyfs_bench::Record>> {
+    use manyfs_bench::reproduce::nthread;
+    if args.threads.is_none() {
+        cfg.threads = vec![2, 4];
+    }
+    if args.warmup.is_none() {
+        cfg.warmup = std::time::Duration::from_millis(500);
+    }
+    let cap = match parse_bandwidth_cap(&args.bandwidth_cap)? {
+        Some(c) => c,
+        None if args.bandwidth_cap == "off" => nthread::DEFAULT_CAP,
+        None => bail!(
+            "--bandwidth-cap {}: {name} needs a cap (its control series run without)",
+            args.bandwidth_cap
+        ),
+    };
+    let models = nthread::Models { cost, cap };
+    let fig5 = name == "nthread-fig5";
+    if fig5 && !cfg.pin {
+        bail!(
+            "nthread-fig5 needs pinned threads (drop --no-pin): they start round-robin on the two nodes, as the kernel would spread them"
+        );
+    }
+    print!("{}", nthread::header(name, models, cfg));
+    let records = if fig5 {
+        nthread::run_fig5(cfg, models)?
+    } else {
+        nthread::run_fig2(cfg, models)?
+    };
+    println!();
+    print!("{}", table(&records));
+    println!();
+    if fig5 {
+        println!(
+            "MiB/s per policy (EMULATED: remote cost and bandwidth cap on; model off: control; \
+             ordered: full >= nm >= cpu >= rl >= off within 5 %):"
+        );
+        print!("{}", nthread::fig5_table(&records));
+        println!();
+        println!(
+            "threads moved per point (the median run's, warm-up included; by the planner's \
+             reason):"
+        );
+        print!("{}", nthread::fig5_moves_table(&records));
+    } else {
+        println!(
+            "MiB/s per thread placement, data on node 0 (EMULATED: remote cost and bandwidth \
+             cap on; model off: control):"
+        );
+        print!("{}", nthread::fig2_table(&records));
+    }
     Ok(records)
 }
 

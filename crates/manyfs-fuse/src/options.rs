@@ -99,7 +99,8 @@ impl FuseConfig {
     /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
     /// `thread_placement=off|advise|migrate`,
     /// `placement_policy=off|rl|cpu|nm|full`,
-    /// `remote_cost=off|paper|READ/WRITE` (emulated topologies only), `ro`, `rw`,
+    /// `remote_cost=off|paper|READ/WRITE` and
+    /// `bandwidth_cap=off|paper|BYTES_PER_SEC` (emulated topologies only), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -191,6 +192,16 @@ impl FuseConfig {
                     )
                 })?;
             }
+            "bandwidth_cap" => {
+                let v = need(opt, value)?;
+                self.fs.bandwidth_cap = manyfs::BandwidthCap::parse_option(v).map_err(|_| {
+                    FuseError::bad_option(
+                        opt,
+                        "expected off, paper or weighted bytes per second per node (W + R/3), \
+                         e.g. 1G, at least 1M",
+                    )
+                })?;
+            }
             "topology" => {
                 let v = need(opt, value)?;
                 self.fs.topology = v.parse().map_err(|_| {
@@ -268,7 +279,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, ro, rw, allow_other, private, debug, writeback_cache, uring)",
+                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, ro, rw, allow_other, private, debug, writeback_cache, uring)",
                 ));
             }
         }
@@ -329,7 +340,12 @@ mod tests {
         assert_eq!(FuseConfig::default().fs.index, manyfs::IndexKind::Cas);
         let cascade = FuseConfig::parse_options(&["index=cascade"]).unwrap();
         assert_eq!(cascade.fs.index, manyfs::IndexKind::Cascade);
-        let custom = FuseConfig::parse_options(&["remote_cost=10/20"]).unwrap();
+        assert_eq!(cfg.fs.bandwidth_cap, None);
+        let custom = FuseConfig::parse_options(&["remote_cost=10/20,bandwidth_cap=1500M"]).unwrap();
+        assert_eq!(
+            custom.fs.bandwidth_cap.unwrap().bytes_per_sec,
+            1_500_000_000
+        );
         assert_eq!(custom.fs.remote_cost.unwrap().to_string(), "10/20");
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
@@ -384,6 +400,9 @@ mod tests {
             "placement_policy=all",
             "remote_cost=fast",
             "remote_cost",
+            "bandwidth_cap=fast",
+            "bandwidth_cap=10",
+            "bandwidth_cap",
             "topology=0x1",
             "ro=1",
             "debug=yes",

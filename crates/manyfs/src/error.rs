@@ -93,6 +93,19 @@ pub enum Error {
         /// The topology the mount resolved.
         topology: String,
     },
+    /// The emulated NVMM bandwidth cap was asked for on the machine's own
+    /// topology, whose memory has its own bandwidth
+    /// ([`crate::MountOptions::bandwidth_cap`]).
+    #[error(
+        "bandwidth_cap={cap} needs an emulated topology (topology=NxC or MANYFS_TOPOLOGY); \
+         this mount's is the machine's own ({topology}), whose memory has its own bandwidth"
+    )]
+    BandwidthCapNeedsEmulatedTopology {
+        /// The cap asked for, in weighted bytes per second per node.
+        cap: String,
+        /// The topology the mount resolved.
+        topology: String,
+    },
     /// The pool contents fail a consistency check.
     #[error("corrupt pool: {what}: {detail}")]
     Corrupt {
@@ -170,7 +183,8 @@ impl Error {
             Error::OutOfRange(_) => libc::ERANGE,
             Error::NotSupported(_) => libc::EOPNOTSUPP,
             Error::Busy { .. } => libc::EBUSY,
-            Error::RemoteCostNeedsEmulatedTopology { .. } => libc::EINVAL,
+            Error::RemoteCostNeedsEmulatedTopology { .. }
+            | Error::BandwidthCapNeedsEmulatedTopology { .. } => libc::EINVAL,
             Error::Member {
                 problem: MemberProblem::Missing(_),
                 ..

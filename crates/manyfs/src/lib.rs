@@ -80,7 +80,9 @@ pub use layout::members::PoolMember;
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
-pub use options::{MkfsOptions, MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs};
+pub use options::{
+    BandwidthCap, MkfsOptions, MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
+};
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

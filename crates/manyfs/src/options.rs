@@ -2,7 +2,7 @@
 
 use crate::lock::LockKind;
 use crate::media::Durability;
-pub use crate::media::remote::RemoteCost;
+pub use crate::media::emulation::{BandwidthCap, RemoteCost};
 
 /// How to mount a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +46,13 @@ pub struct MountOptions {
     /// emulated topology ([`crate::Error::RemoteCostNeedsEmulatedTopology`]
     /// otherwise): on a real NUMA machine the hardware charges it.
     pub remote_cost: Option<RemoteCost>,
+    /// Emulated per-node NVMM bandwidth ([`BandwidthCap`]): off (`None`,
+    /// the default) or a cap on the weighted bytes per second (writes plus
+    /// a third of reads) each node's pool member serves, all threads
+    /// together; a thread over it busy-waits. Only for an emulated
+    /// topology ([`crate::Error::BandwidthCapNeedsEmulatedTopology`]
+    /// otherwise): a real node's memory has its own limit.
+    pub bandwidth_cap: Option<BandwidthCap>,
 }
 
 /// Block placement across NUMA nodes ([`MountOptions::placement`]).
@@ -134,6 +141,7 @@ impl Default for MountOptions {
             placement_policy: crate::placement::PlacementPolicy::Full,
             placement_config: crate::placement::PlacementConfig::default(),
             remote_cost: None,
+            bandwidth_cap: None,
         }
     }
 }
@@ -158,6 +166,14 @@ impl MountOptions {
         {
             return Err(crate::Error::RemoteCostNeedsEmulatedTopology {
                 cost: cost.to_string(),
+                topology: topology.to_string(),
+            });
+        }
+        if let Some(cap) = self.bandwidth_cap
+            && !topology.is_emulated()
+        {
+            return Err(crate::Error::BandwidthCapNeedsEmulatedTopology {
+                cap: cap.to_string(),
                 topology: topology.to_string(),
             });
         }

@@ -48,22 +48,13 @@ fn two_node_pool(pool: &Path, node: usize, opts: MountOptions) -> Fs {
 
 #[test]
 fn the_machines_own_topology_refuses_the_model() {
-    if std::env::var_os("MANYFS_TOPOLOGY").is_some_and(|v| !v.is_empty()) {
-        return; // the environment makes `system` an emulated topology
+    let o = opts(Placement::Local, Some(RemoteCost::PAPER));
+    if let Some(err) = common::refused_on_system_topology(o) {
+        assert!(
+            matches!(err, Error::RemoteCostNeedsEmulatedTopology { .. }),
+            "{err}"
+        );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut o = opts(Placement::Local, Some(RemoteCost::PAPER));
-    o.topology = TopologySpec::System;
-    let err = Fs::mkfs(&dir.path().join("pool"), &MkfsOptions::default(), &o)
-        .err()
-        .expect("remote_cost on the system topology mounted");
-    assert!(
-        matches!(err, Error::RemoteCostNeedsEmulatedTopology { .. }),
-        "{err}"
-    );
-    assert_eq!(err.errno(), libc::EINVAL);
-    assert!(err.to_string().contains("emulated topology"), "{err}");
-    assert!(!dir.path().join("pool").exists(), "refused before mkfs");
 }
 
 #[test]

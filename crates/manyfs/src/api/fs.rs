@@ -101,7 +101,11 @@ impl Fs {
         }
         if let Some(cost) = opts.remote_cost {
             // `validate` checked the topology is an emulated one.
-            media.set_remote_cost(cost, topology);
+            media.set_remote_cost(cost, topology.clone());
+        }
+        if let Some(cap) = opts.bandwidth_cap {
+            // `validate` checked the topology is an emulated one.
+            media.set_bandwidth_cap(cap, topology.clone());
         }
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);

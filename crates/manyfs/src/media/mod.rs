@@ -12,6 +12,8 @@
 //! watches every persistence event of a mount.
 
 mod barrier;
+pub(crate) mod bwcap;
+pub(crate) mod emulation;
 mod flush;
 pub(crate) mod numa;
 mod observer;
@@ -19,6 +21,7 @@ pub(crate) mod remote;
 mod sigbus;
 
 pub(crate) use barrier::SYNC_UNIT;
+pub use bwcap::throttled_ns as bandwidth_throttled_ns;
 pub(crate) use flush::FlushInstr;
 pub use observer::{MediaView, PersistObserver};
 pub use remote::charged_ns as remote_charged_ns;
@@ -144,6 +147,10 @@ pub(crate) struct Media {
     /// The emulated remote-access cost model, when the mount turned it on
     /// ([`crate::MountOptions::remote_cost`]); read-only once set.
     remote: Option<Box<remote::RemoteModel>>,
+    /// The emulated NVMM bandwidth cap, when the mount turned it on
+    /// ([`crate::MountOptions::bandwidth_cap`]); set before the mount
+    /// shares the media.
+    bwcap: Option<Box<bwcap::BandwidthModel>>,
 }
 
 // SAFETY: the mapping is plain shared memory; all access goes through methods
@@ -409,6 +416,7 @@ impl Media {
             failure: std::sync::OnceLock::new(),
             sigbus: sigbus::Registration::new(base.cast(), len),
             remote: None,
+            bwcap: None,
         })
     }
 
@@ -418,6 +426,14 @@ impl Media {
     pub fn set_remote_cost(&mut self, cost: crate::RemoteCost, topology: crate::Topology) {
         let members = self.members.iter().map(|m| (m.start, m.len, m.node));
         self.remote = Some(Box::new(remote::RemoteModel::new(cost, topology, members)));
+    }
+
+    /// Limit every later access to each node's member to `cap` weighted
+    /// bytes per second, all threads together (see
+    /// [`bwcap::BandwidthModel`]).
+    pub fn set_bandwidth_cap(&mut self, cap: crate::BandwidthCap, topology: crate::Topology) {
+        let members = self.members.iter().map(|m| (m.start, m.len, m.node));
+        self.bwcap = Some(Box::new(bwcap::BandwidthModel::new(cap, topology, members)));
     }
 
     /// Bind each member on tmpfs to its NUMA node's memory (`mbind`), where
@@ -442,12 +458,16 @@ impl Media {
         Ok(())
     }
 
-    /// With the remote-cost model on: make the calling thread pay for an
-    /// access of `[off, off+len)`. Off: one well-predicted branch.
+    /// With the remote-cost model or the bandwidth cap on: make the
+    /// calling thread pay for an access of `[off, off+len)`. Off: one
+    /// well-predicted branch each.
     #[inline(always)]
     fn charge(&self, off: u64, len: usize, access: remote::Access) {
         if let Some(m) = &self.remote {
             m.charge(off, len, access);
+        }
+        if let Some(b) = &self.bwcap {
+            b.charge(off, len, access);
         }
     }
 

@@ -80,3 +80,24 @@ pub fn pin_to_an_allowed_cpu() -> usize {
         cpu
     }
 }
+
+/// Make a pool with `opts` (which turn an emulation option on) moved to
+/// the machine's own topology: it must be refused with `EINVAL` and a
+/// message naming the emulated topology it needs, before the pool file is
+/// created. Returns the error; `None` where `MANYFS_TOPOLOGY` makes the
+/// machine's topology an emulated one (nothing to check).
+pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Error> {
+    if std::env::var_os("MANYFS_TOPOLOGY").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    opts.topology = manyfs::TopologySpec::System;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let err = Fs::mkfs(&pool, &MkfsOptions::default(), &opts)
+        .err()
+        .expect("an emulation option on the machine's topology mounted");
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("emulated topology"), "{err}");
+    assert!(!pool.exists(), "refused before mkfs");
+    Some(err)
+}
