@@ -10,26 +10,26 @@ pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum BenchError {
     /// An operation through `std::fs` or a syscall on a `dir:` target failed.
-    #[error("{op} {path}: {source}")]
+    // The cause is part of the message rather than a `#[source]`, so a
+    // one-line report of the chain (`{:#}`) does not print it twice.
+    #[error("{op} {}: {cause}", path.display())]
     Io {
         /// What was being done.
         op: &'static str,
         /// On which path.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// An operation on an in-process manyfs target failed.
-    #[error("manyfs {op} {path}: {source}")]
+    #[error("manyfs {op} {path}: {cause}")]
     Fs {
         /// What was being done.
         op: &'static str,
         /// On which path (inside the file system).
         path: String,
         /// The library error.
-        #[source]
-        source: manyfs::Error,
+        cause: manyfs::Error,
     },
     /// A command-line style argument could not be understood.
     #[error("invalid argument: {0}")]
@@ -59,7 +59,7 @@ pub enum BenchError {
     },
     /// Serialising results to JSON failed.
     #[error("json: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// SIGINT or SIGTERM arrived; the run stopped after cleaning up.
     #[error("interrupted")]
     Interrupted,
@@ -68,22 +68,62 @@ pub enum BenchError {
     Panic,
 }
 
+// By hand rather than `#[from]`, which would also make the error a
+// `source` and a one-line report of the chain name it twice.
+impl From<serde_json::Error> for BenchError {
+    fn from(e: serde_json::Error) -> Self {
+        BenchError::Json(e)
+    }
+}
+
 impl BenchError {
     /// Wrap an I/O error with what was done to which path.
-    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         BenchError::Io {
             op,
             path: path.into(),
-            source,
+            cause,
         }
     }
 
     /// Wrap a manyfs error with what was done to which path.
-    pub fn fs(op: &'static str, path: impl Into<String>, source: manyfs::Error) -> Self {
+    pub fn fs(op: &'static str, path: impl Into<String>, cause: manyfs::Error) -> Self {
         BenchError::Fs {
             op,
             path: path.into(),
-            source,
+            cause,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error and its sources joined by `: `, as a one-line report of
+    /// the chain prints them (`anyhow`'s `{:#}`, which the CLI uses).
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut line = e.to_string();
+        let mut next = e.source();
+        while let Some(cause) = next {
+            line.push_str(": ");
+            line.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        line
+    }
+
+    #[test]
+    fn a_report_names_the_cause_once() {
+        let e = BenchError::fs("create", "/f0", manyfs::Error::NoSpace("data"));
+        let line = chain(&e);
+        assert_eq!(line.matches("no space left").count(), 1, "{line}");
+        let e = BenchError::io(
+            "open",
+            "/x",
+            std::io::Error::from_raw_os_error(libc::ENOENT),
+        );
+        let line = chain(&e);
+        assert_eq!(line.matches("No such file").count(), 1, "{line}");
     }
 }

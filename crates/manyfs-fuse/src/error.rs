@@ -11,7 +11,7 @@ pub type Result<T, E = FuseError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum FuseError {
     /// The library refused (busy pool, corrupt pool, bad options, ...).
-    #[error("{0}")]
+    #[error(transparent)]
     Fs(#[from] manyfs::Error),
     /// The mount point does not exist.
     #[error("{0}: mount point does not exist")]
@@ -31,31 +31,30 @@ pub enum FuseError {
         reason: String,
     },
     /// The kernel (or fusermount3) refused the FUSE mount.
-    #[error("cannot mount FUSE file system on {mountpoint}: {source}")]
+    // Here and below the OS error is part of the message rather than a
+    // `#[source]`, so a one-line report of the chain names it once.
+    #[error("cannot mount FUSE file system on {}: {cause}", mountpoint.display())]
     Mount {
         /// Where the mount was attempted.
         mountpoint: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Unmounting failed.
-    #[error("cannot unmount {mountpoint}: {source}")]
+    #[error("cannot unmount {}: {cause}", mountpoint.display())]
     Unmount {
         /// The mount point.
         mountpoint: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Some other operating-system call failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done.
         context: String,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The background daemon failed before the mount became usable.
     #[error("{0}")]
@@ -64,10 +63,10 @@ pub enum FuseError {
 
 impl FuseError {
     /// Shorthand for an I/O error with context.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> FuseError {
+    pub fn io(context: impl Into<String>, cause: std::io::Error) -> FuseError {
         FuseError::Io {
             context: context.into(),
-            source,
+            cause,
         }
     }
 
@@ -77,5 +76,44 @@ impl FuseError {
             option: option.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error and its sources joined by `: `, as the CLI's one-line
+    /// report (`anyhow`'s `{:#}`) prints them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut line = e.to_string();
+        let mut next = e.source();
+        while let Some(cause) = next {
+            line.push_str(": ");
+            line.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        line
+    }
+
+    #[test]
+    fn a_report_names_the_cause_once() {
+        let enoent = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        for e in [
+            FuseError::io("open /dev/fuse", enoent()),
+            FuseError::Mount {
+                mountpoint: "/mnt".into(),
+                cause: enoent(),
+            },
+            FuseError::Unmount {
+                mountpoint: "/mnt".into(),
+                cause: enoent(),
+            },
+        ] {
+            let line = chain(&e);
+            assert_eq!(line.matches("No such file").count(), 1, "{line}");
+        }
+        let line = chain(&FuseError::from(manyfs::Error::NoSpace("data")));
+        assert_eq!(line.matches("no space left").count(), 1, "{line}");
     }
 }

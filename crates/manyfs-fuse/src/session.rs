@@ -99,9 +99,9 @@ impl Unmounter {
     /// [`Unmounter::unmount_lazy`].
     pub fn unmount(&mut self) -> Result<()> {
         tracing::debug!(mountpoint = %self.mountpoint.display(), "unmounting");
-        self.inner.unmount().map_err(|source| FuseError::Unmount {
+        self.inner.unmount().map_err(|cause| FuseError::Unmount {
             mountpoint: self.mountpoint.clone(),
-            source,
+            cause,
         })
     }
 
@@ -137,7 +137,7 @@ pub fn lazy_unmount(mountpoint: &Path) -> Result<()> {
         Ok(s) if s.success() => Ok(()),
         _ => Err(FuseError::Unmount {
             mountpoint: mountpoint.to_path_buf(),
-            source: err,
+            cause: err,
         }),
     }
 }
@@ -162,9 +162,9 @@ impl ReadySession {
         // On failure the session drops the adapter, whose `destroy`
         // unmounts the library.
         let session =
-            Session::new(fuse, mountpoint, &config).map_err(|source| FuseError::Mount {
+            Session::new(fuse, mountpoint, &config).map_err(|cause| FuseError::Mount {
                 mountpoint: mountpoint.to_path_buf(),
-                source,
+                cause,
             })?;
         tracing::info!(
             mountpoint = %mountpoint.display(),
@@ -174,36 +174,37 @@ impl ReadySession {
             read_only = cfg.fs.read_only,
             "mounted"
         );
-        let (uring, uring_fallback) =
-            match shared.take_uring() {
-                None => (None, None),
-                Some(Ok(params)) => {
-                    // The kernel now holds every request until the rings are
-                    // registered: they must be, or the mount would hang.
-                    let fd = session.as_fd().try_clone_to_owned().map_err(|source| {
-                        FuseError::Mount {
+        let (uring, uring_fallback) = match shared.take_uring() {
+            None => (None, None),
+            Some(Ok(params)) => {
+                // The kernel now holds every request until the rings are
+                // registered: they must be, or the mount would hang.
+                let fd =
+                    session
+                        .as_fd()
+                        .try_clone_to_owned()
+                        .map_err(|cause| FuseError::Mount {
                             mountpoint: mountpoint.to_path_buf(),
-                            source,
-                        }
-                    })?;
-                    tracing::info!(
-                        mountpoint = %mountpoint.display(),
-                        queues = crate::uring::possible_cpus(),
-                        "serving over io_uring"
-                    );
-                    (Some((params, fd)), None)
-                }
-                Some(Err(reason)) if cfg.uring == crate::options::UringMode::Auto => {
-                    tracing::debug!(mountpoint = %mountpoint.display(), "no io_uring: {reason}");
-                    (None, None)
-                }
-                Some(Err(reason)) => {
-                    let line = format!("-o uring: {reason}; serving through /dev/fuse");
-                    // `manyfs mount` prints it; see `uring_fallback`.
-                    tracing::warn!(mountpoint = %mountpoint.display(), "{line}");
-                    (None, Some(line))
-                }
-            };
+                            cause,
+                        })?;
+                tracing::info!(
+                    mountpoint = %mountpoint.display(),
+                    queues = crate::uring::possible_cpus(),
+                    "serving over io_uring"
+                );
+                (Some((params, fd)), None)
+            }
+            Some(Err(reason)) if cfg.uring == crate::options::UringMode::Auto => {
+                tracing::debug!(mountpoint = %mountpoint.display(), "no io_uring: {reason}");
+                (None, None)
+            }
+            Some(Err(reason)) => {
+                let line = format!("-o uring: {reason}; serving through /dev/fuse");
+                // `manyfs mount` prints it; see `uring_fallback`.
+                tracing::warn!(mountpoint = %mountpoint.display(), "{line}");
+                (None, Some(line))
+            }
+        };
         Ok(ReadySession {
             session,
             shared,
