@@ -858,6 +858,92 @@ fn single_page_overwrites_go_in_place() {
     assert!(fs.verify().unwrap().is_empty());
 }
 
+/// Records the ranges each durability point covers.
+#[derive(Default)]
+struct SyncRanges(Mutex<Vec<(u64, usize)>>);
+
+impl PersistObserver for SyncRanges {
+    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+        self.0.lock().unwrap().push((off, len));
+        Ok(())
+    }
+}
+
+/// An `fsync` after an overwrite in place logs the mtime only when the
+/// write advanced it: within one tick of the coarse clock, the sync writes
+/// back the data block alone (as a kernel file system's fsync writes no
+/// inode when its time did not change), and the mtime after a remount is
+/// the one the file showed.
+#[test]
+fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
+    stay_on_this_cpu();
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: POOL,
+            ..Default::default()
+        },
+        &opts(),
+    )
+    .unwrap()
+    .unmount()
+    .unwrap();
+    let obs = Arc::new(SyncRanges::default());
+    let fs = Fs::mount_observed(&pool, &opts(), obs.clone()).unwrap();
+    let f = write_file(&fs, "/a", &pattern(1, 0, PAGE), 0);
+    f.sync_all().unwrap();
+    // The second version is copy-on-write and settles the page; from the
+    // third on, overwrites go in place.
+    f.write_all_at(&pattern(1, 1, PAGE), 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_all_at(&pattern(1, 2, PAGE), 0).unwrap();
+    f.sync_all().unwrap();
+    let raw = std::fs::File::open(&pool).unwrap();
+    let (mut same_tick, mut advanced) = (0, 0);
+    let mut mtime = f.metadata().unwrap().mtime;
+    for i in 0..5000usize {
+        let data = pattern(1, 3 + (i % 11) as u8, PAGE);
+        obs.0.lock().unwrap().clear();
+        f.write_all_at(&data, 0).unwrap();
+        f.sync_all().unwrap();
+        let now = f.metadata().unwrap().mtime;
+        let synced = obs.0.lock().unwrap().clone();
+        let bytes: usize = synced.iter().map(|r| r.1).sum();
+        if now == mtime {
+            same_tick += 1;
+            assert_eq!(bytes, PAGE, "overwrite {i}: synced {synced:?}");
+            let mut block = vec![0; PAGE];
+            raw.read_exact_at(&mut block, synced[0].0).unwrap();
+            assert_eq!(
+                block, data,
+                "overwrite {i}: the synced block is not the data"
+            );
+        } else {
+            advanced += 1;
+            assert!(bytes > PAGE, "overwrite {i}: a new mtime left unlogged");
+        }
+        mtime = now;
+        if same_tick >= 50 && advanced >= 1 {
+            break;
+        }
+    }
+    assert!(same_tick > 0, "no two overwrites fell in one clock tick");
+    drop(f);
+    // The pool as the last fsync left it (a crash of the process: the page
+    // cache survives) shows that mtime.
+    let image = std::fs::read(&pool).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let copy = scratch.path().join("pool");
+    std::fs::write(&copy, image).unwrap();
+    let cut = Fs::mount(&copy, &opts()).unwrap();
+    assert_eq!(cut.metadata("/a").unwrap().mtime, mtime);
+    assert!(cut.verify().unwrap().is_empty());
+    cut.unmount().unwrap();
+    fs.unmount().unwrap();
+}
+
 /// (c) A pool written before data checksums and checked counts (commit
 /// rule `Marked`, no checksum flags, checked counts zero) mounts as before,
 /// with every file; the mount moves it to the `Checked` rule.

@@ -329,13 +329,20 @@ impl InodeLog {
     /// Record a write in place of data block `block` (`file` mode): the
     /// next sync of this log makes the block durable, and `mtime_ns`
     /// becomes the sub-log's newest write time, to be logged by the next
-    /// full sync or `fsync` ([`InodeLog::take_unlogged_mtime`]).
+    /// full sync or `fsync` ([`InodeLog::take_unlogged_mtime`]) if it is
+    /// newer than the sub-log's: a sub-log's newest write time is always
+    /// in a write entry or already flagged, so an overwrite within the same
+    /// clock tick (the coarse clock's, 1-4 ms) leaves nothing to log, and
+    /// its `fsync` writes the data block alone, as a kernel file system's
+    /// does when the inode's time did not change.
     pub fn note_overwrite(&self, space: &dyn LogSpace, block: u64, mtime_ns: u64) {
         let mut sub = lock(self.sub(self.home_sublog()));
         note_unsynced(&mut sub.unsynced, block, block + 1);
-        sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
-        self.mtime_unlogged
-            .store(true, std::sync::atomic::Ordering::Release);
+        if mtime_ns > sub.last_mtime_ns {
+            sub.last_mtime_ns = mtime_ns;
+            self.mtime_unlogged
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         self.note_dirty(space);
     }
 
