@@ -45,8 +45,8 @@ pub trait BenchFile: Send + Sync {
     fn append(&self, buf: &[u8]) -> Result<()>;
     /// Set the file length.
     fn set_len(&self, len: u64) -> Result<()>;
-    /// Make written data durable (`fdatasync`).
-    fn sync_data(&self) -> Result<()>;
+    /// Make written data and the file's metadata durable (`fsync`).
+    fn sync_all(&self) -> Result<()>;
     /// The current length.
     fn size(&self) -> Result<u64>;
 }
@@ -149,10 +149,10 @@ impl BenchFile for DirFile {
             .set_len(len)
             .map_err(|e| BenchError::io("ftruncate", &self.path, e))
     }
-    fn sync_data(&self) -> Result<()> {
+    fn sync_all(&self) -> Result<()> {
         self.file
-            .sync_data()
-            .map_err(|e| BenchError::io("fdatasync", &self.path, e))
+            .sync_all()
+            .map_err(|e| BenchError::io("fsync", &self.path, e))
     }
     fn size(&self) -> Result<u64> {
         self.file
@@ -273,10 +273,10 @@ impl BenchFile for LibFile {
             .set_len(len)
             .map_err(|e| BenchError::fs("set_len", &self.path, e))
     }
-    fn sync_data(&self) -> Result<()> {
+    fn sync_all(&self) -> Result<()> {
         self.file
-            .sync_data()
-            .map_err(|e| BenchError::fs("sync_data", &self.path, e))
+            .sync_all()
+            .map_err(|e| BenchError::fs("sync_all", &self.path, e))
     }
     fn size(&self) -> Result<u64> {
         self.file

@@ -56,7 +56,8 @@ pub enum Workload {
     Dwal,
     /// Truncate a private file by one block; refill when empty.
     Dwtl,
-    /// Overwrite a block of a private file and `fdatasync` it.
+    /// Overwrite a block of a private file and `fsync` it (FxMark's
+    /// DWSL: the journal commit of a kernel file system).
     Dwsl,
     /// Create empty files in a private directory.
     Mwcl,
@@ -322,7 +323,7 @@ fn block_buf(thread: usize) -> AlignedBuf {
 enum BlockOp {
     Read,
     Write,
-    /// Write, then `sync_data` (DWSL).
+    /// Write, then `fsync` (DWSL).
     WriteSync,
 }
 
@@ -347,7 +348,7 @@ impl Op for BlockIo {
         } else {
             write_full(&*self.file, &self.buf, self.off)?;
             if self.op == BlockOp::WriteSync {
-                self.file.sync_data()?;
+                self.file.sync_all()?;
             }
         }
         Ok(BLOCK as u64)
