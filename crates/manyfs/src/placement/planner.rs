@@ -3,7 +3,12 @@
 //!
 //! 1. **Read locality.** A thread's initial target is the node it read at
 //!    least [`PlacementConfig::dominance_bytes`] more from than from any
-//!    other node; without one it stays where it is.
+//!    other node; without one it stays where it is. Under the contention
+//!    rules in force, the move is made only if the target would not be
+//!    contended after it (by CPU; by NVMM, for a thread that writes):
+//!    otherwise a contention move would undo it (this thread, or another
+//!    sent away in its place) and read locality would redo it once the
+//!    hold expires, window after window (the what-if check).
 //! 2. **NVMM contention** (policies `nm`, `full`). With every thread on its
 //!    initial target, a node's load is Eq. 1, `BW = reads / 3 + writes`,
 //!    where reads stay on the node holding the data and a thread's writes
@@ -185,15 +190,22 @@ pub fn plan(snap: &Snapshot, policy: &Policy, state: &State) -> Plan {
     // Where each thread would run, and why it moved there.
     let mut at: Vec<(usize, Option<Reason>)> = threads.iter().map(|t| (t.node, None)).collect();
 
+    let sharer = sharers(threads);
     if policy.rules.read_locality() {
+        let mut what_if = WhatIf::new(snap, policy);
         for (i, t) in threads.iter().enumerate() {
             let target = read_target(t, cfg).filter(|&n| may_move[i] && allowed(i, n));
-            if let Some(n) = target.filter(|&n| n != t.node) {
+            let Some(n) = target.filter(|&n| n != t.node) else {
+                continue;
+            };
+            // A move the contention rules would undo is not made (sharers
+            // are never moved for contention, so they always go).
+            if sharer[i] || what_if.admits(i, n) {
+                what_if.apply(i, n);
                 at[i] = (n, Some(Reason::ReadLocality));
             }
         }
     }
-    let sharer = sharers(threads);
     let movable = |i: usize| may_move[i] && !sharer[i];
 
     if policy.rules.nvmm() {
@@ -216,6 +228,117 @@ pub fn plan(snap: &Snapshot, policy: &Policy, state: &State) -> Plan {
         .filter(|m| m.to != m.from)
         .collect();
     out
+}
+
+/// The node loads the contention rules of `policy` would see, as read
+/// locality moves threads: a read-locality move is made only if it leaves
+/// its target uncontended by the rules in force, so that it is not undone
+/// by a contention move (of this thread or of another on the target) and
+/// redone once the hold expires, over and over. On nodes of one CPU, two
+/// busy threads on one node are CPU-contended: without this check, read
+/// locality brings a thread to its data, the CPU rule sends one away, and
+/// the two alternate every few windows.
+struct WhatIf<'a> {
+    snap: &'a Snapshot,
+    cfg: &'a PlacementConfig,
+    /// Eq. 6 summed per node, if the CPU rule is in force.
+    cpu: Option<Vec<f64>>,
+    /// Eq. 1 per node (weighted bytes), if the NVMM rule is in force.
+    nvmm: Option<Vec<f64>>,
+}
+
+impl<'a> WhatIf<'a> {
+    fn new(snap: &'a Snapshot, policy: &'a Policy) -> Self {
+        let nodes = snap.node_cpus.len();
+        let cfg = &policy.config;
+        let cpu = policy.rules.cpu().then(|| {
+            let mut used = vec![0f64; nodes];
+            for (i, t) in snap.threads.iter().enumerate() {
+                used[t.node] += cpu_share(snap, i, t.node);
+            }
+            used
+        });
+        let nvmm = policy.rules.nvmm().then(|| {
+            let mut load = vec![0f64; nodes];
+            for t in &snap.threads {
+                for (node, &r) in t.read.iter().enumerate().take(nodes) {
+                    load[node] += r as f64 / f64::from(cfg.read_weight_divisor);
+                }
+                load[t.node] += t.writes() as f64;
+            }
+            load
+        });
+        WhatIf {
+            snap,
+            cfg: &policy.config,
+            cpu,
+            nvmm,
+        }
+    }
+
+    /// Whether thread `i` may move to node `n`: the CPU rule would not
+    /// find `n` contended after it, and, if it writes, neither would the
+    /// NVMM rule (which moves only writers).
+    fn admits(&self, i: usize, n: usize) -> bool {
+        let t = &self.snap.threads[i];
+        let cpu_ok = self.cpu.as_ref().is_none_or(|used| {
+            let mut after = used.clone();
+            after[t.node] -= cpu_share(self.snap, i, t.node);
+            after[n] += cpu_share(self.snap, i, n);
+            !cpu_hot(self.cfg, &after, n)
+        });
+        let nvmm_ok = t.writes() == 0
+            || self.nvmm.as_ref().is_none_or(|load| {
+                let mut after = load.clone();
+                after[t.node] -= t.writes() as f64;
+                after[n] += t.writes() as f64;
+                !nvmm_hot(self.snap, self.cfg, &after, n)
+            });
+        cpu_ok && nvmm_ok
+    }
+
+    /// Thread `i` moves to node `n`.
+    fn apply(&mut self, i: usize, n: usize) {
+        let t = &self.snap.threads[i];
+        if let Some(used) = &mut self.cpu {
+            used[t.node] -= cpu_share(self.snap, i, t.node);
+            used[n] += cpu_share(self.snap, i, n);
+        }
+        if let Some(load) = &mut self.nvmm {
+            load[t.node] -= t.writes() as f64;
+            load[n] += t.writes() as f64;
+        }
+    }
+}
+
+/// Eq. 6: thread `i`'s share of node `n`'s CPUs over the window.
+fn cpu_share(snap: &Snapshot, i: usize, n: usize) -> f64 {
+    let window_ns = snap.length.as_nanos().max(1) as f64;
+    snap.threads[i].cpu_ns as f64 / (window_ns * snap.node_cpus[n].max(1) as f64)
+}
+
+/// Whether the CPU rule finds node `n` contended at CPU use `used`: above
+/// the limit and at least the imbalance factor times the least busy other
+/// node.
+fn cpu_hot(cfg: &PlacementConfig, used: &[f64], n: usize) -> bool {
+    let coolest = (0..used.len())
+        .filter(|&m| m != n)
+        .map(|m| used[m])
+        .fold(f64::INFINITY, f64::min);
+    used[n] > f64::from(cfg.cpu_limit_pct) / 100.0
+        && used[n] >= f64::from(cfg.cpu_imbalance) * coolest
+}
+
+/// Whether the NVMM rule finds node `n` contended at weighted loads `load`
+/// (bytes over the window): above the contended share of its maximum
+/// while every other node is below the given share of its load.
+fn nvmm_hot(snap: &Snapshot, cfg: &PlacementConfig, load: &[f64], n: usize) -> bool {
+    let secs = snap.length.as_secs_f64().max(1e-9);
+    let max = cfg.node_max(n) as f64 * secs;
+    load[n] > max * f64::from(cfg.nvmm_contended_pct) / 100.0
+        && (0..load.len())
+            .filter(|&m| m != n)
+            .all(|m| load[m] < load[n] * f64::from(cfg.nvmm_others_below_pct) / 100.0)
 }
 
 /// The node `t` read at least the dominance more from than from any other.
@@ -256,7 +379,6 @@ fn balance_nvmm(
     allowed: &impl Fn(usize, usize) -> bool,
 ) -> Option<usize> {
     let nodes = snap.node_cpus.len();
-    let secs = snap.length.as_secs_f64().max(1e-9);
     let threads = &snap.threads;
     // Weighted bytes per node over the window (`BW_N * Time_W`).
     let mut load = vec![0f64; nodes];
@@ -266,13 +388,7 @@ fn balance_nvmm(
         }
         load[n] += t.writes() as f64;
     }
-    let hot = (0..nodes).find(|&n| {
-        let max = cfg.node_max(n) as f64 * secs;
-        load[n] > max * f64::from(cfg.nvmm_contended_pct) / 100.0
-            && (0..nodes)
-                .filter(|&m| m != n)
-                .all(|m| load[m] < load[n] * f64::from(cfg.nvmm_others_below_pct) / 100.0)
-    })?;
+    let hot = (0..nodes).find(|&n| nvmm_hot(snap, cfg, &load, n))?;
     let average = load.iter().sum::<f64>() / nodes as f64;
     let mut candidates: Vec<usize> = (0..threads.len())
         .filter(|&i| at[i].0 == hot && movable(i) && threads[i].writes() > 0)
@@ -316,26 +432,18 @@ fn balance_cpu(
     allowed: &impl Fn(usize, usize) -> bool,
 ) -> Option<usize> {
     let nodes = snap.node_cpus.len();
-    let window_ns = snap.length.as_nanos().max(1) as f64;
     let threads = &snap.threads;
     // Eq. 6 on node n: Time_i / (Time_W * cores_n).
-    let share = |i: usize, n: usize| {
-        threads[i].cpu_ns as f64 / (window_ns * snap.node_cpus[n].max(1) as f64)
-    };
+    let share = |i: usize, n: usize| cpu_share(snap, i, n);
     let mut used = vec![0f64; nodes];
     for (i, &(n, _)) in at.iter().enumerate() {
         used[n] += share(i, n);
     }
     let limit = f64::from(cfg.cpu_limit_pct) / 100.0;
-    let imbalance = f64::from(cfg.cpu_imbalance);
     let hot = (0..nodes)
         .filter(|&n| used[n] > limit)
         .max_by(|&a, &b| used[a].total_cmp(&used[b]))?;
-    let coolest = (0..nodes)
-        .filter(|&m| m != hot)
-        .map(|m| used[m])
-        .fold(f64::INFINITY, f64::min);
-    if used[hot] < imbalance * coolest {
+    if !cpu_hot(cfg, &used, hot) {
         return None;
     }
     let mut candidates: Vec<usize> = (0..threads.len())
@@ -602,6 +710,90 @@ mod tests {
         assert_eq!(p.moves.len(), 1, "held only for hold_windows");
         state.retain(|_| false);
         assert_eq!(state, State::default());
+    }
+
+    /// Windows of two busy threads on nodes of one CPU each, both reading
+    /// node 0's data (thread 1 runs on node 1): each window's CPU time is
+    /// what sharing its node's CPU leaves it, and the plan's moves are made
+    /// before the next. Returns every move made.
+    fn one_cpu_nodes(rules: PlacementPolicy, windows: u64) -> Vec<Move> {
+        let pol = policy(rules);
+        let mut state = State::default();
+        let mut nodes = [0usize, 1];
+        let mut moves = Vec::new();
+        for w in 1..=windows {
+            let threads = (0..2)
+                .map(|i| {
+                    let mut t = thread(i as i32, nodes[i]);
+                    let sharing = nodes.iter().filter(|&&n| n == nodes[i]).count() as u64;
+                    t.cpu_ns = 1_000_000_000 / sharing;
+                    t.read = vec![400 * MB, 0];
+                    t
+                })
+                .collect();
+            let p = plan(&snap(w, vec![1, 1], threads), &pol, &state);
+            state.record(&p);
+            for m in &p.moves {
+                nodes[m.tid as usize] = m.to;
+            }
+            moves.extend(p.moves);
+        }
+        moves
+    }
+
+    #[test]
+    fn read_locality_does_not_move_a_thread_into_cpu_contention() {
+        // Read locality alone brings thread 1 to its data once, for good.
+        let rl = one_cpu_nodes(PlacementPolicy::Rl, 12);
+        assert_eq!(
+            rl,
+            vec![Move {
+                tid: 1,
+                from: 1,
+                to: 0,
+                reason: Reason::ReadLocality
+            }]
+        );
+        // With the CPU rule, that move would leave node 0's one CPU to
+        // two busy threads, and the rule would send one of them away each
+        // time: the move is not made at all.
+        for rules in [PlacementPolicy::Cpu, PlacementPolicy::Full] {
+            let moves = one_cpu_nodes(rules, 12);
+            assert!(moves.is_empty(), "{rules}: {moves:?}");
+        }
+    }
+
+    #[test]
+    fn read_locality_does_not_move_a_writer_into_nvmm_contention() {
+        // Node 0 (maximum 1,000 MB/s, contended above 800) holds the data
+        // both threads read and thread 0's writes: 200 + 200 + 390 = 790.
+        // Moving thread 1 there would add its 200 MB of writes (990, node
+        // 1 idle): the NVMM rule would then send the heavier writer,
+        // thread 0, to node 1, and read locality would bring it back once
+        // its hold expires. Under `nm` thread 1 stays; a pure reader goes.
+        let mut pol = policy(PlacementPolicy::Nm);
+        pol.config.node_max_bw = vec![1_000 * MB, 1_000 * MB];
+        let mut t0 = thread(0, 0);
+        t0.read = vec![600 * MB, 0];
+        t0.written = vec![390 * MB, 0];
+        let mut writer = thread(1, 1);
+        writer.read = vec![600 * MB, 0];
+        writer.written = vec![0, 200 * MB];
+        let s = snap(1, vec![4, 4], vec![t0.clone(), writer.clone()]);
+        let p = plan(&s, &pol, &State::default());
+        assert!(p.moves.is_empty(), "{p:?}");
+        // Read locality alone swaps nothing either: it just moves thread 1.
+        let p = plan(&s, &policy(PlacementPolicy::Rl), &State::default());
+        assert_eq!(p.moves.len(), 1, "{p:?}");
+        let mut reader = writer;
+        reader.written = vec![0, 0];
+        let p = plan(
+            &snap(1, vec![4, 4], vec![t0, reader]),
+            &pol,
+            &State::default(),
+        );
+        assert_eq!(p.moves.len(), 1, "{p:?}");
+        assert_eq!(p.moves[0].reason, Reason::ReadLocality);
     }
 
     proptest! {
