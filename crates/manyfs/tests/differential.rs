@@ -6,8 +6,9 @@
 //! create_new, remove_file, rename (files, directories, replacing, into its
 //! own subtree), hard_link, symlink/read_link, read, read_at, read_dir,
 //! metadata/symlink_metadata, and open handles that outlive renames and
-//! unlinks. Each case mounts with a random range-lock kind, segment size and
-//! durability mode. After every operation `Fs::verify()` must be empty; at
+//! unlinks. Each case mounts with a random range-lock kind, index kind,
+//! segment size, durability mode and block placement, on a pool of one
+//! file or of two or three member files. After every operation `Fs::verify()` must be empty; at
 //! remount points (chosen by proptest, and at the end) manyfs is unmounted
 //! and mounted again and its whole tree (names, kinds, contents, symlink
 //! targets, link counts, modes) is compared with the tmpfs tree. Finally
@@ -20,7 +21,10 @@
 
 mod common;
 
-use manyfs::{Durability, FileKind, Fs, IndexKind, LockKind, MountOptions, OpenOptions};
+use manyfs::{
+    Durability, FileKind, Fs, IndexKind, LockKind, MkfsOptions, MountOptions, OpenOptions,
+    Placement, PoolMember,
+};
 use proptest::prelude::*;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -286,24 +290,56 @@ fn max_ops() -> usize {
         .unwrap_or(40)
 }
 
+/// A pool and how it is mounted.
+#[derive(Debug, Clone)]
+struct Setup {
+    opts: MountOptions,
+    /// Member files: 1 (the pool is one file), or 2 or 3 (one block
+    /// address space over the pool file and members on nodes 1, 2, ...).
+    members: usize,
+}
+
+impl Setup {
+    /// One file, the default options.
+    fn one_file() -> Setup {
+        Setup {
+            opts: MountOptions::default(),
+            members: 1,
+        }
+    }
+}
+
 /// Every range-lock kind and index kind, a few segment sizes (the segment locks split
-/// ranges at these boundaries), and the two durability modes that work on
-/// any file.
-fn mount_options() -> impl Strategy<Value = MountOptions> {
+/// ranges at these boundaries), the two durability modes that work on
+/// any file, and pools of one, two or three members with every placement
+/// of new blocks (`interleave` spreads a file's blocks over every member).
+fn setup() -> impl Strategy<Value = Setup> {
     (
         prop::sample::select(LockKind::ALL.to_vec()),
         prop::sample::select(vec![4096u64, 8192, 65536]),
         prop::sample::select(vec![Durability::File, Durability::Dram]),
         prop::sample::select(IndexKind::ALL.to_vec()),
+        prop::sample::select(vec![1usize, 1, 2, 3]),
+        prop::sample::select(vec![
+            Placement::Local,
+            Placement::Node0,
+            Placement::Interleave,
+        ]),
     )
-        .prop_map(|(lock, segment_size, durability, index)| MountOptions {
-            lock,
-            index,
-            segment_size,
-            durability,
-            read_only: false,
-            ..Default::default()
-        })
+        .prop_map(
+            |(lock, segment_size, durability, index, members, placement)| Setup {
+                opts: MountOptions {
+                    lock,
+                    index,
+                    segment_size,
+                    durability,
+                    placement,
+                    read_only: false,
+                    ..Default::default()
+                },
+                members,
+            },
+        )
 }
 
 /// What a successful operation returned, in a form both sides can produce.
@@ -420,14 +456,33 @@ fn scratch_dir() -> tempfile::TempDir {
 }
 
 impl Harness {
-    fn new(opts: MountOptions) -> Harness {
+    fn new(setup: Setup) -> Harness {
         // SAFETY: umask only sets the process file-creation mask.
         unsafe { libc::umask(0o022) };
         let dir = scratch_dir();
         let pool = dir.path().join("pool");
         let root = dir.path().join("ref");
         std::fs::create_dir(&root).unwrap();
-        let fs = common::mkfs(&pool, 32 << 20, &opts);
+        let opts = setup.opts;
+        // 32 MiB in all: the pool file and its members share it.
+        let members: Vec<PoolMember> = (1..setup.members)
+            .map(|i| PoolMember {
+                path: dir.path().join(format!("m{i}")),
+                node: i as u32,
+                size: (32 << 20) / setup.members as u64,
+            })
+            .collect();
+        let fs = Fs::mkfs(
+            &pool,
+            &MkfsOptions {
+                size: (32 << 20) / setup.members as u64,
+                members,
+                ..Default::default()
+            },
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(fs.members().len(), setup.members);
         let initial = fs.statfs();
         let initial_log_pages = fs.usage().1;
         Harness {
@@ -980,7 +1035,7 @@ fn render(trace: &[String]) -> String {
 fn run_sequence(
     ops: &[Op<Sel>],
     remount_at: usize,
-    opts: MountOptions,
+    setup: Setup,
 ) -> Result<[usize; 2], TestCaseError> {
     let trace: Arc<Mutex<Vec<String>>> = Default::default();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -988,7 +1043,7 @@ fn run_sequence(
         let ops = ops.to_vec();
         let trace = trace.clone();
         std::thread::spawn(move || {
-            let r = run_sequence_inner(&ops, remount_at, opts, trace);
+            let r = run_sequence_inner(&ops, remount_at, setup, trace);
             let _ = tx.send(());
             r
         })
@@ -1011,10 +1066,10 @@ fn run_sequence(
 fn run_sequence_inner(
     ops: &[Op<Sel>],
     remount_at: usize,
-    opts: MountOptions,
+    setup: Setup,
     trace: Arc<Mutex<Vec<String>>>,
 ) -> Result<[usize; 2], TestCaseError> {
-    let mut h = Harness::new(opts);
+    let mut h = Harness::new(setup);
     h.trace = trace;
     for (i, op) in ops.iter().enumerate() {
         let op = h.resolve(op);
@@ -1042,9 +1097,9 @@ proptest! {
     fn manyfs_matches_tmpfs(
         ops in prop::collection::vec(op(), 1..max_ops()),
         remount_at in 0usize..40,
-        opts in mount_options(),
+        setup in setup(),
     ) {
-        let [err, ok] = run_sequence(&ops, remount_at, opts)?;
+        let [err, ok] = run_sequence(&ops, remount_at, setup)?;
         let t = &TOTALS;
         t[0].fetch_add(err, Relaxed);
         t[1].fetch_add(ok, Relaxed);
@@ -1151,8 +1206,24 @@ fn fixed_sequence_matches_tmpfs() {
         .iter()
         .map(|o| o.map(|p| Sel::Fixed(p.clone())))
         .collect();
-    let [err, ok] = run_sequence(&ops, usize::MAX, MountOptions::default()).unwrap();
-    // Every operation but the two remounts ran, and both outcomes occur.
-    assert_eq!(err + ok, ops.len() - 2, "failed {err}, succeeded {ok}");
-    assert!(err >= 15 && ok >= 30, "failed {err}, succeeded {ok}");
+    let three_members = Setup {
+        opts: MountOptions {
+            placement: Placement::Interleave,
+            ..MountOptions::default()
+        },
+        members: 3,
+    };
+    for setup in [Setup::one_file(), three_members] {
+        let [err, ok] = run_sequence(&ops, usize::MAX, setup.clone()).unwrap();
+        // Every operation but the two remounts ran, and both outcomes occur.
+        assert_eq!(
+            err + ok,
+            ops.len() - 2,
+            "{setup:?}: failed {err}, succeeded {ok}"
+        );
+        assert!(
+            err >= 15 && ok >= 30,
+            "{setup:?}: failed {err}, succeeded {ok}"
+        );
+    }
 }
