@@ -160,6 +160,20 @@ pub enum MemberProblem {
     /// in something other than its index or its pool.
     #[error("bad member header: {0}")]
     BadHeader(String),
+    /// Its persistent-memory device belongs to another NUMA node than the
+    /// pool says (`pm` mode on the machine's own topology).
+    #[error(
+        "the pool puts it on node {given}, but its device {device} belongs to node {found} \
+         (wrong `--member PATH@NODE`?)"
+    )]
+    WrongNode {
+        /// The node in the pool's member table.
+        given: u32,
+        /// The device, as `/sys/dev/block` names it (`MAJOR:MINOR`).
+        device: String,
+        /// The node the kernel reports for the device.
+        found: u32,
+    },
 }
 
 impl Error {

@@ -93,6 +93,7 @@ impl Fs {
         opts.validate()?;
         let mut media = members::open_pool(pool, opts.durability, !opts.read_only)?;
         let topology = crate::Topology::resolve(opts.topology)?;
+        media.check_member_nodes(&topology)?;
         // Before recovery's first touch of the mapping.
         media.bind_members(&topology)?;
         opts.check_for_pool(media.len())?;

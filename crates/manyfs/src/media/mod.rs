@@ -458,6 +458,28 @@ impl Media {
         Ok(())
     }
 
+    /// In `pm` mode, check that each member's persistent-memory device is
+    /// on the node the pool gives it, where the kernel reports the
+    /// device's node and `topology` is the machine's own (see
+    /// [`numa::check_device_node`]): a mismatch is
+    /// [`crate::MemberProblem::WrongNode`].
+    pub fn check_member_nodes(&self, topology: &crate::Topology) -> Result<()> {
+        if self.mode != Durability::Pm {
+            return Ok(());
+        }
+        for (index, m) in self.members.iter().enumerate() {
+            numa::check_device_node(
+                Path::new("/sys"),
+                &m.file,
+                &m.path,
+                index as u32,
+                m.node,
+                topology,
+            )?;
+        }
+        Ok(())
+    }
+
     /// With the remote-cost model or the bandwidth cap on: make the
     /// calling thread pay for an access of `[off, off+len)`. Off: one
     /// well-predicted branch each.

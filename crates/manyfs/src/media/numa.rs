@@ -11,8 +11,10 @@
 //! of it is touched through the mapping. On an emulated topology the node
 //! numbers name no real memory, so nothing is bound (a debug log says so);
 //! a node the machine lacks is skipped the same way. Members on other file
-//! systems (a DAX device already is one node's memory; a disk file's pages
-//! are the page cache's) are left alone.
+//! systems are not bound: a DAX device already is one node's memory (in
+//! `pm` mode the mount checks that the kernel's node for the device, where
+//! it reports one, is the member's: [`check_device_node`]), and a disk
+//! file's pages are the page cache's.
 //!
 //! Node numbers here are the kernel's (`/sys/devices/system/node/nodeN`),
 //! as `manyfs mkfs --member PATH@NODE` takes them.
@@ -89,6 +91,67 @@ pub(crate) fn bind_plan(path: &Path, node: u32, topology: &Topology) -> Plan {
         return Plan::Skip;
     }
     Plan::Bind(node)
+}
+
+/// The NUMA node the kernel reports for the block device `major:minor`
+/// (under `sys`, normally `/sys`): `dev/block/M:N/device/numa_node`, or
+/// the whole disk's for a partition. `None` where the kernel does not know
+/// (no such file, `-1`): a device without NUMA affinity, or one that is
+/// not a block device (tmpfs, a network file system).
+fn device_node(sys: &Path, major: u32, minor: u32) -> Option<u32> {
+    let dev = sys.join(format!("dev/block/{major}:{minor}"));
+    let read = |dir: &Path| -> Option<u32> {
+        let text = std::fs::read_to_string(dir.join("device/numa_node")).ok()?;
+        text.trim()
+            .parse::<i64>()
+            .ok()
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    read(&dev).or_else(|| {
+        // A partition's directory lies inside its disk's.
+        let real = std::fs::canonicalize(&dev).ok()?;
+        read(real.parent()?)
+    })
+}
+
+/// The device a file lives on and the NUMA node the kernel reports for
+/// it, where it reports one (see [`device_node`]).
+fn file_device_node(sys: &Path, file: &std::fs::File) -> Option<(String, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = file.metadata().ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let node = device_node(sys, major, minor)?;
+    Some((format!("{major}:{minor}"), node))
+}
+
+/// Check that a member on a persistent-memory device is on the node the
+/// pool says: a DAX device is one node's memory, so a member given the
+/// wrong node would make local-first placement remote for every access.
+/// Checked on the machine's own topology only (an emulated one's node
+/// numbers name no hardware), and only where the kernel reports a node.
+pub(crate) fn check_device_node(
+    sys: &Path,
+    file: &std::fs::File,
+    path: &Path,
+    index: u32,
+    given: u32,
+    topology: &Topology,
+) -> Result<()> {
+    if topology.is_emulated() {
+        return Ok(());
+    }
+    match file_device_node(sys, file) {
+        Some((device, found)) if found != given => Err(Error::Member {
+            path: path.to_path_buf(),
+            index,
+            problem: crate::error::MemberProblem::WrongNode {
+                given,
+                device,
+                found,
+            },
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A node mask with only `node` set, and the `maxnode` to pass with it.
@@ -229,6 +292,73 @@ mod tests {
         )
         .unwrap();
         (p, m)
+    }
+
+    /// A fake `/sys` where block device `259:0` (a disk) is on node 1,
+    /// its partition `259:1` has no node of its own, and `259:2` reports
+    /// `-1` (no affinity).
+    fn fake_sys() -> tempfile::TempDir {
+        let sys = tempfile::tempdir().unwrap();
+        let disk = sys.path().join("devices/pmem0");
+        std::fs::create_dir_all(disk.join("device")).unwrap();
+        std::fs::write(disk.join("device/numa_node"), "1\n").unwrap();
+        std::fs::create_dir_all(disk.join("pmem0p1")).unwrap();
+        let other = sys.path().join("devices/vda");
+        std::fs::create_dir_all(other.join("device")).unwrap();
+        std::fs::write(other.join("device/numa_node"), "-1\n").unwrap();
+        let block = sys.path().join("dev/block");
+        std::fs::create_dir_all(&block).unwrap();
+        std::os::unix::fs::symlink(&disk, block.join("259:0")).unwrap();
+        std::os::unix::fs::symlink(disk.join("pmem0p1"), block.join("259:1")).unwrap();
+        std::os::unix::fs::symlink(&other, block.join("259:2")).unwrap();
+        sys
+    }
+
+    #[test]
+    fn a_device_node_comes_from_sysfs_or_its_disk() {
+        let sys = fake_sys();
+        assert_eq!(device_node(sys.path(), 259, 0), Some(1));
+        assert_eq!(device_node(sys.path(), 259, 1), Some(1), "the disk's");
+        assert_eq!(device_node(sys.path(), 259, 2), None, "-1: unknown");
+        assert_eq!(device_node(sys.path(), 8, 0), None, "no such device");
+    }
+
+    #[test]
+    fn a_member_on_another_nodes_device_is_a_typed_error() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m1");
+        let file = std::fs::File::create(&path).unwrap();
+        let dev = file.metadata().unwrap().dev();
+        // A fake /sys that puts this file's device on node 1.
+        let sys = tempfile::tempdir().unwrap();
+        let d = sys.path().join(format!(
+            "dev/block/{}:{}/device",
+            libc::major(dev),
+            libc::minor(dev)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("numa_node"), "1").unwrap();
+        let system = Topology::system();
+        check_device_node(sys.path(), &file, &path, 1, 1, system).unwrap();
+        let err = check_device_node(sys.path(), &file, &path, 1, 0, system).unwrap_err();
+        match &err {
+            Error::Member {
+                index: 1,
+                problem:
+                    crate::error::MemberProblem::WrongNode {
+                        given: 0, found: 1, ..
+                    },
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("belongs to node 1"), "{err}");
+        // An emulated topology's nodes name no hardware: not checked.
+        check_device_node(sys.path(), &file, &path, 1, 0, &Topology::emulated(2, 1)).unwrap();
+        // Where the kernel reports no node, nothing to check.
+        let empty = tempfile::tempdir().unwrap();
+        check_device_node(empty.path(), &file, &path, 1, 0, system).unwrap();
     }
 
     /// A directory on tmpfs, where this machine has one with NUMA node 0
