@@ -18,8 +18,12 @@ M=${MANYFS:-target/release/manyfs}
 META=${META_OPS:-target/release/examples/meta_ops}
 PARTS=${PARTS:-meta fxmark fio}
 REPEAT=${REPEAT:-1}
-MNT=${MNT:-/mnt/mfs-bench}
-POOL=${POOL:-/dev/shm/fuse-bench.pool}
+# Each run gets its own tmpfs, mount point and pool, so two runs (or a run
+# beside an unrelated mount) never share or unmount each other's.
+RUN=$(mktemp -d /tmp/fuse-bench.XXXXXX)
+TMPFS=$RUN/tmpfs
+MNT=${MNT:-$RUN/mnt}
+POOL=${POOL:-$(mktemp -u /dev/shm/fuse-bench.XXXXXX.pool)}
 [ $# -eq 0 ] && set -- ""
 
 bench_dir() { # dir label
@@ -46,12 +50,12 @@ bench_dir() { # dir label
   done
 }
 
-mkdir -p /tmp/fuse-bench-tmpfs "$MNT"
-mountpoint -q /tmp/fuse-bench-tmpfs || mount -t tmpfs -o size=2g fuse-bench-tmpfs /tmp/fuse-bench-tmpfs
-trap 'umount /tmp/fuse-bench-tmpfs 2>/dev/null; umount "$MNT" 2>/dev/null; rm -f "$POOL"' EXIT
+mkdir -p "$TMPFS" "$MNT"
+mount -t tmpfs -o size=2g fuse-bench-tmpfs "$TMPFS"
+trap 'umount "$TMPFS" 2>/dev/null || true; umount "$MNT" 2>/dev/null || true; rm -f "$POOL"; rmdir "$TMPFS" "$RUN/mnt" "$RUN" 2>/dev/null || true' EXIT
 for r in $(seq "$REPEAT"); do
   echo "# round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
-  bench_dir /tmp/fuse-bench-tmpfs tmpfs
+  bench_dir "$TMPFS" tmpfs
   [ -n "${EXTRA_DIR:-}" ] && bench_dir "$EXTRA_DIR" extra
   for spec in "$@"; do
     bin=$M; o=$spec
