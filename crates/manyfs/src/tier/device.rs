@@ -80,9 +80,14 @@ pub(crate) struct Device {
     direct: bool,
     /// A write completed since the last flush started.
     dirty: AtomicBool,
-    /// Serialises flushes: a flush that finds nothing dirty waits for one
-    /// in flight, which covers every write that completed before it.
-    flush_lock: Mutex<()>,
+    /// Flushes started (each one's ticket) and those not yet completed:
+    /// a flush that finds the device clean waits for every flush started
+    /// before it, which together cover every write that completed before
+    /// it. Flushes of different threads run at once.
+    flushes_in_flight: Mutex<(u64, std::collections::BTreeSet<u64>)>,
+    flush_done: parking_lot::Condvar,
+    /// A flush failed: nothing written before it is known durable.
+    flush_failed: AtomicBool,
     writes: AtomicU64,
     bytes_written: AtomicU64,
     reads: AtomicU64,
@@ -143,7 +148,9 @@ impl Device {
             len,
             direct,
             dirty: AtomicBool::new(false),
-            flush_lock: Mutex::new(()),
+            flushes_in_flight: Mutex::new((0, std::collections::BTreeSet::new())),
+            flush_done: parking_lot::Condvar::new(),
+            flush_failed: AtomicBool::new(false),
             writes: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             reads: AtomicU64::new(0),
@@ -241,21 +248,41 @@ impl Device {
     }
 
     /// Make every completed write durable: `fdatasync`, skipped when
-    /// nothing was written since the last flush. Concurrent callers
-    /// serialise; one that finds the device clean returns only after the
-    /// flush that cleaned it completed.
+    /// nothing was written since the last flush started. A caller that
+    /// finds the device clean returns only once every flush started
+    /// before it completed (one of them cleared the flag after the
+    /// caller's writes completed, so covers them); flushes of different
+    /// callers overlap, as two `fdatasync`s of one file do.
     pub(crate) fn flush(&self) -> Result<()> {
-        let _serial = self.flush_lock.lock();
+        let mut g = self.flushes_in_flight.lock();
         if !self.dirty.swap(false, Ordering::AcqRel) {
             self.flushes_skipped.fetch_add(1, Ordering::Relaxed);
+            let last = g.0;
+            while g.1.first().is_some_and(|&t| t <= last) {
+                self.flush_done.wait(&mut g);
+            }
+            drop(g);
+            if self.flush_failed.load(Ordering::Acquire) {
+                return Err(self.io_error(
+                    "flush",
+                    std::io::Error::other("an earlier flush of the device failed"),
+                ));
+            }
             return Ok(());
         }
+        g.0 += 1;
+        let ticket = g.0;
+        g.1.insert(ticket);
+        drop(g);
         self.flushes.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = self.file.sync_data() {
+        let result = self.file.sync_data();
+        if result.is_err() {
+            self.flush_failed.store(true, Ordering::Release);
             self.dirty.store(true, Ordering::Release);
-            return Err(self.io_error("flush", e));
         }
-        Ok(())
+        self.flushes_in_flight.lock().1.remove(&ticket);
+        self.flush_done.notify_all();
+        result.map_err(|e| self.io_error("flush", e))
     }
 
     /// The device's counters.
@@ -308,6 +335,24 @@ mod tests {
         dev.flush().unwrap();
         let s = dev.stats();
         assert_eq!((s.flushes, s.flushes_skipped), (1, 1));
+        // Concurrent writers and flushers: every flush returns, each
+        // write is covered by a flush that started after it completed.
+        std::thread::scope(|sc| {
+            for t in 0..4u64 {
+                let dev = &dev;
+                sc.spawn(move || {
+                    for i in 0..50u64 {
+                        dev.write(((t * 50 + i) % 16) * 4096, &[t as u8; 4096])
+                            .unwrap();
+                        dev.flush().unwrap();
+                        assert!(dev.flushes_in_flight.lock().1.len() <= 4);
+                    }
+                });
+            }
+        });
+        assert!(dev.flushes_in_flight.lock().1.is_empty());
+        let s = dev.stats();
+        assert_eq!(s.flushes + s.flushes_skipped, 2 + 200);
         assert!(dev.read(16 * 4096 - 10, &mut [0u8; 11]).is_err());
         assert!(dev.write(16 * 4096, &[0u8; 1]).is_err());
     }
