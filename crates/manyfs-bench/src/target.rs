@@ -266,7 +266,7 @@ enum EnvKind {
         lock: LockKind,
         dir: Option<tempfile::TempDir>,
         pool: Option<PathBuf>,
-        cfg: PoolConfig,
+        cfg: Box<PoolConfig>,
     },
     Dir {
         root: PathBuf,
@@ -345,7 +345,7 @@ impl TargetEnv {
                         lock: *lock,
                         dir,
                         pool: p,
-                        cfg: pool.clone(),
+                        cfg: Box::new(pool.clone()),
                     },
                 )
             }
