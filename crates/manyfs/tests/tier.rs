@@ -329,3 +329,72 @@ fn a_device_on_tmpfs_works_direct_or_buffered() {
     let fs = Fs::mount(&pool, &opts(Durability::Dram)).unwrap();
     assert_eq!(fs.read("/x").unwrap(), content(5, 20000));
 }
+
+/// Rewrite the block of the one-slot write entry at `off` of `img` (and
+/// its checksum, so that only the block number is wrong).
+fn set_entry_block(img: &mut [u8], off: usize, block: u64) {
+    let e = &mut img[off..off + 64];
+    e[24..32].copy_from_slice(&block.to_le_bytes());
+    e[56..60].fill(0);
+    let magic: [u8; 4] = e[60..64].try_into().unwrap();
+    e[60..64].fill(0);
+    let crc = crc32fast::hash(e);
+    e[56..60].copy_from_slice(&crc.to_le_bytes());
+    e[60..64].copy_from_slice(&magic);
+}
+
+#[test]
+fn fsck_and_mount_catch_device_blocks_used_twice_or_out_of_range() {
+    use manyfs::layout::{BLOCK_SIZE, Entry, LOG_PAGE_MAGIC, Superblock};
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _data, fs) = mkfs_tier(dir.path(), 8 * MIB, Durability::File);
+    fs.write("/a", &content(1, 4096)).unwrap();
+    fs.write("/b", &content(2, 4096)).unwrap();
+    fs.unmount().unwrap();
+    let img = std::fs::read(&pool).unwrap();
+    let sb = Superblock::decode(&img[..manyfs::layout::SUPERBLOCK_LEN], img.len() as u64).unwrap();
+    let bs = BLOCK_SIZE as usize;
+    // Every one-slot write entry naming a device block: (offset, block).
+    let mut writes = Vec::new();
+    for b in sb.data_start as usize..sb.total_blocks as usize {
+        let page = &img[b * bs..(b + 1) * bs];
+        let magic = u32::from_le_bytes(page[bs - 64 + 20..bs - 64 + 24].try_into().unwrap());
+        if magic != LOG_PAGE_MAGIC {
+            continue;
+        }
+        for slot in 0..63 {
+            let off = b * bs + slot * 64;
+            if let Some((Entry::FileWrite { block, .. }, _)) = Entry::decode(&img[off..off + 64])
+                && block > sb.total_blocks
+            {
+                writes.push((off, block));
+            }
+        }
+    }
+    assert!(writes.len() >= 2, "{writes:?}");
+    let (victim, own) = writes[1];
+    let other = writes.iter().map(|w| w.1).find(|&b| b != own).unwrap();
+    let ro = MountOptions {
+        read_only: true,
+        ..opts(Durability::File)
+    };
+    for (what, block) in [
+        ("used twice", other),
+        ("past the device", sb.data_end()),
+        ("the device header", sb.total_blocks),
+    ] {
+        let mut bad = img.clone();
+        set_entry_block(&mut bad, victim, block);
+        std::fs::write(&pool, &bad).unwrap();
+        match manyfs::fsck::check(&pool) {
+            Ok(r) => assert!(!r.is_clean(), "{what}: fsck found nothing"),
+            Err(e) => assert!(matches!(e, Error::Corrupt { .. }), "{what}: {e}"),
+        }
+        match Fs::mount(&pool, &ro) {
+            Ok(_) => panic!("{what}: mounted"),
+            Err(e) => assert!(matches!(e, Error::Corrupt { .. }), "{what}: {e}"),
+        }
+    }
+    std::fs::write(&pool, &img).unwrap();
+    assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
+}
