@@ -108,6 +108,11 @@ pub struct PoolConfig {
     /// `i` on node `i`), `size` split evenly among them, instead of one
     /// file on node 0.
     pub member_per_node: bool,
+    /// A data device for file data (a tiered pool: logs and inodes stay in
+    /// the pool), re-created with the pool for every point; `None`: none.
+    pub data: Option<PathBuf>,
+    /// Bytes of the data device.
+    pub data_size: u64,
 }
 
 impl PoolConfig {
@@ -154,6 +159,10 @@ impl PoolConfig {
             replace_existing: true,
             zero_fill: self.zero_fill,
             members,
+            data: self.data.as_ref().map(|p| manyfs::DataDevice {
+                path: p.clone(),
+                size: Some(self.data_size),
+            }),
             ..Default::default()
         })
     }
@@ -184,6 +193,8 @@ impl Default for PoolConfig {
             bandwidth_cap: None,
             placement_config: manyfs::PlacementConfig::default(),
             member_per_node: false,
+            data: None,
+            data_size: 256 << 20,
         }
     }
 }
@@ -255,7 +266,7 @@ enum EnvKind {
         lock: LockKind,
         dir: Option<tempfile::TempDir>,
         pool: Option<PathBuf>,
-        cfg: PoolConfig,
+        cfg: Box<PoolConfig>,
     },
     Dir {
         root: PathBuf,
@@ -334,7 +345,7 @@ impl TargetEnv {
                         lock: *lock,
                         dir,
                         pool: p,
-                        cfg: pool.clone(),
+                        cfg: Box::new(pool.clone()),
                     },
                 )
             }

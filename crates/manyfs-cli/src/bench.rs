@@ -93,6 +93,15 @@ pub struct BenchArgs {
     /// (member i on node i) instead of one file.
     #[arg(long)]
     member_per_node: bool,
+    /// A data device for lib: pools (a tiered pool: file data there, logs
+    /// and inodes in the pool): a file on a disk file system or a block
+    /// device, re-created with the pool for every point (its contents are
+    /// destroyed).
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Size of the data device [default: 256M].
+    #[arg(long, value_name = "SIZE", requires = "data")]
+    data_size: Option<String>,
     /// Emulated remote-access cost of lib: mounts: `off`, `paper`
     /// (270/583) or READ/WRITE ns per KiB; emulated topologies only.
     /// Results are labelled EMULATED.
@@ -203,6 +212,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     }
     cfg.pool.segment_size = segment_size;
     cfg.pool.member_per_node = args.member_per_node;
+    cfg.pool.data = args.data.clone();
+    if let Some(size) = &args.data_size {
+        cfg.pool.data_size = parse_size(size)?;
+    }
     if let Some(t) = &args.topology {
         cfg.pool.topology = t.parse().map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
     }

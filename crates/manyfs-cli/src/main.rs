@@ -55,6 +55,16 @@ enum Command {
         /// unwritten-extent conversion at `file`-mode syncs.
         #[arg(long)]
         zero_fill: bool,
+        /// A data device: file data goes there, logs and inodes stay in the
+        /// pool (a tiered pool). A file on a disk file system (created if
+        /// missing and written whole with zeros) or a block device, opened
+        /// with O_DIRECT. Recorded in the pool as members are; mount finds it.
+        #[arg(long, value_name = "PATH")]
+        data: Option<PathBuf>,
+        /// Bytes of the data device to use (default: its size; required
+        /// when PATH does not exist yet).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "data")]
+        data_size: Option<u64>,
     },
     /// Check a pool's consistency and list every problem found.
     ///
@@ -73,6 +83,10 @@ enum Command {
         /// exclusive lock (a mounted pool is refused).
         #[arg(long)]
         repair: bool,
+        /// A tiered pool's data device, where it is now if not at the path
+        /// the pool records (checking only; --repair uses the recorded one).
+        #[arg(long, value_name = "PATH", conflicts_with = "repair")]
+        data: Option<PathBuf>,
     },
     /// Measure each NUMA node's read and write bandwidth at read ratios
     /// 100/80/60/40/20/0 % on free blocks of its pool member, and store it
@@ -266,10 +280,10 @@ fn print_report(pool: &std::path::Path, report: &manyfs::fsck::Report) {
     }
 }
 
-fn fsck(pool: &std::path::Path, repair: bool) -> Result<ExitCode> {
+fn fsck(pool: &std::path::Path, repair: bool, data: Option<&std::path::Path>) -> Result<ExitCode> {
     if !repair {
-        let report =
-            manyfs::fsck::check(pool).with_context(|| format!("fsck {}", pool.display()))?;
+        let report = manyfs::fsck::check_with_device(pool, data)
+            .with_context(|| format!("fsck {}", pool.display()))?;
         print_report(pool, &report);
         if report.is_clean() {
             println!("clean");
@@ -323,6 +337,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             bytes_per_inode,
             force,
             zero_fill,
+            data,
+            data_size,
         } => {
             let members: Vec<manyfs::PoolMember> = members
                 .into_iter()
@@ -342,6 +358,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     zero_fill,
                     node,
                     members,
+                    data: data.map(|path| manyfs::DataDevice {
+                        path,
+                        size: data_size,
+                    }),
                 },
                 &MountOptions::default(),
             ) {
@@ -353,6 +373,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let st = fs.statfs();
             let n = fs.members().len();
+            let device = fs.superblock().device_blocks * manyfs::layout::BLOCK_SIZE;
+            let direct = fs.device_stats().map(|s| s.direct);
             fs.unmount()?;
             let of = if n > 1 {
                 format!(" in {n} member files")
@@ -367,9 +389,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 st.block_size,
                 st.total_inodes
             );
+            if let Some(direct) = direct {
+                let how = if direct {
+                    "O_DIRECT"
+                } else {
+                    "buffered: its file system refuses O_DIRECT"
+                };
+                println!("data device: {device} bytes ({how})");
+            }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Fsck { pool, repair } => fsck(&pool, repair),
+        Command::Fsck { pool, repair, data } => fsck(&pool, repair, data.as_deref()),
         Command::Calibrate {
             pool,
             seconds,
@@ -397,6 +427,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "data region     blocks {}..{}",
                     sb.data_start, sb.total_blocks
                 );
+                if sb.tiered() {
+                    let r = sb.device_data_blocks();
+                    println!(
+                        "data device     blocks {}..{} (header at block {})",
+                        r.start, r.end, sb.total_blocks
+                    );
+                }
             }
             let members = fs.members();
             println!("members         {}", members.len());

@@ -146,3 +146,56 @@ fn mkfs_with_members_inspect_and_fsck() {
     );
     assert!(!dir.path().join("x").exists());
 }
+
+#[test]
+fn mkfs_with_a_data_device_then_fsck_finds_it_or_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let out = manyfs(
+        &[
+            "mkfs",
+            "--size",
+            "8M",
+            "--data",
+            data_arg,
+            "--data-size",
+            "4M",
+        ],
+        &pool,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("data device: 4194304 bytes"), "{stdout}");
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 4 << 20);
+    assert!(manyfs(&["fsck"], &pool).status.success());
+    let out = manyfs(&["inspect"], &pool);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("data device"));
+
+    // Moved: fsck says so in one line (exit 8), and finds it with --data.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&data, &moved).unwrap();
+    let out = manyfs(&["fsck"], &pool);
+    assert_eq!(out.status.code(), Some(8), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("data device") && stderr.contains("missing"),
+        "{stderr}"
+    );
+    let out = manyfs(&["fsck", "--data", moved.to_str().unwrap()], &pool);
+    assert!(out.status.success(), "{out:?}");
+
+    // A second mkfs over an existing data file needs --force.
+    let pool2 = dir.path().join("pool2");
+    let out = manyfs(
+        &["mkfs", "--size", "8M", "--data", moved.to_str().unwrap()],
+        &pool2,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exists; use --force"),
+        "{out:?}"
+    );
+}

@@ -36,9 +36,9 @@ mod workloads;
 pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
-    MEMBER0_BYTES, MEMBER1_BYTES, Op, Workload, ace_workloads, concurrent_workloads,
-    durability_workloads, member_setup, member_workloads, pattern, posix_workloads,
-    random_workloads, regression_workloads, sync_tail_workloads,
+    MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload, ace_workloads,
+    concurrent_workloads, durability_workloads, member_setup, member_workloads, pattern,
+    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads, tier_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -67,6 +67,11 @@ pub enum PlantedBug {
     /// no-op (an `fsync` that forgets its `msync`). Invisible to the pm
     /// model, which has no use for syncs.
     ForgottenSync,
+    /// Tiered pools, page model: every flush of the data device is a
+    /// no-op, so durable marks commit entries whose data blocks may still
+    /// be in the device's volatile cache (an fsync that persists the log
+    /// without flushing the device).
+    SkippedDeviceFlush,
 }
 
 impl std::str::FromStr for PlantedBug {
@@ -78,6 +83,7 @@ impl std::str::FromStr for PlantedBug {
             &[
                 ("dropped-flush", PlantedBug::DroppedFlush),
                 ("forgotten-sync", PlantedBug::ForgottenSync),
+                ("skipped-device-flush", PlantedBug::SkippedDeviceFlush),
             ],
         )
     }
@@ -380,16 +386,34 @@ fn check_image(
     expect: &Expect<'_>,
     model: MediaModel,
     fsck: bool,
+    files: Files,
 ) -> std::result::Result<(), String> {
     if !model.is_paged() {
         let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
         return check_state(&fs, expect);
     }
-    let copy = image_path.with_extension("check");
     // Overwritten in place, not truncated first: the scratch file keeps its
-    // pages from one image to the next.
-    let bytes = std::fs::read(image_path).map_err(|e| format!("read image: {e}"))?;
-    write_image(&copy, &bytes).map_err(|e| format!("copy image: {e}"))?;
+    // pages from one image to the next. A tiered pool's data device is
+    // copied too (into a directory of its own): the writable mount must
+    // not change the image the explorer patches.
+    let copy = match files.split {
+        None => image_path.with_extension("check"),
+        Some(_) => {
+            let scratch = image_path
+                .parent()
+                .and_then(Path::parent)
+                .ok_or("image path has no scratch directory")?;
+            files
+                .image_path(scratch, "check")
+                .map_err(|e| format!("copy image: {e}"))?
+        }
+    };
+    let bytes = files
+        .read(image_path)
+        .map_err(|e| format!("read image: {e}"))?;
+    files
+        .write(&copy, &bytes)
+        .map_err(|e| format!("copy image: {e}"))?;
     if fsck {
         // fsck reads the image as the power cut left it, before any mount.
         match manyfs::fsck::check(&copy) {
@@ -479,6 +503,9 @@ fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
 #[derive(Debug, Clone, Copy)]
 struct Files {
     split: Option<u64>,
+    /// The second file's name: `m1` (a second member) or `data` (a data
+    /// device).
+    second: &'static str,
 }
 
 impl Files {
@@ -499,7 +526,7 @@ impl Files {
             Some(n0) => {
                 let n0 = n0 as usize;
                 write_image(path, &image[..n0])?;
-                write_image(&path.with_file_name("m1"), &image[n0..])
+                write_image(&path.with_file_name(self.second), &image[n0..])
             }
         }
     }
@@ -513,14 +540,14 @@ impl Files {
         let (first, second): (Vec<_>, Vec<_>) = units.iter().cloned().partition(|u| u.0 < n0);
         let second: Vec<_> = second.into_iter().map(|(o, d)| (o - n0, d)).collect();
         put_units(path, &first)?;
-        put_units(&path.with_file_name("m1"), &second)
+        put_units(&path.with_file_name(self.second), &second)
     }
 
     /// The bytes of the image at `path`.
     fn read(self, path: &Path) -> Result<Vec<u8>> {
         let mut v = std::fs::read(path).map_err(|e| Error::io("read image", e))?;
         if self.split.is_some() {
-            let m = std::fs::read(path.with_file_name("m1"))
+            let m = std::fs::read(path.with_file_name(self.second))
                 .map_err(|e| Error::io("read image member", e))?;
             v.extend_from_slice(&m);
         }
@@ -694,7 +721,7 @@ fn explore_events<'m>(
                     let fsck = cfg.fsck_every > 0
                         && (stats.images + stats.recovery_images)
                             .is_multiple_of(cfg.fsck_every as u64);
-                    let outcome = check_image(&image_path, &expect, cfg.model, fsck);
+                    let outcome = check_image(&image_path, &expect, cfg.model, fsck, files);
                     if let Err(detail) = outcome {
                         stats.violations.push(Violation {
                             model: cfg.model,
@@ -856,9 +883,21 @@ fn relative_from_cwd(to: &Path) -> Result<PathBuf> {
 pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let scratch = scratch_dir()?;
     let files = Files {
-        split: (w.member_bytes > 0).then_some(w.pool_size),
+        split: (w.member_bytes > 0 || w.data_bytes > 0).then_some(w.pool_size),
+        second: if w.data_bytes > 0 { "data" } else { "m1" },
     };
-    if files.split.is_some() && cfg.model.is_paged() {
+    if w.data_bytes > 0 && cfg.model != MediaModel::PageCache {
+        // The pool's own medium is the page cache (`file` mode); the data
+        // device's volatile cache is the same page model with its flush
+        // covering the whole device. The block-device model would let a
+        // pool sync flush the device too, and the pm model does not keep
+        // pages: both would model a different system.
+        return Err(Error::InvalidArgument(format!(
+            "{}: tiered pools are explored under the pagecache model only",
+            w.name
+        )));
+    }
+    if w.member_bytes > 0 && cfg.model.is_paged() {
         return Err(Error::InvalidArgument(format!(
             "{}: pools of several members are explored under the pm model only",
             w.name
@@ -879,6 +918,14 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         commit_interval: std::time::Duration::ZERO,
         ..Default::default()
     };
+    let data = if w.data_bytes > 0 {
+        Some(manyfs::DataDevice {
+            path: relative_from_cwd(&pool.with_file_name("data"))?,
+            size: Some(w.data_bytes),
+        })
+    } else {
+        None
+    };
     let mut hist = History::new();
     {
         let fs = Fs::mkfs(
@@ -887,6 +934,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
                 size: w.pool_size,
                 bytes_per_inode: 16 << 10,
                 members,
+                data,
                 ..Default::default()
             },
             &opts,
@@ -902,6 +950,11 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
         // The first sync of the workload (not the mount's) is forgotten.
         rec.forget_syncs(1);
+    }
+    if cfg.planted_bug == Some(PlantedBug::SkippedDeviceFlush) {
+        // Every flush of the data device is a no-op: marks commit entries
+        // whose data may still be in the device's cache.
+        rec.forget_syncs_from(w.pool_size);
     }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;

@@ -127,6 +127,8 @@ pub struct PageTracker {
     dirty: BTreeMap<u64, Dirty>,
     /// Planted bug: durability points still to ignore.
     forget_syncs: usize,
+    /// Planted bug: durability points at or after this offset are ignored.
+    forget_from: Option<u64>,
 }
 
 fn pages(off: u64, len: usize) -> impl Iterator<Item = u64> {
@@ -142,12 +144,18 @@ impl PageTracker {
             model,
             dirty: BTreeMap::new(),
             forget_syncs: 0,
+            forget_from: None,
         }
     }
 
     /// Planted bug: treat the next `n` durability points as no-ops.
     pub fn forget_syncs(&mut self, n: usize) {
         self.forget_syncs = n;
+    }
+
+    /// Planted bug: ignore every durability point at or after `off`.
+    pub fn forget_syncs_from(&mut self, off: u64) {
+        self.forget_from = Some(off);
     }
 
     /// A store (cached or not: the page cache does not care) to
@@ -182,6 +190,9 @@ impl PageTracker {
     pub fn on_sync(&mut self, off: u64, len: usize) -> Vec<(u64, PageData)> {
         if self.forget_syncs > 0 {
             self.forget_syncs -= 1;
+            return Vec::new();
+        }
+        if self.forget_from.is_some_and(|f| off >= f) {
             return Vec::new();
         }
         let covered: Vec<u64> = match self.model {

@@ -113,6 +113,14 @@ impl Recorder {
         }
     }
 
+    /// Plant a bug for testing tiered pools: treat every durability point
+    /// at or after offset `off` (the data device's flushes) as a no-op.
+    pub fn forget_syncs_from(&self, off: u64) {
+        if let Some(t) = &mut self.state().pages {
+            t.forget_syncs_from(off);
+        }
+    }
+
     /// A cached store to `[off, off+len)`; `read` copies the bytes at an
     /// offset (the page models keep each page's contents).
     pub fn on_store(&self, off: u64, len: usize, read: impl Fn(u64, &mut [u8])) {

@@ -140,6 +140,9 @@ pub struct Workload {
     /// Bytes of a second pool member (file `m1` beside the pool, on node
     /// 1); 0: the pool is one file. `pool_size` is then member 0's size.
     pub member_bytes: u64,
+    /// Bytes of a data device (file `data` beside the pool): a tiered
+    /// pool, its file data on the device; 0: none.
+    pub data_bytes: u64,
 }
 
 fn populated() -> Vec<Op> {
@@ -191,6 +194,7 @@ fn seq(name: &str, ops: Vec<Op>) -> Workload {
         ops,
         concurrent: None,
         member_bytes: 0,
+        data_bytes: 0,
     }
 }
 
@@ -413,6 +417,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             ops: vec![op.clone()],
             concurrent: None,
             member_bytes: 0,
+            data_bytes: 0,
         });
     }
     for (i, a) in ops.iter().enumerate() {
@@ -424,6 +429,7 @@ pub fn ace_workloads() -> Vec<Workload> {
                 ops: vec![a.clone(), b.clone()],
                 concurrent: None,
                 member_bytes: 0,
+                data_bytes: 0,
             });
         }
     }
@@ -444,6 +450,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         ],
         concurrent: None,
         member_bytes: 0,
+        data_bytes: 0,
     });
     let mut churn = populated();
     churn.push(Op::Create("/D/k"));
@@ -464,6 +471,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         ],
         concurrent: None,
         member_bytes: 0,
+        data_bytes: 0,
     });
     // From an empty pool: create, write, rename over, unlink.
     out.push(Workload {
@@ -478,6 +486,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         ],
         concurrent: None,
         member_bytes: 0,
+        data_bytes: 0,
     });
     out
 }
@@ -503,6 +512,7 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
                 ops: seq,
                 concurrent: None,
                 member_bytes: 0,
+                data_bytes: 0,
             }
         })
         .collect()
@@ -641,6 +651,7 @@ pub fn concurrent_workloads() -> Vec<Workload> {
                 region: 6,
             }),
             member_bytes: 0,
+            data_bytes: 0,
         })
         .collect()
 }
@@ -674,6 +685,32 @@ pub fn member_workloads() -> Vec<Workload> {
             ops: vec![op],
             concurrent: None,
             member_bytes: MEMBER1_BYTES,
+            data_bytes: 0,
         })
         .collect()
+}
+
+/// Bytes of the data device of [`tier_workloads`] (a header and 127 data
+/// blocks).
+pub const TIER_DATA_BYTES: u64 = 512 << 10;
+
+/// Tiered pools (file data on a data device beside the pool): every single
+/// operation and the durability workloads (writes, overwrites in place,
+/// appends and truncates around fsyncs and syncs), for the page-cache
+/// model over the pool and the volatile-cache model over the device.
+pub fn tier_workloads() -> Vec<Workload> {
+    let tiered = |mut w: Workload| {
+        w.name = format!("tier-{}", w.name);
+        w.data_bytes = TIER_DATA_BYTES;
+        w
+    };
+    let mut out: Vec<Workload> = durability_workloads().into_iter().map(tiered).collect();
+    out.extend(sync_tail_workloads().into_iter().map(tiered));
+    out.extend(
+        single_ops()
+            .into_iter()
+            .enumerate()
+            .map(|(i, op)| tiered(seq(&format!("ace1-{i}"), vec![op, Op::Fsync("/A")]))),
+    );
+    out
 }

@@ -100,7 +100,8 @@ impl FuseConfig {
     /// `thread_placement=off|advise|migrate`,
     /// `placement_policy=off|rl|cpu|nm|full`,
     /// `remote_cost=off|paper|READ/WRITE` and
-    /// `bandwidth_cap=off|paper|BYTES_PER_SEC` (emulated topologies only), `ro`, `rw`,
+    /// `bandwidth_cap=off|paper|BYTES_PER_SEC` (emulated topologies only),
+    /// `data=PATH` (a tiered pool's data device, if not at the recorded path), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -192,6 +193,10 @@ impl FuseConfig {
                     )
                 })?;
             }
+            "data" => {
+                let v = need(opt, value)?;
+                self.fs.data_device = Some(std::path::PathBuf::from(v));
+            }
             "bandwidth_cap" => {
                 let v = need(opt, value)?;
                 self.fs.bandwidth_cap = manyfs::BandwidthCap::parse_option(v).map_err(|_| {
@@ -279,7 +284,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, ro, rw, allow_other, private, debug, writeback_cache, uring)",
+                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, data, ro, rw, allow_other, private, debug, writeback_cache, uring)",
                 ));
             }
         }
@@ -341,7 +346,13 @@ mod tests {
         let cascade = FuseConfig::parse_options(&["index=cascade"]).unwrap();
         assert_eq!(cascade.fs.index, manyfs::IndexKind::Cascade);
         assert_eq!(cfg.fs.bandwidth_cap, None);
-        let custom = FuseConfig::parse_options(&["remote_cost=10/20,bandwidth_cap=1500M"]).unwrap();
+        let custom =
+            FuseConfig::parse_options(&["remote_cost=10/20,bandwidth_cap=1500M,data=/dev/sdb"])
+                .unwrap();
+        assert_eq!(
+            custom.fs.data_device.as_deref(),
+            Some(std::path::Path::new("/dev/sdb"))
+        );
         assert_eq!(
             custom.fs.bandwidth_cap.unwrap().bytes_per_sec,
             1_500_000_000

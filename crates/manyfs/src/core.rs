@@ -1,7 +1,7 @@
 //! The state of a mounted pool shared by every handle: media, geometry,
 //! allocators, live-entry counters and the inode table.
 
-use crate::alloc::{BlockAllocator, InodeAllocator, Purpose};
+use crate::alloc::{BlockAllocator, Blocks, InodeAllocator, Purpose};
 use crate::error::{Error, Result};
 use crate::inode::{Attrs, FileData, Inode};
 use crate::layout::*;
@@ -53,8 +53,8 @@ pub struct FsCore {
     pub media: Media,
     /// Geometry.
     pub sb: Superblock,
-    /// Free blocks.
-    pub blocks: BlockAllocator,
+    /// Free blocks: the pool's, and the data device's on a tiered pool.
+    pub blocks: Blocks,
     /// Free inode numbers.
     pub inode_numbers: InodeAllocator,
     /// Live references into each block when it is a log page.
@@ -159,7 +159,7 @@ impl FsCore {
         let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
         FsCore {
             placement,
-            blocks: BlockAllocator::new(sb.data_start, sb.total_blocks, pools),
+            blocks: Blocks::pool_only(BlockAllocator::new(sb.data_start, sb.total_blocks, pools)),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
             live: crate::index::radix::CasRadix::new(),
             media,
@@ -218,7 +218,7 @@ impl FsCore {
     }
 
     /// Replace the allocator contents (recovery).
-    pub fn set_allocators(&mut self, blocks: BlockAllocator, inodes: InodeAllocator) {
+    pub fn set_allocators(&mut self, blocks: Blocks, inodes: InodeAllocator) {
         self.blocks = blocks;
         self.inode_numbers = inodes;
     }
@@ -402,7 +402,7 @@ impl FsCore {
     }
 }
 
-impl crate::placement::calibrate::ScratchBlocks for BlockAllocator {
+impl crate::placement::calibrate::ScratchBlocks for Blocks {
     fn take(&self, node: usize, want: u64) -> Result<(u64, u64)> {
         self.alloc_on(node, want, Purpose::Data)
     }

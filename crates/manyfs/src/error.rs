@@ -80,6 +80,15 @@ pub enum Error {
         /// What is wrong with it.
         problem: MemberProblem,
     },
+    /// A tiered pool's data device is missing, too short, or not the
+    /// device the pool recorded (`crate::MkfsOptions::data`).
+    #[error("{}: data device: {problem}", path.display())]
+    DataDevice {
+        /// The device's path (as recorded in the pool, or as overridden).
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: MemberProblem,
+    },
     /// The emulated remote-access cost model was asked for on the
     /// machine's own topology, where real remote accesses already cost
     /// what they cost ([`crate::MountOptions::remote_cost`]).
@@ -148,6 +157,14 @@ pub enum MemberProblem {
         /// Bytes the file has.
         found: u64,
     },
+    /// It is shorter than the pool records (a data device may be longer).
+    #[error("the device is {found} bytes, the pool records {expected} (a shorter device?)")]
+    Short {
+        /// Bytes the pool records.
+        expected: u64,
+        /// Bytes the device has.
+        found: u64,
+    },
     /// Its header carries another pool's uuid.
     #[error("the file belongs to another pool (uuid {found}, this pool's is {expected})")]
     Foreign {
@@ -204,6 +221,11 @@ impl Error {
                 ..
             } => libc::ENOENT,
             Error::Member { .. } => libc::EIO,
+            Error::DataDevice {
+                problem: MemberProblem::Missing(_),
+                ..
+            } => libc::ENOENT,
+            Error::DataDevice { .. } => libc::EIO,
             Error::Corrupt { .. } => libc::EIO,
             Error::Io { cause, .. } => cause.raw_os_error().unwrap_or(libc::EIO),
         }

@@ -21,7 +21,8 @@
 //! checks there is no cycle), bottom to top:
 //!
 //! 1. leaves: `error`, `cpu`, `sync`, `time`;
-//! 2. `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
+//! 2. `tier` (the data device of a tiered pool: `O_DIRECT` I/O and
+//!    flushes; the media routes device blocks to it), then `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
 //!    `alloc` (per-CPU block and inode allocators, and the frees that wait
 //!    for a sync in `file` mode);
 //! 3. `layout` (the on-media format, mkfs);
@@ -67,6 +68,7 @@ mod sync;
 mod sync_engine;
 #[cfg(test)]
 mod test_support;
+mod tier;
 mod time;
 mod topology;
 mod xattr;
@@ -76,7 +78,7 @@ pub use api::{
 };
 pub use error::{Error, MemberProblem, Result};
 pub use index::IndexKind;
-pub use layout::members::PoolMember;
+pub use layout::members::{DataDevice, PoolMember};
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::Durability;
@@ -84,5 +86,6 @@ pub use options::{
     BandwidthCap, MkfsOptions, MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
 };
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
+pub use tier::DeviceStats;
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

@@ -53,6 +53,10 @@ pub struct MountOptions {
     /// topology ([`crate::Error::BandwidthCapNeedsEmulatedTopology`]
     /// otherwise): a real node's memory has its own limit.
     pub bandwidth_cap: Option<BandwidthCap>,
+    /// A tiered pool's data device at another path than the one the pool
+    /// records (it moved, or a block device was renamed); `None` (the
+    /// default): the recorded one. Its header must still name this pool.
+    pub data_device: Option<std::path::PathBuf>,
 }
 
 /// Block placement across NUMA nodes ([`MountOptions::placement`]).
@@ -142,6 +146,7 @@ impl Default for MountOptions {
             placement_config: crate::placement::PlacementConfig::default(),
             remote_cost: None,
             bandwidth_cap: None,
+            data_device: None,
         }
     }
 }
@@ -238,6 +243,10 @@ pub struct MkfsOptions {
     /// member 0's in the pool's one block address space. Empty (the
     /// default): the pool is one file.
     pub members: Vec<crate::layout::members::PoolMember>,
+    /// A data device: file data goes there, logs and inodes stay on the
+    /// pool (a tiered pool; see `docs/guarantees.md`). `None` (the
+    /// default): file data stays on the pool.
+    pub data: Option<crate::layout::members::DataDevice>,
 }
 
 impl Default for MkfsOptions {
@@ -249,6 +258,7 @@ impl Default for MkfsOptions {
             zero_fill: false,
             node: 0,
             members: Vec::new(),
+            data: None,
         }
     }
 }

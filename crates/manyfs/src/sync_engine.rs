@@ -66,7 +66,7 @@ impl FsCore {
     /// Whether this mount defers reuse and keeps durable marks (`file` mode,
     /// writable).
     pub fn deferring(&self) -> bool {
-        self.media.mode() == crate::media::Durability::File && !self.opts.read_only
+        self.media.marked() && !self.opts.read_only
     }
 
     /// Free data blocks that durable state may still reference.
@@ -346,7 +346,7 @@ impl FsCore {
     /// what recovery accepted and made durable: such an entry is never
     /// verified against a reused block.
     pub fn cut_undurable_links(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
-        if self.media.mode() != crate::media::Durability::File {
+        if !self.media.marked() {
             return Ok(());
         }
         let media = &self.media;
@@ -385,7 +385,7 @@ impl FsCore {
     /// cut by [`FsCore::cut_undurable_links`].
     pub fn finish_mount(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
         let media = &self.media;
-        let file = self.media.mode() == crate::media::Durability::File;
+        let file = self.media.marked();
         if file {
             for inode in self.all_inodes() {
                 inode.log.clear_dirty();

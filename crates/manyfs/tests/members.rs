@@ -131,7 +131,10 @@ fn two_and_three_members_hold_files_across_every_member() {
         assert_clean(&pool);
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         assert_eq!(fs.read("/big").unwrap(), content(99, 2 * MIB as usize));
-        assert_eq!(fs.superblock().version(), manyfs::layout::FORMAT_VERSION);
+        assert_eq!(
+            fs.superblock().version(),
+            manyfs::layout::MEMBER_FORMAT_VERSION
+        );
         fs.unmount().unwrap();
     }
 }

@@ -416,6 +416,70 @@ impl BlockAllocator {
     }
 }
 
+/// The block allocators of a mount: the pool's, and on a tiered pool the
+/// data device's (the same per-CPU design over the device's blocks, one
+/// range per CPU). File data comes from the device when there is one;
+/// log pages, log arrays and everything else from the pool. A block is
+/// freed to the allocator whose range holds it.
+pub struct Blocks {
+    /// The pool's blocks.
+    pub pool: BlockAllocator,
+    /// The data device's blocks, on a tiered pool.
+    pub device: Option<BlockAllocator>,
+}
+
+impl Blocks {
+    /// Allocators over the pool only.
+    pub fn pool_only(pool: BlockAllocator) -> Blocks {
+        Blocks { pool, device: None }
+    }
+
+    /// Allocate between 1 and `want` contiguous blocks for `purpose`:
+    /// file data on the data device if there is one (a full device is
+    /// `NoSpace`, never a spill onto the pool), everything else on the
+    /// pool.
+    pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
+        match (&self.device, purpose) {
+            (Some(d), Purpose::Data) => d
+                .alloc(want, purpose)
+                .map_err(|_| Error::NoSpace("no free blocks on the data device")),
+            _ => self.pool.alloc(want, purpose),
+        }
+    }
+
+    /// [`BlockAllocator::alloc_on`] of the pool (calibration scratch).
+    pub fn alloc_on(&self, node: usize, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
+        self.pool.alloc_on(node, want, purpose)
+    }
+
+    /// Return `[first, first+count)` to the allocator whose range holds it.
+    pub fn free(&self, first: u64, count: u64) {
+        match &self.device {
+            Some(d) if first >= d.start => d.free(first, count),
+            _ => self.pool.free(first, count),
+        }
+    }
+
+    /// Free blocks of both allocators.
+    pub fn free_blocks(&self) -> u64 {
+        self.pool.free_blocks() + self.device.as_ref().map_or(0, BlockAllocator::free_blocks)
+    }
+
+    /// Free extents of both, sorted.
+    pub fn free_extents(&self) -> Vec<(u64, u64)> {
+        let mut v = self.pool.free_extents();
+        if let Some(d) = &self.device {
+            v.extend(d.free_extents());
+        }
+        v
+    }
+
+    /// Per node: blocks that had to be taken from another node (pool).
+    pub fn spills(&self) -> Vec<u64> {
+        self.pool.spills()
+    }
+}
+
 /// Free inode numbers of one pool: half-open runs, the next to hand out
 /// last (its lowest number first), and how many numbers they hold.
 #[derive(Default)]

@@ -58,6 +58,7 @@ impl Fs {
                 replace_existing: mkfs.replace_existing,
                 node: mkfs.node,
                 members: &mkfs.members,
+                data: mkfs.data.as_ref(),
                 topology: &topology,
             };
             let new = members::create_pool(pool, &opts, mount.durability)?;
@@ -91,7 +92,12 @@ impl Fs {
         observer: Option<Arc<dyn crate::media::PersistObserver>>,
     ) -> Result<Fs> {
         opts.validate()?;
-        let mut media = members::open_pool(pool, opts.durability, !opts.read_only)?;
+        let mut media = members::open_pool(
+            pool,
+            opts.durability,
+            !opts.read_only,
+            opts.data_device.as_deref(),
+        )?;
         let topology = crate::Topology::resolve(opts.topology)?;
         media.check_member_nodes(&topology)?;
         // Before recovery's first touch of the mapping.
@@ -199,12 +205,18 @@ impl Fs {
         self.core.sync()
     }
 
+    /// The data device's counters (writes, flushes issued and skipped,
+    /// whether it is direct), on a tiered pool.
+    pub fn device_stats(&self) -> Option<crate::DeviceStats> {
+        self.core.media.device().map(crate::tier::Device::stats)
+    }
+
     /// Space and inode usage.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.core.sb;
         StatFs {
             block_size: BLOCK_SIZE,
-            total_blocks: sb.total_blocks - sb.data_start,
+            total_blocks: sb.total_blocks - sb.data_start + sb.device_data_blocks().count() as u64,
             free_blocks: self.core.blocks.free_blocks() + self.core.sync_engine.pending_blocks(),
             total_inodes: sb.inode_count - 2,
             free_inodes: self.core.inode_numbers.free_count(),

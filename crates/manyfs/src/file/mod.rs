@@ -134,11 +134,16 @@ fn write_locked(
 
     // Fill them: whole pages straight from the caller's buffer, partial
     // pages merged with the old contents (bytes past EOF read as zero).
-    let fill = || -> Result<()> {
+    // The crc32 of each extent's pages as written (durable marks only:
+    // recovery checks them), so the log need not read the blocks back.
+    let want_crcs = core.deferring();
+    let mut crcs: SmallVec<[u32; 2]> = SmallVec::new();
+    let mut fill = || -> Result<()> {
         let mut pg = first_pg;
         // Only partial pages need a staging buffer.
         let mut page_buf: Option<Box<[u8; PAGE as usize]>> = None;
         for &(block, n) in &extents {
+            let mut h = crc32fast::Hasher::new();
             for i in 0..n {
                 let page_start = pg * PAGE;
                 let lo = off.max(page_start);
@@ -147,6 +152,9 @@ fn write_locked(
                 let src = &buf[(lo - off) as usize..(hi - off) as usize];
                 if lo == page_start && hi == page_start + PAGE {
                     core.media.nt_copy(dst, src)?;
+                    if want_crcs {
+                        h.update(src);
+                    }
                 } else {
                     let page_buf = page_buf.get_or_insert_with(|| Box::new([0u8; PAGE as usize]));
                     let prev = old[(pg - first_pg) as usize];
@@ -160,9 +168,13 @@ fn write_locked(
                     page_buf[(lo - page_start) as usize..(hi - page_start) as usize]
                         .copy_from_slice(src);
                     core.media.nt_copy(dst, &page_buf[..])?;
+                    if want_crcs {
+                        h.update(&page_buf[..]);
+                    }
                 }
                 pg += 1;
             }
+            crcs.push(h.finalize());
         }
         Ok(())
     };
@@ -186,10 +198,12 @@ fn write_locked(
         ));
         pg += n;
     }
-    let locs = fill().and_then(|_| {
+    let filled = fill();
+    let locs = filled.and_then(|_| {
+        let crcs = want_crcs.then_some(&crcs[..]);
         inode
             .log
-            .append(core, inode.log.home_sublog(), &entries, now)
+            .append_with_crcs(core, inode.log.home_sublog(), &entries, now, crcs)
     });
     let locs = match locs {
         Ok(l) => l,

@@ -229,7 +229,7 @@ impl Walker<'_> {
         who: Owner,
         claims: &mut Vec<u64>,
     ) -> std::result::Result<(), String> {
-        if block < self.sb.data_start || block >= self.sb.total_blocks {
+        if block < self.sb.data_start || block >= self.sb.data_end() {
             return Err(format!("block {block} outside the data region"));
         }
         if self.reserved.contains(&block) {
@@ -661,8 +661,7 @@ fn entry_problem(sb: &Superblock, kind: FileKind, e: &Entry) -> Option<String> {
                 || pgoff
                     .checked_add(n)
                     .is_none_or(|e| e > MAX_FILE_SIZE / BLOCK_SIZE)
-                || *block < sb.data_start
-                || block.checked_add(n).is_none_or(|e| e > sb.total_blocks)
+                || !sb.data_range_ok(*block, n)
                 || *file_end > MAX_FILE_SIZE;
             if bad_range {
                 Some("write entry: page or block range out of bounds".into())

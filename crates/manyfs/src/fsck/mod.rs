@@ -60,7 +60,13 @@ impl Report {
 /// no manyfs pool) are returned as `Err`; inconsistencies are listed in the
 /// report, every one of them, each with where it is and how `repair` fixes it.
 pub fn check(path: &Path) -> Result<Report> {
-    let media = members::open_pool(path, Durability::File, false)?;
+    check_with_device(path, None)
+}
+
+/// [`check`] a tiered pool whose data device is at `data` instead of the
+/// path the pool records (`None`: the recorded one).
+pub fn check_with_device(path: &Path, data: Option<&Path>) -> Result<Report> {
+    let media = members::open_pool(path, Durability::File, false, data)?;
     check_media(&media)
 }
 
@@ -79,7 +85,8 @@ pub(crate) fn check_media(media: &Media) -> Result<Report> {
         .filter(|n| n.record.kind == FileKind::Dir)
         .count() as u64;
     if let Some(sb) = &w.sb {
-        report.data_blocks = sb.total_blocks - sb.data_start;
+        report.data_blocks = sb.total_blocks - sb.data_start
+            + (sb.device_data_blocks().end - sb.device_data_blocks().start);
     }
     report.used_blocks = w.owners.len() as u64;
     for n in w.inodes.values() {

@@ -19,10 +19,17 @@
 //! | 12 | 4 | bytes of entries after the 24-byte head |
 //! | 16 | 4 | crc32 of the head (this field zero) and the entries |
 //! | 20 | 4 | zero |
-//! | 24 | .. | entries, each: blocks u64, node u32, path length u16, zero u16, path bytes zero-padded to a multiple of 8 |
+//! | 24 | .. | entries, each: blocks u64, node u32, path length u16, kind u16 (0 a mapped member, 1 the data device), path bytes zero-padded to a multiple of 8 |
 //!
 //! Member 0's entry has an empty path (it is the pool file). A relative path
 //! is relative to the pool file's directory.
+//!
+//! A tiered pool (format version 5) has one more entry, last, of kind 1:
+//! its data device (`crate::tier`). It is not mapped: its blocks follow the
+//! mapped members' (`Superblock::device_blocks` records how many), and its
+//! first block holds a member header like any other member's, so that a
+//! missing, foreign or short device is found at mount and fsck
+//! ([`crate::Error::DataDevice`]).
 //!
 //! Member header, at the first byte of every member but 0:
 //!
@@ -70,6 +77,19 @@ pub struct PoolMember {
     pub size: u64,
 }
 
+/// The data device of a tiered pool (`MkfsOptions::data`): file data goes
+/// there, logs and inodes stay on the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDevice {
+    /// A file on a disk file system (created if missing, and written whole
+    /// with zeros so that later writes are overwrites) or a block device.
+    /// Recorded as [`PoolMember::path`] is.
+    pub path: std::path::PathBuf,
+    /// Bytes of it the pool uses (rounded down to whole blocks); `None`:
+    /// the size of the existing device or file.
+    pub size: Option<u64>,
+}
+
 /// One member in the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberEntry {
@@ -80,6 +100,8 @@ pub struct MemberEntry {
     pub node: u32,
     /// Its size in blocks.
     pub blocks: u64,
+    /// Whether it is the data device (not mapped; last in the table).
+    pub device: bool,
 }
 
 /// The member table: every member of the pool in order.
@@ -106,6 +128,7 @@ impl MemberTable {
             put_u64(&mut e, 0, m.blocks);
             put_u32(&mut e, 8, m.node);
             put_u16(&mut e, 12, plen);
+            put_u16(&mut e, 14, u16::from(m.device));
             b.extend_from_slice(&e);
             b.extend_from_slice(path);
             b.resize(b.len().next_multiple_of(8), 0);
@@ -155,14 +178,31 @@ impl MemberTable {
             if end > len {
                 return Err(Error::corrupt(what, format!("entry {i} path truncated")));
             }
+            let device = match le_u16(b, at + 14) {
+                0 => false,
+                1 => true,
+                k => {
+                    return Err(Error::corrupt(
+                        what,
+                        format!("entry {i} of unknown kind {k}"),
+                    ));
+                }
+            };
+            if device && i + 1 != count {
+                return Err(Error::corrupt(
+                    what,
+                    "the data device is not the last entry",
+                ));
+            }
             members.push(MemberEntry {
                 blocks: le_u64(b, at),
                 node: le_u32(b, at + 8),
                 path: PathBuf::from(OsStr::from_bytes(&b[at + 16..end])),
+                device,
             });
             at = end.next_multiple_of(8);
         }
-        if members.is_empty() {
+        if members.first().is_none_or(|m| m.device) {
             return Err(Error::corrupt(what, "no members"));
         }
         if members
@@ -175,16 +215,24 @@ impl MemberTable {
         Ok(MemberTable { members })
     }
 
-    /// The first block of member `index` in the pool.
+    /// The first block of member `index` in the pool (the data device's
+    /// follows every mapped member's).
     pub fn start_block(&self, index: usize) -> u64 {
         self.members[..index].iter().map(|m| m.blocks).sum()
     }
 
-    /// Blocks of every member together (`None` on overflow).
+    /// Blocks of every mapped member together (`None` on overflow): the
+    /// pool's `total_blocks`.
     pub fn total_blocks(&self) -> Option<u64> {
         self.members
             .iter()
+            .filter(|m| !m.device)
             .try_fold(0u64, |acc, m| acc.checked_add(m.blocks))
+    }
+
+    /// The data device's entry and index, if the pool has one.
+    pub fn device(&self) -> Option<(usize, &MemberEntry)> {
+        self.members.iter().enumerate().find(|(_, m)| m.device)
     }
 }
 
@@ -300,7 +348,12 @@ fn hex(b: &[u8]) -> String {
 /// before it is mapped. A pool without a member table (every pool of format
 /// version 2 or 3), and a file that is no pool at all, map as one file:
 /// recovery and fsck judge what it holds.
-pub(crate) fn open_pool(pool: &Path, mode: Durability, writable: bool) -> Result<Media> {
+pub(crate) fn open_pool(
+    pool: &Path,
+    mode: Durability,
+    writable: bool,
+    data: Option<&Path>,
+) -> Result<Media> {
     let file = Media::open_file(pool, writable)?;
     let len = file
         .metadata()
@@ -310,6 +363,13 @@ pub(crate) fn open_pool(pool: &Path, mode: Durability, writable: bool) -> Result
     file.read_exact_at(&mut head, 0)
         .map_err(|e| Error::io(format!("read pool {}", pool.display()), e))?;
     let Some((sb, table)) = read_table(&head)? else {
+        if let Some(d) = data {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a data device ({}) was given, but the pool has none",
+                pool.display(),
+                d.display()
+            )));
+        }
         return Media::from_members(
             vec![OpenMember {
                 file,
@@ -349,6 +409,9 @@ pub(crate) fn open_pool(pool: &Path, mode: Durability, writable: bool) -> Result
         node: table.members[0].node,
     }];
     for (i, entry) in table.members.iter().enumerate().skip(1) {
+        if entry.device {
+            break;
+        }
         let path = resolve_member_path(pool, &entry.path);
         let fault = |problem| Error::Member {
             path: path.clone(),
@@ -405,7 +468,85 @@ pub(crate) fn open_pool(pool: &Path, mode: Durability, writable: bool) -> Result
             node: entry.node,
         });
     }
-    Media::from_members(open, mode, writable)
+    let mut media = Media::from_members(open, mode, writable)?;
+    match (table.device(), sb.device_blocks) {
+        (None, 0) => {
+            if let Some(d) = data {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a data device ({}) was given, but the pool has none",
+                    pool.display(),
+                    d.display()
+                )));
+            }
+        }
+        (Some((i, entry)), n) if n == entry.blocks => {
+            let path =
+                data.map_or_else(|| resolve_member_path(pool, &entry.path), Path::to_path_buf);
+            let device = open_device(&path, &sb, &table, i, writable)?;
+            media.attach_device(device);
+        }
+        (entry, n) => {
+            return Err(Error::corrupt(
+                "member table",
+                format!(
+                    "the superblock records a data device of {n} blocks, the table {:?}",
+                    entry.map(|(_, e)| e.blocks)
+                ),
+            ));
+        }
+    }
+    Ok(media)
+}
+
+/// Open the data device at `path`, entry `index` of `table`, and check its
+/// length and header against the pool.
+fn open_device(
+    path: &Path,
+    sb: &Superblock,
+    table: &MemberTable,
+    index: usize,
+    writable: bool,
+) -> Result<crate::tier::Device> {
+    let fault = |problem| Error::DataDevice {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let (file, direct) = crate::tier::device::open_file(path, writable, false)
+        .map_err(|e| fault(MemberProblem::Missing(e.to_string())))?;
+    if writable {
+        crate::media::lock_exclusive(&file, path)?;
+    } else {
+        crate::media::lock_shared(&file, path)?;
+    }
+    let expected = sb.device_blocks * BLOCK_SIZE;
+    let found = crate::tier::device::byte_len(&file)
+        .map_err(|e| Error::io(format!("size of data device {}", path.display()), e))?;
+    if found < expected {
+        return Err(fault(MemberProblem::Short { expected, found }));
+    }
+    let device = crate::tier::Device::new(file, path.to_path_buf(), expected, direct);
+    let mut hb = [0u8; MEMBER_HEADER_LEN];
+    device.read(0, &mut hb)?;
+    let h = MemberHeader::decode(&hb).map_err(|e| fault(MemberProblem::BadHeader(e)))?;
+    if h.uuid != sb.uuid {
+        return Err(fault(MemberProblem::Foreign {
+            expected: hex(&sb.uuid),
+            found: hex(&h.uuid),
+        }));
+    }
+    if h.index != index as u32 {
+        return Err(fault(MemberProblem::WrongIndex { found: h.index }));
+    }
+    if h.blocks != sb.device_blocks || h.start_block != table.start_block(index) {
+        return Err(fault(MemberProblem::BadHeader(format!(
+            "header says {} blocks from block {}, the pool {} blocks from block {}",
+            h.blocks,
+            h.start_block,
+            sb.device_blocks,
+            table.start_block(index)
+        ))));
+    }
+    Ok(device)
 }
 
 /// The superblock and member table from the first two blocks of a pool
@@ -450,6 +591,8 @@ pub(crate) struct NewPoolOptions<'a> {
     pub replace_existing: bool,
     pub node: u32,
     pub members: &'a [PoolMember],
+    /// The data device of a tiered pool.
+    pub data: Option<&'a DataDevice>,
     /// The mount's topology: members on tmpfs are bound to their node
     /// under the machine's own (see `media::numa`).
     pub topology: &'a crate::Topology,
@@ -471,7 +614,7 @@ pub(crate) fn create_pool(
     mkfs: &NewPoolOptions<'_>,
     mode: Durability,
 ) -> Result<NewPool> {
-    if mkfs.members.is_empty() && mkfs.node == 0 {
+    if mkfs.members.is_empty() && mkfs.node == 0 && mkfs.data.is_none() {
         let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
         let media = crate::media::numa::create_bound(pool, 0, mkfs.topology, || {
             Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)
@@ -486,6 +629,7 @@ pub(crate) fn create_pool(
         path: PathBuf::new(),
         node: mkfs.node,
         blocks: mkfs.size / BLOCK_SIZE,
+        device: false,
     }];
     let mut seen =
         vec![lexical(&std::path::absolute(pool).map_err(|e| {
@@ -518,14 +662,47 @@ pub(crate) fn create_pool(
             path: record_member_path(pool, &m.path)?,
             node: m.node,
             blocks,
+            device: false,
         });
     }
+    // The data device: checked and sized now, created (or overwritten)
+    // only once the members are.
+    let device_size = match mkfs.data {
+        None => None,
+        Some(d) => {
+            let abs = lexical(
+                &std::path::absolute(&d.path)
+                    .map_err(|e| Error::io(format!("resolve {}", d.path.display()), e))?,
+            );
+            if seen.contains(&abs) {
+                return Err(Error::InvalidArgument(format!(
+                    "the data device {} names a file already in the pool",
+                    d.path.display()
+                )));
+            }
+            let size = device_size(d, mkfs.replace_existing)?;
+            entries.push(MemberEntry {
+                path: record_member_path(pool, &d.path)?,
+                node: mkfs.node,
+                blocks: size / BLOCK_SIZE,
+                device: true,
+            });
+            Some(size)
+        }
+    };
     let table = MemberTable { members: entries };
     let total = table
         .total_blocks()
         .ok_or_else(|| Error::InvalidArgument("pool too large".into()))?;
     let mut sb = Superblock::for_size(total.saturating_mul(BLOCK_SIZE), mkfs.bytes_per_inode)?;
     sb.member_table = true;
+    sb.device_blocks = device_size.map_or(0, |s| s / BLOCK_SIZE);
+    if sb.data_end() > KEY_LIMIT {
+        return Err(Error::InvalidArgument(format!(
+            "pool and data device together are too large (at most {} bytes)",
+            KEY_LIMIT * BLOCK_SIZE
+        )));
+    }
     table.encode()?;
     let n0 = table.members[0].blocks;
     if n0 <= sb.data_start + 1 {
@@ -545,6 +722,9 @@ pub(crate) fn create_pool(
         }
     };
     for (i, entry) in table.members.iter().enumerate() {
+        if entry.device {
+            break;
+        }
         let path = if i == 0 {
             pool.to_path_buf()
         } else {
@@ -568,11 +748,19 @@ pub(crate) fn create_pool(
         }
     }
     let paths: Vec<PathBuf> = open.iter().map(|m| m.path.clone()).collect();
-    let media = Media::from_members(open, mode, true).inspect_err(|_| {
+    let mut media = Media::from_members(open, mode, true).inspect_err(|_| {
         for p in &paths {
             let _ = std::fs::remove_file(p);
         }
     })?;
+    if let (Some(d), Some(size)) = (mkfs.data, device_size) {
+        let device = create_device(d, size).inspect_err(|_| {
+            for p in &paths {
+                let _ = std::fs::remove_file(p);
+            }
+        })?;
+        media.attach_device(device);
+    }
     Ok(NewPool {
         media,
         sb,
@@ -580,10 +768,121 @@ pub(crate) fn create_pool(
     })
 }
 
+/// The bytes a new data device will have: `d.size` (checked against a
+/// block device's or an existing file's size), or the size it has.
+fn device_size(d: &DataDevice, replace_existing: bool) -> Result<u64> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::metadata(&d.path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(Error::io(
+                format!("stat data device {}", d.path.display()),
+                e,
+            ));
+        }
+    };
+    let is_block = meta
+        .as_ref()
+        .is_some_and(|m| m.file_type().is_block_device());
+    let has = match &meta {
+        Some(_) if is_block => {
+            let f = std::fs::File::open(&d.path)
+                .map_err(|e| Error::io(format!("open data device {}", d.path.display()), e))?;
+            crate::tier::device::byte_len(&f)
+                .map_err(|e| Error::io(format!("size of data device {}", d.path.display()), e))?
+        }
+        Some(m) if m.is_file() => m.len(),
+        Some(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "data device {}: neither a regular file nor a block device",
+                d.path.display()
+            )));
+        }
+        None => 0,
+    };
+    if !is_block && has > 0 && !replace_existing {
+        return Err(Error::Exists(format!("data device {}", d.path.display())));
+    }
+    let size = match d.size {
+        Some(s) => s,
+        None if has > 0 => has,
+        None => {
+            return Err(Error::InvalidArgument(format!(
+                "data device {} does not exist yet: give its size (--data-size)",
+                d.path.display()
+            )));
+        }
+    } / BLOCK_SIZE
+        * BLOCK_SIZE;
+    if is_block && size > has {
+        return Err(Error::InvalidArgument(format!(
+            "data device {} has {has} bytes, fewer than the {size} asked for",
+            d.path.display()
+        )));
+    }
+    if size < 2 * BLOCK_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "data device {}: {size} bytes is too small (at least {} bytes: a header block and a \
+             data block)",
+            d.path.display(),
+            2 * BLOCK_SIZE
+        )));
+    }
+    Ok(size)
+}
+
+/// Create (or size) the data device file and open it: a regular file is
+/// written whole with zeros and flushed, so that every later write is an
+/// overwrite (a hole or an unwritten extent would make the disk file
+/// system commit its journal at the first flush after each block's first
+/// write).
+fn create_device(d: &DataDevice, size: u64) -> Result<crate::tier::Device> {
+    use std::os::unix::fs::FileTypeExt;
+    let ctx = |what: &str| format!("{what} data device {}", d.path.display());
+    let (file, direct) = crate::tier::device::open_file(&d.path, true, true)
+        .map_err(|e| Error::io(ctx("create"), e))?;
+    crate::media::lock_exclusive(&file, &d.path)?;
+    let meta = file.metadata().map_err(|e| Error::io(ctx("stat"), e))?;
+    let device = if meta.file_type().is_block_device() {
+        crate::tier::Device::new(file, d.path.clone(), size, direct)
+    } else {
+        file.set_len(0)
+            .and_then(|_| file.set_len(size))
+            .map_err(|e| Error::io(ctx("size"), e))?;
+        let device = crate::tier::Device::new(file, d.path.clone(), size, direct);
+        let zeros = vec![0u8; 1 << 20];
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(zeros.len() as u64) as usize;
+            device.write(off, &zeros[..n])?;
+            off += n as u64;
+        }
+        device
+    };
+    device.flush()?;
+    Ok(device)
+}
+
 /// Write the member table (both copies) and every member's header (mkfs).
 pub(crate) fn write_members(media: &Media, sb: &Superblock, table: &MemberTable) -> Result<()> {
     for (i, entry) in table.members.iter().enumerate().skip(1) {
         let start = table.start_block(i);
+        if entry.device {
+            // Its own block 0; the device may be long, so only the header.
+            let h = MemberHeader {
+                index: i as u32,
+                node: entry.node,
+                blocks: entry.blocks,
+                start_block: start,
+                uuid: sb.uuid,
+            };
+            let mut block = vec![0u8; BLOCK_SIZE as usize];
+            block[..MEMBER_HEADER_LEN].copy_from_slice(&h.encode());
+            media.store(start * BLOCK_SIZE, &block)?;
+            media.flush_device()?;
+            continue;
+        }
         let h = MemberHeader {
             index: i as u32,
             node: entry.node,
@@ -613,6 +912,7 @@ pub(crate) fn reserved_blocks(media: &Media) -> Vec<u64> {
         .iter()
         .skip(1)
         .map(|m| m.start / BLOCK_SIZE)
+        .chain(media.device().map(|_| media.len() / BLOCK_SIZE))
         .collect()
 }
 
@@ -628,16 +928,19 @@ mod tests {
                     path: PathBuf::new(),
                     node: 0,
                     blocks: 1000,
+                    device: false,
                 },
                 MemberEntry {
                     path: PathBuf::from("m1"),
                     node: 1,
                     blocks: 77,
+                    device: false,
                 },
                 MemberEntry {
                     path: PathBuf::from("/abs/m2"),
                     node: 2,
                     blocks: 5,
+                    device: true,
                 },
             ],
         };
@@ -673,6 +976,7 @@ mod tests {
                     path: long.clone(),
                     node: 0,
                     blocks: 8,
+                    device: false,
                 })
                 .collect(),
         };

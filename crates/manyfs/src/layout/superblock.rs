@@ -5,13 +5,20 @@ use crate::error::{Error, Result};
 
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
-/// Newest on-media format version this manyfs reads and writes. Version 4
-/// is version 3 plus a member table (blocks 0 and 1, after the superblock):
-/// it is written only for pools with a member table, so that an older
-/// manyfs refuses such a pool ("unsupported format version 4") instead of
-/// failing on a geometry larger than the pool file. A pool without a
-/// member table is written as [`SINGLE_FILE_FORMAT_VERSION`].
-pub const FORMAT_VERSION: u32 = 4;
+/// Newest on-media format version this manyfs reads and writes: version 5
+/// is version 4 plus a data device (see [`Superblock::device_blocks`]),
+/// written only for tiered pools, so that an older manyfs refuses one
+/// ("unsupported format version 5") instead of calling its device blocks
+/// out of range.
+pub const FORMAT_VERSION: u32 = 5;
+/// Format version written for a pool with a member table and no data
+/// device. Version 4 is version 3 plus a member table (blocks 0 and 1,
+/// after the superblock): it is written only for pools with a member
+/// table, so that an older manyfs refuses such a pool ("unsupported format
+/// version 4") instead of failing on a geometry larger than the pool file.
+/// A pool without a member table is written as
+/// [`SINGLE_FILE_FORMAT_VERSION`].
+pub const MEMBER_FORMAT_VERSION: u32 = 4;
 /// Format version written for a pool that is one file (no member table).
 /// Version 3 added FIFOs, sockets and device nodes (inode kinds 4..=7 and
 /// the record's `rdev`), extended-attribute log entries and exchange
@@ -23,8 +30,9 @@ pub const SINGLE_FILE_FORMAT_VERSION: u32 = 3;
 /// manyfs refuses it ("unsupported format version 3") instead of
 /// misreading what only version 3 can hold.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
-/// Encoded size of the superblock (the rest of block 0 is zero).
-pub const SUPERBLOCK_LEN: usize = 96;
+/// Encoded size of the superblock (the rest of block 0 is zero, or the
+/// member table from byte 128). Bytes 96..108 are used from version 5 on.
+pub const SUPERBLOCK_LEN: usize = 108;
 
 /// Geometry and identity of a pool. Encoded little-endian:
 ///
@@ -43,6 +51,8 @@ pub const SUPERBLOCK_LEN: usize = 96;
 /// | 80 | 4 | commit rule written by the last writable mount: 0 immediate, 1 marked |
 /// | 84 | 8 | mount epoch (grows with every writable mount; seeds page sequences) |
 /// | 92 | 4 | crc32 of bytes 0..92 |
+/// | 96 | 8 | version 5: blocks of the data device (its header included) |
+/// | 104 | 4 | version 5: crc32 of bytes 0..104 |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
     /// Blocks in the pool (pool size / BLOCK_SIZE).
@@ -66,6 +76,12 @@ pub struct Superblock {
     /// Whether blocks 0 and 1 hold a member table after the superblock
     /// (format version 4; see `layout/members.rs`).
     pub member_table: bool,
+    /// Blocks of the data device, its header block included (0: no data
+    /// device). They follow the pool's: blocks `[total_blocks,
+    /// total_blocks + device_blocks)`, the first of them the device's
+    /// header. Version 5 (a tiered pool always has a member table, which
+    /// records the device's path).
+    pub device_blocks: u64,
 }
 
 /// Which committed log entries recovery accepts.
@@ -138,13 +154,47 @@ impl Superblock {
             commit_rule: CommitRule::Immediate,
             mount_epoch: 1,
             member_table: false,
+            device_blocks: 0,
         })
+    }
+
+    /// One past the last block a file's data may be in: the end of the
+    /// data device on a tiered pool, of the pool otherwise.
+    pub fn data_end(&self) -> u64 {
+        self.total_blocks + self.device_blocks
+    }
+
+    /// Whether the pool has a data device.
+    pub fn tiered(&self) -> bool {
+        self.device_blocks != 0
+    }
+
+    /// The blocks of the data device that hold file data (its header
+    /// block excluded); empty without one.
+    pub fn device_data_blocks(&self) -> std::ops::Range<u64> {
+        if self.tiered() {
+            self.total_blocks + 1..self.data_end()
+        } else {
+            self.total_blocks..self.total_blocks
+        }
+    }
+
+    /// Whether `block` (`count` of them) may hold file data: in the pool's
+    /// data region or in the data device's data blocks.
+    pub fn data_range_ok(&self, block: u64, count: u64) -> bool {
+        let Some(end) = block.checked_add(count) else {
+            return false;
+        };
+        (block >= self.data_start && end <= self.total_blocks)
+            || (block > self.total_blocks && self.tiered() && end <= self.data_end())
     }
 
     /// The format version this superblock is written with.
     pub fn version(&self) -> u32 {
-        if self.member_table {
+        if self.tiered() {
             FORMAT_VERSION
+        } else if self.member_table {
+            MEMBER_FORMAT_VERSION
         } else {
             SINGLE_FILE_FORMAT_VERSION
         }
@@ -167,13 +217,18 @@ impl Superblock {
         put_u64(&mut b, 84, self.mount_epoch);
         let crc = crc32fast::hash(&b[..92]);
         put_u32(&mut b, 92, crc);
+        if self.tiered() {
+            put_u64(&mut b, 96, self.device_blocks);
+            let crc = crc32fast::hash(&b[..104]);
+            put_u32(&mut b, 104, crc);
+        }
         b
     }
 
     /// Decode and validate against the pool length.
     pub fn decode(b: &[u8], pool_len: u64) -> Result<Superblock> {
         let what = "superblock";
-        if b.len() < SUPERBLOCK_LEN {
+        if b.len() < 96 {
             return Err(Error::corrupt(what, "truncated"));
         }
         if b[..8] != SUPER_MAGIC {
@@ -189,6 +244,24 @@ impl Superblock {
                 format!("unsupported format version {version}"),
             ));
         }
+        let device_blocks = if version >= 5 {
+            if b.len() < SUPERBLOCK_LEN {
+                return Err(Error::corrupt(what, "truncated"));
+            }
+            if crc32fast::hash(&b[..104]) != le_u32(b, 104) {
+                return Err(Error::corrupt(what, "checksum mismatch (data device)"));
+            }
+            let n = le_u64(b, 96);
+            if n < 2 {
+                return Err(Error::corrupt(
+                    what,
+                    format!("data device of {n} blocks (at least a header and a data block)"),
+                ));
+            }
+            n
+        } else {
+            0
+        };
         if le_u32(b, 12) as u64 != BLOCK_SIZE {
             return Err(Error::corrupt(what, "unsupported block size"));
         }
@@ -208,6 +281,7 @@ impl Superblock {
             },
             mount_epoch: le_u64(b, 84),
             member_table: version >= 4,
+            device_blocks,
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= KEY_LIMIT
@@ -219,7 +293,8 @@ impl Superblock {
             && sb.inode_table_blocks.checked_mul(per_block) == Some(sb.inode_count)
             && sb.inode_table_start.checked_add(sb.inode_table_blocks) == Some(sb.data_start)
             && sb.data_start < sb.total_blocks
-            && sb.inode_count > ROOT_INO;
+            && sb.inode_count > ROOT_INO
+            && sb.data_end() <= KEY_LIMIT;
         if !geometry_ok {
             return Err(Error::corrupt(
                 what,
@@ -269,7 +344,29 @@ mod tests {
         assert_eq!(le_u32(&sb.encode(), 8), SINGLE_FILE_FORMAT_VERSION);
         let with_table = Superblock::decode(&with_version(4), 64 << 20).unwrap();
         assert!(with_table.member_table);
-        assert_eq!(le_u32(&with_table.encode(), 8), FORMAT_VERSION);
+        assert_eq!(le_u32(&with_table.encode(), 8), MEMBER_FORMAT_VERSION);
+        // Version 5 needs the data device's words and their checksum.
+        assert!(Superblock::decode(&with_version(5), 64 << 20).is_err());
+        let mut tiered = with_table.clone();
+        tiered.device_blocks = 100;
+        let enc = tiered.encode();
+        assert_eq!(le_u32(&enc, 8), FORMAT_VERSION);
+        assert_eq!(Superblock::decode(&enc, 64 << 20).unwrap(), tiered);
+        for i in 0..SUPERBLOCK_LEN {
+            let mut bad = enc;
+            bad[i] ^= 0x10;
+            assert!(Superblock::decode(&bad, 64 << 20).is_err(), "byte {i}");
+        }
+        assert!(tiered.data_range_ok(tiered.total_blocks + 1, 99));
+        assert!(
+            !tiered.data_range_ok(tiered.total_blocks, 1),
+            "the device header"
+        );
+        assert!(!tiered.data_range_ok(tiered.total_blocks + 1, 100));
+        assert!(
+            !tiered.data_range_ok(tiered.total_blocks - 1, 2),
+            "across the boundary"
+        );
         for v in [0, 1, FORMAT_VERSION + 1] {
             let err = Superblock::decode(&with_version(v), 64 << 20).unwrap_err();
             assert!(

@@ -391,7 +391,23 @@ impl InodeLog {
         entries: &[(Entry, u32)],
         mtime_ns: u64,
     ) -> Result<EntryLocs> {
+        self.append_with_crcs(space, sublog, entries, mtime_ns, None)
+    }
+
+    /// [`InodeLog::append`], with the crc32 of the data of each `FileWrite`
+    /// entry, in order, when the caller computed them from the bytes it
+    /// wrote (saves reading the blocks back: on a data device, a read of
+    /// the device per write).
+    pub fn append_with_crcs(
+        &self,
+        space: &dyn LogSpace,
+        sublog: usize,
+        entries: &[(Entry, u32)],
+        mtime_ns: u64,
+        data_crcs: Option<&[u32]>,
+    ) -> Result<EntryLocs> {
         let media = space.media();
+        let mut known = data_crcs.map(|c| c.iter().copied());
         let marks = space.keeps_marks();
         let mut deps: Vec<(u64, u64)> = Vec::new();
         let mut ordered = false;
@@ -404,7 +420,21 @@ impl InodeLog {
                 let mut crc = None;
                 if let Entry::FileWrite { block, npages, .. } = e {
                     deps.push((*block, *block + *npages as u64));
-                    crc = Some(media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?);
+                    crc = match known.as_mut().and_then(Iterator::next) {
+                        Some(c) => {
+                            debug_assert_eq!(
+                                media
+                                    .crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)
+                                    .ok(),
+                                Some(c),
+                                "the caller's checksum of blocks {block}+{npages}"
+                            );
+                            Some(c)
+                        }
+                        None => Some(
+                            media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?,
+                        ),
+                    };
                 }
                 crcs.push(crc);
                 let n = deps.len();

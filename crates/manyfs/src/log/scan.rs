@@ -186,11 +186,7 @@ impl Chain<'_> {
             return Ok(true);
         };
         let n = u64::from(*npages);
-        if *block < self.sb.data_start
-            || block
-                .checked_add(n)
-                .is_none_or(|e| e > self.sb.total_blocks)
-        {
+        if !self.sb.data_range_ok(*block, n) {
             return Ok(false);
         }
         Ok(self.media.crc32(block * BLOCK_SIZE, n * BLOCK_SIZE)? == crc)

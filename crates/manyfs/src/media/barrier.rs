@@ -43,7 +43,7 @@ impl Media {
     /// in place); see [`Media::sync_block_ranges`]. A no-op outside `file`
     /// mode.
     pub fn sync_blocks(&self, blocks: &mut Vec<u64>) -> Result<()> {
-        if self.mode != Durability::File || !self.writable || blocks.is_empty() {
+        if !self.marked() || !self.writable || blocks.is_empty() {
             return Ok(());
         }
         self.check_alive()?;
@@ -63,10 +63,31 @@ impl Media {
     /// other dirty page of the pool (other files' unsynced writes).
     /// A no-op outside `file` mode.
     pub fn sync_block_ranges(&self, ranges: &mut Vec<(u64, u64)>) -> Result<()> {
-        if self.mode != Durability::File || !self.writable || ranges.is_empty() {
+        if !self.marked() || !self.writable || ranges.is_empty() {
             return Ok(());
         }
         merge_ranges(ranges);
+        if let Some((_, dev_start)) = &self.device {
+            // A tiered pool: the data device's blocks first (one flush, if
+            // it was written since the last), then the pool's own.
+            let first_dev = dev_start / SYNC_UNIT;
+            if ranges.iter().any(|&(_, e)| e > first_dev) {
+                self.flush_device()?;
+                ranges.retain_mut(|r| {
+                    r.1 = r.1.min(first_dev);
+                    r.1 > r.0
+                });
+            }
+            if self.mode != Durability::File {
+                if self.mode == Durability::Pm {
+                    for &(s, e) in ranges.iter() {
+                        self.flush(s * SYNC_UNIT, ((e - s) * SYNC_UNIT) as usize)?;
+                    }
+                    self.fence();
+                }
+                return Ok(());
+            }
+        }
         let Some(&(last_start, last_end)) = ranges.last() else {
             return Ok(());
         };

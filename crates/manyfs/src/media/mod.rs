@@ -151,6 +151,10 @@ pub(crate) struct Media {
     /// ([`crate::MountOptions::bandwidth_cap`]); set before the mount
     /// shares the media.
     bwcap: Option<Box<bwcap::BandwidthModel>>,
+    /// A tiered pool's data device, and the pool byte offset of its first
+    /// byte (the end of the mapping): offsets from there on are read and
+    /// written on the device (see `crate::tier`).
+    device: Option<(crate::tier::Device, u64)>,
 }
 
 // SAFETY: the mapping is plain shared memory; all access goes through methods
@@ -417,6 +421,7 @@ impl Media {
             sigbus: sigbus::Registration::new(base.cast(), len),
             remote: None,
             bwcap: None,
+            device: None,
         })
     }
 
@@ -526,6 +531,69 @@ impl Media {
     /// skipped: the observer models them.
     pub fn attach_observer(&mut self, observer: Arc<dyn PersistObserver>) {
         self.observer = Some(observer::Attached(observer));
+    }
+
+    /// Attach a tiered pool's data device: pool offsets from the end of
+    /// the mapping on are its bytes.
+    pub(crate) fn attach_device(&mut self, device: crate::tier::Device) {
+        self.device = Some((device, self.len as u64));
+    }
+
+    /// The data device, if the pool has one.
+    pub(crate) fn device(&self) -> Option<&crate::tier::Device> {
+        self.device.as_ref().map(|(d, _)| d)
+    }
+
+    /// Whether durability needs durable marks: the page cache (`file`
+    /// mode) or a data device can make a later write durable before an
+    /// earlier one, so a commit counts only once a barrier covered it.
+    pub(crate) fn marked(&self) -> bool {
+        self.mode == Durability::File || self.device.is_some()
+    }
+
+    /// `Some(device offset)` when `[off, off+len)` is on the data device
+    /// (an error when it starts there but does not fit); `None` for an
+    /// offset in the mapping.
+    fn on_device(&self, off: u64, len: usize) -> Option<Result<(&crate::tier::Device, u64)>> {
+        let (dev, start) = self.device.as_ref()?;
+        if off < *start {
+            return None;
+        }
+        let local = off - start;
+        Some(match local.checked_add(len as u64) {
+            Some(end) if end <= dev.len() => Ok((dev, local)),
+            _ => Err(Error::corrupt(
+                "pool offset",
+                format!(
+                    "range {off:#x}+{len:#x} outside the data device ({:#x} bytes from {start:#x})",
+                    dev.len()
+                ),
+            )),
+        })
+    }
+
+    /// Flush the data device if it was written since its last flush
+    /// (a no-op without one). A failure fails the media.
+    pub(crate) fn flush_device(&self) -> Result<()> {
+        let Some((dev, start)) = &self.device else {
+            return Ok(());
+        };
+        if !self.writable {
+            return Ok(());
+        }
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        if let Some(o) = &self.observer
+            && dev.is_dirty()
+            && let Err(e) = o.0.on_sync(*start, dev.len() as usize)
+        {
+            self.fail(format!("a flush of the data device failed ({e})"));
+            return Err(Error::io(format!("flush {}", dev.path().display()), e));
+        }
+        dev.flush().inspect_err(|e| {
+            self.fail(format!("a flush of the data device failed ({e})"));
+        })
     }
 
     /// Pass the workload marker `tag` to the attached observer, if any.
@@ -670,6 +738,10 @@ impl Media {
 
     /// Copy `buf.len()` bytes at `off` into `buf`.
     pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(d) = self.on_device(off, buf.len()) {
+            let (dev, local) = d?;
+            return dev.read(local, buf);
+        }
         let start = self.check(off, buf.len())?;
         self.charge(off, buf.len(), remote::Access::Read);
         // SAFETY: `check` proved [start, start+len) lies inside the mapping;
@@ -691,10 +763,11 @@ impl Media {
 
     /// The crc32 of the `len` bytes at `off` (read through a small buffer).
     pub fn crc32(&self, off: u64, len: u64) -> Result<u32> {
-        self.check(
-            off,
-            usize::try_from(len).map_err(|_| Error::corrupt("pool range", "too long"))?,
-        )?;
+        let n = usize::try_from(len).map_err(|_| Error::corrupt("pool range", "too long"))?;
+        match self.on_device(off, n) {
+            Some(d) => drop(d?),
+            None => drop(self.check(off, n)?),
+        }
         let mut h = crc32fast::Hasher::new();
         let mut buf = [0u8; 4096];
         let mut done = 0;
@@ -711,6 +784,9 @@ impl Media {
     /// and fenced.
     pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
+        if let Some(d) = self.on_device(off, data.len()) {
+            return self.device_write(d?, off, data);
+        }
         let start = self.check(off, data.len())?;
         self.charge(off, data.len(), remote::Access::Write);
         if self.writes_through_fd() {
@@ -735,6 +811,9 @@ impl Media {
     /// Fill `len` bytes at `off` with zeros (cached stores).
     pub fn zero(&self, off: u64, len: usize) -> Result<()> {
         self.check_writable()?;
+        if let Some(d) = self.on_device(off, len) {
+            return self.device_write(d?, off, &vec![0u8; len]);
+        }
         let start = self.check(off, len)?;
         self.charge(off, len, remote::Access::Write);
         if self.writes_through_fd() {
@@ -760,6 +839,9 @@ impl Media {
     /// In the other modes it is a plain copy followed by a flush of the range.
     pub fn nt_copy(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
+        if let Some(d) = self.on_device(off, data.len()) {
+            return self.device_write(d?, off, data);
+        }
         let start = self.check(off, data.len())?;
         if self.writes_through_fd() {
             // No cache to bypass: the page cache is the medium.
@@ -804,6 +886,10 @@ impl Media {
 
     /// Write back every cache line overlapping `[off, off+len)`.
     pub fn flush(&self, off: u64, len: usize) -> Result<()> {
+        if let Some(d) = self.on_device(off, len) {
+            // No cache lines: only a device flush (a barrier) counts.
+            return d.map(|_| ());
+        }
         let start = self.check(off, len)?;
         if let Some(r) = &self.observer {
             r.0.on_flush(off, len);
@@ -886,6 +972,24 @@ impl Media {
         self.check_faults()
     }
 
+    /// Write `data` at pool offset `off`, device offset `local`, and tell
+    /// the observer (as a store: not durable before a barrier). A failure
+    /// fails the media: the device may hold part of the write.
+    fn device_write(
+        &self,
+        (dev, local): (&crate::tier::Device, u64),
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        dev.write(local, data).inspect_err(|e| {
+            self.fail(format!("a write to the data device failed ({e})"));
+        })?;
+        if let Some(r) = &self.observer {
+            r.0.on_store(off, data.len(), &MediaView::new(self));
+        }
+        Ok(())
+    }
+
     /// Whether stores go through the file descriptor (`pwrite`) instead
     /// of the mapping: in `file` mode. A page dirtied through a shared
     /// mapping costs the disk file system a journal commit at every
@@ -919,16 +1023,23 @@ impl Media {
         &self.path
     }
 
-    /// How this mapping becomes durable.
-    pub(crate) fn mode(&self) -> Durability {
-        self.mode
-    }
-
     /// A durability point: in `file` mode, `msync` the range so it reaches
     /// the disk; in `pm` mode flushed data already is durable; in `dram`
     /// mode nothing is.
     pub fn sync_range(&self, off: u64, len: usize) -> Result<()> {
-        if self.mode != Durability::File || !self.writable || len == 0 {
+        if !self.writable || len == 0 {
+            return Ok(());
+        }
+        if let Some(d) = self.on_device(off, len) {
+            d?;
+            return self.flush_device();
+        }
+        if self.mode != Durability::File {
+            if self.device.is_some() && self.mode == Durability::Pm {
+                // A tiered pool's marks are written with plain stores, and
+                // a barrier over them must make them durable.
+                return self.persist(off, len);
+            }
             return Ok(());
         }
         let start = self.check(off, len)?;
@@ -964,6 +1075,7 @@ impl Media {
 
     /// A durability point for the whole pool.
     pub fn sync_all(&self) -> Result<()> {
+        self.flush_device()?;
         self.sync_range(0, self.len)
     }
 }
@@ -998,11 +1110,11 @@ fn page_size() -> usize {
     if p > 0 { p as usize } else { 4096 }
 }
 
-fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     flock(file, path, libc::LOCK_EX | libc::LOCK_NB)
 }
 
-fn lock_shared(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn lock_shared(file: &File, path: &Path) -> Result<()> {
     flock(file, path, libc::LOCK_SH | libc::LOCK_NB)
 }
 

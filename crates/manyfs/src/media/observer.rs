@@ -87,9 +87,10 @@ impl<'a> MediaView<'a> {
         l
     }
 
-    /// Length of the pool in bytes.
+    /// Length of the pool in bytes: the mapping, and on a tiered pool the
+    /// data device after it (its offsets read the device).
     pub fn len(&self) -> u64 {
-        self.media.len()
+        self.media.len() + self.media.device().map_or(0, crate::tier::Device::len)
     }
 
     /// Whether the pool is empty (never true for a mounted pool).

@@ -23,7 +23,7 @@ mod tests;
 use crate::error::{Error, Result};
 use crate::inode::{Attrs, Child, DirState};
 use crate::layout::*;
-use crate::log::scan::{ScanBuf, ScannedSublog, check_block, scan_log_buf};
+use crate::log::scan::{ScanBuf, ScannedSublog, scan_log_buf};
 use crate::log::{EntryLoc, loc_page};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
@@ -214,11 +214,12 @@ struct Marker<'a> {
 
 impl Marker<'_> {
     fn new<'a>(sb: &'a Superblock, media: &Media) -> Marker<'a> {
-        let len = sb.total_blocks - sb.data_start;
+        // A tiered pool's data device continues the block space.
+        let len = sb.data_end() - sb.data_start;
         let used = (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         let reserved: Vec<u64> = members::reserved_blocks(media)
             .into_iter()
-            .filter(|b| (sb.data_start..sb.total_blocks).contains(b))
+            .filter(|b| (sb.data_start..sb.data_end()).contains(b))
             .collect();
         let marker = Marker { sb, used, reserved };
         for &b in &marker.reserved {
@@ -234,7 +235,12 @@ impl Marker<'_> {
     }
 
     fn mark(&self, block: u64, what: impl Fn() -> String) -> Result<()> {
-        check_block(self.sb, block, &what)?;
+        if block < self.sb.data_start || block >= self.sb.data_end() {
+            return Err(Error::corrupt(
+                what(),
+                format!("block {block} outside the data region"),
+            ));
+        }
         if self.reserved.contains(&block) {
             return Err(Error::corrupt(
                 what(),
@@ -254,7 +260,7 @@ impl Marker<'_> {
     fn into_bitmap(self) -> BlockBitmap {
         BlockBitmap {
             words: self.used.into_iter().map(AtomicU64::into_inner).collect(),
-            len: self.sb.total_blocks - self.sb.data_start,
+            len: self.sb.data_end() - self.sb.data_start,
         }
     }
 }
@@ -700,8 +706,7 @@ pub(crate) fn replay(
                 || pgoff
                     .checked_add(n)
                     .is_none_or(|e| e > MAX_FILE_SIZE / BLOCK_SIZE)
-                || *block < sb.data_start
-                || block.checked_add(n).is_none_or(|e| e > sb.total_blocks)
+                || !sb.data_range_ok(*block, n)
                 || *file_end > MAX_FILE_SIZE
             {
                 return Err(Error::corrupt(what(), "page or block range out of bounds"));

@@ -43,13 +43,25 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             node: m.node as usize,
         })
         .collect();
-    let blocks = BlockAllocator::placed(
+    let pool = BlockAllocator::placed(
         sb.data_start,
         sb.total_blocks,
         &regions,
         &core.topology,
         core.opts.placement,
     );
+    // A data device: the same per-CPU split over its data blocks.
+    let device = sb.tiered().then(|| {
+        let r = sb.device_data_blocks();
+        BlockAllocator::placed(
+            r.start,
+            r.end,
+            &[],
+            &core.topology,
+            crate::options::Placement::Node0,
+        )
+    });
+    let blocks = crate::alloc::Blocks { pool, device };
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
     }
