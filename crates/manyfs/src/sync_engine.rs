@@ -228,11 +228,12 @@ impl FsCore {
         self.resolve_log_arrays(&mut blocks);
         if incarnation != *synced_incarnation {
             ordered = true;
-            // A compaction switched the inode record to a new log array.
+            // A compaction switched the inode record to a new log.
             let off = self.sb.inode_offset(inode.ino);
             blocks.push((off / BLOCK_SIZE, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
-            let array = inode.log.array_block();
-            blocks.push((array, array + 1));
+            if let Some(array) = inode.log.array_block() {
+                blocks.push((array, array + 1));
+            }
         }
         if marks.is_empty() && blocks.is_empty() {
             return Ok(());
@@ -356,10 +357,14 @@ impl FsCore {
                 media,
                 rebuilt.inodes.values().flat_map(|n| &n.sublogs),
             )?;
-        for node in rebuilt.inodes.values() {
+        for (&ino, node) in rebuilt.inodes.iter() {
             for s in &node.sublogs {
                 if s.cut_head {
-                    let at = node.record.log_array * BLOCK_SIZE + s.index as u64 * 8;
+                    let at = match node.record.log_word().array() {
+                        Some(array) => array * BLOCK_SIZE + s.index as u64 * 8,
+                        // A direct head that does not count: no page yet.
+                        None => self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET,
+                    };
                     media.store_u64(at, 0)?;
                 }
                 if s.cut_next

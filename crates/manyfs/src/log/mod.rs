@@ -80,6 +80,8 @@ pub trait LogSpace {
     fn alloc_meta_block(&self) -> Result<u64>;
     /// Free blocks.
     fn free_blocks(&self, first: u64, count: u64);
+    /// Byte offset of inode `ino`'s log word (in its inode record).
+    fn log_word_at(&self, ino: u64) -> u64;
     /// Live-reference counter of a log page.
     fn live_counter(&self, page: u64) -> Option<&AtomicU32>;
     /// Whether this mount keeps durable marks (`file` mode): freed log
@@ -141,10 +143,10 @@ pub struct SubLog {
     pub meta: Vec<PageMeta>,
     /// Dead pages that could not be unlinked yet (the tail, or in `file`
     /// mode a page whose successor's footer is not durable yet).
-    dead_held: u64,
+    dead_held: u32,
     /// Appends to let pass before looking at held pages again (amortises
     /// the retries over the appends).
-    dead_skip: u64,
+    dead_skip: u32,
     /// Recovered chain not yet searched for pages that were dead at mount
     /// (searched once, at the first release of a page of this sub-log).
     scan_all: bool,
@@ -187,14 +189,21 @@ pub struct InodeLog {
     mtime_unlogged: std::sync::atomic::AtomicBool,
     /// Number of compactions (deferred releases of older entries are void).
     incarnation: AtomicU64,
-    /// Block of the log array (changes only when the log is rewritten).
-    array_block: AtomicU64,
+    /// The inode record's log word as last stored ([`LogWord`]): 0, one
+    /// sub-log's head page, or a log array block. Changed under the mutex of
+    /// the first slot's sub-log while the word is not an array (the first
+    /// slot's sub-log is the only one then), and by compaction.
+    word: AtomicU64,
     /// Number of sub-logs (one per CPU of the topology).
     nsublogs: usize,
-    /// The sub-logs, in groups of [`SLOT_GROUP`]: a group and a slot are
-    /// created by the first append from a CPU of it (or by recovery), so an
-    /// inode costs one pointer per group of CPUs until a CPU writes to it.
-    sublogs: Box<[OnceBox<SlotGroup>]>,
+    /// The first sub-log's slot, made by the first append (or by recovery),
+    /// whatever its index: most inodes are written from one CPU only and
+    /// never need the groups.
+    first: OnceBox<SubLogSlot>,
+    /// The other sub-logs, in groups of [`SLOT_GROUP`]: the group table, a
+    /// group and a slot are created by the first append from a CPU of it
+    /// (or by recovery).
+    groups: OnceBox<Box<[OnceBox<SlotGroup>]>>,
     /// Serialises syncs of this inode; holds the log incarnation the last
     /// sync made durable (a compaction since then switched the inode
     /// record to a new log array).
@@ -208,6 +217,8 @@ pub struct InodeLog {
 #[repr(align(128))]
 struct SubLogSlot {
     log: Mutex<SubLog>,
+    /// The sub-log's index.
+    index: u32,
     /// Log pages whose live count dropped to zero and await unlinking
     /// (made by the first such page: most logs never have one).
     dead: OnceBox<crossbeam_utils::CachePadded<DeadList>>,
@@ -220,9 +231,10 @@ const SLOT_GROUP: usize = 8;
 type SlotGroup = [OnceBox<SubLogSlot>; SLOT_GROUP];
 
 impl SubLogSlot {
-    fn with(sub: SubLog) -> Box<Self> {
+    fn with(index: usize, sub: SubLog) -> Box<Self> {
         Box::new(SubLogSlot {
             log: Mutex::new(sub),
+            index: index as u32,
             dead: OnceBox::new(),
         })
     }
@@ -234,10 +246,37 @@ impl SubLogSlot {
 }
 
 impl InodeLog {
-    /// Sub-log `idx`'s slot, created empty if no CPU used it yet.
+    /// Sub-log `idx`'s slot, created empty if no CPU used it yet (as the
+    /// first slot if there is none).
     fn slot(&self, idx: usize) -> &SubLogSlot {
-        self.sublogs[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
-            .get_or_init(|| SubLogSlot::with(SubLog::default()))
+        let first = self
+            .first
+            .get_or_init(|| SubLogSlot::with(idx, SubLog::default()));
+        if first.index as usize == idx {
+            return first;
+        }
+        self.group_slot(idx)
+    }
+
+    /// Sub-log `idx`'s slot in the groups (not the first slot's index).
+    fn group_slot(&self, idx: usize) -> &SubLogSlot {
+        let groups = self
+            .groups
+            .get_or_init(|| Box::new(Self::empty_groups(self.nsublogs)));
+        groups[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
+            .get_or_init(|| SubLogSlot::with(idx, SubLog::default()))
+    }
+
+    fn empty_groups(n: usize) -> Box<[OnceBox<SlotGroup>]> {
+        (0..n.div_ceil(SLOT_GROUP))
+            .map(|_| OnceBox::new())
+            .collect()
+    }
+
+    /// The first slot, made for sub-log 0 if there is none yet.
+    fn first_slot(&self) -> &SubLogSlot {
+        self.first
+            .get_or_init(|| SubLogSlot::with(0, SubLog::default()))
     }
 
     /// Sub-log `idx`'s state (created empty if needed).
@@ -245,36 +284,45 @@ impl InodeLog {
         &self.slot(idx).log
     }
 
-    /// The sub-logs that exist, with their indexes, in index order.
+    /// The sub-logs that exist, with their indexes: the first slot, then
+    /// the others in index order (the order every walk that locks several
+    /// takes them in).
     fn existing(&self) -> impl Iterator<Item = (usize, &SubLogSlot)> {
-        self.sublogs
-            .iter()
-            .enumerate()
+        let first = self.first.get().map(|s| (s.index as usize, s));
+        let rest = self
+            .groups
+            .get()
+            .into_iter()
+            .flat_map(|groups| groups.iter().enumerate())
             .filter_map(|(g, group)| group.get().map(|group| (g, group)))
             .flat_map(|(g, group)| {
                 group
                     .iter()
                     .enumerate()
                     .filter_map(move |(i, s)| s.get().map(|s| (g * SLOT_GROUP + i, s)))
-            })
+            });
+        first.into_iter().chain(rest)
     }
 
     /// A log whose sub-logs are as recovered (or empty).
-    pub fn new(
-        ino: u64,
-        array_block: u64,
-        nsublogs: usize,
-        recovered: Vec<(usize, SubLog)>,
-    ) -> Self {
+    pub fn new(ino: u64, word: u64, nsublogs: usize, recovered: Vec<(usize, SubLog)>) -> Self {
         let n = nsublogs
             .clamp(1, MAX_SUBLOGS)
             .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
-        let sublogs: Box<[OnceBox<SlotGroup>]> = (0..n.div_ceil(SLOT_GROUP))
-            .map(|_| OnceBox::new())
-            .collect();
+        let first = OnceBox::new();
+        let groups = OnceBox::new();
         for (i, s) in recovered {
-            let group = sublogs[i / SLOT_GROUP].get_or_init(Box::default);
-            let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(s));
+            match first.get() {
+                None => {
+                    let _ = first.set(SubLogSlot::with(i, s));
+                }
+                Some(_) => {
+                    let g: &Box<[OnceBox<SlotGroup>]> =
+                        groups.get_or_init(|| Box::new(Self::empty_groups(n)));
+                    let group = g[i / SLOT_GROUP].get_or_init(Box::default);
+                    let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(i, s));
+                }
+            }
         }
         InodeLog {
             ino,
@@ -283,9 +331,10 @@ impl InodeLog {
             dirty: std::sync::atomic::AtomicBool::new(false),
             mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
-            array_block: AtomicU64::new(array_block),
+            word: AtomicU64::new(word),
             nsublogs: n,
-            sublogs,
+            first,
+            groups,
             sync_state: parking_lot::Mutex::new(0),
         }
     }
@@ -308,9 +357,14 @@ impl InodeLog {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The block holding the sub-log heads.
-    pub fn array_block(&self) -> u64 {
-        self.array_block.load(Ordering::Acquire)
+    /// The inode record's log word ([`LogWord`]).
+    pub fn word(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// The log array block, if the log has one.
+    pub fn array_block(&self) -> Option<u64> {
+        LogWord::decode(self.word()).array()
     }
 
     /// The sub-log the calling thread should append to.
@@ -362,7 +416,7 @@ impl InodeLog {
 
     /// Every block the log owns (array, pages), for freeing the inode.
     pub fn owned_blocks(&self) -> Vec<u64> {
-        let mut v = vec![self.array_block()];
+        let mut v: Vec<u64> = self.array_block().into_iter().collect();
         for (_, s) in self.existing() {
             v.extend_from_slice(&lock(&s.log).pages);
         }
@@ -410,7 +464,12 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let slot = self.slot(sublog % self.nsublogs);
+        let idx = sublog % self.nsublogs;
+        let slot = self.slot(idx);
+        if self.array_block().is_none() && self.first_slot().index as usize != idx {
+            // A second sub-log: the word must name a log array first.
+            self.make_array(space)?;
+        }
         let mut sub = lock(&slot.log);
         if sub.dead_held > 0
             || slot
@@ -418,7 +477,7 @@ impl InodeLog {
                 .get()
                 .is_some_and(|d| d.fresh.load(Ordering::Relaxed) > 0)
         {
-            self.collect_dead_pages(space, sublog % self.nsublogs, &mut sub)?;
+            self.collect_dead_pages(space, idx, &mut sub)?;
         }
 
         // Place every entry first, linking new pages as needed, so that a
@@ -456,8 +515,13 @@ impl InodeLog {
             // The linking page itself needs no barrier: its link and its
             // seal are on one page, written whole with the mark.
             if sub.pages.is_empty() {
-                let a = self.array_block();
-                note_unsynced(&mut sub.unsynced, a, a + 1);
+                // The record's word (direct, or naming the array, which
+                // may be new) and the array.
+                let r = space.log_word_at(self.ino) / BLOCK_SIZE;
+                note_unsynced(&mut sub.unsynced, r, r + 1);
+                if let Some(a) = self.array_block() {
+                    note_unsynced(&mut sub.unsynced, a, a + 1);
+                }
                 sub.ordered_deps = true;
             }
             note_unsynced(&mut sub.unsynced, first, first + 1);
@@ -466,7 +530,7 @@ impl InodeLog {
             }
         }
         for (page, prev_used) in new_pages {
-            self.link_new_page(media, sublog % self.nsublogs, &mut sub, page, prev_used)?;
+            self.link_new_page(space, idx, &mut sub, page, prev_used)?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {
@@ -512,12 +576,13 @@ impl InodeLog {
 
     fn link_new_page(
         &self,
-        media: &Media,
+        space: &dyn LogSpace,
         idx: usize,
         sub: &mut SubLog,
         page: u64,
         prev_used: u64,
     ) -> Result<()> {
+        let media = space.media();
         let off = page * BLOCK_SIZE;
         let seq = self.take_seq();
         media.nt_copy(off, &[0u8; BLOCK_SIZE as usize - 64])?;
@@ -526,25 +591,106 @@ impl InodeLog {
             &encode_log_footer(self.ino, idx as u32, self.generation, seq),
         )?;
         media.fence();
-        let link_at = match sub.pages.last() {
+        match sub.pages.last() {
             Some(prev) => {
                 // The expected sequence goes first: a page written back with
                 // the new `next` always carries it (durable.rs).
                 let at = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
                 media.store_u64(at + FOOTER_NEXT_SEQ, seq)?;
                 media.flush(at + FOOTER_NEXT_SEQ, 8)?;
-                at
+                media.store_u64(at, page)?;
+                media.persist(at, 8)?;
             }
-            None => self.array_block() * BLOCK_SIZE + idx as u64 * 8,
-        };
-        media.store_u64(link_at, page)?;
-        media.persist(link_at, 8)?;
+            None => self.set_head(space, idx, page, seq)?,
+        }
         if let Some(last) = sub.meta.last_mut() {
             last.used = prev_used;
         }
         sub.pages.push(page);
         sub.meta.push(PageMeta::new(seq));
         sub.next_slot = 0;
+        Ok(())
+    }
+
+    /// Make `page` (sequence `seq`) the head of sub-log `idx`: in the log
+    /// array, or in the record's word while the log has none (then `idx` is
+    /// the first slot's sub-log, whose mutex the caller holds).
+    fn set_head(&self, space: &dyn LogSpace, idx: usize, page: u64, seq: u64) -> Result<()> {
+        let media = space.media();
+        match self.array_block() {
+            Some(a) => {
+                let at = a * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(at, page)?;
+                media.persist(at, 8)
+            }
+            None => {
+                debug_assert_eq!(self.first.get().map(|s| s.index as usize), Some(idx));
+                let w = LogWord::direct(idx, page, seq);
+                let at = space.log_word_at(self.ino);
+                media.store_u64(at, w)?;
+                media.persist(at, 8)?;
+                self.word.store(w, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
+    /// Give the log a log array (a second sub-log is about to start): a
+    /// fresh array naming the first sub-log's head is made durable, then
+    /// the record's word is switched to it with one 8-byte store, as a
+    /// compaction switches logs. Until the switch is durable the record
+    /// names the first sub-log's head directly, which the array also names.
+    fn make_array(&self, space: &dyn LogSpace) -> Result<()> {
+        let first = self.first_slot();
+        let mut sub = lock(&first.log);
+        if self.array_block().is_some() {
+            return Ok(());
+        }
+        let media = space.media();
+        let idx = first.index as usize;
+        let array = space.alloc_meta_block()?;
+        // Every page this log may name from now on carries a sequence at
+        // least the first sub-log's head's (its chain ascends) or the next
+        // one handed out.
+        let next = self.next_seq.load(Ordering::Relaxed);
+        let base_seq = sub.meta.first().map_or(next, |m| m.seq.min(next));
+        let at = space.log_word_at(self.ino);
+        let written = (|| -> Result<()> {
+            media.nt_copy(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            let base_at = array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8;
+            media.store_u64(base_at, base_seq)?;
+            media.flush(base_at, 8)?;
+            if let Some(&head) = sub.pages.first() {
+                let head_at = array * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(head_at, head)?;
+                media.flush(head_at, 8)?;
+            }
+            media.fence();
+            if space.keeps_marks() {
+                // Page cache: only a completed sync orders the array before
+                // the record that names it.
+                media.sync_range(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+            }
+            media.store_u64(at, array)?;
+            media.persist(at, 8)
+        })();
+        if let Err(e) = written {
+            if media.load_u64(at).ok() != Some(array) {
+                space.free_blocks(array, 1);
+            } else {
+                self.word.store(array, Ordering::Release);
+            }
+            return Err(e);
+        }
+        self.word.store(array, Ordering::Release);
+        if space.keeps_marks() {
+            // The record must be durable before marks of the new sub-log's
+            // entries (recovery would follow the direct word otherwise).
+            let r = at / BLOCK_SIZE;
+            note_unsynced(&mut sub.unsynced, r, r + 1);
+            sub.ordered_deps = true;
+        }
+        self.note_dirty(space);
         Ok(())
     }
 
@@ -571,8 +717,14 @@ impl InodeLog {
             }
             Err(e)
         };
-        let new_array = space.alloc_meta_block()?;
-        blocks.push(new_array);
+        // The new chain is the first slot's sub-log's; a log with an array
+        // keeps one (its other sub-logs start again in it).
+        let idx = self.first_slot().index as usize;
+        let new_array = match self.array_block() {
+            Some(_) => Some(space.alloc_meta_block()?),
+            None => None,
+        };
+        blocks.extend(new_array);
         // Place the entries.
         let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();
         let mut pages: Vec<u64> = Vec::new();
@@ -604,16 +756,23 @@ impl InodeLog {
             .enumerate()
             .map(|(i, &u)| u as u32 | if i + 1 < used.len() { MARK_SEALED } else { 0 })
             .collect();
+        let new_word = match (new_array, pages.first()) {
+            (Some(a), _) => a,
+            (None, Some(&head)) => LogWord::direct(idx, head, seqs[0]),
+            (None, None) => 0,
+        };
         let written = (|| -> Result<()> {
-            media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
-            media.store_u64(
-                new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
-                base_seq,
-            )?;
-            media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
+            if let Some(new_array) = new_array {
+                media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+                media.store_u64(
+                    new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
+                    base_seq,
+                )?;
+                media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
+            }
             for (i, &p) in pages.iter().enumerate() {
                 media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
-                let mut footer = encode_log_footer(self.ino, 0, self.generation, seqs[i]);
+                let mut footer = encode_log_footer(self.ino, idx as u32, self.generation, seqs[i]);
                 footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
                 footer[FOOTER_NEXT_SEQ as usize..FOOTER_NEXT_SEQ as usize + 8]
                     .copy_from_slice(&seqs.get(i + 1).copied().unwrap_or(0).to_le_bytes());
@@ -631,9 +790,10 @@ impl InodeLog {
                 body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
                 media.nt_copy(off, &body)?;
             }
-            if let Some(&first) = pages.first() {
-                media.store_u64(new_array * BLOCK_SIZE, first)?;
-                media.flush(new_array * BLOCK_SIZE, 8)?;
+            if let (Some(a), Some(&first)) = (new_array, pages.first()) {
+                let at = a * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(at, first)?;
+                media.flush(at, 8)?;
             }
             media.fence();
             if space.keeps_marks() {
@@ -641,24 +801,23 @@ impl InodeLog {
                 // before the switch that makes it the inode's log.
                 media.sync_all()?;
             }
-            media.store_u64(record_word, new_array)?;
+            media.store_u64(record_word, new_word)?;
             media.persist(record_word, 8)
         })();
         if let Err(e) = written {
             // The switch may or may not have reached the record: only free
-            // the new blocks if the record still names the old array.
-            if media.load_u64(record_word).ok() != Some(new_array) {
+            // the new blocks if the record still names the old log.
+            if media.load_u64(record_word).ok() != Some(new_word) {
                 return fail(&blocks, e);
             }
             return Err(e);
         }
 
         // Switch the DRAM state and retire the old log.
-        // The new chain is sub-log 0's.
-        self.slot(0);
+        // The new chain is the first slot's (`existing` yields it first).
         let mut guards: Vec<MutexGuard<'_, SubLog>> =
             self.existing().map(|(_, s)| lock(&s.log)).collect();
-        let mut old = vec![self.array_block()];
+        let mut old: Vec<u64> = self.array_block().into_iter().collect();
         for g in guards.iter_mut() {
             old.append(&mut g.pages);
             g.meta.clear();
@@ -690,7 +849,7 @@ impl InodeLog {
             .collect();
         guards[0].pages = pages;
         guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
-        self.array_block.store(new_array, Ordering::Release);
+        self.word.store(new_word, Ordering::Release);
         self.incarnation.fetch_add(1, Ordering::AcqRel);
         drop(guards);
         for b in old {
@@ -793,8 +952,8 @@ impl InodeLog {
             }
             result = self.unlink_page(space, idx, sub, i);
         }
-        sub.dead_held = held.len() as u64;
-        sub.dead_skip = held.len() as u64;
+        sub.dead_held = held.len() as u32;
+        sub.dead_skip = held.len() as u32;
         if !held.is_empty() {
             lock(&list.pages).extend(held);
         }
@@ -812,14 +971,15 @@ impl InodeLog {
         let media = space.media();
         let page = sub.pages[i];
         let next = sub.pages[i + 1];
-        let link_at = if i == 0 {
-            self.array_block() * BLOCK_SIZE + idx as u64 * 8
+        if i == 0 {
+            self.set_head(space, idx, next, sub.meta[1].seq)?;
         } else {
-            sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
-        };
-        media.store_u64(link_at, next)?;
-        media.persist(link_at, 8)?;
+            let link_at = sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+            media.store_u64(link_at, next)?;
+            media.persist(link_at, 8)?;
+        }
         if i > 0 {
+            let link_at = sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET;
             // `next` first, then its sequence: either mix the page cache
             // may write back is accepted (the successor's sequence is
             // above the old one).
