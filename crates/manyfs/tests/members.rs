@@ -138,7 +138,7 @@ fn two_and_three_members_hold_files_across_every_member() {
 
 #[test]
 fn small_files_fill_small_members_up_to_their_boundaries() {
-    // One-block files (a log array, a log page and a data block each) in a
+    // One-block files (a log page and a data block each) in a
     // pool whose members are small enough that blocks on both sides of
     // every boundary are allocated; syncs merge neighbouring blocks into
     // ranges that cross members.
@@ -162,7 +162,7 @@ fn small_files_fill_small_members_up_to_their_boundaries() {
     // take blocks from depends on the CPUs the test runs on).
     let mut n = 0;
     while n < 150 || !fs.members().iter().all(|m| m.used_blocks > 1) {
-        assert!(n < 240, "{:?}", fs.members());
+        assert!(n < 360, "{:?}", fs.members());
         fs.write(format!("/s{n}"), &content(n, 3000)).unwrap();
         n += 1;
     }
