@@ -260,6 +260,26 @@ impl FsCore {
         } else {
             1
         };
+        // The log's first sub-log slot lives in the file or directory box.
+        let (file, dir, first) = if rec.kind == FileKind::Dir {
+            let d: Box<crate::inode::DirData> = Box::default();
+            let first = std::ptr::NonNull::from(&d.first_slot);
+            (None, Some(d), first)
+        } else {
+            let f = Box::new(FileData::new(
+                &self.opts,
+                self.sb.total_blocks * BLOCK_SIZE,
+                self.topology.cpu_count(),
+            ));
+            let first = std::ptr::NonNull::from(&f.first_slot);
+            (Some(f), None, first)
+        };
+        // SAFETY: the slot is in the inode's file or directory box, which
+        // the inode owns beside its log for its whole life and never
+        // replaces (moving the box leaves the heap object in place); the
+        // log is reachable only through the inode, and only this log uses
+        // the slot.
+        let log = unsafe { InodeLog::new_in(ino, rec.log_array, nsub, sublogs, first) };
         Inode {
             ino,
             generation: rec.generation,
@@ -269,16 +289,9 @@ impl FsCore {
             xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
-            log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
-                .with_identity(rec.generation, self.sb.mount_epoch << 32),
-            file: (rec.kind != FileKind::Dir).then(|| {
-                Box::new(FileData::new(
-                    &self.opts,
-                    self.sb.total_blocks * BLOCK_SIZE,
-                    self.topology.cpu_count(),
-                ))
-            }),
-            dir: (rec.kind == FileKind::Dir).then(Box::default),
+            log: log.with_identity(rec.generation, self.sb.mount_epoch << 32),
+            file,
+            dir,
             setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),

@@ -131,7 +131,8 @@ fn note_unsynced(v: &mut Vec<(u64, u64)>, start: u64, end: u64) {
 /// One sub-log's DRAM state (guarded by its mutex).
 #[derive(Debug, Default)]
 pub struct SubLog {
-    /// Log pages of the chain, head first.
+    /// Log pages of the chain, head first (most sub-logs have one page,
+    /// held without an allocation of its own).
     pub pages: Vec<u64>,
     /// Next free entry slot in the last page.
     pub next_slot: u64,
@@ -195,11 +196,13 @@ pub struct InodeLog {
     /// slot's sub-log is the only one then), and by compaction.
     word: AtomicU64,
     /// Number of sub-logs (one per CPU of the topology).
-    nsublogs: usize,
-    /// The first sub-log's slot, made by the first append (or by recovery),
-    /// whatever its index: most inodes are written from one CPU only and
-    /// never need the groups.
-    first: OnceBox<SubLogSlot>,
+    nsublogs: u16,
+    /// The first sub-log's slot, claimed by the first append (or by
+    /// recovery), whatever its index: most inodes are written from one CPU
+    /// only and never need the groups. It lives in the inode's file or
+    /// directory state, which is 128-byte aligned anyway, so that it costs
+    /// no allocation of its own.
+    first: FirstSlot,
     /// The other sub-logs, in groups of [`SLOT_GROUP`]: the group table, a
     /// group and a slot are created by the first append from a CPU of it
     /// (or by recovery).
@@ -213,12 +216,12 @@ pub struct InodeLog {
 /// One sub-log's state, alone on its 128 bytes (the unit the CPU's
 /// adjacent-line prefetch shares, as `CachePadded` uses on x86-64), and its
 /// dead-page candidates, which other threads write, behind a pointer.
-#[derive(Default)]
 #[repr(align(128))]
-struct SubLogSlot {
+pub(crate) struct SubLogSlot {
     log: Mutex<SubLog>,
-    /// The sub-log's index.
-    index: u32,
+    /// The sub-log's index ([`UNCLAIMED`] for a first slot no sub-log has
+    /// claimed yet).
+    index: AtomicU32,
     /// Log pages whose live count dropped to zero and await unlinking
     /// (made by the first such page: most logs never have one).
     dead: OnceBox<crossbeam_utils::CachePadded<DeadList>>,
@@ -230,13 +233,72 @@ const SLOT_GROUP: usize = 8;
 /// A group of sub-log slots.
 type SlotGroup = [OnceBox<SubLogSlot>; SLOT_GROUP];
 
+/// Where a log's first sub-log slot lives.
+enum FirstSlot {
+    /// In a box of the log's own (a log made without an inode: tests).
+    #[cfg(test)]
+    Own(Box<SubLogSlot>),
+    /// In storage the inode owns beside the log ([`InodeLog::new_in`]).
+    In(std::ptr::NonNull<SubLogSlot>),
+}
+
+// SAFETY: `FirstSlot` is a shared reference to a `SubLogSlot` (owned or
+// borrowed for the log's life, see `InodeLog::new_in`), and `SubLogSlot`
+// is `Send` and `Sync` (mutexes and atomics), as `&SubLogSlot` is.
+unsafe impl Send for FirstSlot {}
+// SAFETY: as for `Send`: only `&SubLogSlot` is ever handed out.
+unsafe impl Sync for FirstSlot {}
+
+impl FirstSlot {
+    fn get(&self) -> &SubLogSlot {
+        match self {
+            #[cfg(test)]
+            FirstSlot::Own(b) => b,
+            // SAFETY: `InodeLog::new_in`'s contract: the slot outlives the
+            // log and does not move.
+            FirstSlot::In(p) => unsafe { p.as_ref() },
+        }
+    }
+}
+
+impl std::fmt::Debug for SubLogSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubLogSlot")
+            .field("index", &self.index.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The index of a first slot not claimed by a sub-log yet.
+const UNCLAIMED: u32 = u32::MAX;
+
+impl Default for SubLogSlot {
+    fn default() -> Self {
+        SubLogSlot::empty()
+    }
+}
+
 impl SubLogSlot {
+    /// A first slot no sub-log has claimed.
+    pub(crate) fn empty() -> Self {
+        SubLogSlot {
+            log: Mutex::new(SubLog::default()),
+            index: AtomicU32::new(UNCLAIMED),
+            dead: OnceBox::new(),
+        }
+    }
+
     fn with(index: usize, sub: SubLog) -> Box<Self> {
         Box::new(SubLogSlot {
             log: Mutex::new(sub),
-            index: index as u32,
+            index: AtomicU32::new(index as u32),
             dead: OnceBox::new(),
         })
+    }
+
+    /// The sub-log's index (`UNCLAIMED as usize` if none claimed it).
+    fn index(&self) -> usize {
+        self.index.load(Ordering::Acquire) as usize
     }
 
     /// The dead-page list, made if needed.
@@ -246,14 +308,24 @@ impl SubLogSlot {
 }
 
 impl InodeLog {
-    /// Sub-log `idx`'s slot, created empty if no CPU used it yet (as the
-    /// first slot if there is none).
+    /// Sub-log `idx`'s slot, created empty if no CPU used it yet (the
+    /// first slot if no sub-log claimed it yet).
     fn slot(&self, idx: usize) -> &SubLogSlot {
-        let first = self
-            .first
-            .get_or_init(|| SubLogSlot::with(idx, SubLog::default()));
-        if first.index as usize == idx {
-            return first;
+        let first = self.first.get();
+        let want = idx as u32;
+        match first.index.load(Ordering::Acquire) {
+            i if i == want => return first,
+            UNCLAIMED => match first.index.compare_exchange(
+                UNCLAIMED,
+                want,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return first,
+                Err(i) if i == want => return first,
+                Err(_) => {}
+            },
+            _ => {}
         }
         self.group_slot(idx)
     }
@@ -262,7 +334,7 @@ impl InodeLog {
     fn group_slot(&self, idx: usize) -> &SubLogSlot {
         let groups = self
             .groups
-            .get_or_init(|| Box::new(Self::empty_groups(self.nsublogs)));
+            .get_or_init(|| Box::new(Self::empty_groups(self.nsublogs.into())));
         groups[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
             .get_or_init(|| SubLogSlot::with(idx, SubLog::default()))
     }
@@ -273,10 +345,13 @@ impl InodeLog {
             .collect()
     }
 
-    /// The first slot, made for sub-log 0 if there is none yet.
+    /// The first slot, claimed for sub-log 0 if no sub-log has it yet.
     fn first_slot(&self) -> &SubLogSlot {
-        self.first
-            .get_or_init(|| SubLogSlot::with(0, SubLog::default()))
+        let first = self.first.get();
+        let _ = first
+            .index
+            .compare_exchange(UNCLAIMED, 0, Ordering::AcqRel, Ordering::Acquire);
+        first
     }
 
     /// Sub-log `idx`'s state (created empty if needed).
@@ -288,7 +363,9 @@ impl InodeLog {
     /// the others in index order (the order every walk that locks several
     /// takes them in).
     fn existing(&self) -> impl Iterator<Item = (usize, &SubLogSlot)> {
-        let first = self.first.get().map(|s| (s.index as usize, s));
+        let first = Some(self.first.get())
+            .filter(|s| s.index() != UNCLAIMED as usize)
+            .map(|s| (s.index(), s));
         let rest = self
             .groups
             .get()
@@ -305,23 +382,57 @@ impl InodeLog {
     }
 
     /// A log whose sub-logs are as recovered (or empty).
+    #[cfg(test)]
     pub fn new(ino: u64, word: u64, nsublogs: usize, recovered: Vec<(usize, SubLog)>) -> Self {
+        Self::with_first(
+            ino,
+            word,
+            nsublogs,
+            recovered,
+            FirstSlot::Own(Box::default()),
+        )
+    }
+
+    /// [`InodeLog::new`] whose first slot is `first`, storage the caller
+    /// owns (in the inode's file or directory state).
+    ///
+    /// # Safety
+    ///
+    /// `first` must point to a slot that stays where it is and lives as long
+    /// as the log (the inode owns both and drops neither before the other
+    /// is unreachable), that nothing else changes, and that no other log
+    /// uses.
+    pub(crate) unsafe fn new_in(
+        ino: u64,
+        word: u64,
+        nsublogs: usize,
+        recovered: Vec<(usize, SubLog)>,
+        first: std::ptr::NonNull<SubLogSlot>,
+    ) -> Self {
+        Self::with_first(ino, word, nsublogs, recovered, FirstSlot::In(first))
+    }
+
+    fn with_first(
+        ino: u64,
+        word: u64,
+        nsublogs: usize,
+        recovered: Vec<(usize, SubLog)>,
+        first: FirstSlot,
+    ) -> Self {
         let n = nsublogs
             .clamp(1, MAX_SUBLOGS)
             .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
-        let first = OnceBox::new();
         let groups = OnceBox::new();
         for (i, s) in recovered {
-            match first.get() {
-                None => {
-                    let _ = first.set(SubLogSlot::with(i, s));
-                }
-                Some(_) => {
-                    let g: &Box<[OnceBox<SlotGroup>]> =
-                        groups.get_or_init(|| Box::new(Self::empty_groups(n)));
-                    let group = g[i / SLOT_GROUP].get_or_init(Box::default);
-                    let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(i, s));
-                }
+            let slot = first.get();
+            if slot.index() == UNCLAIMED as usize {
+                *lock(&slot.log) = s;
+                slot.index.store(i as u32, Ordering::Release);
+            } else {
+                let g: &Box<[OnceBox<SlotGroup>]> =
+                    groups.get_or_init(|| Box::new(Self::empty_groups(n)));
+                let group = g[i / SLOT_GROUP].get_or_init(Box::default);
+                let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(i, s));
             }
         }
         InodeLog {
@@ -332,7 +443,8 @@ impl InodeLog {
             mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
             word: AtomicU64::new(word),
-            nsublogs: n,
+            // At most MAX_SUBLOGS.
+            nsublogs: n as u16,
             first,
             groups,
             sync_state: parking_lot::Mutex::new(0),
@@ -369,7 +481,7 @@ impl InodeLog {
 
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
-        crate::cpu::current() % self.nsublogs
+        crate::cpu::current() % usize::from(self.nsublogs)
     }
 
     /// Newest write mtime over all sub-logs.
@@ -464,9 +576,9 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let idx = sublog % self.nsublogs;
+        let idx = sublog % usize::from(self.nsublogs);
         let slot = self.slot(idx);
-        if self.array_block().is_none() && self.first_slot().index as usize != idx {
+        if self.array_block().is_none() && self.first_slot().index() != idx {
             // A second sub-log: the word must name a log array first.
             self.make_array(space)?;
         }
@@ -624,7 +736,7 @@ impl InodeLog {
                 media.persist(at, 8)
             }
             None => {
-                debug_assert_eq!(self.first.get().map(|s| s.index as usize), Some(idx));
+                debug_assert_eq!(self.first.get().index(), idx);
                 let w = LogWord::direct(idx, page, seq);
                 let at = space.log_word_at(self.ino);
                 media.store_u64(at, w)?;
@@ -647,7 +759,7 @@ impl InodeLog {
             return Ok(());
         }
         let media = space.media();
-        let idx = first.index as usize;
+        let idx = first.index();
         let array = space.alloc_meta_block()?;
         // Every page this log may name from now on carries a sequence at
         // least the first sub-log's head's (its chain ascends) or the next
@@ -719,7 +831,7 @@ impl InodeLog {
         };
         // The new chain is the first slot's sub-log's; a log with an array
         // keeps one (its other sub-logs start again in it).
-        let idx = self.first_slot().index as usize;
+        let idx = self.first_slot().index();
         let new_array = match self.array_block() {
             Some(_) => Some(space.alloc_meta_block()?),
             None => None,
@@ -819,7 +931,7 @@ impl InodeLog {
             self.existing().map(|(_, s)| lock(&s.log)).collect();
         let mut old: Vec<u64> = self.array_block().into_iter().collect();
         for g in guards.iter_mut() {
-            old.append(&mut g.pages);
+            old.extend(g.pages.drain(..));
             g.meta.clear();
             g.next_slot = 0;
             g.dead_held = 0;
@@ -890,7 +1002,7 @@ impl InodeLog {
         let ino = media.load_u64(at + 8).ok()?;
         let w = media.load_u64(at + 16).ok()?;
         let (idx, magic) = (w as u32 as usize, (w >> 32) as u32);
-        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.nsublogs).then_some(idx)
+        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.nsublogs.into()).then_some(idx)
     }
 
     /// Where `page` is in `sub`'s chain: by its footer's sequence (the
@@ -992,5 +1104,175 @@ impl InodeLog {
         space.retire_block(page);
         self.note_dirty(space);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scan::{ScanBuf, scan_log_buf};
+    use super::*;
+    use crate::media::Durability;
+
+    struct Space {
+        media: Media,
+        free: std::sync::Mutex<Vec<u64>>,
+        live: Vec<AtomicU32>,
+        sb: Superblock,
+    }
+
+    impl LogSpace for Space {
+        fn media(&self) -> &Media {
+            &self.media
+        }
+        fn alloc_meta_block(&self) -> Result<u64> {
+            self.free
+                .lock()
+                .unwrap()
+                .pop()
+                .ok_or(crate::Error::NoSpace("test"))
+        }
+        fn free_blocks(&self, first: u64, count: u64) {
+            self.free.lock().unwrap().extend(first..first + count);
+        }
+        fn log_word_at(&self, ino: u64) -> u64 {
+            self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET
+        }
+        fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
+            self.live
+                .get(page.checked_sub(self.sb.data_start)? as usize)
+        }
+    }
+
+    fn add(seq: u64) -> Entry {
+        Entry::DirAdd {
+            seq,
+            ino: 5,
+            generation: 1,
+            kind: FileKind::File,
+            txid: 0,
+            name: format!("n{seq}").into_bytes(),
+        }
+    }
+
+    fn scan(space: &Space, log: &InodeLog) -> Vec<(usize, usize)> {
+        let mut subs = scan_log_buf(
+            &space.media,
+            &space.sb,
+            9,
+            0,
+            log.word(),
+            CommitRule::Immediate,
+            &mut ScanBuf::default(),
+        )
+        .unwrap();
+        subs.sort_by_key(|s| s.index);
+        subs.iter().map(|s| (s.index, s.entries.len())).collect()
+    }
+
+    /// A log whose first slot is storage outside it (`new_in`, as in an
+    /// inode's file state): the first sub-log to append claims it and its
+    /// head goes in the record's word; a second sub-log gets its own slot
+    /// and makes a log array naming both heads; compaction keeps the array.
+    /// The storage is dropped after the log.
+    #[test]
+    fn a_first_slot_outside_the_log_and_the_change_to_an_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
+        let sb = Superblock::for_size(size, 16 << 10).unwrap();
+        let space = Space {
+            media,
+            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            sb,
+        };
+        let storage = Box::new(SubLogSlot::empty());
+        // SAFETY: `storage` is a box that outlives `log` (dropped after
+        // it, below) and is not moved or used by anything else meanwhile.
+        let log =
+            unsafe { InodeLog::new_in(9, 0, 4, Vec::new(), std::ptr::NonNull::from(&*storage)) };
+        assert!(log.existing().next().is_none());
+        log.append(&space, 3, &[(add(1), 1)], 0).unwrap();
+        assert_eq!(storage.index(), 3, "the first append claims the slot");
+        let LogWord::Direct { index: 3, head, .. } = LogWord::decode(log.word()) else {
+            panic!("direct word expected: {:?}", LogWord::decode(log.word()))
+        };
+        let at = space.log_word_at(9);
+        assert_eq!(space.media.load_u64(at).unwrap(), log.word());
+        assert_eq!(log.owned_blocks(), vec![head]);
+        assert_eq!(scan(&space, &log), vec![(3, 1)]);
+
+        log.append(&space, 1, &[(add(2), 1)], 0).unwrap();
+        log.append(&space, 3, &[(add(3), 1)], 0).unwrap();
+        let array = log.array_block().expect("an array for two sub-logs");
+        assert_eq!(space.media.load_u64(at).unwrap(), array);
+        assert_eq!(
+            space.media.load_u64(array * BLOCK_SIZE + 3 * 8).unwrap(),
+            head
+        );
+        assert_eq!(
+            log.existing().map(|(i, _)| i).collect::<Vec<_>>(),
+            vec![3, 1],
+            "the first slot, then the groups"
+        );
+        assert_eq!(scan(&space, &log), vec![(1, 1), (3, 2)]);
+        assert_eq!(log.owned_blocks().len(), 3);
+
+        let entries: Vec<(Entry, u32)> = (1..=3).map(|s| (add(s), 1)).collect();
+        log.rewrite(&space, at, &entries).unwrap();
+        let new_array = log.array_block().expect("compaction keeps the array");
+        assert_ne!(new_array, array);
+        assert_eq!(scan(&space, &log), vec![(3, 3)]);
+        drop(log);
+        drop(storage);
+    }
+
+    /// Compaction of a log without an array names the new chain's head in
+    /// the word; a head page that is unlinked leaves its successor there.
+    #[test]
+    fn compaction_of_a_direct_log_stays_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
+        let sb = Superblock::for_size(size, 16 << 10).unwrap();
+        let space = Space {
+            media,
+            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            sb,
+        };
+        let log = InodeLog::new(9, 0, 2, Vec::new());
+        let mut first = None;
+        for s in 0..80 {
+            let locs = log.append(&space, 0, &[(add(s), 1)], 0).unwrap();
+            first.get_or_insert(locs[0]);
+        }
+        let pages = log.page_count();
+        assert!(pages >= 2, "{pages}");
+        // Every entry of the head page dies: the next append unlinks it.
+        let head = loc_page(first.unwrap());
+        for loc in (0..ENTRY_SLOTS_PER_PAGE).map(|s| entry_loc(head, s)) {
+            if space.live_counter(head).unwrap().load(Ordering::Relaxed) > 0 {
+                log.release(&space, loc, 1);
+            }
+        }
+        log.append(&space, 0, &[(add(80), 1)], 0).unwrap();
+        assert_eq!(log.page_count(), pages - 1);
+        let LogWord::Direct { head: h, .. } = LogWord::decode(log.word()) else {
+            panic!("direct")
+        };
+        assert_ne!(h, head);
+        let at = space.log_word_at(9);
+        log.rewrite(&space, at, &[(add(81), 1)]).unwrap();
+        assert!(matches!(
+            LogWord::decode(log.word()),
+            LogWord::Direct { index: 0, .. }
+        ));
+        assert_eq!(space.media.load_u64(at).unwrap(), log.word());
+        assert_eq!(scan(&space, &log), vec![(0, 1)]);
     }
 }

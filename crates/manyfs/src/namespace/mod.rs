@@ -217,7 +217,8 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
         },
         1,
     )];
-    let mut names: Vec<(&Vec<u8>, &Child)> = all.iter().flat_map(|s| s.entries.iter()).collect();
+    let mut names: Vec<(&crate::inode::Name, &Child)> =
+        all.iter().flat_map(|s| s.entries.iter()).collect();
     names.sort_unstable_by_key(|(name, _)| *name);
     let mut seq = d.seq();
     for (name, c) in names {
@@ -229,7 +230,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
                 generation: c.generation,
                 kind: c.kind,
                 txid: 0,
-                name: name.clone(),
+                name: name.to_vec(),
             },
             1,
         ));
@@ -430,7 +431,8 @@ pub fn create(
         core.release_if_unused(&child);
         return Err(e);
     }
-    st.entries.insert(name.to_vec(), child_of(&child));
+    st.entries
+        .insert(crate::inode::Name::from_slice(name), child_of(&child));
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
         parent.attrs.lock().nlink += 1;
@@ -471,7 +473,8 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         core.release_if_unused(inode);
         return Err(e);
     }
-    st.entries.insert(name.to_vec(), child_of(inode));
+    st.entries
+        .insert(crate::inode::Name::from_slice(name), child_of(inode));
     let due = compact_due(&st);
     drop(st);
     inode.attrs.lock().ctime_ns = crate::time::now_ns();
