@@ -429,7 +429,7 @@ impl InodeLog {
                 *lock(&slot.log) = s;
                 slot.index.store(i as u32, Ordering::Release);
             } else {
-                let g: &Box<[OnceBox<SlotGroup>]> =
+                let g: &[OnceBox<SlotGroup>] =
                     groups.get_or_init(|| Box::new(Self::empty_groups(n)));
                 let group = g[i / SLOT_GROUP].get_or_init(Box::default);
                 let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(i, s));
@@ -931,7 +931,7 @@ impl InodeLog {
             self.existing().map(|(_, s)| lock(&s.log)).collect();
         let mut old: Vec<u64> = self.array_block().into_iter().collect();
         for g in guards.iter_mut() {
-            old.extend(g.pages.drain(..));
+            old.append(&mut g.pages);
             g.meta.clear();
             g.next_slot = 0;
             g.dead_held = 0;
