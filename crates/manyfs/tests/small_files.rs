@@ -66,6 +66,8 @@ fn a_one_byte_file_takes_two_blocks() {
             "{durability:?} after mount"
         );
         assert_eq!(fs.read("/f3").unwrap(), b"y");
+        // The root's, made with the pool; none of the files has one.
+        assert_eq!(fs.log_arrays(), 1);
         fs.unmount().unwrap();
         assert_clean(&pool);
     }
@@ -103,6 +105,8 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
         assert_eq!(used_blocks(&fs) - before, 6, "{durability:?}");
         assert_eq!(fs.read("/f").unwrap(), b"abcd");
         assert!(fs.verify().unwrap().is_empty());
+        // The root's, /f's and /d's.
+        assert_eq!(fs.log_arrays(), 3);
         fs.unmount().unwrap();
         for i in [ino, dir] {
             assert!(

@@ -153,7 +153,7 @@ impl File {
     }
 
     /// Where the file's blocks are: per NUMA node of the pool's members,
-    /// how many of its data pages and of its log blocks (log array and
+    /// how many of its data pages and of its log blocks (log array, if any, and
     /// log pages) lie on that node's member. A snapshot; for checking
     /// placement (tests, benchmarks).
     pub fn blocks_per_node(&self) -> BlocksPerNode {
@@ -198,7 +198,7 @@ impl File {
 pub struct BlocksPerNode {
     /// Data pages on each node.
     pub data: Vec<u64>,
-    /// Log blocks (the log array and every sub-log's pages) on each node.
+    /// Log blocks (the log array, if any, and every sub-log's pages) on each node.
     pub log: Vec<u64>,
 }
 
