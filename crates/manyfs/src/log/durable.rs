@@ -345,7 +345,9 @@ impl InodeLog {
     /// Record that the block ranges `ranges` must be durable before the
     /// next marks of this log (as an append records its own).
     pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
-        let mut sub = lock(self.sub(0));
+        // The caller's own sub-log (the one its next append goes to): no
+        // other sub-log is started for it.
+        let mut sub = lock(self.sub(self.home_sublog()));
         // Another log's blocks: checksums cannot verify them at mount.
         sub.ordered_deps |= !ranges.is_empty();
         for &(s, e) in ranges {

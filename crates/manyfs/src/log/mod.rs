@@ -311,6 +311,11 @@ impl InodeLog {
     /// Sub-log `idx`'s slot, created empty if no CPU used it yet (the
     /// first slot if no sub-log claimed it yet).
     fn slot(&self, idx: usize) -> &SubLogSlot {
+        // The groups first: they are read-mostly, while the first slot's
+        // line is written by its sub-log's appends (another CPU's).
+        if let Some(s) = self.group_get(idx) {
+            return s;
+        }
         let first = self.first.get();
         let want = idx as u32;
         match first.index.load(Ordering::Acquire) {
@@ -328,6 +333,11 @@ impl InodeLog {
             _ => {}
         }
         self.group_slot(idx)
+    }
+
+    /// Sub-log `idx`'s slot in the groups, if it was made there.
+    fn group_get(&self, idx: usize) -> Option<&SubLogSlot> {
+        self.groups.get()?.get(idx / SLOT_GROUP)?.get()?[idx % SLOT_GROUP].get()
     }
 
     /// Sub-log `idx`'s slot in the groups (not the first slot's index).
@@ -578,7 +588,7 @@ impl InodeLog {
             .collect();
         let idx = sublog % usize::from(self.nsublogs);
         let slot = self.slot(idx);
-        if self.array_block().is_none() && self.first_slot().index() != idx {
+        if self.array_block().is_none() && self.first.get().index() != idx {
             // A second sub-log: the word must name a log array first.
             self.make_array(space)?;
         }
