@@ -407,7 +407,7 @@ fn bad_member_options_are_refused_and_leave_no_files() {
 }
 
 #[test]
-fn a_single_file_pool_is_one_member_of_format_3() {
+fn a_single_file_pool_is_one_member_of_the_single_file_format() {
     let (_d, pool, fs) = common::fresh(8 * MIB);
     let m = fs.members();
     assert_eq!(m.len(), 1);
@@ -419,7 +419,7 @@ fn a_single_file_pool_is_one_member_of_format_3() {
     );
     fs.unmount().unwrap();
     let b = std::fs::read(&pool).unwrap();
-    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 3);
+    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 5);
 }
 
 #[test]

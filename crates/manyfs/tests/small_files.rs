@@ -4,7 +4,9 @@
 
 mod common;
 
-use manyfs::layout::{BLOCK_SIZE, INODE_LOG_ARRAY_OFFSET, LogWord, Superblock};
+use manyfs::layout::{
+    BLOCK_SIZE, INODE_LOG_ARRAY_OFFSET, LogWord, SINGLE_FILE_FORMAT_VERSION, Superblock,
+};
 use manyfs::{Durability, Fs, MountOptions};
 use std::path::Path;
 
@@ -26,6 +28,21 @@ fn log_word(pool: &Path, ino: u64) -> LogWord {
     let sb = Superblock::decode(&img[..96], img.len() as u64).unwrap();
     let at = (sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET) as usize;
     LogWord::decode(u64::from_le_bytes(img[at..at + 8].try_into().unwrap()))
+}
+
+/// Set the format version in both superblocks of the image `img`.
+fn set_version(img: &mut [u8], v: u32) {
+    for block in [0, 1] {
+        let sb = &mut img[block * BLOCK_SIZE as usize..][..96];
+        sb[8..12].copy_from_slice(&v.to_le_bytes());
+        let crc = crc32fast::hash(&sb[..92]);
+        sb[92..96].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+fn version(pool: &Path) -> u32 {
+    let b = std::fs::read(pool).unwrap();
+    u32::from_le_bytes(b[8..12].try_into().unwrap())
 }
 
 fn assert_clean(pool: &Path) {
@@ -135,9 +152,9 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
     }
 }
 
-/// A pool made before the direct form names a log array from every inode,
-/// a one-sub-log file's too: it mounts and checks clean, and its files go on
-/// growing.
+/// A pool made before the direct form (format 3) names a log array from
+/// every inode, a one-sub-log file's too: it mounts and checks clean, its
+/// files go on growing, and a writable mount records the newer version.
 #[test]
 fn a_one_sub_log_file_with_a_log_array_still_mounts() {
     for durability in [Durability::Dram, Durability::File] {
@@ -159,8 +176,19 @@ fn a_one_sub_log_file_with_a_log_array_still_mounts() {
         img[a + index * 8..a + index * 8 + 8].copy_from_slice(&head.to_le_bytes());
         let at = (sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET) as usize;
         img[at..at + 8].copy_from_slice(&array.to_le_bytes());
+        // Every record now names an array: the pool is what format 3
+        // allowed (the root's array came from mkfs).
+        set_version(&mut img, 3);
         std::fs::write(&pool, &img).unwrap();
         assert_clean(&pool);
+        let ro = MountOptions {
+            read_only: true,
+            ..opts(durability)
+        };
+        let fs = Fs::mount(&pool, &ro).unwrap();
+        assert_eq!(fs.read("/old").unwrap(), b"old");
+        fs.unmount().unwrap();
+        assert_eq!(version(&pool), 3, "a read-only mount writes nothing");
 
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         assert_eq!(fs.read("/old").unwrap(), b"old");
@@ -170,6 +198,7 @@ fn a_one_sub_log_file_with_a_log_array_still_mounts() {
         assert!(fs.verify().unwrap().is_empty());
         fs.unmount().unwrap();
         assert_eq!(log_word(&pool, ino), LogWord::Array(array));
+        assert_eq!(version(&pool), SINGLE_FILE_FORMAT_VERSION);
         assert_clean(&pool);
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         assert_eq!(fs.read("/old").unwrap(), b"older");

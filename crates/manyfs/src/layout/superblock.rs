@@ -5,23 +5,28 @@ use crate::error::{Error, Result};
 
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
-/// Newest on-media format version this manyfs reads and writes. Version 4
-/// is version 3 plus a member table (blocks 0 and 1, after the superblock):
-/// it is written only for pools with a member table, so that an older
-/// manyfs refuses such a pool ("unsupported format version 4") instead of
-/// failing on a geometry larger than the pool file. A pool without a
-/// member table is written as [`SINGLE_FILE_FORMAT_VERSION`].
-pub const FORMAT_VERSION: u32 = 4;
+/// Newest on-media format version this manyfs reads and writes, for a pool
+/// with a member table (blocks 0 and 1, after the superblock). Version 4
+/// is version 3 plus a member table: it is written only for pools with
+/// one, so that an older manyfs refuses such a pool ("unsupported format
+/// version 4") instead of failing on a geometry larger than the pool file.
+/// Version 6 is version 4 plus direct log words, as 5 is 3 plus them. A
+/// pool without a member table is written as
+/// [`SINGLE_FILE_FORMAT_VERSION`].
+pub const FORMAT_VERSION: u32 = 6;
 /// Format version written for a pool that is one file (no member table).
 /// Version 3 added FIFOs, sockets and device nodes (inode kinds 4..=7 and
 /// the record's `rdev`), extended-attribute log entries and exchange
 /// records in the rename journal; everything of version 2 means the same
-/// in version 3.
-pub const SINGLE_FILE_FORMAT_VERSION: u32 = 3;
-/// Oldest format version this manyfs mounts: a version-2 pool mounts as it
-/// is, and its first writable mount records version 3, so that an older
-/// manyfs refuses it ("unsupported format version 3") instead of
-/// misreading what only version 3 can hold.
+/// in version 3. Version 5 added direct log words (an inode record's log
+/// word naming its one sub-log's head page, bit 63: [`LogWord`]);
+/// everything of version 3 means the same in version 5.
+pub const SINGLE_FILE_FORMAT_VERSION: u32 = 5;
+/// Oldest format version this manyfs mounts: a pool of version 2, 3 or 4
+/// mounts as it is, and its first writable mount records version 5 (6 with
+/// a member table), so that an older manyfs refuses it ("unsupported
+/// format version 5") instead of misreading what only the newer version
+/// can hold.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
 /// Encoded size of the superblock (the rest of block 0 is zero).
 pub const SUPERBLOCK_LEN: usize = 96;
@@ -31,7 +36,7 @@ pub const SUPERBLOCK_LEN: usize = 96;
 /// | off | size | field |
 /// |----:|----:|---|
 /// | 0 | 8 | magic |
-/// | 8 | 4 | version (3, or 4 with a member table) |
+/// | 8 | 4 | version (5, or 6 with a member table; 2, 3 and 4 are read) |
 /// | 12 | 4 | block size |
 /// | 16 | 8 | total blocks |
 /// | 24 | 8 | inode count |
@@ -64,7 +69,7 @@ pub struct Superblock {
     /// Writable mounts so far.
     pub mount_epoch: u64,
     /// Whether blocks 0 and 1 hold a member table after the superblock
-    /// (format version 4; see `layout/members.rs`).
+    /// (format version 4 or 6; see `layout/members.rs`).
     pub member_table: bool,
 }
 
@@ -207,7 +212,7 @@ impl Superblock {
                 r => return Err(Error::corrupt(what, format!("unknown commit rule {r}"))),
             },
             mount_epoch: le_u64(b, 84),
-            member_table: version >= 4,
+            member_table: matches!(version, 4 | 6),
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= KEY_LIMIT
@@ -265,11 +270,15 @@ mod tests {
             put_u32(&mut b, 92, crc);
             b
         };
-        assert_eq!(Superblock::decode(&with_version(2), 64 << 20).unwrap(), sb);
+        for v in [2, 3, 5] {
+            assert_eq!(Superblock::decode(&with_version(v), 64 << 20).unwrap(), sb);
+        }
         assert_eq!(le_u32(&sb.encode(), 8), SINGLE_FILE_FORMAT_VERSION);
-        let with_table = Superblock::decode(&with_version(4), 64 << 20).unwrap();
-        assert!(with_table.member_table);
-        assert_eq!(le_u32(&with_table.encode(), 8), FORMAT_VERSION);
+        for v in [4, 6] {
+            let with_table = Superblock::decode(&with_version(v), 64 << 20).unwrap();
+            assert!(with_table.member_table);
+            assert_eq!(le_u32(&with_table.encode(), 8), FORMAT_VERSION);
+        }
         for v in [0, 1, FORMAT_VERSION + 1] {
             let err = Superblock::decode(&with_version(v), 64 << 20).unwrap_err();
             assert!(
