@@ -280,11 +280,12 @@ impl FsCore {
     /// leave the name counted and the target not. Here the child's marks
     /// are stored at once, with no barrier: until a counted name reaches
     /// the inode, whatever of it reaches the disk is freed at the next
-    /// mount. The blocks those marks cover (the child's data, log pages and
-    /// log array) join `dir`'s unsynced ranges, so the sync that marks the
-    /// naming entry (a full sync's `msync`, or a per-inode sync of `dir`)
-    /// makes them durable in its first barrier, before that entry's mark.
-    pub fn premark_unnamed(&self, child: &Inode, dir: &Inode) -> Result<()> {
+    /// mount. The blocks those marks cover (the child's data, log pages,
+    /// record and log array) join the unsynced ranges of `dir`'s sub-log
+    /// `sublog`, the one the naming entry is appended to, so the sync that
+    /// marks that entry (a full sync's `msync`, or a per-inode sync of
+    /// `dir`) makes them durable in its first barrier, before its mark.
+    pub fn premark_unnamed(&self, child: &Inode, dir: &Inode, sublog: usize) -> Result<()> {
         if !self.deferring() {
             return Ok(());
         }
@@ -294,7 +295,7 @@ impl FsCore {
         child
             .log
             .apply_marks(&self.media, &marks, MarkOrder::Unnamed, &mut Vec::new())?;
-        dir.log.add_unsynced(&blocks);
+        dir.log.add_unsynced(sublog, &blocks);
         Ok(())
     }
 

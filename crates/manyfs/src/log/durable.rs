@@ -343,11 +343,10 @@ impl InodeLog {
     }
 
     /// Record that the block ranges `ranges` must be durable before the
-    /// next marks of this log (as an append records its own).
-    pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
-        // The caller's own sub-log (the one its next append goes to): no
-        // other sub-log is started for it.
-        let mut sub = lock(self.sub(self.home_sublog()));
+    /// next marks of sub-log `sublog` of this log (as an append records its
+    /// own; the caller appends what depends on them to that sub-log).
+    pub fn add_unsynced(&self, sublog: usize, ranges: &[(u64, u64)]) {
+        let mut sub = lock(self.sub(sublog % usize::from(self.nsublogs)));
         // Another log's blocks: checksums cannot verify them at mount.
         sub.ordered_deps |= !ranges.is_empty();
         for &(s, e) in ranges {

@@ -411,15 +411,13 @@ pub fn create(
     check_free_name(parent, &st, name)?;
     let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
-        let mut sublog = parent.log.home_sublog();
+        let sublog = parent.log.home_sublog();
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
             // The target counts wherever the name does: its blocks join
-            // the directory's first sub-log's next barrier, so the name
-            // goes to that sub-log too (a sync snapshots one sub-log at a
-            // time).
-            core.premark_unnamed(&child, parent)?;
-            sublog = 0;
+            // the next barrier of the directory's sub-log that the name
+            // goes to (a sync snapshots one sub-log at a time).
+            core.premark_unnamed(&child, parent, sublog)?;
         }
         let c = child_of(&child);
         log_dir_group(core, parent, &mut st, sublog, 1, |seq| {
