@@ -368,6 +368,33 @@ pub fn create(
     uid: u32,
     gid: u32,
 ) -> Result<Arc<Inode>> {
+    create_node(core, parent, name, node, (mode, uid, gid), false)
+}
+
+/// [`create`] for an open: the new inode is returned pinned ([`Inode::pin`]:
+/// the caller's handle owns the pin), taken before its name is visible, so
+/// that a concurrent unlink of the name cannot free it before the open
+/// returns.
+pub fn create_pinned(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> Result<Arc<Inode>> {
+    create_node(core, parent, name, node, (mode, uid, gid), true)
+}
+
+fn create_node(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    (mode, uid, gid): (u32, u32, u32),
+    pin: bool,
+) -> Result<Arc<Inode>> {
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
@@ -411,6 +438,10 @@ pub fn create(
     check_free_name(parent, &st, name)?;
     let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
+        if pin {
+            // Nothing else reaches the new inode yet: it cannot be freed.
+            child.pin()?;
+        }
         let sublog = parent.log.home_sublog();
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
@@ -426,7 +457,11 @@ pub fn create(
     })();
     if let Err(e) = made {
         child.attrs.lock().nlink = 0;
-        core.release_if_unused(&child);
+        if pin && child.open_handles.load(Ordering::Acquire) > 0 {
+            core.unpin(&child);
+        } else {
+            core.release_if_unused(&child);
+        }
         return Err(e);
     }
     st.entries
