@@ -588,11 +588,19 @@ impl InodeLog {
             .collect();
         let idx = sublog % usize::from(self.nsublogs);
         let slot = self.slot(idx);
-        if self.array_block().is_none() && self.first.get().index() != idx {
-            // A second sub-log: the word must name a log array first.
-            self.make_array(space)?;
-        }
         let mut sub = lock(&slot.log);
+        if sub.pages.is_empty()
+            && !std::ptr::eq(slot, self.first.get())
+            && self.array_block().is_none()
+        {
+            // A second sub-log's first page: the word must name a log
+            // array first (made under the first sub-log's mutex, with this
+            // one's released; an array, once made, stays while appends
+            // run).
+            drop(sub);
+            self.make_array(space)?;
+            sub = lock(&slot.log);
+        }
         if sub.dead_held > 0
             || slot
                 .dead
