@@ -171,6 +171,12 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             let ino = (ROOT_INO + 1..sb.inode_count)
                 .find(|i| !walk.inodes.contains_key(i) && !orphans.iter().any(|o| o.0 == *i))
                 .ok_or(Error::NoSpace("inodes"))?;
+            // A log array, as every inode had before direct log words:
+            // repair does not change the pool's format version, and an
+            // older manyfs must still read a repaired older pool.
+            let array = alloc_block(walk, &sb, Owner::Array(ino))?;
+            media.store(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            media.flush(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
             let off = sb.inode_offset(ino);
             let old = media.read_vec(off, INODE_SIZE as usize)?;
             let now = crate::time::now_ns();
@@ -180,8 +186,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
                 mode: 0o700,
                 uid: 0,
                 gid: 0,
-                // No log page yet (the first append names its head).
-                log_array: 0,
+                log_array: array,
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
@@ -203,7 +208,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             let mut log = DirLog {
                 ino,
                 generation: rec.generation,
-                array: None,
+                array: Some(array),
                 word_at: off + INODE_LOG_ARRAY_OFFSET,
                 index: 0,
                 tail: None,
