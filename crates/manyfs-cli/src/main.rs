@@ -454,6 +454,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let (inodes, log_pages, data_pages) = fs.usage();
             println!("inodes in use   {inodes} (free {})", st.free_inodes);
             println!("log pages       {log_pages}");
+            println!("log arrays      {}", fs.log_arrays());
             println!("data pages      {data_pages}");
             println!(
                 "free space      {} of {} blocks ({:.1}%)",

@@ -196,7 +196,7 @@ impl History {
 
     /// Run `op`, noting what it did to which file.
     fn run(&mut self, op: &Op, fs: &Fs) -> (Option<(Ident, ContentOp)>, SyncOp) {
-        let (path, content) = match *op {
+        let (path, content) = match *op.inner() {
             Op::Write(p, off, len, tag) => (Some(p), Some(ContentOp::Write { off, len, tag })),
             Op::Append(p, len, tag) => {
                 let off = fs.metadata(p).map(|m| m.size).unwrap_or(0);
@@ -216,7 +216,7 @@ impl History {
                 .entry(*tag)
                 .or_insert_with(|| path.unwrap_or_default().to_string());
         }
-        let sync = match (op, id) {
+        let sync = match (op.inner(), id) {
             (Op::Sync, _) => SyncOp::All,
             (Op::Fsync(_) | Op::FsyncData(_), Some(id)) => SyncOp::File(id),
             _ => SyncOp::None,

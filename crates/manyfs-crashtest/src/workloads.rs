@@ -47,6 +47,10 @@ pub enum Op {
     SetXattr(&'static str, &'static str, &'static [u8]),
     /// Remove an extended attribute.
     RemoveXattr(&'static str, &'static str),
+    /// Run an operation on a thread bound to the `n`-th CPU this process
+    /// may use (modulo their number): its appends go to that CPU's
+    /// sub-logs.
+    OnCpu(usize, &'static Op),
 }
 
 /// The directory inode and last name of `p`, for the inode-level calls.
@@ -73,9 +77,23 @@ pub fn pattern_bytes(tag: u8, off: u64, len: usize) -> Vec<u8> {
 }
 
 impl Op {
+    /// The operation itself (the one [`Op::OnCpu`] runs).
+    pub fn inner(&self) -> &Op {
+        match self {
+            Op::OnCpu(_, op) => op.inner(),
+            op => op,
+        }
+    }
+
+    /// `op` on the `cpu`-th CPU ([`Op::OnCpu`]).
+    pub fn on_cpu(cpu: usize, op: Op) -> Op {
+        Op::OnCpu(cpu, Box::leak(Box::new(op)))
+    }
+
     /// Run it (errors such as "not empty" are part of the workload).
     pub fn apply(&self, fs: &Fs) -> Result<()> {
         match *self {
+            Op::OnCpu(cpu, op) => manyfs::placement::run_on_cpu(cpu, || op.apply(fs))?,
             Op::Create(p) => OpenOptions::new()
                 .write(true)
                 .create(true)
@@ -388,6 +406,22 @@ pub fn regression_workloads() -> Vec<Workload> {
         seq(
             "dur-link-rename-dir",
             vec![Op::Link("/A", "/D/alink"), Op::Rename("/D", "/E"), Op::Sync],
+        ),
+        // A file and a directory written from a second CPU: their logs get
+        // a log array naming the first sub-log's head (the record's word
+        // named it directly), switched in with one store.
+        seq(
+            "dur-second-sublog",
+            vec![
+                Op::on_cpu(0, Op::Create("/N")),
+                Op::on_cpu(0, Op::Write("/N", 0, 1, 0x1a)),
+                Op::Fsync("/N"),
+                Op::on_cpu(1, Op::Write("/N", 1, 100, 0x1b)),
+                Op::on_cpu(1, Op::Create("/D/c1")),
+                Op::Fsync("/N"),
+                Op::on_cpu(0, Op::Write("/N", 4096, 10, 0x1c)),
+                Op::Sync,
+            ],
         ),
         // Cross-directory renames are redone at mount from the rename
         // journal: the record must never be durable before what it names

@@ -370,3 +370,41 @@ fn tiered_pools_are_refused_by_the_other_models() {
         assert!(err.to_string().contains("pagecache model only"), "{err}");
     }
 }
+
+#[test]
+fn the_second_sublog_workload_makes_a_log_array() {
+    // The crash states above of `dur-second-sublog` cross the change of a
+    // log word to a log array only if its writes from two CPUs reach two
+    // sub-logs: check that they do here (on a machine with two CPUs).
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("one CPU: the workload writes one sub-log");
+        return;
+    }
+    let w = crashtest::regression_workloads()
+        .into_iter()
+        .find(|w| w.name == "dur-second-sublog")
+        .expect("the workload");
+    let dir = tempfile::tempdir().unwrap();
+    let fs = manyfs::Fs::mkfs(
+        &dir.path().join("pool"),
+        &manyfs::MkfsOptions {
+            size: w.pool_size,
+            ..Default::default()
+        },
+        &manyfs::MountOptions {
+            durability: manyfs::Durability::Dram,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for op in &w.setup {
+        op.apply(&fs).unwrap();
+    }
+    let before = fs.log_arrays();
+    for op in &w.ops {
+        op.apply(&fs).unwrap();
+    }
+    // /N's (made on one CPU, then written on the other), and /D's unless
+    // its earlier names came from the CPU of the second writes.
+    assert!(fs.log_arrays() > before, "{} arrays", fs.log_arrays());
+}

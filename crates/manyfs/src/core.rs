@@ -92,6 +92,9 @@ impl LogSpace for FsCore {
     fn free_blocks(&self, first: u64, count: u64) {
         self.blocks.free(first, count)
     }
+    fn log_word_at(&self, ino: u64) -> u64 {
+        self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET
+    }
     fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
         let i = page.checked_sub(self.sb.data_start)?;
         (page < self.sb.total_blocks).then(|| self.live.get_or_insert(i))
@@ -111,21 +114,30 @@ impl LogSpace for FsCore {
         self.sync_engine.note_dirty(ino);
     }
     fn sync_deps(&self, _owner: u64, entry: &Entry, out: &mut Vec<(u64, u64)>) {
-        // A name made durable must reach a durable inode record and log
-        // array (written, not synced, when the inode was created).
+        // A name made durable must reach a durable inode record and the
+        // log it names (written, not synced, when the inode was created).
         if let Entry::DirAdd { ino, .. } = entry {
             let off = self.sb.inode_offset(*ino);
             let rec = off / BLOCK_SIZE;
             out.push((rec, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
-            if let Ok(array) = self
+            let word = self
                 .media
-                .load_u64(off + 24 /* InodeRecord::encode: log_array */)
-                && array >= self.sb.data_start
-                && array < self.sb.total_blocks
-            {
-                // Resolved by the sync: the array and the heads it then names.
-                let tag = crate::alloc::deferred::LOG_ARRAY_TAG;
-                out.push((array | tag, (array + 1) | tag));
+                .load_u64(off + INODE_LOG_ARRAY_OFFSET)
+                .map_or(LogWord::Empty, LogWord::decode);
+            match word {
+                LogWord::Array(array)
+                    if array >= self.sb.data_start && array < self.sb.total_blocks =>
+                {
+                    // Resolved by the sync: the array and the heads it then names.
+                    let tag = crate::alloc::deferred::LOG_ARRAY_TAG;
+                    out.push((array | tag, (array + 1) | tag));
+                }
+                LogWord::Direct { head, .. }
+                    if head >= self.sb.data_start && head < self.sb.total_blocks =>
+                {
+                    out.push((head, head + 1));
+                }
+                _ => {}
             }
         }
     }
@@ -248,6 +260,26 @@ impl FsCore {
         } else {
             1
         };
+        // The log's first sub-log slot lives in the file or directory box.
+        let (file, dir, first) = if rec.kind == FileKind::Dir {
+            let d: Box<crate::inode::DirData> = Box::default();
+            let first = std::ptr::NonNull::from(&d.first_slot);
+            (None, Some(d), first)
+        } else {
+            let f = Box::new(FileData::new(
+                &self.opts,
+                self.sb.total_blocks * BLOCK_SIZE,
+                self.topology.cpu_count(),
+            ));
+            let first = std::ptr::NonNull::from(&f.first_slot);
+            (Some(f), None, first)
+        };
+        // SAFETY: the slot is in the inode's file or directory box, which
+        // the inode owns beside its log for its whole life and never
+        // replaces (moving the box leaves the heap object in place); the
+        // log is reachable only through the inode, and only this log uses
+        // the slot.
+        let log = unsafe { InodeLog::new_in(ino, rec.log_array, nsub, sublogs, first) };
         Inode {
             ino,
             generation: rec.generation,
@@ -257,16 +289,9 @@ impl FsCore {
             xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
-            log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
-                .with_identity(rec.generation, self.sb.mount_epoch << 32),
-            file: (rec.kind != FileKind::Dir).then(|| {
-                Box::new(FileData::new(
-                    &self.opts,
-                    self.sb.total_blocks * BLOCK_SIZE,
-                    self.topology.cpu_count(),
-                ))
-            }),
-            dir: (rec.kind == FileKind::Dir).then(Box::default),
+            log: log.with_identity(rec.generation, self.sb.mount_epoch << 32),
+            file,
+            dir,
             setid: std::sync::atomic::AtomicBool::new(attrs.mode & 0o6000 != 0),
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),
@@ -286,16 +311,7 @@ impl FsCore {
     ) -> Result<Arc<Inode>> {
         self.check_writable()?;
         let ino = self.alloc_ino()?;
-        let array = match self.alloc_blocks(1, Purpose::Meta) {
-            Ok((b, _)) => b,
-            Err(e) => {
-                self.inode_numbers.free(ino);
-                return Err(e);
-            }
-        };
         let result = (|| {
-            self.media
-                .nt_copy(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
             let off = self.sb.inode_offset(ino);
             let old = self.media.read_vec(off, INODE_SIZE as usize)?;
             let now = crate::time::now_ns();
@@ -305,7 +321,8 @@ impl FsCore {
                 mode: mode & 0o7777,
                 uid,
                 gid,
-                log_array: array,
+                // No log page yet: the first append names its head here.
+                log_array: 0,
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
@@ -326,7 +343,6 @@ impl FsCore {
             Ok(Arc::new(self.make_inode(ino, &rec, attrs, Vec::new())))
         })();
         if result.is_err() {
-            self.blocks.free(array, 1);
             self.inode_numbers.free(ino);
         }
         result

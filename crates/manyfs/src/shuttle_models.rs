@@ -200,6 +200,10 @@ mod log_append {
         fn free_blocks(&self, first: u64, count: u64) {
             self.free.lock().unwrap().extend(first..first + count);
         }
+        fn log_word_at(&self, ino: u64) -> u64 {
+            use crate::layout::{INODE_LOG_ARRAY_OFFSET, INODE_SIZE, INODE_TABLE_START};
+            INODE_TABLE_START * BLOCK_SIZE + ino * INODE_SIZE + INODE_LOG_ARRAY_OFFSET
+        }
         fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
             self.live.get(page.checked_sub(self.data_start)? as usize)
         }

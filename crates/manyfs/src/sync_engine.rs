@@ -228,11 +228,12 @@ impl FsCore {
         self.resolve_log_arrays(&mut blocks);
         if incarnation != *synced_incarnation {
             ordered = true;
-            // A compaction switched the inode record to a new log array.
+            // A compaction switched the inode record to a new log.
             let off = self.sb.inode_offset(inode.ino);
             blocks.push((off / BLOCK_SIZE, (off + INODE_SIZE - 1) / BLOCK_SIZE + 1));
-            let array = inode.log.array_block();
-            blocks.push((array, array + 1));
+            if let Some(array) = inode.log.array_block() {
+                blocks.push((array, array + 1));
+            }
         }
         if marks.is_empty() && blocks.is_empty() {
             return Ok(());
@@ -279,11 +280,12 @@ impl FsCore {
     /// leave the name counted and the target not. Here the child's marks
     /// are stored at once, with no barrier: until a counted name reaches
     /// the inode, whatever of it reaches the disk is freed at the next
-    /// mount. The blocks those marks cover (the child's data, log pages and
-    /// log array) join `dir`'s unsynced ranges, so the sync that marks the
-    /// naming entry (a full sync's `msync`, or a per-inode sync of `dir`)
-    /// makes them durable in its first barrier, before that entry's mark.
-    pub fn premark_unnamed(&self, child: &Inode, dir: &Inode) -> Result<()> {
+    /// mount. The blocks those marks cover (the child's data, log pages,
+    /// record and log array) join the unsynced ranges of `dir`'s sub-log
+    /// `sublog`, the one the naming entry is appended to, so the sync that
+    /// marks that entry (a full sync's `msync`, or a per-inode sync of
+    /// `dir`) makes them durable in its first barrier, before its mark.
+    pub fn premark_unnamed(&self, child: &Inode, dir: &Inode, sublog: usize) -> Result<()> {
         if !self.deferring() {
             return Ok(());
         }
@@ -293,7 +295,7 @@ impl FsCore {
         child
             .log
             .apply_marks(&self.media, &marks, MarkOrder::Unnamed, &mut Vec::new())?;
-        dir.log.add_unsynced(&blocks);
+        dir.log.add_unsynced(sublog, &blocks);
         Ok(())
     }
 
@@ -356,10 +358,14 @@ impl FsCore {
                 media,
                 rebuilt.inodes.values().flat_map(|n| &n.sublogs),
             )?;
-        for node in rebuilt.inodes.values() {
+        for (&ino, node) in rebuilt.inodes.iter() {
             for s in &node.sublogs {
                 if s.cut_head {
-                    let at = node.record.log_array * BLOCK_SIZE + s.index as u64 * 8;
+                    let at = match node.record.log_word().array() {
+                        Some(array) => array * BLOCK_SIZE + s.index as u64 * 8,
+                        // A direct head that does not count: no page yet.
+                        None => self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET,
+                    };
                     media.store_u64(at, 0)?;
                 }
                 if s.cut_next

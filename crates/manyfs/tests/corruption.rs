@@ -183,8 +183,11 @@ struct Regions {
     inode_crc_zero: std::ops::Range<usize>,
     /// Byte offsets of initialised inode records.
     inodes: Vec<usize>,
-    /// Block numbers of log arrays (from the inode records).
+    /// Block numbers of log arrays (from the inode records' log words).
     log_arrays: Vec<usize>,
+    /// The inode records' log words (log arrays, or head pages named
+    /// directly).
+    log_words: Vec<u64>,
     /// Block numbers of log pages (footer magic).
     log_pages: Vec<usize>,
     /// Committed log entries: (byte offset, length).
@@ -217,7 +220,12 @@ fn regions(img: &[u8]) -> Regions {
         let rec = &img[off..off + INODE_SIZE];
         if le_u32(rec, 0) == INODE_MAGIC {
             r.inodes.push(off);
-            r.log_arrays.push(le_u64(rec, 24) as usize);
+            let word = le_u64(rec, 24);
+            r.log_words.push(word);
+            // Bit 63: the word names a head page itself, not an array.
+            if word != 0 && word & (1 << 63) == 0 {
+                r.log_arrays.push(word as usize);
+            }
         }
     }
     for block in r.data_start..sb.total_blocks as usize {
@@ -264,7 +272,8 @@ fn interesting(rng: &mut Rng, r: &Regions, total_blocks: u64) -> u64 {
         6 => total_blocks - 1,
         7 => r.data_start as u64,
         8 => *rng.pick(&r.log_pages).unwrap() as u64,
-        9 => *rng.pick(&r.log_arrays).unwrap() as u64,
+        9 if rng.below(2) == 0 => *rng.pick(&r.log_arrays).unwrap() as u64,
+        9 => *rng.pick(&r.log_words).unwrap(),
         10 => rng.below(total_blocks),
         _ => 1u64 << rng.below(64),
     }

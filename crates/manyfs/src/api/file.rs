@@ -40,7 +40,13 @@ impl File {
         append: bool,
     ) -> Result<File> {
         inode.pin()?;
-        Ok(File {
+        Ok(Self::pinned(core, inode, read, write, append))
+    }
+
+    /// A handle on `inode`, which the caller pinned ([`Inode::pin`]): the
+    /// handle owns that pin.
+    fn pinned(core: Arc<FsCore>, inode: Arc<Inode>, read: bool, write: bool, append: bool) -> File {
+        File {
             handle: Arc::new(Handle {
                 core,
                 inode,
@@ -48,7 +54,7 @@ impl File {
                 write,
                 append,
             }),
-        })
+        }
     }
 
     /// Inode number.
@@ -153,7 +159,7 @@ impl File {
     }
 
     /// Where the file's blocks are: per NUMA node of the pool's members,
-    /// how many of its data pages and of its log blocks (log array and
+    /// how many of its data pages and of its log blocks (log array, if any, and
     /// log pages) lie on that node's member. A snapshot; for checking
     /// placement (tests, benchmarks).
     pub fn blocks_per_node(&self) -> BlocksPerNode {
@@ -198,7 +204,7 @@ impl File {
 pub struct BlocksPerNode {
     /// Data pages on each node.
     pub data: Vec<u64>,
-    /// Log blocks (the log array and every sub-log's pages) on each node.
+    /// Log blocks (the log array, if any, and every sub-log's pages) on each node.
     pub log: Vec<u64>,
 }
 
@@ -301,6 +307,8 @@ impl OpenOptions {
         let root = core.get_ref(ROOT_INO, &guard)?;
         let mut followed: Option<Arc<Inode>> = None;
         let mut cur: Vec<u8> = path_bytes(p).to_vec();
+        // Whether this open made the file (then it holds the inode pinned).
+        let mut created = false;
         let inode = loop {
             let creating = self.create || self.create_new;
             let start = followed.as_ref().unwrap_or(root);
@@ -352,7 +360,7 @@ impl OpenOptions {
                     if split.trailing_slash {
                         return Err(Error::IsDir(shown()));
                     }
-                    match namespace::create(
+                    match namespace::create_pinned(
                         core,
                         &split.dir,
                         &split.name,
@@ -361,7 +369,10 @@ impl OpenOptions {
                         0,
                         0,
                     ) {
-                        Ok(i) => break i,
+                        Ok(i) => {
+                            created = true;
+                            break i;
+                        }
                         // Someone else created it meanwhile: look again.
                         Err(Error::Exists(_)) if !self.create_new => {}
                         Err(e) => return Err(Fs::ctx(e, p)),
@@ -370,20 +381,19 @@ impl OpenOptions {
                 Err(e) => return Err(Fs::ctx(e, p)),
             }
         };
+        let (read, write, append) = (self.read || !self.write, self.write, self.append);
+        if created {
+            // Pinned by the create, before any other thread could find
+            // (and unlink) the name: a regular file, on a writable mount.
+            return Ok(File::pinned(core.clone(), inode, read, write, append));
+        }
         if inode.is_dir() && (self.write || self.append) {
             return Err(Error::IsDir(p.display().to_string()));
         }
         if self.write {
             core.check_writable()?;
         }
-        let f = File::new(
-            core.clone(),
-            inode,
-            self.read || !self.write,
-            self.write,
-            self.append,
-        )
-        .map_err(|e| Fs::ctx(e, p))?;
+        let f = File::new(core.clone(), inode, read, write, append).map_err(|e| Fs::ctx(e, p))?;
         if self.truncate && f.handle.inode.file()?.size() > 0 {
             f.set_len(0)?;
         }

@@ -574,6 +574,16 @@ impl Fs {
         }
         (inodes.len() as u64, logs, data)
     }
+
+    /// Inodes whose log has a log array (a log with one sub-log has its
+    /// head named by the inode record instead), for `manyfs inspect`.
+    pub fn log_arrays(&self) -> u64 {
+        let inodes = self.core.all_inodes();
+        inodes
+            .iter()
+            .filter(|i| i.log.array_block().is_some())
+            .count() as u64
+    }
 }
 
 #[cfg(test)]

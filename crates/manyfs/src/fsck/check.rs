@@ -14,7 +14,9 @@
 use super::problems::{Fix, Problem, at, show};
 use crate::error::{Error, Result};
 use crate::layout::*;
-use crate::log::scan::{Chain, PendingEntry, ScannedSublog, next_entry};
+use crate::log::scan::{
+    Chain, HeadCheck, PendingEntry, ScannedSublog, check_direct_index, next_entry,
+};
 use crate::log::{EntryLoc, entry_loc};
 use crate::media::Media;
 use crate::namespace::journal::{self, RenameRecord};
@@ -309,7 +311,8 @@ impl Walker<'_> {
             Ok(r) => r,
             Err(e) => {
                 if want.is_some_and(|(_, k)| k == FileKind::Dir) {
-                    self.salvage_children(ino, le_u64(&raw, INODE_LOG_ARRAY_OFFSET as usize))?;
+                    let word = le_u64(&raw, INODE_LOG_ARRAY_OFFSET as usize);
+                    self.salvage_children(ino, LogWord::decode(word))?;
                 }
                 return Ok(Err(e.to_string()));
             }
@@ -332,10 +335,18 @@ impl Walker<'_> {
             }
             _ => {}
         }
-        if let Err(e) = self.claim(record.log_array, Owner::Array(ino), claims) {
+        let word = record.log_word();
+        if let LogWord::Array(array) = word
+            && let Err(e) = self.claim(array, Owner::Array(ino), claims)
+        {
             return Ok(Err(format!("log array: {e}")));
         }
-        let mut sublogs = self.scan_log(ino, record.generation, record.log_array, claims)?;
+        if let LogWord::Direct { index, .. } = word
+            && let Err(e) = check_direct_index(ino, index)
+        {
+            return Ok(Err(e.to_string()));
+        }
+        let mut sublogs = self.scan_log(ino, record.generation, word, claims)?;
         for s in &mut sublogs {
             let kind = record.kind;
             let sb = &self.sb;
@@ -407,9 +418,19 @@ impl Walker<'_> {
         &mut self,
         ino: u64,
         generation: u32,
-        array: u64,
+        word: LogWord,
         claims: &mut Vec<u64>,
     ) -> Result<Vec<ScannedSublog>> {
+        let array = match word {
+            LogWord::Empty => return Ok(Vec::new()),
+            LogWord::Direct { index, head, check } => {
+                let link = self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET;
+                let check = HeadCheck::SeqCheck(check);
+                let sub = self.scan_chain(ino, generation, index, (head, check), link, claims)?;
+                return Ok(vec![sub]);
+            }
+            LogWord::Array(a) => a,
+        };
         let heads = self
             .media
             .read_vec(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
@@ -423,7 +444,7 @@ impl Walker<'_> {
                     ino,
                     generation,
                     index,
-                    (head, base_seq),
+                    (head, HeadCheck::BaseSeq(base_seq)),
                     link,
                     claims,
                 )?);
@@ -437,7 +458,7 @@ impl Walker<'_> {
         ino: u64,
         generation: u32,
         index: usize,
-        (head, base_seq): (u64, u64),
+        (head, check): (u64, HeadCheck),
         mut link_at: u64,
         claims: &mut Vec<u64>,
     ) -> Result<ScannedSublog> {
@@ -449,7 +470,7 @@ impl Walker<'_> {
             generation,
             rule: sb.commit_rule,
         };
-        let Some(mut sub) = chain.start(index, head, base_seq)? else {
+        let Some(mut sub) = chain.start(index, head, check)? else {
             return Ok(ScannedSublog::cut(index));
         };
         let mut pending: Vec<PendingEntry> = Vec::new();
@@ -492,20 +513,26 @@ impl Walker<'_> {
     /// A directory whose record is damaged: if its log can still be read
     /// (the log array word is outside the record's checksum), the inodes it
     /// names become reconnection candidates. Nothing is claimed.
-    fn salvage_children(&mut self, ino: u64, array: u64) -> Result<()> {
-        if array < self.sb.data_start
-            || array >= self.sb.total_blocks
-            || self.owners.contains_key(&array)
-        {
-            return Ok(());
-        }
-        let heads = self
-            .media
-            .read_vec(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+    fn salvage_children(&mut self, ino: u64, word: LogWord) -> Result<()> {
+        let heads: Vec<u64> = match word {
+            LogWord::Empty => return Ok(()),
+            LogWord::Direct { head, .. } => vec![head],
+            LogWord::Array(array) => {
+                if array < self.sb.data_start
+                    || array >= self.sb.total_blocks
+                    || self.owners.contains_key(&array)
+                {
+                    return Ok(());
+                }
+                let heads = self
+                    .media
+                    .read_vec(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+                (0..MAX_SUBLOGS).map(|i| le_u64(&heads, i * 8)).collect()
+            }
+        };
         let mut entries = Vec::new();
         let mut seen = HashSet::new();
-        for index in 0..MAX_SUBLOGS {
-            let mut page = le_u64(&heads, index * 8);
+        for mut page in heads {
             while page != 0 {
                 if page < self.sb.data_start
                     || page >= self.sb.total_blocks
@@ -535,7 +562,7 @@ impl Walker<'_> {
             mode: 0,
             uid: 0,
             gid: 0,
-            log_array: array,
+            log_array: 0,
             atime_ns: 0,
             mtime_ns: 0,
             ctime_ns: 0,

@@ -171,6 +171,9 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             let ino = (ROOT_INO + 1..sb.inode_count)
                 .find(|i| !walk.inodes.contains_key(i) && !orphans.iter().any(|o| o.0 == *i))
                 .ok_or(Error::NoSpace("inodes"))?;
+            // A log array, as every inode had before direct log words:
+            // repair does not change the pool's format version, and an
+            // older manyfs must still read a repaired older pool.
             let array = alloc_block(walk, &sb, Owner::Array(ino))?;
             media.store(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
             media.flush(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
@@ -192,7 +195,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             media.store(off, &rec.encode())?;
             media.flush(off, INODE_SIZE as usize)?;
             media.fence();
-            let mut log = DirLog::empty(ROOT_INO, walk, media, first_seq)?;
+            let mut log = DirLog::empty(ROOT_INO, walk, &sb, media, first_seq)?;
             log.append(media, walk, &sb, |seq| Entry::DirAdd {
                 seq,
                 ino,
@@ -205,7 +208,8 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             let mut log = DirLog {
                 ino,
                 generation: rec.generation,
-                array,
+                array: Some(array),
+                word_at: off + INODE_LOG_ARRAY_OFFSET,
                 index: 0,
                 tail: None,
                 seq: 0,
@@ -216,7 +220,7 @@ fn reconnect(media: &Media, walk: &mut Walk, orphans: &[(u64, u32, FileKind)]) -
             return log.finish(media);
         }
     };
-    let mut log = DirLog::empty(lf, walk, media, first_seq)?;
+    let mut log = DirLog::empty(lf, walk, &sb, media, first_seq)?;
     add_all(media, walk, &sb, &mut log, orphans)?;
     log.finish(media)
 }
@@ -265,7 +269,10 @@ fn alloc_block(walk: &mut Walk, sb: &Superblock, who: Owner) -> Result<u64> {
 struct DirLog {
     ino: u64,
     generation: u32,
-    array: u64,
+    /// The log array, if the directory has one.
+    array: Option<u64>,
+    /// Byte offset of the record's log word.
+    word_at: u64,
     index: usize,
     /// (tail page, next free slot).
     tail: Option<(u64, u64)>,
@@ -281,7 +288,13 @@ impl DirLog {
     /// The first sub-log of a checked directory, its abandoned group
     /// entries voided and its tail page cleared past the last entry (what
     /// a mount does before it appends).
-    fn empty(ino: u64, walk: &Walk, media: &Media, first_seq: u64) -> Result<DirLog> {
+    fn empty(
+        ino: u64,
+        walk: &Walk,
+        sb: &Superblock,
+        media: &Media,
+        first_seq: u64,
+    ) -> Result<DirLog> {
         let node = walk
             .inodes
             .get(&ino)
@@ -290,7 +303,8 @@ impl DirLog {
         let mut log = DirLog {
             ino,
             generation: node.record.generation,
-            array: node.record.log_array,
+            array: node.record.log_word().array(),
+            word_at: sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET,
             index: 0,
             tail: None,
             seq,
@@ -363,18 +377,21 @@ impl DirLog {
             )?;
             media.flush(off, BLOCK_SIZE as usize)?;
             media.fence();
-            let link_at = match self.tail {
-                Some((prev, _)) => {
+            let (link_at, link) = match (self.tail, self.array) {
+                (Some((prev, _)), _) => {
                     // The expected sequence before the link (durable.rs).
                     let at = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
                     media.store_u64(at + FOOTER_NEXT_SEQ, seq)?;
                     media.flush(at + FOOTER_NEXT_SEQ, 8)?;
                     media.fence();
-                    at
+                    (at, page)
                 }
-                None => self.array * BLOCK_SIZE + self.index as u64 * 8,
+                (None, Some(array)) => (array * BLOCK_SIZE + self.index as u64 * 8, page),
+                // A directory without an array has one sub-log at most:
+                // its head goes in the record's word.
+                (None, None) => (self.word_at, LogWord::direct(self.index, page, seq)),
             };
-            media.store_u64(link_at, page)?;
+            media.store_u64(link_at, link)?;
             media.persist(link_at, 8)?;
             self.tail = Some((page, 0));
             self.pages.push((page, 0));

@@ -43,11 +43,15 @@ pub struct DirState {
     pub log_entries: u64,
 }
 
+/// A name in a live directory: up to 16 bytes held in the map's own node
+/// (most names are short), longer ones on the heap.
+pub type Name = smallvec::SmallVec<[u8; 16]>;
+
 /// The names of one shard of a directory.
 #[derive(Debug, Default)]
 pub struct DirShard {
     /// Name -> inode, sorted.
-    pub entries: BTreeMap<Vec<u8>, Child>,
+    pub entries: BTreeMap<Name, Child>,
     /// Log entries appended by operations on this shard's names since the
     /// last compaction (or, after one, this shard's live entries): the
     /// shard's share of the compaction trigger.
@@ -71,6 +75,8 @@ pub struct DirData {
     /// Set (with every shard held) when the directory is removed: no name
     /// may be added afterwards.
     removed: AtomicBool,
+    /// The log's first sub-log slot ([`crate::log::InodeLog::new_in`]).
+    pub(crate) first_slot: crate::log::SubLogSlot,
 }
 
 impl Default for DirData {
@@ -97,6 +103,7 @@ impl DirData {
                 .collect(),
             seq: CachePadded::new(AtomicU64::new(0)),
             removed: AtomicBool::new(false),
+            first_slot: crate::log::SubLogSlot::empty(),
         }
     }
 
@@ -104,7 +111,9 @@ impl DirData {
     pub fn load(&self, st: &DirState) {
         let mut all = self.write_all();
         for (name, c) in &st.entries {
-            all[self.shard_of(name)].entries.insert(name.clone(), *c);
+            all[self.shard_of(name)]
+                .entries
+                .insert(Name::from_slice(name), *c);
         }
         // Dead entries count against the first shard (the next compaction
         // of any shard resets every shard's count).
@@ -158,7 +167,7 @@ impl DirData {
     pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Child> {
         let all = self.read_all();
         all.iter()
-            .flat_map(|s| s.entries.iter().map(|(k, v)| (k.clone(), *v)))
+            .flat_map(|s| s.entries.iter().map(|(k, v)| (k.to_vec(), *v)))
             .collect()
     }
 

@@ -3,7 +3,7 @@
 
 use crate::index::FileIndex;
 use crate::lock::{BigReaderLock, RangeLock};
-use crate::log::EntryLoc;
+use crate::log::{EntryLoc, SubLogSlot};
 use crate::options::MountOptions;
 use crate::sync::{AtomicU64, Ordering};
 use parking_lot::Mutex;
@@ -20,7 +20,11 @@ use parking_lot::Mutex;
 /// in the compiler's order, so an extending write dirtied the size's line
 /// and, through the size definer, one of the other two, possibly the lock
 /// pointers': 256 bytes per file, now 128.)
-#[repr(C, align(64))]
+///
+/// The next 128 bytes hold the first sub-log slot of the file's log
+/// ([`crate::log::InodeLog::new_in`]): in this allocation, which is
+/// aligned anyway, it costs no aligned allocation of its own.
+#[repr(C, align(128))]
 pub struct FileData {
     /// Size in bytes; published after the data it covers is in the index.
     pub size: AtomicU64,
@@ -35,13 +39,19 @@ pub struct FileData {
     pub index: FileIndex,
     /// Shared by all I/O, exclusive for truncate.
     pub truncate_lock: BigReaderLock,
+    /// The log's first sub-log slot (its own 128 bytes).
+    pub(crate) first_slot: SubLogSlot,
 }
 
 // The layout the comment above describes: two lines, the index starting
-// the second (shuttle's atomics are larger: not checked under it).
+// the second, then the sub-log slot (shuttle's atomics are larger: not
+// checked under it).
 #[cfg(not(feature = "shuttle"))]
-const _: () =
-    assert!(std::mem::offset_of!(FileData, index) == 64 && std::mem::size_of::<FileData>() == 128);
+const _: () = assert!(
+    std::mem::offset_of!(FileData, index) == 64
+        && std::mem::offset_of!(FileData, first_slot) == 128
+        && std::mem::size_of::<FileData>() == 256
+);
 
 impl FileData {
     /// Empty file state for a mount with `opts` whose topology has `cpus`
@@ -54,6 +64,7 @@ impl FileData {
             truncate_lock: BigReaderLock::new(cpus),
             append_lock: Mutex::new(()),
             size_definer: Mutex::new(None),
+            first_slot: SubLogSlot::empty(),
         }
     }
 

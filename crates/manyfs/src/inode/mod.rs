@@ -3,7 +3,7 @@
 mod dir_data;
 mod file_data;
 
-pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState};
+pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, Name};
 pub(crate) use file_data::FileData;
 
 use crate::layout::FileKind;

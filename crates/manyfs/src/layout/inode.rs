@@ -8,8 +8,98 @@ pub const INODE_SIZE: u64 = 128;
 /// Magic of an initialised inode record.
 pub const INODE_MAGIC: u32 = 0x444f_4e49; // "INOD"
 
-/// Offset of the log array word inside a record.
+/// Offset of the log word inside a record (see [`LogWord`]).
 pub const INODE_LOG_ARRAY_OFFSET: u64 = 24;
+
+/// Bit 63 of a log word: the word names one sub-log's head page itself.
+pub const LOG_WORD_DIRECT: u64 = 1 << 63;
+const DIRECT_BLOCK_BITS: u32 = 30;
+const DIRECT_CHECK_BITS: u32 = 24;
+const DIRECT_INDEX_SHIFT: u32 = DIRECT_BLOCK_BITS + DIRECT_CHECK_BITS;
+const _: () = assert!(KEY_LIMIT == 1 << DIRECT_BLOCK_BITS);
+const _: () = assert!(MAX_SUBLOGS < 1 << (63 - DIRECT_INDEX_SHIFT));
+
+/// Where an inode's log starts: the 8-byte word at offset 24 of its record,
+/// outside the record's checksum so that one failure-atomic store switches
+/// it.
+///
+/// | word | meaning |
+/// |---|---|
+/// | 0 | no log page yet |
+/// | bit 63 clear, else non-zero | block of a log array (one head per sub-log) |
+/// | bit 63 set | one sub-log only: bits 0..30 its head page (0: none yet), bits 30..54 the head's sequence check ([`seq_check`]), bits 54..63 the sub-log's index |
+///
+/// A new inode starts with 0; its first log page makes the word direct,
+/// and a page of a second sub-log replaces it by a log array that names the
+/// first sub-log's head too. Pools written before the direct form have an
+/// array for every inode, which stays valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogWord {
+    /// No sub-log has a page (a direct word whose head is 0 reads the same).
+    Empty,
+    /// One sub-log, its head page named in the record.
+    Direct {
+        /// The sub-log's index.
+        index: usize,
+        /// Its head page.
+        head: u64,
+        /// [`seq_check`] of the head page's sequence.
+        check: u32,
+    },
+    /// A log array block.
+    Array(u64),
+}
+
+impl LogWord {
+    /// Decode a record's word.
+    pub fn decode(w: u64) -> LogWord {
+        if w == 0 {
+            LogWord::Empty
+        } else if w & LOG_WORD_DIRECT == 0 {
+            LogWord::Array(w)
+        } else {
+            let head = w & ((1 << DIRECT_BLOCK_BITS) - 1);
+            if head == 0 {
+                return LogWord::Empty;
+            }
+            LogWord::Direct {
+                index: ((w & !LOG_WORD_DIRECT) >> DIRECT_INDEX_SHIFT) as usize,
+                head,
+                check: ((w >> DIRECT_BLOCK_BITS) & ((1 << DIRECT_CHECK_BITS) - 1)) as u32,
+            }
+        }
+    }
+
+    /// The word naming head page `head` (sequence `seq`) of sub-log
+    /// `index` directly.
+    pub fn direct(index: usize, head: u64, seq: u64) -> u64 {
+        debug_assert!(head < KEY_LIMIT && index < MAX_SUBLOGS);
+        LOG_WORD_DIRECT
+            | (index as u64) << DIRECT_INDEX_SHIFT
+            | u64::from(seq_check(seq)) << DIRECT_BLOCK_BITS
+            | head
+    }
+
+    /// The log array block, if the word names one.
+    pub fn array(self) -> Option<u64> {
+        match self {
+            LogWord::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// The 24-bit check of a page sequence kept in a direct log word: under the
+/// `Marked` and `Checked` rules the head page counts only if its footer's
+/// sequence gives the same check (a page left by an older log of the inode
+/// carries another sequence).
+pub fn seq_check(seq: u64) -> u32 {
+    let mut x = seq ^ 0x9e37_79b9_7f4a_7c15;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x & ((1 << DIRECT_CHECK_BITS) - 1)) as u32
+}
 
 fn record_crc(b: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -106,7 +196,7 @@ impl FileKind {
 }
 
 /// The persistent part of an inode that does not live in its log: identity,
-/// kind, attributes at creation and where its log array is.
+/// kind, attributes at creation and where its log starts.
 ///
 /// | off | size | field |
 /// |---:|---:|---|
@@ -116,15 +206,16 @@ impl FileKind {
 /// | 12 | 4 | mode |
 /// | 16 | 4 | uid |
 /// | 20 | 4 | gid |
-/// | 24 | 8 | log array block |
+/// | 24 | 8 | log word ([`LogWord`]: a log array block, or one sub-log's head page) |
 /// | 32 | 8 | atime ns |
 /// | 40 | 8 | mtime ns |
 /// | 48 | 8 | ctime ns |
 /// | 56 | 8 | device number (`rdev`) of a character or block device, else 0 |
 /// | 124 | 4 | crc32 of bytes 0..124, with the log array word (24..32) zeroed |
 ///
-/// The log array word is outside the checksum so that log compaction can
-/// switch an inode to a new log with one failure-atomic 8-byte store.
+/// The log word is outside the checksum so that log compaction (and the
+/// change to a log array when a second sub-log starts) can switch an inode
+/// to a new log with one failure-atomic 8-byte store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InodeRecord {
     /// Bumped every time the slot is reused, so stale references are caught.
@@ -137,7 +228,7 @@ pub struct InodeRecord {
     pub uid: u32,
     /// Group.
     pub gid: u32,
-    /// Block holding this inode's sub-log heads.
+    /// The log word ([`LogWord`]): a log array block, or one sub-log's head.
     pub log_array: u64,
     /// Access time at creation.
     pub atime_ns: u64,
@@ -195,6 +286,11 @@ impl InodeRecord {
         })
     }
 
+    /// The record's log word, decoded.
+    pub fn log_word(&self) -> LogWord {
+        LogWord::decode(self.log_array)
+    }
+
     /// The generation stored in a raw record, if it looks initialised (used
     /// when reusing a slot, so the new generation differs from the old).
     pub fn raw_generation(b: &[u8]) -> u32 {
@@ -203,5 +299,33 @@ impl InodeRecord {
         } else {
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_words_round_trip() {
+        assert_eq!(LogWord::decode(0), LogWord::Empty);
+        assert_eq!(LogWord::decode(LOG_WORD_DIRECT), LogWord::Empty);
+        assert_eq!(LogWord::decode(77), LogWord::Array(77));
+        for (index, head, seq) in [
+            (0, 1, 0),
+            (5, KEY_LIMIT - 1, u64::MAX),
+            (MAX_SUBLOGS - 1, 9, 1 << 33),
+        ] {
+            let w = LogWord::direct(index, head, seq);
+            assert_eq!(
+                LogWord::decode(w),
+                LogWord::Direct {
+                    index,
+                    head,
+                    check: seq_check(seq)
+                }
+            );
+        }
+        assert_ne!(seq_check(1 << 32 | 1), seq_check(3 << 32 | 1));
     }
 }

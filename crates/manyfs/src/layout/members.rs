@@ -5,7 +5,8 @@
 //! Member 0 is the pool file and holds blocks `[0, n0)`, member 1 blocks
 //! `[n0, n0+n1)`, and so on. The member table lives in blocks 0 and 1 after
 //! the superblock (both copies, written once at mkfs); a pool that has one
-//! has format version 4. Every member but 0 starts with a header block,
+//! has format version 6 (4 before direct log words), or 7 with a data
+//! device. Every member but 0 starts with a header block,
 //! reserved (never allocated), that names the pool (uuid), the member's
 //! index, node and size, so that a missing, swapped, resized or foreign
 //! member is found before the pool is mapped.
@@ -24,7 +25,7 @@
 //! Member 0's entry has an empty path (it is the pool file). A relative path
 //! is relative to the pool file's directory.
 //!
-//! A tiered pool (format version 5) has one more entry, last, of kind 1:
+//! A tiered pool (format version 7) has one more entry, last, of kind 1:
 //! its data device (`crate::tier`). It is not mapped: its blocks follow the
 //! mapped members' (`Superblock::device_blocks` records how many), and its
 //! first block holds a member header like any other member's, so that a
@@ -608,7 +609,7 @@ pub(crate) struct NewPool {
 
 /// Create the pool file `pool` and every member file `mkfs` names, and map
 /// them. A pool with no further member and node 0 is one file of
-/// `mkfs.size` bytes (format version 3, as before members existed).
+/// `mkfs.size` bytes (format version 5: no member table, as before members existed).
 pub(crate) fn create_pool(
     pool: &Path,
     mkfs: &NewPoolOptions<'_>,

@@ -5,33 +5,37 @@ use crate::error::{Error, Result};
 
 /// Magic bytes at offset 0 of a pool.
 pub const SUPER_MAGIC: [u8; 8] = *b"MANYFS\0\x01";
-/// Newest on-media format version this manyfs reads and writes: version 5
-/// is version 4 plus a data device (see [`Superblock::device_blocks`]),
+/// Newest on-media format version this manyfs reads and writes: version 7
+/// is version 6 plus a data device (see [`Superblock::device_blocks`]),
 /// written only for tiered pools, so that an older manyfs refuses one
-/// ("unsupported format version 5") instead of calling its device blocks
+/// ("unsupported format version 7") instead of calling its device blocks
 /// out of range.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 7;
 /// Format version written for a pool with a member table and no data
 /// device. Version 4 is version 3 plus a member table (blocks 0 and 1,
 /// after the superblock): it is written only for pools with a member
 /// table, so that an older manyfs refuses such a pool ("unsupported format
 /// version 4") instead of failing on a geometry larger than the pool file.
-/// A pool without a member table is written as
+/// Version 6 is version 4 plus direct log words, as 5 is 3 plus them. A
+/// pool without a member table is written as
 /// [`SINGLE_FILE_FORMAT_VERSION`].
-pub const MEMBER_FORMAT_VERSION: u32 = 4;
+pub const MEMBER_FORMAT_VERSION: u32 = 6;
 /// Format version written for a pool that is one file (no member table).
 /// Version 3 added FIFOs, sockets and device nodes (inode kinds 4..=7 and
 /// the record's `rdev`), extended-attribute log entries and exchange
 /// records in the rename journal; everything of version 2 means the same
-/// in version 3.
-pub const SINGLE_FILE_FORMAT_VERSION: u32 = 3;
-/// Oldest format version this manyfs mounts: a version-2 pool mounts as it
-/// is, and its first writable mount records version 3, so that an older
-/// manyfs refuses it ("unsupported format version 3") instead of
-/// misreading what only version 3 can hold.
+/// in version 3. Version 5 added direct log words (an inode record's log
+/// word naming its one sub-log's head page, bit 63: [`LogWord`]);
+/// everything of version 3 means the same in version 5.
+pub const SINGLE_FILE_FORMAT_VERSION: u32 = 5;
+/// Oldest format version this manyfs mounts: a pool of version 2, 3 or 4
+/// mounts as it is, and its first writable mount records version 5 (6 with
+/// a member table), so that an older manyfs refuses it ("unsupported
+/// format version 5") instead of misreading what only the newer version
+/// can hold.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
 /// Encoded size of the superblock (the rest of block 0 is zero, or the
-/// member table from byte 128). Bytes 96..108 are used from version 5 on.
+/// member table from byte 128). Bytes 96..108 are used by version 7.
 pub const SUPERBLOCK_LEN: usize = 108;
 
 /// Geometry and identity of a pool. Encoded little-endian:
@@ -39,7 +43,7 @@ pub const SUPERBLOCK_LEN: usize = 108;
 /// | off | size | field |
 /// |----:|----:|---|
 /// | 0 | 8 | magic |
-/// | 8 | 4 | version (3, or 4 with a member table) |
+/// | 8 | 4 | version (5; 6 with a member table; 7 with a data device; 2, 3 and 4 are read) |
 /// | 12 | 4 | block size |
 /// | 16 | 8 | total blocks |
 /// | 24 | 8 | inode count |
@@ -51,8 +55,8 @@ pub const SUPERBLOCK_LEN: usize = 108;
 /// | 80 | 4 | commit rule written by the last writable mount: 0 immediate, 1 marked |
 /// | 84 | 8 | mount epoch (grows with every writable mount; seeds page sequences) |
 /// | 92 | 4 | crc32 of bytes 0..92 |
-/// | 96 | 8 | version 5: blocks of the data device (its header included) |
-/// | 104 | 4 | version 5: crc32 of bytes 0..104 |
+/// | 96 | 8 | version 7: blocks of the data device (its header included) |
+/// | 104 | 4 | version 7: crc32 of bytes 0..104 |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
     /// Blocks in the pool (pool size / BLOCK_SIZE).
@@ -74,12 +78,12 @@ pub struct Superblock {
     /// Writable mounts so far.
     pub mount_epoch: u64,
     /// Whether blocks 0 and 1 hold a member table after the superblock
-    /// (format version 4; see `layout/members.rs`).
+    /// (format version 4, 6 or 7; see `layout/members.rs`).
     pub member_table: bool,
     /// Blocks of the data device, its header block included (0: no data
     /// device). They follow the pool's: blocks `[total_blocks,
     /// total_blocks + device_blocks)`, the first of them the device's
-    /// header. Version 5 (a tiered pool always has a member table, which
+    /// header. Version 7 (a tiered pool always has a member table, which
     /// records the device's path).
     pub device_blocks: u64,
 }
@@ -244,7 +248,7 @@ impl Superblock {
                 format!("unsupported format version {version}"),
             ));
         }
-        let device_blocks = if version >= 5 {
+        let device_blocks = if version == FORMAT_VERSION {
             if b.len() < SUPERBLOCK_LEN {
                 return Err(Error::corrupt(what, "truncated"));
             }
@@ -280,7 +284,7 @@ impl Superblock {
                 r => return Err(Error::corrupt(what, format!("unknown commit rule {r}"))),
             },
             mount_epoch: le_u64(b, 84),
-            member_table: version >= 4,
+            member_table: matches!(version, 4 | 6 | 7),
             device_blocks,
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
@@ -340,13 +344,18 @@ mod tests {
             put_u32(&mut b, 92, crc);
             b
         };
-        assert_eq!(Superblock::decode(&with_version(2), 64 << 20).unwrap(), sb);
+        for v in [2, 3, 5] {
+            assert_eq!(Superblock::decode(&with_version(v), 64 << 20).unwrap(), sb);
+        }
         assert_eq!(le_u32(&sb.encode(), 8), SINGLE_FILE_FORMAT_VERSION);
-        let with_table = Superblock::decode(&with_version(4), 64 << 20).unwrap();
-        assert!(with_table.member_table);
-        assert_eq!(le_u32(&with_table.encode(), 8), MEMBER_FORMAT_VERSION);
-        // Version 5 needs the data device's words and their checksum.
-        assert!(Superblock::decode(&with_version(5), 64 << 20).is_err());
+        for v in [4, 6] {
+            let with_table = Superblock::decode(&with_version(v), 64 << 20).unwrap();
+            assert!(with_table.member_table);
+            assert_eq!(le_u32(&with_table.encode(), 8), MEMBER_FORMAT_VERSION);
+        }
+        let with_table = Superblock::decode(&with_version(6), 64 << 20).unwrap();
+        // Version 7 needs the data device's words and their checksum.
+        assert!(Superblock::decode(&with_version(7), 64 << 20).is_err());
         let mut tiered = with_table.clone();
         tiered.device_blocks = 100;
         let enc = tiered.encode();

@@ -17,7 +17,8 @@
 //! sequence is at least the `next_seq` stored beside the link and above the
 //! linking page's own, and accepts a head page from the log array only if
 //! its footer matches and its sequence is at least the array's base
-//! sequence. Anything else ends the sub-log there (a link that reached disk
+//! sequence (a head named by the inode record's direct log word: only if
+//! its footer matches and its sequence gives the word's 24-bit check). Anything else ends the sub-log there (a link that reached disk
 //! before its page), never corruption.
 //!
 //! Sequences grow per log, start each mount above anything an earlier mount
@@ -38,7 +39,7 @@
 //! its data at mount, and the first mismatch ends its sub-log there (as if
 //! the mark had stopped before it: the sync that wrote it never returned).
 //! A new log page missing from disk is already rejected by its footer
-//! check. Anything else a mark depends on (a log array naming a new head, a
+//! check. Anything else a mark depends on (a log word or array naming a new head, a
 //! directory entry's target inode) cannot be verified, so such a sync keeps
 //! two barriers ([`MarkOrder::AfterBarrier`]), as does every full sync;
 //! both raise the checked count to the mark. A block is reused only after a
@@ -342,9 +343,10 @@ impl InodeLog {
     }
 
     /// Record that the block ranges `ranges` must be durable before the
-    /// next marks of this log (as an append records its own).
-    pub fn add_unsynced(&self, ranges: &[(u64, u64)]) {
-        let mut sub = lock(self.sub(0));
+    /// next marks of sub-log `sublog` of this log (as an append records its
+    /// own; the caller appends what depends on them to that sub-log).
+    pub fn add_unsynced(&self, sublog: usize, ranges: &[(u64, u64)]) {
+        let mut sub = lock(self.sub(sublog % usize::from(self.nsublogs)));
         // Another log's blocks: checksums cannot verify them at mount.
         sub.ordered_deps |= !ranges.is_empty();
         for &(s, e) in ranges {

@@ -80,6 +80,8 @@ pub trait LogSpace {
     fn alloc_meta_block(&self) -> Result<u64>;
     /// Free blocks.
     fn free_blocks(&self, first: u64, count: u64);
+    /// Byte offset of inode `ino`'s log word (in its inode record).
+    fn log_word_at(&self, ino: u64) -> u64;
     /// Live-reference counter of a log page.
     fn live_counter(&self, page: u64) -> Option<&AtomicU32>;
     /// Whether this mount keeps durable marks (`file` mode): freed log
@@ -129,7 +131,8 @@ fn note_unsynced(v: &mut Vec<(u64, u64)>, start: u64, end: u64) {
 /// One sub-log's DRAM state (guarded by its mutex).
 #[derive(Debug, Default)]
 pub struct SubLog {
-    /// Log pages of the chain, head first.
+    /// Log pages of the chain, head first (most sub-logs have one page,
+    /// held without an allocation of its own).
     pub pages: Vec<u64>,
     /// Next free entry slot in the last page.
     pub next_slot: u64,
@@ -141,10 +144,10 @@ pub struct SubLog {
     pub meta: Vec<PageMeta>,
     /// Dead pages that could not be unlinked yet (the tail, or in `file`
     /// mode a page whose successor's footer is not durable yet).
-    dead_held: u64,
+    dead_held: u32,
     /// Appends to let pass before looking at held pages again (amortises
     /// the retries over the appends).
-    dead_skip: u64,
+    dead_skip: u32,
     /// Recovered chain not yet searched for pages that were dead at mount
     /// (searched once, at the first release of a page of this sub-log).
     scan_all: bool,
@@ -187,14 +190,23 @@ pub struct InodeLog {
     mtime_unlogged: std::sync::atomic::AtomicBool,
     /// Number of compactions (deferred releases of older entries are void).
     incarnation: AtomicU64,
-    /// Block of the log array (changes only when the log is rewritten).
-    array_block: AtomicU64,
+    /// The inode record's log word as last stored ([`LogWord`]): 0, one
+    /// sub-log's head page, or a log array block. Changed under the mutex of
+    /// the first slot's sub-log while the word is not an array (the first
+    /// slot's sub-log is the only one then), and by compaction.
+    word: AtomicU64,
     /// Number of sub-logs (one per CPU of the topology).
-    nsublogs: usize,
-    /// The sub-logs, in groups of [`SLOT_GROUP`]: a group and a slot are
-    /// created by the first append from a CPU of it (or by recovery), so an
-    /// inode costs one pointer per group of CPUs until a CPU writes to it.
-    sublogs: Box<[OnceBox<SlotGroup>]>,
+    nsublogs: u16,
+    /// The first sub-log's slot, claimed by the first append (or by
+    /// recovery), whatever its index: most inodes are written from one CPU
+    /// only and never need the groups. It lives in the inode's file or
+    /// directory state, which is 128-byte aligned anyway, so that it costs
+    /// no allocation of its own.
+    first: FirstSlot,
+    /// The other sub-logs, in groups of [`SLOT_GROUP`]: the group table, a
+    /// group and a slot are created by the first append from a CPU of it
+    /// (or by recovery).
+    groups: OnceBox<Box<[OnceBox<SlotGroup>]>>,
     /// Serialises syncs of this inode; holds the log incarnation the last
     /// sync made durable (a compaction since then switched the inode
     /// record to a new log array).
@@ -204,10 +216,12 @@ pub struct InodeLog {
 /// One sub-log's state, alone on its 128 bytes (the unit the CPU's
 /// adjacent-line prefetch shares, as `CachePadded` uses on x86-64), and its
 /// dead-page candidates, which other threads write, behind a pointer.
-#[derive(Default)]
 #[repr(align(128))]
-struct SubLogSlot {
+pub(crate) struct SubLogSlot {
     log: Mutex<SubLog>,
+    /// The sub-log's index ([`UNCLAIMED`] for a first slot no sub-log has
+    /// claimed yet).
+    index: AtomicU32,
     /// Log pages whose live count dropped to zero and await unlinking
     /// (made by the first such page: most logs never have one).
     dead: OnceBox<crossbeam_utils::CachePadded<DeadList>>,
@@ -219,12 +233,72 @@ const SLOT_GROUP: usize = 8;
 /// A group of sub-log slots.
 type SlotGroup = [OnceBox<SubLogSlot>; SLOT_GROUP];
 
+/// Where a log's first sub-log slot lives.
+enum FirstSlot {
+    /// In a box of the log's own (a log made without an inode: tests).
+    #[cfg(test)]
+    Own(Box<SubLogSlot>),
+    /// In storage the inode owns beside the log ([`InodeLog::new_in`]).
+    In(std::ptr::NonNull<SubLogSlot>),
+}
+
+// SAFETY: `FirstSlot` is a shared reference to a `SubLogSlot` (owned or
+// borrowed for the log's life, see `InodeLog::new_in`), and `SubLogSlot`
+// is `Send` and `Sync` (mutexes and atomics), as `&SubLogSlot` is.
+unsafe impl Send for FirstSlot {}
+// SAFETY: as for `Send`: only `&SubLogSlot` is ever handed out.
+unsafe impl Sync for FirstSlot {}
+
+impl FirstSlot {
+    fn get(&self) -> &SubLogSlot {
+        match self {
+            #[cfg(test)]
+            FirstSlot::Own(b) => b,
+            // SAFETY: `InodeLog::new_in`'s contract: the slot outlives the
+            // log and does not move.
+            FirstSlot::In(p) => unsafe { p.as_ref() },
+        }
+    }
+}
+
+impl std::fmt::Debug for SubLogSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubLogSlot")
+            .field("index", &self.index.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The index of a first slot not claimed by a sub-log yet.
+const UNCLAIMED: u32 = u32::MAX;
+
+impl Default for SubLogSlot {
+    fn default() -> Self {
+        SubLogSlot::empty()
+    }
+}
+
 impl SubLogSlot {
-    fn with(sub: SubLog) -> Box<Self> {
+    /// A first slot no sub-log has claimed.
+    pub(crate) fn empty() -> Self {
+        SubLogSlot {
+            log: Mutex::new(SubLog::default()),
+            index: AtomicU32::new(UNCLAIMED),
+            dead: OnceBox::new(),
+        }
+    }
+
+    fn with(index: usize, sub: SubLog) -> Box<Self> {
         Box::new(SubLogSlot {
             log: Mutex::new(sub),
+            index: AtomicU32::new(index as u32),
             dead: OnceBox::new(),
         })
+    }
+
+    /// The sub-log's index (`UNCLAIMED as usize` if none claimed it).
+    fn index(&self) -> usize {
+        self.index.load(Ordering::Acquire) as usize
     }
 
     /// The dead-page list, made if needed.
@@ -234,10 +308,60 @@ impl SubLogSlot {
 }
 
 impl InodeLog {
-    /// Sub-log `idx`'s slot, created empty if no CPU used it yet.
+    /// Sub-log `idx`'s slot, created empty if no CPU used it yet (the
+    /// first slot if no sub-log claimed it yet).
     fn slot(&self, idx: usize) -> &SubLogSlot {
-        self.sublogs[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
-            .get_or_init(|| SubLogSlot::with(SubLog::default()))
+        // The groups first: they are read-mostly, while the first slot's
+        // line is written by its sub-log's appends (another CPU's).
+        if let Some(s) = self.group_get(idx) {
+            return s;
+        }
+        let first = self.first.get();
+        let want = idx as u32;
+        match first.index.load(Ordering::Acquire) {
+            i if i == want => return first,
+            UNCLAIMED => match first.index.compare_exchange(
+                UNCLAIMED,
+                want,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return first,
+                Err(i) if i == want => return first,
+                Err(_) => {}
+            },
+            _ => {}
+        }
+        self.group_slot(idx)
+    }
+
+    /// Sub-log `idx`'s slot in the groups, if it was made there.
+    fn group_get(&self, idx: usize) -> Option<&SubLogSlot> {
+        self.groups.get()?.get(idx / SLOT_GROUP)?.get()?[idx % SLOT_GROUP].get()
+    }
+
+    /// Sub-log `idx`'s slot in the groups (not the first slot's index).
+    fn group_slot(&self, idx: usize) -> &SubLogSlot {
+        let groups = self
+            .groups
+            .get_or_init(|| Box::new(Self::empty_groups(self.nsublogs.into())));
+        groups[idx / SLOT_GROUP].get_or_init(Box::default)[idx % SLOT_GROUP]
+            .get_or_init(|| SubLogSlot::with(idx, SubLog::default()))
+    }
+
+    fn empty_groups(n: usize) -> Box<[OnceBox<SlotGroup>]> {
+        (0..n.div_ceil(SLOT_GROUP))
+            .map(|_| OnceBox::new())
+            .collect()
+    }
+
+    /// The first slot, claimed for sub-log 0 if no sub-log has it yet.
+    fn first_slot(&self) -> &SubLogSlot {
+        let first = self.first.get();
+        let _ = first
+            .index
+            .compare_exchange(UNCLAIMED, 0, Ordering::AcqRel, Ordering::Acquire);
+        first
     }
 
     /// Sub-log `idx`'s state (created empty if needed).
@@ -245,36 +369,81 @@ impl InodeLog {
         &self.slot(idx).log
     }
 
-    /// The sub-logs that exist, with their indexes, in index order.
+    /// The sub-logs that exist, with their indexes: the first slot, then
+    /// the others in index order (the order every walk that locks several
+    /// takes them in).
     fn existing(&self) -> impl Iterator<Item = (usize, &SubLogSlot)> {
-        self.sublogs
-            .iter()
-            .enumerate()
+        let first = Some(self.first.get())
+            .filter(|s| s.index() != UNCLAIMED as usize)
+            .map(|s| (s.index(), s));
+        let rest = self
+            .groups
+            .get()
+            .into_iter()
+            .flat_map(|groups| groups.iter().enumerate())
             .filter_map(|(g, group)| group.get().map(|group| (g, group)))
             .flat_map(|(g, group)| {
                 group
                     .iter()
                     .enumerate()
                     .filter_map(move |(i, s)| s.get().map(|s| (g * SLOT_GROUP + i, s)))
-            })
+            });
+        first.into_iter().chain(rest)
     }
 
     /// A log whose sub-logs are as recovered (or empty).
-    pub fn new(
+    #[cfg(test)]
+    pub fn new(ino: u64, word: u64, nsublogs: usize, recovered: Vec<(usize, SubLog)>) -> Self {
+        Self::with_first(
+            ino,
+            word,
+            nsublogs,
+            recovered,
+            FirstSlot::Own(Box::default()),
+        )
+    }
+
+    /// [`InodeLog::new`] whose first slot is `first`, storage the caller
+    /// owns (in the inode's file or directory state).
+    ///
+    /// # Safety
+    ///
+    /// `first` must point to a slot that stays where it is and lives as long
+    /// as the log (the inode owns both and drops neither before the other
+    /// is unreachable), that nothing else changes, and that no other log
+    /// uses.
+    pub(crate) unsafe fn new_in(
         ino: u64,
-        array_block: u64,
+        word: u64,
         nsublogs: usize,
         recovered: Vec<(usize, SubLog)>,
+        first: std::ptr::NonNull<SubLogSlot>,
+    ) -> Self {
+        Self::with_first(ino, word, nsublogs, recovered, FirstSlot::In(first))
+    }
+
+    fn with_first(
+        ino: u64,
+        word: u64,
+        nsublogs: usize,
+        recovered: Vec<(usize, SubLog)>,
+        first: FirstSlot,
     ) -> Self {
         let n = nsublogs
             .clamp(1, MAX_SUBLOGS)
             .max(recovered.iter().map(|(i, _)| i + 1).max().unwrap_or(0));
-        let sublogs: Box<[OnceBox<SlotGroup>]> = (0..n.div_ceil(SLOT_GROUP))
-            .map(|_| OnceBox::new())
-            .collect();
+        let groups = OnceBox::new();
         for (i, s) in recovered {
-            let group = sublogs[i / SLOT_GROUP].get_or_init(Box::default);
-            let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(s));
+            let slot = first.get();
+            if slot.index() == UNCLAIMED as usize {
+                *lock(&slot.log) = s;
+                slot.index.store(i as u32, Ordering::Release);
+            } else {
+                let g: &[OnceBox<SlotGroup>] =
+                    groups.get_or_init(|| Box::new(Self::empty_groups(n)));
+                let group = g[i / SLOT_GROUP].get_or_init(Box::default);
+                let _ = group[i % SLOT_GROUP].set(SubLogSlot::with(i, s));
+            }
         }
         InodeLog {
             ino,
@@ -283,9 +452,11 @@ impl InodeLog {
             dirty: std::sync::atomic::AtomicBool::new(false),
             mtime_unlogged: std::sync::atomic::AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
-            array_block: AtomicU64::new(array_block),
-            nsublogs: n,
-            sublogs,
+            word: AtomicU64::new(word),
+            // At most MAX_SUBLOGS.
+            nsublogs: n as u16,
+            first,
+            groups,
             sync_state: parking_lot::Mutex::new(0),
         }
     }
@@ -308,14 +479,19 @@ impl InodeLog {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The block holding the sub-log heads.
-    pub fn array_block(&self) -> u64 {
-        self.array_block.load(Ordering::Acquire)
+    /// The inode record's log word ([`LogWord`]).
+    pub fn word(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// The log array block, if the log has one.
+    pub fn array_block(&self) -> Option<u64> {
+        LogWord::decode(self.word()).array()
     }
 
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
-        crate::cpu::current() % self.nsublogs
+        crate::cpu::current() % usize::from(self.nsublogs)
     }
 
     /// Newest write mtime over all sub-logs.
@@ -369,7 +545,7 @@ impl InodeLog {
 
     /// Every block the log owns (array, pages), for freeing the inode.
     pub fn owned_blocks(&self) -> Vec<u64> {
-        let mut v = vec![self.array_block()];
+        let mut v: Vec<u64> = self.array_block().into_iter().collect();
         for (_, s) in self.existing() {
             v.extend_from_slice(&lock(&s.log).pages);
         }
@@ -447,15 +623,28 @@ impl InodeLog {
             .enumerate()
             .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
             .collect();
-        let slot = self.slot(sublog % self.nsublogs);
+        let idx = sublog % usize::from(self.nsublogs);
+        let slot = self.slot(idx);
         let mut sub = lock(&slot.log);
+        if sub.pages.is_empty()
+            && !std::ptr::eq(slot, self.first.get())
+            && self.array_block().is_none()
+        {
+            // A second sub-log's first page: the word must name a log
+            // array first (made under the first sub-log's mutex, with this
+            // one's released; an array, once made, stays while appends
+            // run).
+            drop(sub);
+            self.make_array(space)?;
+            sub = lock(&slot.log);
+        }
         if sub.dead_held > 0
             || slot
                 .dead
                 .get()
                 .is_some_and(|d| d.fresh.load(Ordering::Relaxed) > 0)
         {
-            self.collect_dead_pages(space, sublog % self.nsublogs, &mut sub)?;
+            self.collect_dead_pages(space, idx, &mut sub)?;
         }
 
         // Place every entry first, linking new pages as needed, so that a
@@ -493,8 +682,13 @@ impl InodeLog {
             // The linking page itself needs no barrier: its link and its
             // seal are on one page, written whole with the mark.
             if sub.pages.is_empty() {
-                let a = self.array_block();
-                note_unsynced(&mut sub.unsynced, a, a + 1);
+                // The record's word (direct, or naming the array, which
+                // may be new) and the array.
+                let r = space.log_word_at(self.ino) / BLOCK_SIZE;
+                note_unsynced(&mut sub.unsynced, r, r + 1);
+                if let Some(a) = self.array_block() {
+                    note_unsynced(&mut sub.unsynced, a, a + 1);
+                }
                 sub.ordered_deps = true;
             }
             note_unsynced(&mut sub.unsynced, first, first + 1);
@@ -503,7 +697,7 @@ impl InodeLog {
             }
         }
         for (page, prev_used) in new_pages {
-            self.link_new_page(media, sublog % self.nsublogs, &mut sub, page, prev_used)?;
+            self.link_new_page(space, idx, &mut sub, page, prev_used)?;
         }
 
         for (e, loc) in encoded.iter().zip(&places) {
@@ -549,12 +743,13 @@ impl InodeLog {
 
     fn link_new_page(
         &self,
-        media: &Media,
+        space: &dyn LogSpace,
         idx: usize,
         sub: &mut SubLog,
         page: u64,
         prev_used: u64,
     ) -> Result<()> {
+        let media = space.media();
         let off = page * BLOCK_SIZE;
         let seq = self.take_seq();
         media.nt_copy(off, &[0u8; BLOCK_SIZE as usize - 64])?;
@@ -563,25 +758,106 @@ impl InodeLog {
             &encode_log_footer(self.ino, idx as u32, self.generation, seq),
         )?;
         media.fence();
-        let link_at = match sub.pages.last() {
+        match sub.pages.last() {
             Some(prev) => {
                 // The expected sequence goes first: a page written back with
                 // the new `next` always carries it (durable.rs).
                 let at = prev * BLOCK_SIZE + LOG_FOOTER_OFFSET;
                 media.store_u64(at + FOOTER_NEXT_SEQ, seq)?;
                 media.flush(at + FOOTER_NEXT_SEQ, 8)?;
-                at
+                media.store_u64(at, page)?;
+                media.persist(at, 8)?;
             }
-            None => self.array_block() * BLOCK_SIZE + idx as u64 * 8,
-        };
-        media.store_u64(link_at, page)?;
-        media.persist(link_at, 8)?;
+            None => self.set_head(space, idx, page, seq)?,
+        }
         if let Some(last) = sub.meta.last_mut() {
             last.used = prev_used;
         }
         sub.pages.push(page);
         sub.meta.push(PageMeta::new(seq));
         sub.next_slot = 0;
+        Ok(())
+    }
+
+    /// Make `page` (sequence `seq`) the head of sub-log `idx`: in the log
+    /// array, or in the record's word while the log has none (then `idx` is
+    /// the first slot's sub-log, whose mutex the caller holds).
+    fn set_head(&self, space: &dyn LogSpace, idx: usize, page: u64, seq: u64) -> Result<()> {
+        let media = space.media();
+        match self.array_block() {
+            Some(a) => {
+                let at = a * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(at, page)?;
+                media.persist(at, 8)
+            }
+            None => {
+                debug_assert_eq!(self.first.get().index(), idx);
+                let w = LogWord::direct(idx, page, seq);
+                let at = space.log_word_at(self.ino);
+                media.store_u64(at, w)?;
+                media.persist(at, 8)?;
+                self.word.store(w, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
+    /// Give the log a log array (a second sub-log is about to start): a
+    /// fresh array naming the first sub-log's head is made durable, then
+    /// the record's word is switched to it with one 8-byte store, as a
+    /// compaction switches logs. Until the switch is durable the record
+    /// names the first sub-log's head directly, which the array also names.
+    fn make_array(&self, space: &dyn LogSpace) -> Result<()> {
+        let first = self.first_slot();
+        let mut sub = lock(&first.log);
+        if self.array_block().is_some() {
+            return Ok(());
+        }
+        let media = space.media();
+        let idx = first.index();
+        let array = space.alloc_meta_block()?;
+        // Every page this log may name from now on carries a sequence at
+        // least the first sub-log's head's (its chain ascends) or the next
+        // one handed out.
+        let next = self.next_seq.load(Ordering::Relaxed);
+        let base_seq = sub.meta.first().map_or(next, |m| m.seq.min(next));
+        let at = space.log_word_at(self.ino);
+        let written = (|| -> Result<()> {
+            media.nt_copy(array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            let base_at = array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8;
+            media.store_u64(base_at, base_seq)?;
+            media.flush(base_at, 8)?;
+            if let Some(&head) = sub.pages.first() {
+                let head_at = array * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(head_at, head)?;
+                media.flush(head_at, 8)?;
+            }
+            media.fence();
+            if space.keeps_marks() {
+                // Page cache: only a completed sync orders the array before
+                // the record that names it.
+                media.sync_range(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+            }
+            media.store_u64(at, array)?;
+            media.persist(at, 8)
+        })();
+        if let Err(e) = written {
+            if media.load_u64(at).ok() != Some(array) {
+                space.free_blocks(array, 1);
+            } else {
+                self.word.store(array, Ordering::Release);
+            }
+            return Err(e);
+        }
+        self.word.store(array, Ordering::Release);
+        if space.keeps_marks() {
+            // The record must be durable before marks of the new sub-log's
+            // entries (recovery would follow the direct word otherwise).
+            let r = at / BLOCK_SIZE;
+            note_unsynced(&mut sub.unsynced, r, r + 1);
+            sub.ordered_deps = true;
+        }
+        self.note_dirty(space);
         Ok(())
     }
 
@@ -608,8 +884,14 @@ impl InodeLog {
             }
             Err(e)
         };
-        let new_array = space.alloc_meta_block()?;
-        blocks.push(new_array);
+        // The new chain is the first slot's sub-log's; a log with an array
+        // keeps one (its other sub-logs start again in it).
+        let idx = self.first_slot().index();
+        let new_array = match self.array_block() {
+            Some(_) => Some(space.alloc_meta_block()?),
+            None => None,
+        };
+        blocks.extend(new_array);
         // Place the entries.
         let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();
         let mut pages: Vec<u64> = Vec::new();
@@ -641,16 +923,23 @@ impl InodeLog {
             .enumerate()
             .map(|(i, &u)| u as u32 | if i + 1 < used.len() { MARK_SEALED } else { 0 })
             .collect();
+        let new_word = match (new_array, pages.first()) {
+            (Some(a), _) => a,
+            (None, Some(&head)) => LogWord::direct(idx, head, seqs[0]),
+            (None, None) => 0,
+        };
         let written = (|| -> Result<()> {
-            media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
-            media.store_u64(
-                new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
-                base_seq,
-            )?;
-            media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
+            if let Some(new_array) = new_array {
+                media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+                media.store_u64(
+                    new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
+                    base_seq,
+                )?;
+                media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
+            }
             for (i, &p) in pages.iter().enumerate() {
                 media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
-                let mut footer = encode_log_footer(self.ino, 0, self.generation, seqs[i]);
+                let mut footer = encode_log_footer(self.ino, idx as u32, self.generation, seqs[i]);
                 footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
                 footer[FOOTER_NEXT_SEQ as usize..FOOTER_NEXT_SEQ as usize + 8]
                     .copy_from_slice(&seqs.get(i + 1).copied().unwrap_or(0).to_le_bytes());
@@ -668,9 +957,10 @@ impl InodeLog {
                 body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
                 media.nt_copy(off, &body)?;
             }
-            if let Some(&first) = pages.first() {
-                media.store_u64(new_array * BLOCK_SIZE, first)?;
-                media.flush(new_array * BLOCK_SIZE, 8)?;
+            if let (Some(a), Some(&first)) = (new_array, pages.first()) {
+                let at = a * BLOCK_SIZE + idx as u64 * 8;
+                media.store_u64(at, first)?;
+                media.flush(at, 8)?;
             }
             media.fence();
             if space.keeps_marks() {
@@ -678,24 +968,23 @@ impl InodeLog {
                 // before the switch that makes it the inode's log.
                 media.sync_all()?;
             }
-            media.store_u64(record_word, new_array)?;
+            media.store_u64(record_word, new_word)?;
             media.persist(record_word, 8)
         })();
         if let Err(e) = written {
             // The switch may or may not have reached the record: only free
-            // the new blocks if the record still names the old array.
-            if media.load_u64(record_word).ok() != Some(new_array) {
+            // the new blocks if the record still names the old log.
+            if media.load_u64(record_word).ok() != Some(new_word) {
                 return fail(&blocks, e);
             }
             return Err(e);
         }
 
         // Switch the DRAM state and retire the old log.
-        // The new chain is sub-log 0's.
-        self.slot(0);
+        // The new chain is the first slot's (`existing` yields it first).
         let mut guards: Vec<MutexGuard<'_, SubLog>> =
             self.existing().map(|(_, s)| lock(&s.log)).collect();
-        let mut old = vec![self.array_block()];
+        let mut old: Vec<u64> = self.array_block().into_iter().collect();
         for g in guards.iter_mut() {
             old.append(&mut g.pages);
             g.meta.clear();
@@ -727,7 +1016,7 @@ impl InodeLog {
             .collect();
         guards[0].pages = pages;
         guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
-        self.array_block.store(new_array, Ordering::Release);
+        self.word.store(new_word, Ordering::Release);
         self.incarnation.fetch_add(1, Ordering::AcqRel);
         drop(guards);
         for b in old {
@@ -768,7 +1057,7 @@ impl InodeLog {
         let ino = media.load_u64(at + 8).ok()?;
         let w = media.load_u64(at + 16).ok()?;
         let (idx, magic) = (w as u32 as usize, (w >> 32) as u32);
-        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.nsublogs).then_some(idx)
+        (ino == self.ino && magic == LOG_PAGE_MAGIC && idx < self.nsublogs.into()).then_some(idx)
     }
 
     /// Where `page` is in `sub`'s chain: by its footer's sequence (the
@@ -830,8 +1119,8 @@ impl InodeLog {
             }
             result = self.unlink_page(space, idx, sub, i);
         }
-        sub.dead_held = held.len() as u64;
-        sub.dead_skip = held.len() as u64;
+        sub.dead_held = held.len() as u32;
+        sub.dead_skip = held.len() as u32;
         if !held.is_empty() {
             lock(&list.pages).extend(held);
         }
@@ -849,14 +1138,15 @@ impl InodeLog {
         let media = space.media();
         let page = sub.pages[i];
         let next = sub.pages[i + 1];
-        let link_at = if i == 0 {
-            self.array_block() * BLOCK_SIZE + idx as u64 * 8
+        if i == 0 {
+            self.set_head(space, idx, next, sub.meta[1].seq)?;
         } else {
-            sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET
-        };
-        media.store_u64(link_at, next)?;
-        media.persist(link_at, 8)?;
+            let link_at = sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+            media.store_u64(link_at, next)?;
+            media.persist(link_at, 8)?;
+        }
         if i > 0 {
+            let link_at = sub.pages[i - 1] * BLOCK_SIZE + LOG_FOOTER_OFFSET;
             // `next` first, then its sequence: either mix the page cache
             // may write back is accepted (the successor's sequence is
             // above the old one).
@@ -869,5 +1159,175 @@ impl InodeLog {
         space.retire_block(page);
         self.note_dirty(space);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scan::{ScanBuf, scan_log_buf};
+    use super::*;
+    use crate::media::Durability;
+
+    struct Space {
+        media: Media,
+        free: std::sync::Mutex<Vec<u64>>,
+        live: Vec<AtomicU32>,
+        sb: Superblock,
+    }
+
+    impl LogSpace for Space {
+        fn media(&self) -> &Media {
+            &self.media
+        }
+        fn alloc_meta_block(&self) -> Result<u64> {
+            self.free
+                .lock()
+                .unwrap()
+                .pop()
+                .ok_or(crate::Error::NoSpace("test"))
+        }
+        fn free_blocks(&self, first: u64, count: u64) {
+            self.free.lock().unwrap().extend(first..first + count);
+        }
+        fn log_word_at(&self, ino: u64) -> u64 {
+            self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET
+        }
+        fn live_counter(&self, page: u64) -> Option<&AtomicU32> {
+            self.live
+                .get(page.checked_sub(self.sb.data_start)? as usize)
+        }
+    }
+
+    fn add(seq: u64) -> Entry {
+        Entry::DirAdd {
+            seq,
+            ino: 5,
+            generation: 1,
+            kind: FileKind::File,
+            txid: 0,
+            name: format!("n{seq}").into_bytes(),
+        }
+    }
+
+    fn scan(space: &Space, log: &InodeLog) -> Vec<(usize, usize)> {
+        let mut subs = scan_log_buf(
+            &space.media,
+            &space.sb,
+            9,
+            0,
+            log.word(),
+            CommitRule::Immediate,
+            &mut ScanBuf::default(),
+        )
+        .unwrap();
+        subs.sort_by_key(|s| s.index);
+        subs.iter().map(|s| (s.index, s.entries.len())).collect()
+    }
+
+    /// A log whose first slot is storage outside it (`new_in`, as in an
+    /// inode's file state): the first sub-log to append claims it and its
+    /// head goes in the record's word; a second sub-log gets its own slot
+    /// and makes a log array naming both heads; compaction keeps the array.
+    /// The storage is dropped after the log.
+    #[test]
+    fn a_first_slot_outside_the_log_and_the_change_to_an_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
+        let sb = Superblock::for_size(size, 16 << 10).unwrap();
+        let space = Space {
+            media,
+            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            sb,
+        };
+        let storage = Box::new(SubLogSlot::empty());
+        // SAFETY: `storage` is a box that outlives `log` (dropped after
+        // it, below) and is not moved or used by anything else meanwhile.
+        let log =
+            unsafe { InodeLog::new_in(9, 0, 4, Vec::new(), std::ptr::NonNull::from(&*storage)) };
+        assert!(log.existing().next().is_none());
+        log.append(&space, 3, &[(add(1), 1)], 0).unwrap();
+        assert_eq!(storage.index(), 3, "the first append claims the slot");
+        let LogWord::Direct { index: 3, head, .. } = LogWord::decode(log.word()) else {
+            panic!("direct word expected: {:?}", LogWord::decode(log.word()))
+        };
+        let at = space.log_word_at(9);
+        assert_eq!(space.media.load_u64(at).unwrap(), log.word());
+        assert_eq!(log.owned_blocks(), vec![head]);
+        assert_eq!(scan(&space, &log), vec![(3, 1)]);
+
+        log.append(&space, 1, &[(add(2), 1)], 0).unwrap();
+        log.append(&space, 3, &[(add(3), 1)], 0).unwrap();
+        let array = log.array_block().expect("an array for two sub-logs");
+        assert_eq!(space.media.load_u64(at).unwrap(), array);
+        assert_eq!(
+            space.media.load_u64(array * BLOCK_SIZE + 3 * 8).unwrap(),
+            head
+        );
+        assert_eq!(
+            log.existing().map(|(i, _)| i).collect::<Vec<_>>(),
+            vec![3, 1],
+            "the first slot, then the groups"
+        );
+        assert_eq!(scan(&space, &log), vec![(1, 1), (3, 2)]);
+        assert_eq!(log.owned_blocks().len(), 3);
+
+        let entries: Vec<(Entry, u32)> = (1..=3).map(|s| (add(s), 1)).collect();
+        log.rewrite(&space, at, &entries).unwrap();
+        let new_array = log.array_block().expect("compaction keeps the array");
+        assert_ne!(new_array, array);
+        assert_eq!(scan(&space, &log), vec![(3, 3)]);
+        drop(log);
+        drop(storage);
+    }
+
+    /// Compaction of a log without an array names the new chain's head in
+    /// the word; a head page that is unlinked leaves its successor there.
+    #[test]
+    fn compaction_of_a_direct_log_stays_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
+        let sb = Superblock::for_size(size, 16 << 10).unwrap();
+        let space = Space {
+            media,
+            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            sb,
+        };
+        let log = InodeLog::new(9, 0, 2, Vec::new());
+        let mut first = None;
+        for s in 0..80 {
+            let locs = log.append(&space, 0, &[(add(s), 1)], 0).unwrap();
+            first.get_or_insert(locs[0]);
+        }
+        let pages = log.page_count();
+        assert!(pages >= 2, "{pages}");
+        // Every entry of the head page dies: the next append unlinks it.
+        let head = loc_page(first.unwrap());
+        for loc in (0..ENTRY_SLOTS_PER_PAGE).map(|s| entry_loc(head, s)) {
+            if space.live_counter(head).unwrap().load(Ordering::Relaxed) > 0 {
+                log.release(&space, loc, 1);
+            }
+        }
+        log.append(&space, 0, &[(add(80), 1)], 0).unwrap();
+        assert_eq!(log.page_count(), pages - 1);
+        let LogWord::Direct { head: h, .. } = LogWord::decode(log.word()) else {
+            panic!("direct")
+        };
+        assert_ne!(h, head);
+        let at = space.log_word_at(9);
+        log.rewrite(&space, at, &[(add(81), 1)]).unwrap();
+        assert!(matches!(
+            LogWord::decode(log.word()),
+            LogWord::Direct { index: 0, .. }
+        ));
+        assert_eq!(space.media.load_u64(at).unwrap(), log.word());
+        assert_eq!(scan(&space, &log), vec![(0, 1)]);
     }
 }

@@ -1,6 +1,7 @@
 //! Reading an inode's log back from media (mount, fsck).
 //!
-//! The scan trusts no tail pointer: it walks every chain from the log array,
+//! The scan trusts no tail pointer: it walks every chain from the inode's
+//! log word (one head page named directly, or a log array of heads),
 //! checks each page's footer, and accepts an entry only if its commit mark
 //! and checksum are valid. Within a page it stops at the first slot that is
 //! neither a committed entry nor a voided one; that is where the sub-log's
@@ -104,23 +105,41 @@ impl Default for ScanBuf {
     }
 }
 
-/// Scan the log of inode `ino` (generation `generation`) under `rule`,
-/// reading through `buf` (reused across inodes).
+/// How a head page named by an inode's log word must identify itself under
+/// the `Marked` and `Checked` rules (besides owner, generation and sub-log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadCheck {
+    /// Named by a log array: a sequence at least the array's base.
+    BaseSeq(u64),
+    /// Named by the record's direct word: a sequence with this
+    /// [`seq_check`].
+    SeqCheck(u32),
+}
+
+/// Check a direct log word's sub-log index.
+pub fn check_direct_index(ino: u64, index: usize) -> Result<()> {
+    if index >= MAX_SUBLOGS {
+        return Err(Error::corrupt(
+            format!("inode {ino} log word"),
+            format!("sub-log index {index} out of range"),
+        ));
+    }
+    Ok(())
+}
+
+/// Scan the log of inode `ino` (generation `generation`, log word `word`,
+/// see [`LogWord`]) under `rule`, reading through `buf` (reused across
+/// inodes).
 pub fn scan_log_buf(
     media: &Media,
     sb: &Superblock,
     ino: u64,
     generation: u32,
-    array_block: u64,
+    word: u64,
     rule: CommitRule,
     buf: &mut ScanBuf,
 ) -> Result<Vec<ScannedSublog>> {
-    check_block(sb, array_block, || format!("inode {ino} log array"))?;
-    media.read(array_block * BLOCK_SIZE, &mut buf.array)?;
-    let heads = &buf.array[..];
-    let base_seq = le_u64(heads, ARRAY_BASE_SEQ_WORD * 8);
     buf.seen.clear();
-
     let chain = Chain {
         media,
         sb,
@@ -128,6 +147,26 @@ pub fn scan_log_buf(
         generation,
         rule,
     };
+    let array_block = match LogWord::decode(word) {
+        LogWord::Empty => return Ok(Vec::new()),
+        LogWord::Direct { index, head, check } => {
+            // One sub-log, its head in the record: no array to read.
+            check_direct_index(ino, index)?;
+            return Ok(vec![chain.scan(
+                index,
+                head,
+                HeadCheck::SeqCheck(check),
+                &mut buf.seen,
+                &mut buf.page,
+                &mut buf.pending,
+            )?]);
+        }
+        LogWord::Array(a) => a,
+    };
+    check_block(sb, array_block, || format!("inode {ino} log array"))?;
+    media.read(array_block * BLOCK_SIZE, &mut buf.array)?;
+    let heads = &buf.array[..];
+    let base_seq = le_u64(heads, ARRAY_BASE_SEQ_WORD * 8);
     // Most heads are zero (a log uses the sub-logs of the CPUs that wrote
     // it). The array is read as words once, into a buffer whose zero words
     // the compiler checks many at a time: every inode's array is read at
@@ -150,7 +189,7 @@ pub fn scan_log_buf(
         out.push(chain.scan(
             index,
             head,
-            base_seq,
+            HeadCheck::BaseSeq(base_seq),
             &mut buf.seen,
             &mut buf.page,
             &mut buf.pending,
@@ -196,6 +235,12 @@ impl Chain<'_> {
     /// expected sequence `min_seq` means (footer of this inode, generation
     /// and sub-log, sequence at least `min_seq`).
     fn accepts(&self, page: u64, index: usize, min_seq: u64) -> Result<bool> {
+        self.accepts_if(page, index, |seq| seq >= min_seq)
+    }
+
+    /// Whether `page` is a log page of this inode, generation and sub-log
+    /// whose sequence passes `seq_ok`.
+    fn accepts_if(&self, page: u64, index: usize, seq_ok: impl Fn(u64) -> bool) -> Result<bool> {
         if page < self.sb.data_start || page >= self.sb.total_blocks {
             return Ok(false);
         }
@@ -206,22 +251,31 @@ impl Chain<'_> {
             && le_u64(&f, 8) == self.ino
             && le_u32(&f, 16) as usize == index
             && le_u32(&f, FOOTER_GENERATION as usize) == self.generation
-            && le_u64(&f, FOOTER_SEQ as usize) >= min_seq)
+            && seq_ok(le_u64(&f, FOOTER_SEQ as usize)))
     }
 
-    /// Whether the head page `head` named by the array (base sequence
-    /// `base_seq`) counts. Always under the `Immediate` rule.
-    pub fn head_counts(&self, index: usize, head: u64, base_seq: u64) -> Result<bool> {
-        Ok(!self.marked() || self.accepts(head, index, base_seq)?)
+    /// Whether the head page `head` named by the log word or array counts.
+    /// Always under the `Immediate` rule.
+    pub fn head_counts(&self, index: usize, head: u64, check: HeadCheck) -> Result<bool> {
+        Ok(!self.marked()
+            || match check {
+                HeadCheck::BaseSeq(base) => self.accepts(head, index, base)?,
+                HeadCheck::SeqCheck(c) => self.accepts_if(head, index, |s| seq_check(s) == c)?,
+            })
     }
 
     /// A scan of sub-log `index` from `head`, or `None` when the head does
     /// not count under the rule (the sub-log is then
     /// [`ScannedSublog::cut`]).
-    pub fn start(&self, index: usize, head: u64, base_seq: u64) -> Result<Option<ScannedSublog>> {
+    pub fn start(
+        &self,
+        index: usize,
+        head: u64,
+        check: HeadCheck,
+    ) -> Result<Option<ScannedSublog>> {
         // Most sub-logs of an inode rebuilt at mount are one page.
         Ok(self
-            .head_counts(index, head, base_seq)?
+            .head_counts(index, head, check)?
             .then(|| ScannedSublog {
                 index,
                 pages: Vec::with_capacity(1),
@@ -317,13 +371,13 @@ impl Chain<'_> {
         &self,
         index: usize,
         head: u64,
-        base_seq: u64,
+        check: HeadCheck,
         seen: &mut HashSet<u64>,
         bytes: &mut [u8],
         pending: &mut Vec<PendingEntry>,
     ) -> Result<ScannedSublog> {
         let (media, sb, ino) = (self.media, self.sb, self.ino);
-        let Some(mut sub) = self.start(index, head, base_seq)? else {
+        let Some(mut sub) = self.start(index, head, check)? else {
             return Ok(ScannedSublog::cut(index));
         };
         pending.clear();

@@ -56,10 +56,10 @@ pub fn exchange(
         })?;
         held.shard(src, src_name)
             .entries
-            .insert(src_name.to_vec(), b);
+            .insert(crate::inode::Name::from_slice(src_name), b);
         held.shard(dst, dst_name)
             .entries
-            .insert(dst_name.to_vec(), a);
+            .insert(crate::inode::Name::from_slice(dst_name), a);
     } else {
         let rec = rename_record(core, (src, src_name), (dst, dst_name), a, Some(b));
         journaled(core, &rec, || {

@@ -217,7 +217,8 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
         },
         1,
     )];
-    let mut names: Vec<(&Vec<u8>, &Child)> = all.iter().flat_map(|s| s.entries.iter()).collect();
+    let mut names: Vec<(&crate::inode::Name, &Child)> =
+        all.iter().flat_map(|s| s.entries.iter()).collect();
     names.sort_unstable_by_key(|(name, _)| *name);
     let mut seq = d.seq();
     for (name, c) in names {
@@ -229,7 +230,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
                 generation: c.generation,
                 kind: c.kind,
                 txid: 0,
-                name: name.clone(),
+                name: name.to_vec(),
             },
             1,
         ));
@@ -367,6 +368,33 @@ pub fn create(
     uid: u32,
     gid: u32,
 ) -> Result<Arc<Inode>> {
+    create_node(core, parent, name, node, (mode, uid, gid), false)
+}
+
+/// [`create`] for an open: the new inode is returned pinned ([`Inode::pin`]:
+/// the caller's handle owns the pin), taken before its name is visible, so
+/// that a concurrent unlink of the name cannot free it before the open
+/// returns.
+pub fn create_pinned(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> Result<Arc<Inode>> {
+    create_node(core, parent, name, node, (mode, uid, gid), true)
+}
+
+fn create_node(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    (mode, uid, gid): (u32, u32, u32),
+    pin: bool,
+) -> Result<Arc<Inode>> {
     core.check_writable()?;
     check_name(name)?;
     let d = parent.dir()?;
@@ -410,15 +438,17 @@ pub fn create(
     check_free_name(parent, &st, name)?;
     let child = core.new_inode(kind, mode, uid, gid, rdev)?;
     let made = (|| {
-        let mut sublog = parent.log.home_sublog();
+        if pin {
+            // Nothing else reaches the new inode yet: it cannot be freed.
+            child.pin()?;
+        }
+        let sublog = parent.log.home_sublog();
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
             // The target counts wherever the name does: its blocks join
-            // the directory's first sub-log's next barrier, so the name
-            // goes to that sub-log too (a sync snapshots one sub-log at a
-            // time).
-            core.premark_unnamed(&child, parent)?;
-            sublog = 0;
+            // the next barrier of the directory's sub-log that the name
+            // goes to (a sync snapshots one sub-log at a time).
+            core.premark_unnamed(&child, parent, sublog)?;
         }
         let c = child_of(&child);
         log_dir_group(core, parent, &mut st, sublog, 1, |seq| {
@@ -427,10 +457,15 @@ pub fn create(
     })();
     if let Err(e) = made {
         child.attrs.lock().nlink = 0;
-        core.release_if_unused(&child);
+        if pin && child.open_handles.load(Ordering::Acquire) > 0 {
+            core.unpin(&child);
+        } else {
+            core.release_if_unused(&child);
+        }
         return Err(e);
     }
-    st.entries.insert(name.to_vec(), child_of(&child));
+    st.entries
+        .insert(crate::inode::Name::from_slice(name), child_of(&child));
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
         parent.attrs.lock().nlink += 1;
@@ -471,7 +506,8 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         core.release_if_unused(inode);
         return Err(e);
     }
-    st.entries.insert(name.to_vec(), child_of(inode));
+    st.entries
+        .insert(crate::inode::Name::from_slice(name), child_of(inode));
     let due = compact_due(&st);
     drop(st);
     inode.attrs.lock().ctime_ns = crate::time::now_ns();

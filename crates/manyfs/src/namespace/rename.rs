@@ -75,7 +75,8 @@ pub(super) fn log_add_tx(
     txid: u64,
 ) -> Result<()> {
     log_dir(core, dir, st, |seq| dir_add(seq, name, child, txid))?;
-    st.entries.insert(name.to_vec(), child);
+    st.entries
+        .insert(crate::inode::Name::from_slice(name), child);
     Ok(())
 }
 
@@ -230,7 +231,7 @@ pub fn rename(
         held.shard(src, src_name).entries.remove(src_name);
         held.shard(src, dst_name)
             .entries
-            .insert(dst_name.to_vec(), moving);
+            .insert(crate::inode::Name::from_slice(dst_name), moving);
     } else {
         let rec = rename_record(core, (src, src_name), (dst, dst_name), moving, None);
         journaled(core, &rec, || {

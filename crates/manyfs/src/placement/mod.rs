@@ -24,6 +24,25 @@ pub mod planner;
 pub use config::{PlacementConfig, PlacementPolicy, ThreadPlacement};
 pub use planner::{Move, Plan, Policy, Reason, Snapshot, State, ThreadSample};
 
+/// Run `f` on a new thread bound to one of the CPUs the calling thread may
+/// use: the `cpu`-th of them, counted modulo their number (tests and tools
+/// that need appends from a given CPU's sub-logs). Returns what `f`
+/// returns, or the error of binding the thread.
+pub fn run_on_cpu<R: Send>(cpu: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
+    let cpus = affinity::get(0)?;
+    let target = *cpus
+        .get(cpu % cpus.len().max(1))
+        .ok_or_else(|| crate::Error::InvalidArgument("no CPU to run on".into()))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            affinity::set(0, &[target])?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
 use crate::topology::Topology;
 use account::{NodeRanges, ThreadStats, Tracker};
 use crossbeam_utils::CachePadded;

@@ -326,7 +326,9 @@ impl Walk<'_> {
         } else if record.kind != FileKind::Dir {
             return Err(Error::corrupt("root inode", "is not a directory"));
         }
-        marker.mark(record.log_array, || format!("inode {ino} log array"))?;
+        if let Some(array) = record.log_word().array() {
+            marker.mark(array, || format!("inode {ino} log array"))?;
+        }
         let sublogs = scan_log_buf(
             media,
             sb,

@@ -104,17 +104,18 @@ fn several_threads_report_the_first_error_of_the_walk_in_order() {
     };
     let media = Media::open(&pool, Durability::Dram, true).unwrap();
     let sb = read_superblock(&media).unwrap().0;
-    // Two inodes share one log array (the array word is outside the
-    // record's checksum), and a later one has a damaged record: with
-    // threads, either may be met first; the walk in order meets the shared
-    // array first.
+    // Two inodes share one log (the log word is outside the record's
+    // checksum; here it names a head page directly, whose footer names the
+    // other inode), and a later one has a damaged record: with threads,
+    // either may be met first; the walk in order meets the shared log
+    // first.
     let array_of = |ino: u64| media.load_u64(sb.inode_offset(ino) + 24).unwrap();
     media
         .store_u64(sb.inode_offset(ino_b) + 24, array_of(ino_a))
         .unwrap();
     media.store(sb.inode_offset(ino_c) + 8, &[0xff]).unwrap();
     let one = rebuild_on(&media, None, 1).unwrap_err().to_string();
-    assert!(one.contains("used twice"), "{one}");
+    assert!(one.contains("bad log page footer"), "{one}");
     for threads in [2, 3, 8] {
         let many = rebuild_threads(&media, None, threads)
             .unwrap_err()
