@@ -370,3 +370,26 @@ fn tiered_pools_are_refused_by_the_other_models() {
         assert!(err.to_string().contains("pagecache model only"), "{err}");
     }
 }
+
+/// Tier images per CI run (`MANYFS_TIER_IMAGES` sets it).
+fn tier_min_images() -> u64 {
+    std::env::var("MANYFS_TIER_IMAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// The tier at scale: the tier workloads, concurrent writers on the data
+/// device, then random mixes of overwrites (in place once settled),
+/// appends, truncates, fsync/fdatasync, unlinks, re-creates and renames
+/// over four files, until 100,000 distinct images were checked.
+#[test]
+fn tiered_pools_at_scale() {
+    let cfg = Config {
+        model: MediaModel::PageCache,
+        ..Config::default()
+    };
+    let min = tier_min_images();
+    let stats = run(&crashtest::tier_standard_workloads(7), &cfg, min);
+    assert_clean(&stats, min);
+}

@@ -257,6 +257,8 @@ impl FsCore {
             xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
+            size_changes: AtomicU64::new(0),
+            size_changes_synced: AtomicU64::new(0),
             log: InodeLog::new(ino, rec.log_array, nsub, sublogs)
                 .with_identity(rec.generation, self.sb.mount_epoch << 32),
             file: (rec.kind != FileKind::Dir).then(|| {
