@@ -418,12 +418,15 @@ struct PagedCopy {
     held: Vec<u8>,
     written: Arc<WrittenPages>,
     loads: u64,
+    /// The mode of the check's mount: `file` for the page models, `dram`
+    /// (standing in for `pm`) for a tiered `pm` pool.
+    durability: Durability,
 }
 
 impl PagedCopy {
     const AUDIT_EVERY: u64 = 64;
 
-    fn new(scratch: &Path, files: Files) -> Result<PagedCopy> {
+    fn new(scratch: &Path, files: Files, durability: Durability) -> Result<PagedCopy> {
         let path = match files.split {
             None => scratch.join("check.img"),
             Some(_) => files.image_path(scratch, "check")?,
@@ -434,6 +437,7 @@ impl PagedCopy {
             held: Vec::new(),
             written: Arc::default(),
             loads: 0,
+            durability,
         })
     }
 
@@ -488,7 +492,7 @@ impl PagedCopy {
             }
         }
         let opts = MountOptions {
-            durability: Durability::File,
+            durability: self.durability,
             commit_interval: std::time::Duration::ZERO,
             ..Default::default()
         };
@@ -584,6 +588,20 @@ impl Files {
         let dir = scratch.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create image directory", e))?;
         Ok(dir.join("pool"))
+    }
+
+    /// Whether the second file is a data device.
+    fn tiered(self) -> bool {
+        self.split.is_some() && self.second == "data"
+    }
+
+    /// A recorder for `model` over these files: `pm` with a data device
+    /// models the device's blocks as a volatile write cache.
+    fn recorder(self, model: MediaModel) -> Recorder {
+        match self.split {
+            Some(start) if self.tiered() && !model.is_paged() => Recorder::pm_with_device(start),
+            _ => Recorder::with_model(model),
+        }
     }
 
     /// Write `image` over the files of the image at `path`.
@@ -701,6 +719,9 @@ fn apply_units(image: &mut [u8], units: &[(u64, PageData)]) {
 /// oldest first; the last is the current one).
 struct Unit {
     off: u64,
+    /// A 64-byte line (its choices mix 8-byte words), else a 4 KiB page
+    /// (its choices pick a version).
+    line: bool,
     old: PageData,
     versions: Vec<PageData>,
 }
@@ -710,20 +731,27 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
         let o = off as usize;
         image.get(o..o + len).map(PageData::from)
     };
-    match ev {
-        Event::Crash(lines) => Some(
-            lines
-                .iter()
-                .filter_map(|(off, new)| {
-                    let old = old(*off, 64)?;
-                    (*old != new[..]).then(|| Unit {
-                        off: *off,
-                        old,
-                        versions: vec![PageData::from(&new[..])],
-                    })
+    let line_units = |lines: &[(u64, recorder::Line)]| -> Vec<Unit> {
+        lines
+            .iter()
+            .filter_map(|(off, new)| {
+                let old = old(*off, 64)?;
+                (*old != new[..]).then(|| Unit {
+                    off: *off,
+                    line: true,
+                    old,
+                    versions: vec![PageData::from(&new[..])],
                 })
-                .collect(),
-        ),
+            })
+            .collect()
+    };
+    match ev {
+        Event::Crash(lines) => Some(line_units(lines)),
+        Event::CrashMixed(lines, pages) => {
+            let mut units = line_units(lines);
+            units.extend(in_flight(image, &Event::CrashPages(pages.clone()))?);
+            Some(units)
+        }
         Event::CrashPages(pages) => Some(
             pages
                 .iter()
@@ -746,6 +774,7 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
                     }
                     (!vs.is_empty()).then_some(Unit {
                         off: *off,
+                        line: false,
                         old,
                         versions: vs,
                     })
@@ -784,7 +813,7 @@ fn explore_events<'m>(
             Event::Persist(lines) => apply(&mut image, lines),
             Event::PersistPages(pages) => apply_units(&mut image, pages),
             Event::Note(t) => notes.push(*t),
-            Event::Crash(_) | Event::CrashPages(_) => {
+            Event::Crash(_) | Event::CrashPages(_) | Event::CrashMixed(..) => {
                 stats.crash_points += u64::from(!recovery);
                 let units = in_flight(&image, ev).unwrap_or_default();
                 let expect = expect_at(&notes);
@@ -812,10 +841,10 @@ fn explore_events<'m>(
                             let last = u.versions.last().expect("a version");
                             let data = if choice == 0xff {
                                 last.clone()
-                            } else if cfg.model.is_paged() {
-                                u.versions[choice as usize % u.versions.len()].clone()
-                            } else {
+                            } else if u.line {
                                 PageData::from(mixed_line(&u.old, last, choice))
+                            } else {
+                                u.versions[choice as usize % u.versions.len()].clone()
                             };
                             (u.off, data)
                         })
@@ -842,7 +871,13 @@ fn explore_events<'m>(
                     } else {
                         stats.images += 1;
                     }
-                    let fsck = cfg.fsck_every > 0
+                    // As before tiers: the pm model mounts, verifies and
+                    // checks states, without fsck (a power cut inside the
+                    // mount's superblock update may leave the primary copy
+                    // torn, which fsck reports and the mount reads from the
+                    // backup).
+                    let fsck = cfg.model.is_paged()
+                        && cfg.fsck_every > 0
                         && (stats.images + stats.recovery_images)
                             .is_multiple_of(cfg.fsck_every as u64);
                     let outcome = match copy.as_mut() {
@@ -908,7 +943,7 @@ fn check_recovery_crashes(
 ) -> Result<()> {
     let path = files.image_path(scratch, "recovering")?;
     files.write(&path, image)?;
-    let rec = Arc::new(Recorder::with_model(cfg.model));
+    let rec = Arc::new(files.recorder(cfg.model));
     let opts = MountOptions {
         durability: durability(cfg.model),
         commit_interval: std::time::Duration::ZERO,
@@ -960,6 +995,7 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
 
 fn expect_sequential<'m>(
     cfg: &Config,
+    tiered: bool,
     models: &'m [Snapshot],
     hist: &'m History,
     notes: &[u64],
@@ -980,7 +1016,8 @@ fn expect_sequential<'m>(
             in_flight: false,
         },
     };
-    if cfg.model.is_paged() {
+    // A tiered pool promises in every mode what `file` mode promises.
+    if cfg.model.is_paged() || tiered {
         return Expect::Durable(hist, w);
     }
     let i = w.returned;
@@ -1013,14 +1050,14 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         split: (w.member_bytes > 0 || w.data_bytes > 0).then_some(w.pool_size),
         second: if w.data_bytes > 0 { "data" } else { "m1" },
     };
-    if w.data_bytes > 0 && cfg.model != MediaModel::PageCache {
-        // The pool's own medium is the page cache (`file` mode); the data
-        // device's volatile cache is the same page model with its flush
-        // covering the whole device. The block-device model would let a
-        // pool sync flush the device too, and the pm model does not keep
-        // pages: both would model a different system.
+    if w.data_bytes > 0 && cfg.model == MediaModel::BlockDev {
+        // The pool's medium is the page cache (`file` mode: the pagecache
+        // model) or persistent memory (`pm`: cache lines); the data
+        // device's volatile cache is a page model with its flush covering
+        // the whole device in both. The block-device model would let a
+        // pool sync flush the device too: a different system.
         return Err(Error::InvalidArgument(format!(
-            "{}: tiered pools are explored under the pagecache model only",
+            "{}: tiered pools are explored under the pagecache and pm models only",
             w.name
         )));
     }
@@ -1071,7 +1108,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         }
     }
     let base = files.read(&pool)?;
-    let rec = Arc::new(Recorder::with_model(cfg.model));
+    let rec = Arc::new(files.recorder(cfg.model));
     rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
     let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
     if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
@@ -1102,14 +1139,22 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     }
     drop(fs);
     let events = rec.take_events();
-    let paged = cfg.model.is_paged();
+    // A tiered pool's writes are durable only once synced, in every mode.
+    let paged = cfg.model.is_paged() || w.data_bytes > 0;
+    // Page models and tiered pools: checked as after a real power cut, on
+    // a copy mounted writable (that mount cuts what durable marks do not
+    // cover; a read-only mount would only hide it in memory).
     let mut copy = if paged {
-        Some(PagedCopy::new(scratch.path(), files)?)
+        Some(PagedCopy::new(
+            scratch.path(),
+            files,
+            durability(cfg.model),
+        )?)
     } else {
         None
     };
     let mut expect = |notes: &[u64]| match &w.concurrent {
-        None => expect_sequential(cfg, &models, &hist, notes),
+        None => expect_sequential(cfg, w.data_bytes > 0, &models, &hist, notes),
         Some(c) => {
             // Page models: nothing is synced, so no write must be there;
             // each block still is a whole write or never written.
