@@ -128,6 +128,11 @@ pub struct Config {
     /// really in, so this checks the oracles themselves (no false alarms)
     /// on any engine whose durability points are complete.
     pub extremes_only: bool,
+    /// Tiered pools: a device write may tear at 512-byte sectors (a disk
+    /// whose atomic write unit is one 512-byte logical block): a random
+    /// choice for an in-flight device block mixes its durable and its
+    /// latest contents sector by sector.
+    pub torn_sectors: bool,
     /// The medium.
     pub model: MediaModel,
     /// Plant a bug.
@@ -147,6 +152,7 @@ impl Default for Config {
             max_violations: 20,
             keep_going: false,
             extremes_only: false,
+            torn_sectors: false,
             model: MediaModel::Pm,
             planted_bug: None,
         }
@@ -557,6 +563,19 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
     out
 }
 
+/// A 4 KiB block torn at 512-byte sectors: sector `i` from `new` where
+/// bit `i` of `sectors` is set, else from `old`.
+fn mixed_sectors(old: &[u8], new: &[u8], sectors: u8) -> Vec<u8> {
+    let mut b = old.to_vec();
+    let n = b.len().min(new.len());
+    for (i, (o, s)) in b[..n].chunks_mut(512).zip(new[..n].chunks(512)).enumerate() {
+        if sectors & (1 << (i % 8)) != 0 {
+            o.copy_from_slice(s);
+        }
+    }
+    b
+}
+
 fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
     let mut l = old.to_vec();
     for w in 0..8 {
@@ -588,6 +607,11 @@ impl Files {
         let dir = scratch.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create image directory", e))?;
         Ok(dir.join("pool"))
+    }
+
+    /// Whether image offset `off` is on the data device.
+    fn is_device(self, off: u64) -> bool {
+        self.tiered() && self.split.is_some_and(|s| off >= s)
     }
 
     /// Whether the second file is a data device.
@@ -843,6 +867,8 @@ fn explore_events<'m>(
                                 last.clone()
                             } else if u.line {
                                 PageData::from(mixed_line(&u.old, last, choice))
+                            } else if cfg.torn_sectors && files.is_device(u.off) {
+                                PageData::from(mixed_sectors(&u.old, last, choice))
                             } else {
                                 u.versions[choice as usize % u.versions.len()].clone()
                             };
