@@ -38,12 +38,13 @@ pub use recorder::Recorder;
 pub use workloads::{
     MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload, ace_workloads,
     concurrent_workloads, durability_workloads, member_setup, member_workloads, pattern,
-    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads, tier_workloads,
+    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads,
+    tier_concurrent_workloads, tier_random_workloads, tier_standard_workloads, tier_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
 use oracle::{History, Window};
-use recorder::{Event, PageData, apply};
+use recorder::{Event, PAGE, PageData, apply};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -127,6 +128,11 @@ pub struct Config {
     /// really in, so this checks the oracles themselves (no false alarms)
     /// on any engine whose durability points are complete.
     pub extremes_only: bool,
+    /// Tiered pools: a device write may tear at 512-byte sectors (a disk
+    /// whose atomic write unit is one 512-byte logical block): a random
+    /// choice for an in-flight device block mixes its durable and its
+    /// latest contents sector by sector.
+    pub torn_sectors: bool,
     /// The medium.
     pub model: MediaModel,
     /// Plant a bug.
@@ -146,6 +152,7 @@ impl Default for Config {
             max_violations: 20,
             keep_going: false,
             extremes_only: false,
+            torn_sectors: false,
             model: MediaModel::Pm,
             planted_bug: None,
         }
@@ -377,58 +384,128 @@ fn describe_diff(want: &Snapshot, got: &Snapshot) -> String {
     "no difference to the first allowed state".into()
 }
 
-/// Mount `image_path` and check it. Persistent memory: read-only, the image
-/// as it is. Page models: a copy, mounted writable in `file` mode as after a
-/// real power cut (that mount cuts what its durable marks do not cover),
-/// after `fsck` of the copy when `fsck` is set.
-fn check_image(
-    image_path: &Path,
-    expect: &Expect<'_>,
-    model: MediaModel,
-    fsck: bool,
-    files: Files,
-) -> std::result::Result<(), String> {
-    if !model.is_paged() {
-        let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
-        return check_state(&fs, expect);
-    }
-    // Overwritten in place, not truncated first: the scratch file keeps its
-    // pages from one image to the next. A tiered pool's data device is
-    // copied too (into a directory of its own): the writable mount must
-    // not change the image the explorer patches.
-    let copy = match files.split {
-        None => image_path.with_extension("check"),
-        Some(_) => {
-            let scratch = image_path
-                .parent()
-                .and_then(Path::parent)
-                .ok_or("image path has no scratch directory")?;
-            files
-                .image_path(scratch, "check")
-                .map_err(|e| format!("copy image: {e}"))?
-        }
-    };
-    let bytes = files
-        .read(image_path)
-        .map_err(|e| format!("read image: {e}"))?;
-    files
-        .write(&copy, &bytes)
-        .map_err(|e| format!("copy image: {e}"))?;
-    if fsck {
-        // fsck reads the image as the power cut left it, before any mount.
-        match manyfs::fsck::check(&copy) {
-            Ok(r) if r.is_clean() => {}
-            Ok(r) => return Err(format!("fsck: {:?}", r.errors)),
-            Err(e) => return Err(format!("fsck: {e}")),
-        }
-    }
-    let opts = MountOptions {
-        durability: Durability::File,
-        commit_interval: std::time::Duration::ZERO,
-        ..Default::default()
-    };
-    let fs = Fs::mount(&copy, &opts).map_err(|e| format!("mount failed: {e}"))?;
+/// Mount `image_path` and check it (persistent memory: read-only, the
+/// image as it is).
+fn check_image_pm(image_path: &Path, expect: &Expect<'_>) -> std::result::Result<(), String> {
+    let fs = Fs::mount(image_path, &ro()).map_err(|e| format!("mount failed: {e}"))?;
     check_state(&fs, expect)
+}
+
+/// Records which pages a mount wrote (pool and data device alike): every
+/// write of the media reaches its observer.
+#[derive(Default)]
+struct WrittenPages(std::sync::Mutex<HashSet<u64>>);
+
+impl manyfs::media::PersistObserver for WrittenPages {
+    fn on_store(&self, off: u64, len: usize, _: &manyfs::media::MediaView<'_>) {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let first = off / PAGE as u64;
+        let end = (off + len as u64).div_ceil(PAGE as u64);
+        set.extend(first..end);
+    }
+
+    fn on_nt_store(&self, off: u64, len: usize, media: &manyfs::media::MediaView<'_>) {
+        self.on_store(off, len, media);
+    }
+}
+
+/// Page models: the copy an image is checked on, mounted writable in
+/// `file` mode as after a real power cut (that mount cuts what its durable
+/// marks do not cover). It is kept, with what it holds, from one image to
+/// the next: loading an image rewrites only the pages that differ from the
+/// last image loaded and the pages the last check's mount wrote (an
+/// observer on that mount names them), instead of copying whole images.
+/// Every [`PagedCopy::AUDIT_EVERY`]th load reads the copy back and checks
+/// it holds what it should.
+struct PagedCopy {
+    path: PathBuf,
+    files: Files,
+    /// What the copy holds, but for `written`.
+    held: Vec<u8>,
+    written: Arc<WrittenPages>,
+    loads: u64,
+    /// The mode of the check's mount: `file` for the page models, `dram`
+    /// (standing in for `pm`) for a tiered `pm` pool.
+    durability: Durability,
+}
+
+impl PagedCopy {
+    const AUDIT_EVERY: u64 = 64;
+
+    fn new(scratch: &Path, files: Files, durability: Durability) -> Result<PagedCopy> {
+        let path = match files.split {
+            None => scratch.join("check.img"),
+            Some(_) => files.image_path(scratch, "check")?,
+        };
+        Ok(PagedCopy {
+            path,
+            files,
+            held: Vec::new(),
+            written: Arc::default(),
+            loads: 0,
+            durability,
+        })
+    }
+
+    /// Make the copy's files hold `image`.
+    fn load(&mut self, image: &[u8]) -> Result<()> {
+        self.loads += 1;
+        let written =
+            std::mem::take(&mut *self.written.0.lock().unwrap_or_else(|p| p.into_inner()));
+        if self.held.len() != image.len() {
+            self.files.write(&self.path, image)?;
+            self.held = image.to_vec();
+            return Ok(());
+        }
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (i, (have, want)) in self.held.chunks(PAGE).zip(image.chunks(PAGE)).enumerate() {
+            if have != want || written.contains(&(i as u64)) {
+                let (s, e) = (i * PAGE, i * PAGE + want.len());
+                match runs.last_mut() {
+                    Some(r) if r.1 == s => r.1 = e,
+                    _ => runs.push((s, e)),
+                }
+            }
+        }
+        for &(s, e) in &runs {
+            self.held[s..e].copy_from_slice(&image[s..e]);
+        }
+        self.files.put_runs(&self.path, image, &runs)?;
+        if self.loads.is_multiple_of(Self::AUDIT_EVERY) && self.files.read(&self.path)? != image {
+            return Err(Error::InvalidArgument(
+                "crash explorer: the check copy does not hold the image (a write of a check's \
+                 mount was not seen by its observer)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Load `image`, `fsck` it as the power cut left it when `fsck` is
+    /// set, then mount it writable in `file` mode and check it.
+    fn check(
+        &mut self,
+        image: &[u8],
+        expect: &Expect<'_>,
+        fsck: bool,
+    ) -> std::result::Result<(), String> {
+        self.load(image).map_err(|e| format!("copy image: {e}"))?;
+        if fsck {
+            match manyfs::fsck::check(&self.path) {
+                Ok(r) if r.is_clean() => {}
+                Ok(r) => return Err(format!("fsck: {:?}", r.errors)),
+                Err(e) => return Err(format!("fsck: {e}")),
+            }
+        }
+        let opts = MountOptions {
+            durability: self.durability,
+            commit_interval: std::time::Duration::ZERO,
+            ..Default::default()
+        };
+        let fs = Fs::mount_observed(&self.path, &opts, self.written.clone())
+            .map_err(|e| format!("mount failed: {e}"))?;
+        check_state(&fs, expect)
+    }
 }
 
 /// Image selections for one crash point: each is a list of (unit index,
@@ -486,6 +563,19 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
     out
 }
 
+/// A 4 KiB block torn at 512-byte sectors: sector `i` from `new` where
+/// bit `i` of `sectors` is set, else from `old`.
+fn mixed_sectors(old: &[u8], new: &[u8], sectors: u8) -> Vec<u8> {
+    let mut b = old.to_vec();
+    let n = b.len().min(new.len());
+    for (i, (o, s)) in b[..n].chunks_mut(512).zip(new[..n].chunks(512)).enumerate() {
+        if sectors & (1 << (i % 8)) != 0 {
+            o.copy_from_slice(s);
+        }
+    }
+    b
+}
+
 fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
     let mut l = old.to_vec();
     for w in 0..8 {
@@ -519,6 +609,25 @@ impl Files {
         Ok(dir.join("pool"))
     }
 
+    /// Whether image offset `off` is on the data device.
+    fn is_device(self, off: u64) -> bool {
+        self.tiered() && self.split.is_some_and(|s| off >= s)
+    }
+
+    /// Whether the second file is a data device.
+    fn tiered(self) -> bool {
+        self.split.is_some() && self.second == "data"
+    }
+
+    /// A recorder for `model` over these files: `pm` with a data device
+    /// models the device's blocks as a volatile write cache.
+    fn recorder(self, model: MediaModel) -> Recorder {
+        match self.split {
+            Some(start) if self.tiered() && !model.is_paged() => Recorder::pm_with_device(start),
+            _ => Recorder::with_model(model),
+        }
+    }
+
     /// Write `image` over the files of the image at `path`.
     fn write(self, path: &Path, image: &[u8]) -> Result<()> {
         match self.split {
@@ -541,6 +650,31 @@ impl Files {
         let second: Vec<_> = second.into_iter().map(|(o, d)| (o - n0, d)).collect();
         put_units(path, &first)?;
         put_units(&path.with_file_name(self.second), &second)
+    }
+
+    /// Write the byte ranges `runs` of `image` over the image at `path`.
+    fn put_runs(self, path: &Path, image: &[u8], runs: &[(usize, usize)]) -> Result<()> {
+        let units: Vec<(u64, &[u8])> = runs
+            .iter()
+            .map(|&(s, e)| (s as u64, &image[s..e]))
+            .collect();
+        let Some(n0) = self.split else {
+            return put_slices(path, &units);
+        };
+        let n0 = n0 as usize;
+        let mut first = Vec::new();
+        let mut second = Vec::new();
+        for &(s, e) in runs {
+            if s < n0 {
+                first.push((s as u64, &image[s..e.min(n0)]));
+            }
+            if e > n0 {
+                let s2 = s.max(n0);
+                second.push(((s2 - n0) as u64, &image[s2..e]));
+            }
+        }
+        put_slices(path, &first)?;
+        put_slices(&path.with_file_name(self.second), &second)
     }
 
     /// The bytes of the image at `path`.
@@ -566,6 +700,21 @@ fn write_image(path: &Path, image: &[u8]) -> Result<()> {
     f.seek(SeekFrom::Start(0))
         .map_err(|e| Error::io("seek image", e))?;
     f.write_all(image).map_err(|e| Error::io("write image", e))
+}
+
+fn put_slices(path: &Path, units: &[(u64, &[u8])]) -> Result<()> {
+    if units.is_empty() {
+        return Ok(());
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("open image", e))?;
+    for (off, l) in units {
+        f.write_all_at(l, *off)
+            .map_err(|e| Error::io("patch image", e))?;
+    }
+    Ok(())
 }
 
 fn put_units(path: &Path, units: &[(u64, PageData)]) -> Result<()> {
@@ -594,6 +743,9 @@ fn apply_units(image: &mut [u8], units: &[(u64, PageData)]) {
 /// oldest first; the last is the current one).
 struct Unit {
     off: u64,
+    /// A 64-byte line (its choices mix 8-byte words), else a 4 KiB page
+    /// (its choices pick a version).
+    line: bool,
     old: PageData,
     versions: Vec<PageData>,
 }
@@ -603,20 +755,27 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
         let o = off as usize;
         image.get(o..o + len).map(PageData::from)
     };
-    match ev {
-        Event::Crash(lines) => Some(
-            lines
-                .iter()
-                .filter_map(|(off, new)| {
-                    let old = old(*off, 64)?;
-                    (*old != new[..]).then(|| Unit {
-                        off: *off,
-                        old,
-                        versions: vec![PageData::from(&new[..])],
-                    })
+    let line_units = |lines: &[(u64, recorder::Line)]| -> Vec<Unit> {
+        lines
+            .iter()
+            .filter_map(|(off, new)| {
+                let old = old(*off, 64)?;
+                (*old != new[..]).then(|| Unit {
+                    off: *off,
+                    line: true,
+                    old,
+                    versions: vec![PageData::from(&new[..])],
                 })
-                .collect(),
-        ),
+            })
+            .collect()
+    };
+    match ev {
+        Event::Crash(lines) => Some(line_units(lines)),
+        Event::CrashMixed(lines, pages) => {
+            let mut units = line_units(lines);
+            units.extend(in_flight(image, &Event::CrashPages(pages.clone()))?);
+            Some(units)
+        }
         Event::CrashPages(pages) => Some(
             pages
                 .iter()
@@ -639,6 +798,7 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
                     }
                     (!vs.is_empty()).then_some(Unit {
                         off: *off,
+                        line: false,
                         old,
                         versions: vs,
                     })
@@ -650,7 +810,9 @@ fn in_flight(image: &[u8], ev: &Event) -> Option<Vec<Unit>> {
 }
 
 /// Replay recorded `events` from `base`, checking every image against the
-/// expectation `expect_at` gives for the markers seen so far.
+/// expectation `expect_at` gives for the markers seen so far. Page models
+/// check on `copy`; persistent memory mounts a file of the image itself
+/// read-only.
 #[allow(clippy::too_many_arguments)]
 fn explore_events<'m>(
     name: &str,
@@ -663,6 +825,7 @@ fn explore_events<'m>(
     expect_at: &mut dyn FnMut(&[u64]) -> Expect<'m>,
     recovery: bool,
     files: Files,
+    copy: &mut Option<PagedCopy>,
 ) -> Result<()> {
     let image_path = files.image_path(scratch, if recovery { "recovery" } else { "crash" })?;
     let mut image = base.to_vec();
@@ -674,11 +837,13 @@ fn explore_events<'m>(
             Event::Persist(lines) => apply(&mut image, lines),
             Event::PersistPages(pages) => apply_units(&mut image, pages),
             Event::Note(t) => notes.push(*t),
-            Event::Crash(_) | Event::CrashPages(_) => {
+            Event::Crash(_) | Event::CrashPages(_) | Event::CrashMixed(..) => {
                 stats.crash_points += u64::from(!recovery);
                 let units = in_flight(&image, ev).unwrap_or_default();
                 let expect = expect_at(&notes);
-                files.write(&image_path, &image)?;
+                if copy.is_none() {
+                    files.write(&image_path, &image)?;
+                }
                 // An image already checked under the same expectation (same markers
                 // seen) needs no second look.
                 let base_crc =
@@ -700,10 +865,12 @@ fn explore_events<'m>(
                             let last = u.versions.last().expect("a version");
                             let data = if choice == 0xff {
                                 last.clone()
-                            } else if cfg.model.is_paged() {
-                                u.versions[choice as usize % u.versions.len()].clone()
-                            } else {
+                            } else if u.line {
                                 PageData::from(mixed_line(&u.old, last, choice))
+                            } else if cfg.torn_sectors && files.is_device(u.off) {
+                                PageData::from(mixed_sectors(&u.old, last, choice))
+                            } else {
+                                u.versions[choice as usize % u.versions.len()].clone()
                             };
                             (u.off, data)
                         })
@@ -712,16 +879,37 @@ fn explore_events<'m>(
                     if !seen.insert(key) {
                         continue;
                     }
-                    files.put(&image_path, &patch)?;
+                    // The image is `image` with the patch applied (in
+                    // memory, and on the pm model's file), reverted after.
+                    let revert: Vec<(u64, PageData)> = patch
+                        .iter()
+                        .map(|(off, d)| {
+                            let o = *off as usize;
+                            (*off, PageData::from(&image[o..o + d.len()]))
+                        })
+                        .collect();
+                    apply_units(&mut image, &patch);
+                    if copy.is_none() {
+                        files.put(&image_path, &patch)?;
+                    }
                     if recovery {
                         stats.recovery_images += 1;
                     } else {
                         stats.images += 1;
                     }
-                    let fsck = cfg.fsck_every > 0
+                    // As before tiers: the pm model mounts, verifies and
+                    // checks states, without fsck (a power cut inside the
+                    // mount's superblock update may leave the primary copy
+                    // torn, which fsck reports and the mount reads from the
+                    // backup).
+                    let fsck = cfg.model.is_paged()
+                        && cfg.fsck_every > 0
                         && (stats.images + stats.recovery_images)
                             .is_multiple_of(cfg.fsck_every as u64);
-                    let outcome = check_image(&image_path, &expect, cfg.model, fsck, files);
+                    let outcome = match copy.as_mut() {
+                        Some(c) => c.check(&image, &expect, fsck),
+                        None => check_image_pm(&image_path, &expect),
+                    };
                     if let Err(detail) = outcome {
                         stats.violations.push(Violation {
                             model: cfg.model,
@@ -741,16 +929,14 @@ fn explore_events<'m>(
                         && cfg.recovery_every > 0
                         && (stats.images as usize).is_multiple_of(cfg.recovery_every)
                     {
-                        check_recovery_crashes(name, &image_path, scratch, cfg, stats, rng, files)?;
+                        check_recovery_crashes(
+                            name, &image, scratch, cfg, stats, rng, files, copy,
+                        )?;
                     }
-                    let revert: Vec<(u64, PageData)> = patch
-                        .iter()
-                        .map(|(off, d)| {
-                            let o = *off as usize;
-                            (*off, PageData::from(&image[o..o + d.len()]))
-                        })
-                        .collect();
-                    files.put(&image_path, &revert)?;
+                    apply_units(&mut image, &revert);
+                    if copy.is_none() {
+                        files.put(&image_path, &revert)?;
+                    }
                 }
             }
         }
@@ -768,27 +954,28 @@ fn image_key(base_crc: u32, patch: &[(u64, PageData)]) -> u64 {
     (u64::from(base_crc) << 32) | u64::from(h.finalize())
 }
 
-/// Recover a copy of `image_path` with recording on, then check every image
+/// Recover a copy of `image` with recording on, then check every image
 /// a crash during that recovery could leave comes back to the same state.
+#[allow(clippy::too_many_arguments)]
 fn check_recovery_crashes(
     name: &str,
-    image_path: &Path,
+    image: &[u8],
     scratch: &Path,
     cfg: &Config,
     stats: &mut Stats,
     rng: &mut Rng,
     files: Files,
+    copy: &mut Option<PagedCopy>,
 ) -> Result<()> {
-    let copy = files.image_path(scratch, "recovering")?;
-    files.write(&copy, &files.read(image_path)?)?;
-    let base = files.read(&copy)?;
-    let rec = Arc::new(Recorder::with_model(cfg.model));
+    let path = files.image_path(scratch, "recovering")?;
+    files.write(&path, image)?;
+    let rec = Arc::new(files.recorder(cfg.model));
     let opts = MountOptions {
         durability: durability(cfg.model),
         commit_interval: std::time::Duration::ZERO,
         ..Default::default()
     };
-    let fs = Fs::mount_observed(&copy, &opts, rec.clone())?;
+    let fs = Fs::mount_observed(&path, &opts, rec.clone())?;
     let recovered = snapshot(&fs)?;
     drop(fs);
     let events = rec.take_events();
@@ -801,7 +988,7 @@ fn check_recovery_crashes(
     let mut expect = |_: &[u64]| Expect::OneOf(vec![&recovered], None);
     explore_events(
         name,
-        &base,
+        image,
         &events,
         scratch,
         cfg,
@@ -810,6 +997,7 @@ fn check_recovery_crashes(
         &mut expect,
         true,
         files,
+        copy,
     )
 }
 
@@ -833,6 +1021,7 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
 
 fn expect_sequential<'m>(
     cfg: &Config,
+    tiered: bool,
     models: &'m [Snapshot],
     hist: &'m History,
     notes: &[u64],
@@ -853,7 +1042,8 @@ fn expect_sequential<'m>(
             in_flight: false,
         },
     };
-    if cfg.model.is_paged() {
+    // A tiered pool promises in every mode what `file` mode promises.
+    if cfg.model.is_paged() || tiered {
         return Expect::Durable(hist, w);
     }
     let i = w.returned;
@@ -886,14 +1076,14 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         split: (w.member_bytes > 0 || w.data_bytes > 0).then_some(w.pool_size),
         second: if w.data_bytes > 0 { "data" } else { "m1" },
     };
-    if w.data_bytes > 0 && cfg.model != MediaModel::PageCache {
-        // The pool's own medium is the page cache (`file` mode); the data
-        // device's volatile cache is the same page model with its flush
-        // covering the whole device. The block-device model would let a
-        // pool sync flush the device too, and the pm model does not keep
-        // pages: both would model a different system.
+    if w.data_bytes > 0 && cfg.model == MediaModel::BlockDev {
+        // The pool's medium is the page cache (`file` mode: the pagecache
+        // model) or persistent memory (`pm`: cache lines); the data
+        // device's volatile cache is a page model with its flush covering
+        // the whole device in both. The block-device model would let a
+        // pool sync flush the device too: a different system.
         return Err(Error::InvalidArgument(format!(
-            "{}: tiered pools are explored under the pagecache model only",
+            "{}: tiered pools are explored under the pagecache and pm models only",
             w.name
         )));
     }
@@ -944,7 +1134,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         }
     }
     let base = files.read(&pool)?;
-    let rec = Arc::new(Recorder::with_model(cfg.model));
+    let rec = Arc::new(files.recorder(cfg.model));
     rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
     let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
     if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
@@ -975,9 +1165,22 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     }
     drop(fs);
     let events = rec.take_events();
-    let paged = cfg.model.is_paged();
+    // A tiered pool's writes are durable only once synced, in every mode.
+    let paged = cfg.model.is_paged() || w.data_bytes > 0;
+    // Page models and tiered pools: checked as after a real power cut, on
+    // a copy mounted writable (that mount cuts what durable marks do not
+    // cover; a read-only mount would only hide it in memory).
+    let mut copy = if paged {
+        Some(PagedCopy::new(
+            scratch.path(),
+            files,
+            durability(cfg.model),
+        )?)
+    } else {
+        None
+    };
     let mut expect = |notes: &[u64]| match &w.concurrent {
-        None => expect_sequential(cfg, &models, &hist, notes),
+        None => expect_sequential(cfg, w.data_bytes > 0, &models, &hist, notes),
         Some(c) => {
             // Page models: nothing is synced, so no write must be there;
             // each block still is a whole write or never written.
@@ -1000,6 +1203,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         &mut expect,
         false,
         files,
+        &mut copy,
     )
 }
 

@@ -42,6 +42,10 @@ pub enum Event {
     Note(u64),
     /// Page models: these pages became durable with these contents.
     PersistPages(Vec<(u64, PageData)>),
+    /// A `pm` pool with a data device: a power cut here could persist any
+    /// subset of these pool lines and of these device pages (each at any
+    /// of its versions) on top of what is durable.
+    CrashMixed(Vec<(u64, Line)>, Vec<(u64, Vec<PageData>)>),
     /// Page models: a power cut here could leave any subset of these pages,
     /// each at any of its versions (oldest first), on top of what is durable.
     CrashPages(Vec<(u64, Vec<PageData>)>),
@@ -55,6 +59,12 @@ struct State {
     drop_short_flushes: bool,
     /// Page models: the page state (pm: none).
     pages: Option<PageTracker>,
+    /// `pm` with a data device from this offset on: the device's pages
+    /// (a volatile write cache, durable at a device flush).
+    device: Option<(u64, PageTracker)>,
+    /// With a data device: each dirty pool line's contents at its last
+    /// store (a device flush, which reads no lines, is a crash point).
+    line_vals: HashMap<u64, Line>,
 }
 
 /// Records the persistence events of one mounted pool (attach it with
@@ -95,6 +105,26 @@ impl Recorder {
         r
     }
 
+    /// A recorder for the `pm` model over a pool whose data device starts
+    /// at offset `start`: cache lines below it, and the device's 4 KiB
+    /// blocks above it under the volatile-cache model (any subset of the
+    /// writes since the last device flush survives, each block at one of
+    /// its values; a flush makes them all durable).
+    pub fn pm_with_device(start: u64) -> Self {
+        let r = Self::default();
+        r.state().device = Some((start, PageTracker::new(MediaModel::PageCache)));
+        r
+    }
+
+    /// The in-flight lines and, with a data device, a crash event.
+    fn crash_event(s: &mut State, read_line: &dyn Fn(u64) -> Line) -> Event {
+        let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
+        match &mut s.device {
+            Some((_, t)) => Event::CrashMixed(inflight, t.crash()),
+            None => Event::Crash(inflight),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -116,7 +146,11 @@ impl Recorder {
     /// Plant a bug for testing tiered pools: treat every durability point
     /// at or after offset `off` (the data device's flushes) as a no-op.
     pub fn forget_syncs_from(&self, off: u64) {
-        if let Some(t) = &mut self.state().pages {
+        let mut s = self.state();
+        if let Some(t) = &mut s.pages {
+            t.forget_syncs_from(off);
+        }
+        if let Some((_, t)) = &mut s.device {
             t.forget_syncs_from(off);
         }
     }
@@ -143,8 +177,20 @@ impl Recorder {
             t.on_store(off, len, &read);
             return;
         }
+        if let Some((start, t)) = &mut s.device
+            && off >= *start
+        {
+            t.on_store(off, len, &read);
+            return;
+        }
         let me = std::thread::current().id();
+        let track = s.device.is_some();
         for l in lines(off, len) {
+            if track {
+                let mut v = [0u8; 64];
+                read(l, &mut v);
+                s.line_vals.insert(l, v);
+            }
             s.dirty.insert(l);
             if nt {
                 s.flushed.entry(me).or_default().insert(l);
@@ -173,8 +219,8 @@ impl Recorder {
         if s.pages.is_some() {
             return; // a fence orders nothing on a page cache or a disk
         }
-        let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
-        s.events.push(Event::Crash(inflight));
+        let ev = Self::crash_event(&mut s, &read_line);
+        s.events.push(ev);
         let me = std::thread::current().id();
         let mine = s.flushed.remove(&me).unwrap_or_default();
         if mine.is_empty() {
@@ -199,8 +245,8 @@ impl Recorder {
             s.events.push(Event::CrashPages(pages));
             return;
         }
-        let inflight: Vec<(u64, Line)> = s.dirty.iter().map(|&l| (l, read_line(l))).collect();
-        s.events.push(Event::Crash(inflight));
+        let ev = Self::crash_event(&mut s, &read_line);
+        s.events.push(ev);
     }
 
     /// A completed durability point (`msync`, `sync_file_range` plus a
@@ -209,6 +255,21 @@ impl Recorder {
     /// point (the state just before), then the covered pages are durable.
     pub fn on_sync(&self, off: u64, len: usize) {
         let mut s = self.state();
+        if s.pages.is_none()
+            && let Some((start, _)) = s.device
+            && off >= start
+        {
+            // `pm` with a data device: a device flush is a crash point of
+            // both media.
+            let vals = s.line_vals.clone();
+            let before = Self::crash_event(&mut s, &|l| vals.get(&l).copied().unwrap_or([0; 64]));
+            let persisted = s.device.as_mut().map(|(_, t)| t.on_sync(off, len));
+            s.events.push(before);
+            if let Some(p) = persisted.filter(|p| !p.is_empty()) {
+                s.events.push(Event::PersistPages(p));
+            }
+            return;
+        }
         let Some(t) = &mut s.pages else {
             return;
         };

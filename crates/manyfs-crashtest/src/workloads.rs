@@ -426,6 +426,19 @@ pub fn regression_workloads() -> Vec<Workload> {
         // Cross-directory renames are redone at mount from the rename
         // journal: the record must never be durable before what it names
         // (a directory and a file created since the last sync).
+        // A write past the end (a hole before it), then a whole-page write
+        // below the new end into a settled page: in place only once the
+        // extension is durable, else a power cut without it shows the
+        // write cut at the old end (found by the random tier workloads).
+        seq(
+            "dur-in-place-below-unsynced-end",
+            vec![
+                Op::Write("/D/x", 11562, 79, 0x50),
+                Op::Write("/D/x", 4096, 4096, 0x51),
+                Op::Truncate("/D/x", 6000),
+                Op::Write("/D/x", 0, 4096, 0x52),
+            ],
+        ),
         seq(
             "dur-rename-into-new-dir",
             vec![
@@ -747,4 +760,93 @@ pub fn tier_workloads() -> Vec<Workload> {
             .map(|(i, op)| tiered(seq(&format!("ace1-{i}"), vec![op, Op::Fsync("/A")]))),
     );
     out
+}
+
+/// Every tiered workload, ordered so that a run cut short by an image
+/// budget still covers each kind: [`tier_workloads`], concurrent writers,
+/// then random sequences of six and of ten operations
+/// ([`tier_random_workloads`]).
+pub fn tier_standard_workloads(seed: u64) -> Vec<Workload> {
+    let mut out = tier_workloads();
+    out.extend(tier_concurrent_workloads());
+    out.extend(tier_random_workloads(seed, 400, 6));
+    out.extend(tier_random_workloads(seed.wrapping_add(1), 2000, 10));
+    out
+}
+
+/// Random tiered workloads: `count` sequences of `len` operations over four
+/// files of the populated tree (`/A`, `/B`, `/C`, `/D/x`), mixing
+/// single-page overwrites (in place once a page is settled), multi-page
+/// writes, writes past the end (holes), appends, truncates, `fsync`,
+/// `fdatasync`, unlinks and re-creates (whose freed device blocks later
+/// writes reuse after a full sync) and full syncs. Every write has a tag
+/// of its own, so bytes of any other write, of any file, are foreign.
+pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
+    const FILES: [&str; 4] = ["/A", "/B", "/C", "/D/x"];
+    const SIZES: [u64; 6] = [0, 100, 1000, 4096, 5000, 12288];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    (0..count)
+        .map(|k| {
+            // Tags 0x30.. are this workload's own: the setup uses 0xA1,
+            // 0xB1 and 0xD1.
+            let mut tag = 0x30u8;
+            let mut ops = Vec::with_capacity(len);
+            while ops.len() < len {
+                let f = FILES[next(FILES.len() as u64) as usize];
+                let page = next(4) * 4096;
+                let op = match next(16) {
+                    // A small overwrite inside one page (in place where
+                    // the page is settled), or a whole page.
+                    0..=2 => {
+                        let off = page + next(4000);
+                        Op::Write(f, off, 1 + next(4096 - off % 4096) as usize, tag)
+                    }
+                    3 => Op::Write(f, page, 4096, tag),
+                    // Across pages, or past the end (a hole before it).
+                    4 => Op::Write(f, page + next(4096), 4096 + next(8192) as usize, tag),
+                    5 => Op::Write(f, 16384 + next(8192), 1 + next(6000) as usize, tag),
+                    6 | 7 => Op::Append(f, 1 + next(6000) as usize, tag),
+                    8 => Op::Truncate(f, SIZES[next(SIZES.len() as u64) as usize]),
+                    9 | 10 => Op::Fsync(f),
+                    11 => Op::FsyncData(f),
+                    12 => Op::Unlink(f),
+                    13 => Op::Create(f),
+                    14 => Op::Sync,
+                    _ => Op::Rename(f, FILES[next(FILES.len() as u64) as usize]),
+                };
+                if matches!(op, Op::Write(..) | Op::Append(..)) {
+                    tag += 1;
+                }
+                ops.push(op);
+            }
+            Workload {
+                name: format!("tier-random{len}-{seed}-{k}"),
+                pool_size: 512 << 10,
+                setup: populated(),
+                ops,
+                concurrent: None,
+                member_bytes: 0,
+                data_bytes: TIER_DATA_BYTES,
+            }
+        })
+        .collect()
+}
+
+/// Concurrent writers on a tiered pool: the writers of
+/// [`concurrent_workloads`], their blocks on the data device.
+pub fn tier_concurrent_workloads() -> Vec<Workload> {
+    concurrent_workloads()
+        .into_iter()
+        .map(|mut w| {
+            w.name = format!("tier-{}", w.name);
+            w.data_bytes = TIER_DATA_BYTES;
+            w
+        })
+        .collect()
 }

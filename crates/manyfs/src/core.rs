@@ -289,6 +289,8 @@ impl FsCore {
             xattrs: Mutex::new(crate::inode::Xattrs::default()),
             attr_seq: AtomicU64::new(0),
             attr_entries: AtomicU64::new(0),
+            size_changes: AtomicU64::new(0),
+            size_changes_synced: AtomicU64::new(0),
             log: log.with_identity(rec.generation, self.sb.mount_epoch << 32),
             file,
             dir,

@@ -150,6 +150,11 @@ impl FsCore {
         }
         // In inode order; a per-inode sync holds at most one of these.
         let mut guards: Vec<_> = inodes.iter().map(|i| i.log.sync_state.lock()).collect();
+        // Size changes counted now have their entries in the snapshots.
+        let sizes: Vec<u64> = inodes
+            .iter()
+            .map(|i| i.size_changes.load(Ordering::Acquire))
+            .collect();
         let mut snaps = Vec::with_capacity(inodes.len());
         let mut taken = Vec::new();
         for i in &inodes {
@@ -182,6 +187,9 @@ impl FsCore {
         }
         for (g, (_, incarnation)) in guards.iter_mut().zip(&snaps) {
             **g = (**g).max(*incarnation);
+        }
+        for (i, n) in inodes.iter().zip(sizes) {
+            i.size_changes_synced.fetch_max(n, Ordering::AcqRel);
         }
         drop(guards);
         self.release_pending(pending);
@@ -222,6 +230,8 @@ impl FsCore {
     fn sync_one(&self, inode: &crate::inode::Inode) -> Result<()> {
         let mut synced_incarnation = inode.log.sync_state.lock();
         let incarnation = inode.log.incarnation();
+        // Size changes counted now have their entries in the snapshot.
+        let sizes = inode.size_changes.load(Ordering::Acquire);
         let mut blocks = Vec::new();
         let mut ordered = false;
         let marks = inode.log.snapshot_for_sync(&mut blocks, &mut ordered);
@@ -236,6 +246,7 @@ impl FsCore {
             }
         }
         if marks.is_empty() && blocks.is_empty() {
+            inode.size_changes_synced.fetch_max(sizes, Ordering::AcqRel);
             return Ok(());
         }
         let mut written = Vec::new();
@@ -269,6 +280,7 @@ impl FsCore {
             inode.log.confirm_footers(&confirmed);
         }
         *synced_incarnation = incarnation;
+        inode.size_changes_synced.fetch_max(sizes, Ordering::AcqRel);
         Ok(())
     }
 

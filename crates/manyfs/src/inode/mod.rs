@@ -86,6 +86,14 @@ pub struct Inode {
     /// Attribute entries in the log (they are never individually
     /// collected; the log is compacted when there are many).
     pub attr_entries: AtomicU64,
+    /// Size changes made (extending writes, truncates), each counted once
+    /// its entry is in the log.
+    pub size_changes: AtomicU64,
+    /// Of [`Inode::size_changes`], how many a completed sync made durable.
+    /// While they differ, a power cut may leave the file at a size other
+    /// than its current one, so no write goes in place (it could show in
+    /// part, cut at that other size).
+    pub size_changes_synced: AtomicU64,
     /// The inode's log.
     pub log: InodeLog,
     /// Regular-file and symlink state (boxed: its cache-line-aligned

@@ -1035,9 +1035,11 @@ impl Media {
             return self.flush_device();
         }
         if self.mode != Durability::File {
-            if self.device.is_some() && self.mode == Durability::Pm {
+            if self.device.is_some() {
                 // A tiered pool's marks are written with plain stores, and
-                // a barrier over them must make them durable.
+                // a barrier over them must make them durable (`pm`; in
+                // `dram` mode the flush and fence cost nothing and show
+                // an observer what `pm` mode would do).
                 return self.persist(off, len);
             }
             return Ok(());
