@@ -107,7 +107,7 @@ fn mkfs_with_members_inspect_and_fsck() {
     let out = manyfs(&["inspect"], &pool);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("format          manyfs v4"), "{text}");
+    assert!(text.contains("format          manyfs v6"), "{text}");
     assert!(text.contains("members         3"), "{text}");
     let line = text
         .lines()
