@@ -527,6 +527,7 @@ mod tests {
             ops_per_sec_max: 0.0,
             emulated: None,
             moves: None,
+            persist: None,
         }
     }
 
