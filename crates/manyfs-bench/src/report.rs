@@ -338,6 +338,8 @@ mod tests {
             emulated: None,
             moves: None,
             persist: None,
+            write_latency: None,
+            fsync_latency: None,
         }
     }
 

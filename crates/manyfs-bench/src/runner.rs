@@ -58,6 +58,44 @@ pub struct Record {
     /// cache lines, device bytes and flushes); `None` for other targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist: Option<PersistPerOp>,
+    /// Latency of the `write` of each operation alone, where the point
+    /// timed it apart from its `fsync` (`--reproduce tier-fig6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_latency: Option<Percentiles>,
+    /// Latency of the `fsync` of each operation alone, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsync_latency: Option<Percentiles>,
+}
+
+/// Points of a latency distribution, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Latencies recorded.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of `h`; `None` when it is empty.
+    pub fn of(h: &Histogram) -> Option<Percentiles> {
+        (!h.is_empty()).then(|| Percentiles {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        })
+    }
 }
 
 /// What one operation of a `lib:` point made durable, on average over
@@ -529,6 +567,8 @@ pub fn run_point(
         emulated: emulated_labels(env.remote_cost(), env.bandwidth_cap()),
         moves,
         persist,
+        write_latency: None,
+        fsync_latency: None,
     })
 }
 
@@ -717,6 +757,8 @@ pub(crate) fn test_record(
         emulated: None,
         moves: None,
         persist: None,
+        write_latency: None,
+        fsync_latency: None,
     }
 }
 
