@@ -35,7 +35,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where the disk-side files go unless `--pool`/`--data` say otherwise: a
-/// directory on the disk's file system that survives reboots' tmpfs.
+/// directory on a disk file system (not a tmpfs, which has no device
+/// flush to measure).
 pub const DEFAULT_DISK_DIR: &str = "/var/tmp";
 
 /// Where the emulated-NVM pool goes.
