@@ -171,7 +171,48 @@ pub fn table(records: &[Record]) -> String {
     for l in labels {
         let _ = writeln!(out, "EMULATED = {l}");
     }
+    out.push_str(&persist_table(records));
     out
+}
+
+/// What each `lib:` point made durable per operation ([`Record::persist`];
+/// per `fsync` for DWSL), as a second table; empty when no record has it.
+pub fn persist_table(records: &[Record]) -> String {
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .filter_map(|r| {
+            let p = r.persist.as_ref()?;
+            Some(vec![
+                r.workload.clone(),
+                shown_target(r),
+                r.threads.to_string(),
+                p.pool_mode.clone(),
+                format!("{:.0}", p.pool_bytes),
+                format!("{:.1}", p.pool_cache_lines),
+                p.pool_full_syncs.to_string(),
+                format!("{:.0}", p.device_bytes),
+                format!("{:.2}", p.device_flushes),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let header = [
+        "workload",
+        "target",
+        "threads",
+        "pool",
+        "pool B/op",
+        "pool lines/op",
+        "full syncs",
+        "device B/op",
+        "device flushes/op",
+    ];
+    format!(
+        "\nmade durable per operation (DWSL: per fsync; full syncs: total):\n{}",
+        text_table(&header, &rows, 2, Rule::Full)
+    )
 }
 
 /// A record's target as tables and plots show it: marked EMULATED when it
@@ -296,6 +337,9 @@ mod tests {
             ops_per_sec_max: bps / 4096.0,
             emulated: None,
             moves: None,
+            persist: None,
+            write_latency: None,
+            fsync_latency: None,
         }
     }
 

@@ -19,8 +19,14 @@
 //! microbenchmarks ([`crate::index`]) for each kind's serial time per
 //! lookup and insert, and every point's serial fraction (range lock +
 //! index) projected to the paper's 120 cores.
+//!
+//! `tier-fig6`: the F2FS range-lock + NVM node-logging paper's Figure 6
+//! (DWOM direct and DWSL) on a tiered pool, its four configurations
+//! (Baseline, RL, NL, Integrated) with the data device's raw write rate as
+//! the reference line ([`tier`]).
 
 pub mod nthread;
+pub mod tier;
 
 use crate::index::{IndexConfig, IndexReport, run_index, stride_label};
 use crate::locks::{FsProjection, project_point};
@@ -55,6 +61,13 @@ pub const FIGURES: &[Figure] = &[
         title: "nCACHE, Fig. 7/8: DWOM and DRBM at 8 MiB and 4 KiB strides on each file index \
                 (cas, rw = nCACHE, cascade = F2FS) x range lock (srl-tree, inode), index serial \
                 time per operation projected to 120 cores",
+    },
+    Figure {
+        name: "tier-fig6",
+        title: "F2FS range lock + NVM node logging, Fig. 6 (b)(c): DWOM direct and DWSL on a \
+                tiered pool (data on the disk) as Baseline/RL (logs in a file pool on the disk) \
+                and NL/Integrated (logs on /dev/shm), inode vs srl-tree, the device's raw \
+                O_DIRECT write rate as reference",
     },
     Figure {
         name: "nthread-fig5",

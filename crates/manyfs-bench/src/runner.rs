@@ -54,6 +54,102 @@ pub struct Record {
     /// n, ...)`; `None` where thread placement was off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moves: Option<String>,
+    /// What a `lib:` point made durable per operation (pool bytes and
+    /// cache lines, device bytes and flushes); `None` for other targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist: Option<PersistPerOp>,
+    /// Latency of the `write` of each operation alone, where the point
+    /// timed it apart from its `fsync` (`--reproduce tier-fig6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_latency: Option<Percentiles>,
+    /// Latency of the `fsync` of each operation alone, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsync_latency: Option<Percentiles>,
+}
+
+/// Points of a latency distribution, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Latencies recorded.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of `h`; `None` when it is empty.
+    pub fn of(h: &Histogram) -> Option<Percentiles> {
+        (!h.is_empty()).then(|| Percentiles {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        })
+    }
+}
+
+/// What one operation of a `lib:` point made durable, on average over
+/// every operation its threads ran while measured (warm-up included:
+/// the counters bracket the whole measurement). For DWSL one operation is
+/// one 4 KiB write and one `fsync`, so these are per `fsync`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersistPerOp {
+    /// The pool's medium (`pm`, `dram`, `file`).
+    pub pool_mode: String,
+    /// Bytes the pool's medium was asked to make durable
+    /// ([`manyfs::PersistStats::bytes`]).
+    pub pool_bytes: f64,
+    /// 64-byte cache lines those bytes cover.
+    pub pool_cache_lines: f64,
+    /// Full syncs of the pool during the measurement (the background
+    /// commit), not counted in `pool_bytes`; a total, not per operation.
+    pub pool_full_syncs: u64,
+    /// Bytes written to the data device (0 without one).
+    pub device_bytes: f64,
+    /// Device flushes issued.
+    pub device_flushes: f64,
+}
+
+impl PersistPerOp {
+    /// The counts between two snapshots of one mount, over `ops` operations.
+    pub fn between(
+        before: (manyfs::PersistStats, Option<manyfs::DeviceStats>),
+        after: (manyfs::PersistStats, Option<manyfs::DeviceStats>),
+        ops: u64,
+    ) -> PersistPerOp {
+        let p = after.0.since(&before.0);
+        let n = ops.max(1) as f64;
+        let (dev_bytes, dev_flushes) = match (before.1, after.1) {
+            (Some(b), Some(a)) => (
+                a.bytes_written.saturating_sub(b.bytes_written),
+                a.flushes.saturating_sub(b.flushes),
+            ),
+            _ => (0, 0),
+        };
+        PersistPerOp {
+            pool_mode: p.mode.to_string(),
+            pool_bytes: p.bytes as f64 / n,
+            pool_cache_lines: p.cache_lines as f64 / n,
+            pool_full_syncs: p.full_syncs,
+            device_bytes: dev_bytes as f64 / n,
+            device_flushes: dev_flushes as f64 / n,
+        }
+    }
+}
+
+/// A mount's persistence counters now (see [`PersistPerOp::between`]).
+pub fn persist_snapshot(fs: &manyfs::Fs) -> (manyfs::PersistStats, Option<manyfs::DeviceStats>) {
+    (fs.persist_stats(), fs.device_stats())
 }
 
 /// [`Record::moves`] of `report`: the moves applied, by reason.
@@ -198,6 +294,9 @@ pub struct Measurement {
     pub elapsed: Duration,
     /// Per-operation latencies.
     pub hist: Histogram,
+    /// Operations completed in any phase (warm-up and the ones that
+    /// ended after the window included).
+    pub all_ops: u64,
 }
 
 /// Latency histogram, in nanoseconds (HdrHistogram: 3 significant digits,
@@ -261,12 +360,12 @@ pub fn measure_on(
             .enumerate()
             .map(|(i, mut op)| {
                 let (phase, gate, counted, cpus) = (&phase, &gate, &counted, cpus.clone());
-                s.spawn(move || -> Result<(Histogram, u64, u64)> {
+                s.spawn(move || -> Result<(Histogram, u64, u64, u64)> {
                     if let Some(cpus) = &cpus {
                         pin_current_thread(cpus[i % cpus.len()]);
                     }
                     let mut hist = latency_histogram();
-                    let (mut count, mut bytes) = (0u64, 0u64);
+                    let (mut count, mut bytes, mut all) = (0u64, 0u64, 0u64);
                     gate.arrive_and_wait();
                     let mut stride = 1u64;
                     loop {
@@ -280,6 +379,7 @@ pub fn measure_on(
                         let t0 = (count % stride == 0).then(Instant::now);
                         match op.run() {
                             Ok(b) => {
+                                all += 1;
                                 if p == MEASURE {
                                     if let Some(t0) = t0 {
                                         let dt = t0.elapsed().as_nanos() as u64;
@@ -303,7 +403,7 @@ pub fn measure_on(
                             }
                         }
                     }
-                    Ok((hist, count, bytes))
+                    Ok((hist, count, bytes, all))
                 })
             })
             .collect();
@@ -325,12 +425,14 @@ pub fn measure_on(
             bytes: 0,
             elapsed,
             hist: latency_histogram(),
+            all_ops: 0,
         };
         let mut first_err = None;
         for h in handles {
             match h.join() {
-                Ok(Ok((hist, c, b))) => {
+                Ok(Ok((hist, c, b, all))) => {
                     add_histogram(&mut m.hist, &hist);
+                    m.all_ops += all;
                     m.ops += c;
                     m.bytes += b;
                 }
@@ -437,7 +539,12 @@ pub fn run_point(
         cfg.stride,
     )?;
     drop(be);
+    let before = point.fs().map(persist_snapshot);
     let m = measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref())?;
+    let persist = point
+        .fs()
+        .zip(before)
+        .map(|(fs, before)| PersistPerOp::between(before, persist_snapshot(fs), m.all_ops));
     let moves = point
         .fs()
         .filter(|_| series.pool.thread_placement != manyfs::ThreadPlacement::Off)
@@ -459,6 +566,9 @@ pub fn run_point(
         ops_per_sec_max: m.ops as f64 / secs,
         emulated: emulated_labels(env.remote_cost(), env.bandwidth_cap()),
         moves,
+        persist,
+        write_latency: None,
+        fsync_latency: None,
     })
 }
 
@@ -646,6 +756,9 @@ pub(crate) fn test_record(
         ops_per_sec_max: ops_per_sec,
         emulated: None,
         moves: None,
+        persist: None,
+        write_latency: None,
+        fsync_latency: None,
     }
 }
 

@@ -122,6 +122,11 @@ pub struct BenchArgs {
     /// 1,2,16; 0.5 s per point]; `nthread-fig5`, `nthread-fig2` (the
     /// NThread paper's, with --remote-cost and --bandwidth-cap, `paper` and
     /// 400M unless given) [threads 2,4; 0.5 s warm-up, 1 s per point].
+    /// `tier-fig6` (the F2FS node-logging paper's Fig. 6: DWOM direct and
+    /// DWSL, Baseline/RL/NL/Integrated, data on --data [default
+    /// /var/tmp/manyfs-tier-fig6.data], the file-mode pool at --pool
+    /// [default /var/tmp/manyfs-tier-fig6.pool], the dram pool in /dev/shm;
+    /// all removed afterwards) [threads 1,2; 2 s per point].
     /// JSON and plot to manyfs-NAME.json/.svg unless --json/--plot.
     #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
     reproduce: Option<String>,
@@ -332,6 +337,9 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let fig = reproduce::find(name)?;
+    if fig.name == "tier-fig6" {
+        return run_tier_fig6(args);
+    }
     let fig7 = fig.name == "ncache-fig7";
     let mut cfg = Config {
         threads: if fig7 { vec![1, 2, 16] } else { vec![1, 2, 8] },
@@ -379,6 +387,71 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         .plot
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("manyfs-{}.svg", fig.name)));
+    match manyfs_bench::plot::write_plot(&plot, &records) {
+        Ok(()) => eprintln!("wrote {}", plot.display()),
+        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--reproduce tier-fig6`: header, throughput table, latency and
+/// persistence tables, JSON and plot.
+fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
+    use manyfs_bench::reproduce::tier;
+    let disk = std::path::Path::new(tier::DEFAULT_DISK_DIR);
+    let mut cfg = tier::TierConfig::new(disk, std::path::Path::new(tier::DEFAULT_SHM_DIR));
+    if let Some(p) = &args.pool {
+        cfg.disk_pool = p.clone();
+    }
+    if let Some(p) = &args.data {
+        cfg.data = p.clone();
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        cfg.disk_fs_dir = dir.unwrap_or(disk).join("manyfs-tier-fig6.dir");
+    }
+    if let Some(s) = &args.pool_size {
+        cfg.pool_size = parse_size(s)?;
+    }
+    if let Some(s) = &args.data_size {
+        cfg.data_size = parse_size(s)?;
+    }
+    let mut common = Config {
+        threads: cfg.threads.clone(),
+        duration: cfg.duration,
+        warmup: cfg.warmup,
+        ..Config::default()
+    };
+    apply_common(&mut common, args)?;
+    cfg.threads = common.threads;
+    cfg.duration = common.duration;
+    cfg.warmup = common.warmup;
+    cfg.repeats = common.repeats;
+    cfg.pin = common.pin;
+    print!("{}", tier::header(&cfg));
+    let tty = std::io::stderr().is_terminal();
+    let records = tier::run_tier_fig6(&cfg, |m| {
+        if tty {
+            eprint!("\r\x1b[K{m}");
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    println!();
+    println!("ops/s (DWOM direct: 4 KiB overwrites, no fsync; DWSL: 4 KiB overwrite + fsync):");
+    print!("{}", tier::table(&records));
+    println!();
+    println!("latency of each operation's write and fsync:");
+    print!("{}", tier::latency_table(&records));
+    let json = args
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("manyfs-tier-fig6.json"));
+    write_json(&json, &records)?;
+    eprintln!("wrote {}", json.display());
+    let plot = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("manyfs-tier-fig6.svg"));
     match manyfs_bench::plot::write_plot(&plot, &records) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),

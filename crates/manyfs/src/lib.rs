@@ -81,7 +81,7 @@ pub use index::IndexKind;
 pub use layout::members::{DataDevice, PoolMember};
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
-pub use media::Durability;
+pub use media::{Durability, PersistStats};
 pub use options::{
     BandwidthCap, MkfsOptions, MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
 };

@@ -398,3 +398,63 @@ fn fsck_and_mount_catch_device_blocks_used_twice_or_out_of_range() {
     std::fs::write(&pool, &img).unwrap();
     assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
 }
+
+/// Pool bytes and cache lines persisted per fsync, and device bytes per
+/// fsync, over `n` rounds of `op` (each one write and one `fsync`).
+fn per_fsync(fs: &Fs, n: u64, mut op: impl FnMut(u64)) -> (f64, f64, f64, f64) {
+    let (p0, d0) = (fs.persist_stats(), fs.device_stats().unwrap());
+    for i in 0..n {
+        op(i);
+    }
+    let (p1, d1) = (fs.persist_stats(), fs.device_stats().unwrap());
+    let p = p1.since(&p0);
+    let n = n as f64;
+    (
+        p.bytes as f64 / n,
+        p.cache_lines as f64 / n,
+        (d1.bytes_written - d0.bytes_written) as f64 / n,
+        (d1.flushes - d0.flushes) as f64 / n,
+    )
+}
+
+#[test]
+fn persisted_bytes_per_fsync_file_pool_vs_emulated_pm_pool() {
+    let mut seen = Vec::new();
+    for durability in [Durability::File, Durability::Dram] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_pool, _data, fs) = mkfs_tier(dir.path(), 16 * MIB, durability);
+        assert_eq!(fs.persist_stats().mode, durability);
+        let f = open_rw(&fs, "/dwsl");
+        f.write_at(&[0u8; 4096], 0).unwrap();
+        f.sync_data().unwrap();
+        // DWSL: the same page overwritten and fsync'd.
+        let over = per_fsync(&fs, 64, |i| {
+            f.write_at(&[i as u8; 4096], 0).unwrap();
+            f.sync_data().unwrap();
+        });
+        // Appends: every fsync commits a new block's entry.
+        let append = per_fsync(&fs, 64, |i| {
+            f.write_at(&[i as u8; 4096], (i + 1) * 4096).unwrap();
+            f.sync_data().unwrap();
+        });
+        eprintln!("{durability}: overwrite {over:?}, append {append:?}");
+        // Every fsync wrote its 4 KiB to the device and flushed it.
+        for (_, _, dev_bytes, flushes) in [over, append] {
+            assert!(dev_bytes >= 4096.0, "{durability}: {dev_bytes}");
+            assert!(flushes >= 1.0, "{durability}: {flushes}");
+        }
+        seen.push((durability, over, append));
+        fs.unmount().unwrap();
+    }
+    for (durability, over, append) in seen {
+        // An overwrite in place persists nothing on the pool: its fsync is
+        // the device write and flush alone.
+        assert_eq!((over.0, over.1), (0.0, 0.0), "{durability}: {over:?}");
+        // An appending fsync commits the new block's entry and its mark.
+        assert!(append.0 > 0.0 && append.1 > 0.0, "{durability}: {append:?}");
+        if durability == Durability::File {
+            // The kernel writes back whole pages.
+            assert_eq!((append.0 * 64.0) % 4096.0, 0.0, "{append:?}");
+        }
+    }
+}

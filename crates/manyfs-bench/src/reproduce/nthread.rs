@@ -527,6 +527,9 @@ mod tests {
             ops_per_sec_max: 0.0,
             emulated: None,
             moves: None,
+            persist: None,
+            write_latency: None,
+            fsync_latency: None,
         }
     }
 

@@ -211,6 +211,14 @@ impl Fs {
         self.core.media.device().map(crate::tier::Device::stats)
     }
 
+    /// What the pool's medium was asked to make durable since the mount,
+    /// in bytes and cache lines (see [`crate::PersistStats`] for what
+    /// counts on each medium): divided by the number of `fsync`s of a
+    /// run, the metadata cost of one.
+    pub fn persist_stats(&self) -> crate::PersistStats {
+        self.core.media.persist_stats()
+    }
+
     /// Space and inode usage.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.core.sb;

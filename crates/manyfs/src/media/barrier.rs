@@ -80,9 +80,13 @@ impl Media {
             }
             if self.mode != Durability::File {
                 // `pm`: flush and fence; `dram`: the same calls cost
-                // nothing and show an observer what `pm` mode would do.
+                // nothing and show an observer what `pm` mode would do,
+                // and count the flushes `pm` does here.
                 for &(s, e) in ranges.iter() {
-                    self.flush(s * SYNC_UNIT, ((e - s) * SYNC_UNIT) as usize)?;
+                    self.count_flushed(s * SYNC_UNIT, ((e - s) * SYNC_UNIT) as usize);
+                }
+                for &(s, e) in ranges.iter() {
+                    self.flush_lines(s * SYNC_UNIT, ((e - s) * SYNC_UNIT) as usize)?;
                 }
                 self.fence();
                 return Ok(());
@@ -133,6 +137,11 @@ impl Media {
             Ok(())
         };
         let n = ranges.len();
+        for &(start, end) in ranges.iter() {
+            self.count_synced(start * SYNC_UNIT, (end - start) * SYNC_UNIT, 0);
+        }
+        self.persisted
+            .add([0, 0, if n > 1 { 2 * n as u64 } else { 1 }, 0]);
         if n > 1 {
             // Start the write-back of every run, the last one too, so that
             // the device has all of them in flight at once; then wait for

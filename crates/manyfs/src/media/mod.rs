@@ -155,6 +155,70 @@ pub(crate) struct Media {
     /// byte (the end of the mapping): offsets from there on are read and
     /// written on the device (see `crate::tier`).
     device: Option<(crate::tier::Device, u64)>,
+    /// What the pool medium was asked to make durable (`P_*` indices).
+    persisted: crate::cpu::Counters<4>,
+}
+
+const P_BYTES: usize = 0;
+const P_LINES: usize = 1;
+const P_SYNCS: usize = 2;
+const P_FULL: usize = 3;
+
+/// What a pool's medium was asked to make durable since the mount: the
+/// metadata cost of the file system's durability points, in bytes and in
+/// cache lines. Counted per CPU (no shared line on the I/O path) and
+/// summed when read.
+///
+/// What counts, by medium:
+/// - `pm`: every range written back by cache-line flushes (and every
+///   non-temporal copy), as the lines it covers;
+/// - `dram` (emulated persistent memory): the same ranges `pm` would
+///   flush, although nothing is written back;
+/// - `file`: every range a ranged durability point (`msync`,
+///   `sync_file_range`) hands the kernel, rounded out to whole pages: the
+///   unit the kernel writes back, so an upper bound of what reached the
+///   disk (only the dirty pages of a range are written).
+///
+/// A full sync of the whole pool (`Fs::sync`, the background commit,
+/// unmount) is counted in [`PersistStats::full_syncs`] only: its bytes
+/// are whatever the pool had dirty, which the file system does not know.
+/// The data device's own writes and flushes are in
+/// [`DeviceStats`](crate::DeviceStats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PersistStats {
+    /// The pool's medium.
+    pub mode: Durability,
+    /// Bytes made durable (see above for what counts per medium).
+    pub bytes: u64,
+    /// 64-byte cache lines those bytes cover.
+    pub cache_lines: u64,
+    /// Ranged durability points on the pool file (`msync` and
+    /// `sync_file_range` calls, `file` mode only).
+    pub syncs: u64,
+    /// Full syncs of the pool, not counted in `bytes`.
+    pub full_syncs: u64,
+}
+
+impl PersistStats {
+    /// The counts accumulated since `earlier` (a snapshot of the same mount).
+    pub fn since(&self, earlier: &PersistStats) -> PersistStats {
+        PersistStats {
+            mode: self.mode,
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            cache_lines: self.cache_lines.saturating_sub(earlier.cache_lines),
+            syncs: self.syncs.saturating_sub(earlier.syncs),
+            full_syncs: self.full_syncs.saturating_sub(earlier.full_syncs),
+        }
+    }
+}
+
+/// The 64-byte cache lines `[off, off+len)` overlaps.
+fn lines_covered(off: u64, len: u64) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    let line = CACHE_LINE as u64;
+    (off + len).div_ceil(line) - off / line
 }
 
 // SAFETY: the mapping is plain shared memory; all access goes through methods
@@ -422,6 +486,7 @@ impl Media {
             remote: None,
             bwcap: None,
             device: None,
+            persisted: crate::cpu::Counters::new(),
         })
     }
 
@@ -847,6 +912,7 @@ impl Media {
             // No cache to bypass: the page cache is the medium.
             return self.store(off, data);
         }
+        self.count_flushed(off, data.len());
         if let Some(r) = &self.observer {
             self.charge(off, data.len(), remote::Access::Write);
             // SAFETY: bounds checked above; source is a distinct allocation.
@@ -876,16 +942,56 @@ impl Media {
             let tail = words * 8;
             if tail < data.len() {
                 self.store(off + tail as u64, &data[tail..])?;
-                self.flush(off + tail as u64, data.len() - tail)?;
+                self.flush_lines(off + tail as u64, data.len() - tail)?;
             }
             return self.check_faults();
         }
         self.store(off, data)?;
-        self.flush(off, data.len())
+        self.flush_lines(off, data.len())
+    }
+
+    /// What the pool medium was asked to make durable since the mount.
+    pub fn persist_stats(&self) -> PersistStats {
+        let c = self.persisted.sum();
+        PersistStats {
+            mode: self.mode,
+            bytes: c[P_BYTES],
+            cache_lines: c[P_LINES],
+            syncs: c[P_SYNCS],
+            full_syncs: c[P_FULL],
+        }
+    }
+
+    /// Count `[off, off+len)` as made durable by cache-line write-back
+    /// (`pm`, and `dram` as the persistent memory it emulates).
+    #[inline]
+    fn count_flushed(&self, off: u64, len: usize) {
+        if self.mode != Durability::File && len != 0 {
+            self.persisted
+                .add([len as u64, lines_covered(off, len as u64), 0, 0]);
+        }
+    }
+
+    /// Count a ranged durability point of the pool file over
+    /// `[off, off+len)`, rounded out to whole pages.
+    fn count_synced(&self, off: u64, len: u64, calls: u64) {
+        let page = page_size() as u64;
+        let a0 = off / page * page;
+        let a1 = (off + len).next_multiple_of(page);
+        self.persisted
+            .add([a1 - a0, lines_covered(a0, a1 - a0), calls, 0]);
     }
 
     /// Write back every cache line overlapping `[off, off+len)`.
     pub fn flush(&self, off: u64, len: usize) -> Result<()> {
+        if self.on_device(off, len).is_none() {
+            self.count_flushed(off, len);
+        }
+        self.flush_lines(off, len)
+    }
+
+    /// [`Media::flush`] without counting (for callers that counted).
+    fn flush_lines(&self, off: u64, len: usize) -> Result<()> {
         if let Some(d) = self.on_device(off, len) {
             // No cache lines: only a device flush (a barrier) counts.
             return d.map(|_| ());
@@ -1027,6 +1133,12 @@ impl Media {
     /// the disk; in `pm` mode flushed data already is durable; in `dram`
     /// mode nothing is.
     pub fn sync_range(&self, off: u64, len: usize) -> Result<()> {
+        self.sync_range_counted(off, len, true)
+    }
+
+    /// [`Media::sync_range`], counted in [`Media::persist_stats`] or not
+    /// (a full sync is counted as one).
+    fn sync_range_counted(&self, off: u64, len: usize, count: bool) -> Result<()> {
         if !self.writable || len == 0 {
             return Ok(());
         }
@@ -1038,9 +1150,14 @@ impl Media {
             if self.device.is_some() {
                 // A tiered pool's marks are written with plain stores, and
                 // a barrier over them must make them durable (`pm`; in
-                // `dram` mode the flush and fence cost nothing and show
-                // an observer what `pm` mode would do).
-                return self.persist(off, len);
+                // `dram` mode the flush and fence cost nothing, show an
+                // observer what `pm` mode would do, and are counted as the
+                // flush `pm` would do).
+                if count {
+                    self.count_flushed(off, len);
+                }
+                self.flush_lines(off, len)?;
+                self.fence();
             }
             return Ok(());
         }
@@ -1058,6 +1175,9 @@ impl Media {
         let page = page_size();
         let aligned = start & !(page - 1);
         let end = start + len;
+        if count {
+            self.count_synced(off, len as u64, 1);
+        }
         // SAFETY: [aligned, end) lies inside the mapping (aligned rounds down
         // to the mapping's page-aligned base at worst).
         let rc =
@@ -1078,7 +1198,8 @@ impl Media {
     /// A durability point for the whole pool.
     pub fn sync_all(&self) -> Result<()> {
         self.flush_device()?;
-        self.sync_range(0, self.len)
+        self.persisted.add([0, 0, 0, 1]);
+        self.sync_range_counted(0, self.len, false)
     }
 }
 
@@ -1152,6 +1273,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = Media::create(&dir.path().join("p"), 1 << 20, mode).unwrap();
         (dir, m)
+    }
+
+    #[test]
+    fn persist_stats_count_what_each_medium_makes_durable() {
+        assert_eq!(lines_covered(10, 100), 2);
+        assert_eq!(lines_covered(64, 64), 1);
+        assert_eq!(lines_covered(63, 2), 2);
+        assert_eq!(lines_covered(0, 0), 0);
+        // `pm` needs a DAX file system; `dram` counts what `pm` flushes.
+        {
+            let mode = Durability::Dram;
+            let (_d, m) = pool(mode);
+            m.store(10, &[1u8; 100]).unwrap();
+            m.persist(10, 100).unwrap();
+            m.nt_copy(4096, &[2u8; 256]).unwrap();
+            m.sync_range(0, 8192).unwrap();
+            let s = m.persist_stats();
+            assert_eq!((s.mode, s.bytes, s.cache_lines, s.syncs), (mode, 356, 6, 0));
+        }
+        let (_d, m) = pool(Durability::File);
+        m.store(10, &[1u8; 100]).unwrap();
+        m.persist(10, 100).unwrap();
+        assert_eq!(m.persist_stats().bytes, 0, "a flush is no durability point");
+        m.sync_range(10, 100).unwrap();
+        m.sync_blocks(&mut vec![3, 4, 9]).unwrap();
+        let s = m.persist_stats();
+        // One page by `msync`; two runs (3..5, 9..10) by `sync_file_range`
+        // and `msync`: 2 + 2 calls.
+        assert_eq!((s.bytes, s.cache_lines, s.syncs), (4 * 4096, 4 * 64, 5));
+        m.sync_all().unwrap();
+        let t = m.persist_stats();
+        assert_eq!((t.bytes, t.full_syncs), (s.bytes, 1));
+        assert_eq!(t.since(&s).full_syncs, 1);
+        assert_eq!(t.since(&s).bytes, 0);
     }
 
     #[test]

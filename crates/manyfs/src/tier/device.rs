@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Alignment of every device transfer: offset, length and buffer address
 /// (the logical block size of every current disk, and the pool's block).
@@ -88,11 +88,22 @@ pub(crate) struct Device {
     flush_done: parking_lot::Condvar,
     /// A flush failed: nothing written before it is known durable.
     flush_failed: AtomicBool,
-    writes: AtomicU64,
-    bytes_written: AtomicU64,
-    reads: AtomicU64,
-    flushes: AtomicU64,
-    flushes_skipped: AtomicU64,
+    /// Per-CPU counters: writes, bytes written, reads, flushes, flushes
+    /// skipped (the `C_*` indices).
+    counters: crate::cpu::Counters<5>,
+}
+
+const C_WRITES: usize = 0;
+const C_BYTES: usize = 1;
+const C_READS: usize = 2;
+const C_FLUSHES: usize = 3;
+const C_SKIPPED: usize = 4;
+
+/// A counter increment of `v` at index `i`.
+fn one(i: usize, v: u64) -> [u64; 5] {
+    let mut a = [0; 5];
+    a[i] = v;
+    a
 }
 
 /// Whether `err` says the file system does not do `O_DIRECT`.
@@ -151,11 +162,7 @@ impl Device {
             flushes_in_flight: Mutex::new((0, std::collections::BTreeSet::new())),
             flush_done: parking_lot::Condvar::new(),
             flush_failed: AtomicBool::new(false),
-            writes: AtomicU64::new(0),
-            bytes_written: AtomicU64::new(0),
-            reads: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-            flushes_skipped: AtomicU64::new(0),
+            counters: crate::cpu::Counters::new(),
         }
     }
 
@@ -194,7 +201,7 @@ impl Device {
     }
 
     fn read_aligned(&self, a0: u64, buf: &mut AlignedBuf) -> Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.counters.add(one(C_READS, 1));
         self.file
             .read_exact_at(buf.as_mut_slice(), a0)
             .map_err(|e| self.io_error("read", e))
@@ -232,8 +239,9 @@ impl Device {
         self.file
             .write_all_at(b.as_slice(), a0)
             .map_err(|e| self.io_error("write", e))?;
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.bytes_written.fetch_add(a1 - a0, Ordering::Relaxed);
+        let mut c = one(C_WRITES, 1);
+        c[C_BYTES] = a1 - a0;
+        self.counters.add(c);
         // Published after the write completed: a flush that sees it clear
         // started after this store, or runs one that covers the write.
         if !self.dirty.load(Ordering::Acquire) {
@@ -256,7 +264,7 @@ impl Device {
     pub(crate) fn flush(&self) -> Result<()> {
         let mut g = self.flushes_in_flight.lock();
         if !self.dirty.swap(false, Ordering::AcqRel) {
-            self.flushes_skipped.fetch_add(1, Ordering::Relaxed);
+            self.counters.add(one(C_SKIPPED, 1));
             let last = g.0;
             while g.1.first().is_some_and(|&t| t <= last) {
                 self.flush_done.wait(&mut g);
@@ -274,7 +282,7 @@ impl Device {
         let ticket = g.0;
         g.1.insert(ticket);
         drop(g);
-        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters.add(one(C_FLUSHES, 1));
         let result = self.file.sync_data();
         if result.is_err() {
             self.flush_failed.store(true, Ordering::Release);
@@ -287,12 +295,13 @@ impl Device {
 
     /// The device's counters.
     pub(crate) fn stats(&self) -> DeviceStats {
+        let c = self.counters.sum();
         DeviceStats {
-            writes: self.writes.load(Ordering::Relaxed),
-            bytes_written: self.bytes_written.load(Ordering::Relaxed),
-            reads: self.reads.load(Ordering::Relaxed),
-            flushes: self.flushes.load(Ordering::Relaxed),
-            flushes_skipped: self.flushes_skipped.load(Ordering::Relaxed),
+            writes: c[C_WRITES],
+            bytes_written: c[C_BYTES],
+            reads: c[C_READS],
+            flushes: c[C_FLUSHES],
+            flushes_skipped: c[C_SKIPPED],
             direct: self.direct,
         }
     }
