@@ -279,9 +279,13 @@ pub const SAMPLE_BELOW_NS: u64 = 5_000;
 /// Sampling stride for latency of fast operations.
 pub const SAMPLE_STRIDE: u64 = 16;
 
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
+/// A measurement's phases, as its workers see them in one shared byte:
+/// warming up (not counted), measuring, stopped.
+pub(crate) const WARMUP: u8 = 0;
+/// See [`WARMUP`].
+pub(crate) const MEASURE: u8 = 1;
+/// See [`WARMUP`].
+pub(crate) const STOP: u8 = 2;
 
 /// Raw result of [`measure`].
 #[derive(Debug, Clone)]
@@ -408,18 +412,7 @@ pub fn measure_on(
             })
             .collect();
         gate.open_when(n);
-        sleep_unless_stopped(&phase, warmup);
-        let start = Instant::now();
-        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
-        sleep_unless_stopped(&phase, duration);
-        while counted.load(Ordering::Relaxed) < n
-            && phase.load(Ordering::Relaxed) != STOP
-            && !crate::sys::interrupted()
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        phase.store(STOP, Ordering::Relaxed);
-        let elapsed = start.elapsed();
+        let elapsed = run_phases(&phase, &counted, n, warmup, duration);
         let mut m = Measurement {
             ops: 0,
             bytes: 0,
@@ -427,28 +420,62 @@ pub fn measure_on(
             hist: latency_histogram(),
             all_ops: 0,
         };
-        let mut first_err = None;
-        for h in handles {
-            match h.join() {
-                Ok(Ok((hist, c, b, all))) => {
-                    add_histogram(&mut m.hist, &hist);
-                    m.all_ops += all;
-                    m.ops += c;
-                    m.bytes += b;
-                }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(_) => {
-                    first_err.get_or_insert(BenchError::Panic);
-                }
+        join_workers(handles, |(hist, c, b, all)| {
+            add_histogram(&mut m.hist, &hist);
+            m.all_ops += all;
+            m.ops += c;
+            m.bytes += b;
+        })?;
+        Ok(m)
+    })
+}
+
+/// Drive a measurement's `phase` once its `n` workers are released: warm
+/// up for `warmup`, measure for `duration` and until every worker counted
+/// an operation (`counted`), then stop them. Returns how long the
+/// measuring phase lasted. Ends early when a worker stopped (an error) or
+/// the run was interrupted.
+pub(crate) fn run_phases(
+    phase: &AtomicU8,
+    counted: &AtomicUsize,
+    n: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Duration {
+    sleep_unless_stopped(phase, warmup);
+    let start = Instant::now();
+    let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
+    sleep_unless_stopped(phase, duration);
+    while counted.load(Ordering::Relaxed) < n
+        && phase.load(Ordering::Relaxed) != STOP
+        && !crate::sys::interrupted()
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    phase.store(STOP, Ordering::Relaxed);
+    start.elapsed()
+}
+
+/// Join every worker, folding each one's result into the caller's totals
+/// with `fold`; after all are joined, the first error (a panic counts as
+/// one) is returned.
+pub(crate) fn join_workers<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>,
+    mut fold: impl FnMut(T),
+) -> Result<()> {
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(v)) => fold(v),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::Panic);
             }
         }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(m),
-        }
-    })
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {

@@ -20,8 +20,8 @@
 use crate::backend::{Backend, BenchFile, DirBackend, write_full};
 use crate::report::{Rule, ns, persist_table, si, text_table};
 use crate::runner::{
-    Histogram, Percentiles, PersistPerOp, Record, add_histogram, latency_histogram, median_record,
-    persist_snapshot, record_latency,
+    Histogram, MEASURE, Percentiles, PersistPerOp, Record, STOP, WARMUP, add_histogram,
+    join_workers, latency_histogram, median_record, persist_snapshot, record_latency, run_phases,
 };
 use crate::sys::{AlignedBuf, Gate, allowed_cpus, interrupted, pin_current_thread};
 use crate::target::{PoolConfig, Target, TargetEnv};
@@ -173,10 +173,6 @@ struct Timed {
     fsync: Histogram,
 }
 
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-
 /// Run one [`TimedOp`] per thread for `warmup`, then `duration` measured
 /// (extended until every thread completed one measured operation).
 fn timed(ops: Vec<TimedOp>, cfg: &TierConfig) -> Result<Timed> {
@@ -236,24 +232,7 @@ fn timed(ops: Vec<TimedOp>, cfg: &TierConfig) -> Result<Timed> {
             })
             .collect();
         gate.open_when(n);
-        let wait = |d: Duration| {
-            let end = Instant::now() + d;
-            while Instant::now() < end && phase.load(Ordering::Relaxed) != STOP && !interrupted() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
-        wait(cfg.warmup);
-        let start = Instant::now();
-        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
-        wait(cfg.duration);
-        while counted.load(Ordering::Relaxed) < n
-            && phase.load(Ordering::Relaxed) != STOP
-            && !interrupted()
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        phase.store(STOP, Ordering::Relaxed);
-        let elapsed = start.elapsed();
+        let elapsed = run_phases(&phase, &counted, n, cfg.warmup, cfg.duration);
         let mut t = Timed {
             ops: 0,
             all_ops: 0,
@@ -262,28 +241,14 @@ fn timed(ops: Vec<TimedOp>, cfg: &TierConfig) -> Result<Timed> {
             write: latency_histogram(),
             fsync: latency_histogram(),
         };
-        let mut first_err = None;
-        for h in handles {
-            match h.join() {
-                Ok(Ok((o, w, f, c, a))) => {
-                    add_histogram(&mut t.op, &o);
-                    add_histogram(&mut t.write, &w);
-                    add_histogram(&mut t.fsync, &f);
-                    t.ops += c;
-                    t.all_ops += a;
-                }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(_) => {
-                    first_err.get_or_insert(BenchError::Panic);
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(t),
-        }
+        join_workers(handles, |(o, w, f, c, a)| {
+            add_histogram(&mut t.op, &o);
+            add_histogram(&mut t.write, &w);
+            add_histogram(&mut t.fsync, &f);
+            t.ops += c;
+            t.all_ops += a;
+        })?;
+        Ok(t)
     })
 }
 
