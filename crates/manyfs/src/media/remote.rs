@@ -3,28 +3,30 @@
 //! On an emulated topology every pool member is ordinary local memory, so
 //! a thread that touches "another node's" member pays nothing. With the
 //! model on, the media charges such an access: the calling thread
-//! busy-waits a calibrated number of `pause` iterations for the remote
-//! bytes (in whole cache lines) times the configured nanoseconds per KiB.
+//! busy-waits, spinning on the clock, for the remote bytes (in whole cache
+//! lines) times the configured nanoseconds per KiB. (On the clock, not a
+//! calibrated count of `pause` iterations: an iteration's time follows the
+//! core's frequency, which may rise after any calibration and make every
+//! wait short.)
 //! It busy-waits rather than sleeps so that, as with a real memory stall,
 //! the CPU is occupied for the time: with more threads than cores, the
 //! others cannot use it meanwhile.
 //!
 //! Nothing here writes memory another thread reads: the model is read-only
-//! after the mount, and what a thread still owes (less than one spin
-//! iteration) and has been charged live in thread-locals. With the model
+//! after the mount, and what a thread still owes (less than
+//! [`MIN_WAIT_PS`]) and has been charged live in thread-locals. With the model
 //! off the media tests one `Option` and calls nothing.
 
 use super::emulation::RemoteCost;
 use crate::topology::Topology;
 use std::cell::Cell;
-use std::sync::OnceLock;
 
 /// The unit accesses are charged in: a cache line.
 const LINE: u64 = 64;
 
 thread_local! {
     /// Picoseconds charged to this thread but not yet waited out (less
-    /// than one spin iteration).
+    /// than [`MIN_WAIT_PS`]).
     static DEBT_PS: Cell<u64> = const { Cell::new(0) };
     /// Picoseconds charged to this thread in all.
     static CHARGED_PS: Cell<u64> = const { Cell::new(0) };
@@ -62,8 +64,6 @@ impl RemoteModel {
         topology: Topology,
         members: impl Iterator<Item = (u64, u64, u32)>,
     ) -> RemoteModel {
-        // Calibrate now, not in the first charged access.
-        spin_ps_per_iteration();
         RemoteModel {
             cost,
             topology,
@@ -103,38 +103,28 @@ impl RemoteModel {
     }
 }
 
-/// Busy-wait `ps` picoseconds (plus what this thread still owed), in
-/// whole spin iterations; the remainder is owed to the next charge.
+/// The shortest wait spun out at once: a few clock reads' worth. Smaller
+/// charges (a remote cache line costs tens of nanoseconds) add up in the
+/// thread's debt until they reach it.
+const MIN_WAIT_PS: u64 = 100_000;
+
+/// Busy-wait `ps` picoseconds (plus what this thread still owed) on the
+/// clock, once the total reaches [`MIN_WAIT_PS`]; less is owed to the next
+/// charge. A wait lasts at least what it owes (time spun beyond it is not
+/// credited).
 fn spin_ps(ps: u64) {
     CHARGED_PS.with(|c| c.set(c.get().wrapping_add(ps)));
-    let per = spin_ps_per_iteration();
     let owed = DEBT_PS.with(|d| d.get()) + ps;
-    let iterations = owed / per;
-    DEBT_PS.with(|d| d.set(owed - iterations * per));
-    for _ in 0..iterations {
+    if owed < MIN_WAIT_PS {
+        DEBT_PS.with(|d| d.set(owed));
+        return;
+    }
+    DEBT_PS.with(|d| d.set(owed % 1000));
+    let wait = std::time::Duration::from_nanos(owed / 1000);
+    let start = std::time::Instant::now();
+    while start.elapsed() < wait {
         std::hint::spin_loop();
     }
-}
-
-/// Picoseconds one `spin_loop` iteration takes on this machine, measured
-/// once per process: the fastest of several rounds, so that a round slowed
-/// by preemption does not make later waits too short (a waited iteration
-/// takes at least this long).
-fn spin_ps_per_iteration() -> u64 {
-    static PER: OnceLock<u64> = OnceLock::new();
-    *PER.get_or_init(|| {
-        const N: u64 = 20_000;
-        (0..7)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                for _ in 0..N {
-                    std::hint::spin_loop();
-                }
-                (t.elapsed().as_nanos() as u64 * 1000 / N).max(1)
-            })
-            .min()
-            .unwrap_or(1)
-    })
 }
 
 #[cfg(test)]
@@ -179,12 +169,16 @@ mod tests {
         }
         let waited = t.elapsed();
         assert_eq!(charged_ns() - before, 2_000_000);
-        // Each iteration takes at least the calibrated time, so at most
-        // the last remainder (under one iteration) is not waited out.
-        let per_ns = spin_ps_per_iteration().div_ceil(1000);
+        // Every charge is waited out on the clock, at least in full.
         assert!(
-            waited.as_nanos() as u64 + per_ns >= 2_000_000,
+            waited.as_nanos() as u64 >= 2_000_000,
             "waited {waited:?} for 2 ms of cost"
         );
+        // Charges below the shortest wait are owed, then waited together.
+        let t = std::time::Instant::now();
+        for _ in 0..100 {
+            spin_ps(MIN_WAIT_PS / 10);
+        }
+        assert!(t.elapsed().as_nanos() as u64 >= 9 * MIN_WAIT_PS / 1000);
     }
 }
