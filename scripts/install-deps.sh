@@ -12,7 +12,8 @@ set -euo pipefail
 # rsync, attr, acl: the FUSE tests copy trees with FIFOs, devices, extended
 #          attributes and ACLs in and out (rsync -aHAX) and read and set
 #          attributes and ACLs (getfattr, setfacl)
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl)
+# gcc:     compiles mimalloc, the allocator of the `manyfs` command
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -11,6 +11,13 @@ use manyfs::{Durability, Fs, MkfsOptions, MountOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's allocator: an inode made by one thread is
+/// often freed by another (a create and an unlink of one directory, the
+/// lock-free inode table's deferred frees), and glibc then takes the
+/// making thread's arena lock, a shared line and a futex per free.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// manyfs: a persistent-memory file system that scales on one shared file.
 #[derive(Parser)]
 #[command(name = "manyfs", version, about)]
