@@ -100,30 +100,23 @@ impl BenchError {
 mod tests {
     use super::*;
 
-    /// The error and its sources joined by `: `, as a one-line report of
-    /// the chain prints them (`anyhow`'s `{:#}`, which the CLI uses).
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut line = e.to_string();
-        let mut next = e.source();
-        while let Some(cause) = next {
-            line.push_str(": ");
-            line.push_str(&cause.to_string());
-            next = cause.source();
-        }
-        line
+    /// The one-line report the CLI prints for an error (`anyhow`'s `{:#}`:
+    /// the error and its sources joined by `: `).
+    fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
+        format!("{:#}", anyhow::Error::new(e))
     }
 
     #[test]
     fn a_report_names_the_cause_once() {
         let e = BenchError::fs("create", "/f0", manyfs::Error::NoSpace("data"));
-        let line = chain(&e);
+        let line = chain(e);
         assert_eq!(line.matches("no space left").count(), 1, "{line}");
         let e = BenchError::io(
             "open",
             "/x",
             std::io::Error::from_raw_os_error(libc::ENOENT),
         );
-        let line = chain(&e);
+        let line = chain(e);
         assert_eq!(line.matches("No such file").count(), 1, "{line}");
     }
 }

@@ -83,17 +83,10 @@ impl FuseError {
 mod tests {
     use super::*;
 
-    /// The error and its sources joined by `: `, as the CLI's one-line
-    /// report (`anyhow`'s `{:#}`) prints them.
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut line = e.to_string();
-        let mut next = e.source();
-        while let Some(cause) = next {
-            line.push_str(": ");
-            line.push_str(&cause.to_string());
-            next = cause.source();
-        }
-        line
+    /// The one-line report the CLI prints for an error (`anyhow`'s `{:#}`:
+    /// the error and its sources joined by `: `).
+    fn chain(e: impl std::error::Error + Send + Sync + 'static) -> String {
+        format!("{:#}", anyhow::Error::new(e))
     }
 
     #[test]
@@ -110,10 +103,10 @@ mod tests {
                 cause: enoent(),
             },
         ] {
-            let line = chain(&e);
+            let line = chain(e);
             assert_eq!(line.matches("No such file").count(), 1, "{line}");
         }
-        let line = chain(&FuseError::from(manyfs::Error::NoSpace("data")));
+        let line = chain(FuseError::from(manyfs::Error::NoSpace("data")));
         assert_eq!(line.matches("no space left").count(), 1, "{line}");
     }
 }

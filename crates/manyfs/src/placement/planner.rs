@@ -249,25 +249,10 @@ struct WhatIf<'a> {
 
 impl<'a> WhatIf<'a> {
     fn new(snap: &'a Snapshot, policy: &'a Policy) -> Self {
-        let nodes = snap.node_cpus.len();
         let cfg = &policy.config;
-        let cpu = policy.rules.cpu().then(|| {
-            let mut used = vec![0f64; nodes];
-            for (i, t) in snap.threads.iter().enumerate() {
-                used[t.node] += cpu_share(snap, i, t.node);
-            }
-            used
-        });
-        let nvmm = policy.rules.nvmm().then(|| {
-            let mut load = vec![0f64; nodes];
-            for t in &snap.threads {
-                for (node, &r) in t.read.iter().enumerate().take(nodes) {
-                    load[node] += r as f64 / f64::from(cfg.read_weight_divisor);
-                }
-                load[t.node] += t.writes() as f64;
-            }
-            load
-        });
+        let now = |i: usize| snap.threads[i].node;
+        let cpu = policy.rules.cpu().then(|| cpu_use(snap, now));
+        let nvmm = policy.rules.nvmm().then(|| nvmm_load(snap, cfg, now));
         WhatIf {
             snap,
             cfg: &policy.config,
@@ -309,6 +294,31 @@ impl<'a> WhatIf<'a> {
             load[n] += t.writes() as f64;
         }
     }
+}
+
+/// Eq. 6 summed per node, with thread `i` on node `node_of(i)`.
+fn cpu_use(snap: &Snapshot, node_of: impl Fn(usize) -> usize) -> Vec<f64> {
+    let mut used = vec![0f64; snap.node_cpus.len()];
+    for i in 0..snap.threads.len() {
+        let n = node_of(i);
+        used[n] += cpu_share(snap, i, n);
+    }
+    used
+}
+
+/// Eq. 1 per node over the window (weighted bytes), with thread `i` on
+/// node `node_of(i)`: reads load the node holding the data, writes the
+/// node the writer runs on.
+fn nvmm_load(snap: &Snapshot, cfg: &PlacementConfig, node_of: impl Fn(usize) -> usize) -> Vec<f64> {
+    let nodes = snap.node_cpus.len();
+    let mut load = vec![0f64; nodes];
+    for (i, t) in snap.threads.iter().enumerate() {
+        for (node, &r) in t.read.iter().enumerate().take(nodes) {
+            load[node] += r as f64 / f64::from(cfg.read_weight_divisor);
+        }
+        load[node_of(i)] += t.writes() as f64;
+    }
+    load
 }
 
 /// Eq. 6: thread `i`'s share of node `n`'s CPUs over the window.
@@ -381,13 +391,7 @@ fn balance_nvmm(
     let nodes = snap.node_cpus.len();
     let threads = &snap.threads;
     // Weighted bytes per node over the window (`BW_N * Time_W`).
-    let mut load = vec![0f64; nodes];
-    for (t, &(n, _)) in threads.iter().zip(at.iter()) {
-        for (node, &r) in t.read.iter().enumerate().take(nodes) {
-            load[node] += r as f64 / f64::from(cfg.read_weight_divisor);
-        }
-        load[n] += t.writes() as f64;
-    }
+    let mut load = nvmm_load(snap, cfg, |i| at[i].0);
     let hot = (0..nodes).find(|&n| nvmm_hot(snap, cfg, &load, n))?;
     let average = load.iter().sum::<f64>() / nodes as f64;
     let mut candidates: Vec<usize> = (0..threads.len())
@@ -435,10 +439,7 @@ fn balance_cpu(
     let threads = &snap.threads;
     // Eq. 6 on node n: Time_i / (Time_W * cores_n).
     let share = |i: usize, n: usize| cpu_share(snap, i, n);
-    let mut used = vec![0f64; nodes];
-    for (i, &(n, _)) in at.iter().enumerate() {
-        used[n] += share(i, n);
-    }
+    let mut used = cpu_use(snap, |i| at[i].0);
     let limit = f64::from(cfg.cpu_limit_pct) / 100.0;
     let hot = (0..nodes)
         .filter(|&n| used[n] > limit)
