@@ -44,10 +44,14 @@ fn opts() -> MountOptions {
 struct Durable {
     pool: std::fs::File,
     image: Mutex<Vec<u8>>,
+    /// Durability points seen so far.
+    syncs: std::sync::atomic::AtomicUsize,
 }
 
 impl PersistObserver for Durable {
     fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+        self.syncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut image = self.image.lock().unwrap();
         let end = (off as usize + len).min(image.len());
         self.pool.read_exact_at(&mut image[off as usize..end], off)
@@ -82,6 +86,7 @@ fn mount_observed(pool: &Path) -> (Fs, Arc<Durable>) {
     let obs = Arc::new(Durable {
         pool: std::fs::File::open(pool).unwrap(),
         image: Mutex::new(std::fs::read(pool).unwrap()),
+        syncs: Default::default(),
     });
     let fs = Fs::mount_observed(pool, &opts(), obs.clone()).unwrap();
     (fs, obs)
@@ -199,6 +204,9 @@ fn check_image(scratch: &Path, image: &[u8], expect: &Expect) -> Option<String> 
 }
 
 /// Every power-cut image between `durable` and `current` must pass.
+/// `durable` is the observer's image taken after the last operation: an
+/// operation may sync pages itself (a new log array, a raised checked
+/// count), and those are on disk whatever else is.
 fn power_cuts(durable: &[u8], current: &[u8], expect: &Expect, seed: u64) {
     power_cuts_n(durable, current, expect, seed, SAMPLES)
 }
@@ -272,19 +280,89 @@ fn write_file(fs: &Fs, path: &str, data: &[u8], off: u64) -> manyfs::File {
 /// (a) and (c): write A, sync, overwrite A (its old block is freed), write
 /// B (which may take A's old block). A must read its synced or its new
 /// bytes, never B's; the pool must mount (no block owned twice).
+///
+/// Run once on the CPU the test starts on and, where the test may run on a
+/// second CPU, with the overwrite made from that CPU: the file's second
+/// sub-log gives it a log array, which the mount syncs before the record
+/// names it.
 #[test]
 fn overwrite_then_other_file_reuses_the_block() {
-    for pages in [1usize, 3] {
+    let cpus = allowed_cpus();
+    let mut runs = vec![(None, None)];
+    if let [first, second, ..] = cpus[..] {
+        runs.push((Some(first), Some(second)));
+    }
+    for (first_cpu, second_cpu) in runs {
+        for pages in [1usize, 3] {
+            overwrite_then_reuse(pages, first_cpu, second_cpu);
+        }
+    }
+    pin_to(&cpus);
+}
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and
+    // sched_getaffinity writes at most its size into it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        set
+    };
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Let this thread run only on `cpus`.
+fn pin_to(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is given
+    // indices below CPU_SETSIZE (they came from sched_getaffinity), and
+    // sched_setaffinity reads at most the set's size.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+fn overwrite_then_reuse(pages: usize, first_cpu: Option<usize>, second_cpu: Option<usize>) {
+    {
         let dir = tempfile::tempdir().unwrap();
         let (fs, obs) = fresh_observed(dir.path());
         let a0 = pattern(1, 0, pages * PAGE);
         let a1 = pattern(1, 1, pages * PAGE);
         let b = pattern(2, 0, pages * PAGE);
+        if let Some(c) = first_cpu {
+            pin_to(&[c]);
+        }
         let fa = write_file(&fs, "/a", &a0, 0);
         fa.sync_all().unwrap();
-        let durable = obs.image();
+        if let Some(c) = second_cpu {
+            pin_to(&[c]);
+        }
+        let syncs = obs.syncs.load(std::sync::atomic::Ordering::Relaxed);
         fa.write_all_at(&a1, 0).unwrap();
+        // From a second CPU a copy-on-write overwrite starts a second
+        // sub-log, whose log array is synced before the record names it (a
+        // one-page overwrite of a settled page goes in place, no entry).
+        let synced_in_write = obs.syncs.load(std::sync::atomic::Ordering::Relaxed) > syncs;
+        if pages > 1 && second_cpu.is_some() {
+            assert!(synced_in_write, "no log array synced ({pages} pages)");
+        }
         let _fb = write_file(&fs, "/b", &b, 0);
+        let durable = obs.image();
         let current = read_pool(dir.path());
         let mut expect = Expect::default();
         expect.one_of.insert("/a".into(), vec![a0, a1]);
@@ -303,8 +381,8 @@ fn single_create_in_a_fresh_pool() {
     let dir = tempfile::tempdir().unwrap();
     let (fs, obs) = fresh_observed(dir.path());
     fs.sync().unwrap();
-    let durable = obs.image();
     let _f = write_file(&fs, "/new", &pattern(1, 0, 100), 0);
+    let durable = obs.image();
     let current = read_pool(dir.path());
     let mut expect = Expect::default();
     expect.owners.insert("/new".into(), [1].into());
@@ -328,11 +406,11 @@ fn appends_after_remount_and_sync() {
     }
     f.sync_all().unwrap();
     let synced = fs.read("/log").unwrap();
-    let durable = obs.image();
     for i in 0..70u64 {
         f.write_all_at(&pattern(1, 2, 50), i * 50).unwrap();
     }
     let _g = write_file(&fs, "/other", &pattern(2, 0, 2 * PAGE), 0);
+    let durable = obs.image();
     let current = read_pool(dir.path());
     let mut expect = Expect::default();
     expect.owners.insert("/log".into(), [1].into());
@@ -668,10 +746,10 @@ fn one_barrier_fsync_keeps_its_data() {
         "{one_barrier} of 70 fsyncs took one barrier"
     );
     assert!(log_pages(&obs.image(), ino).len() >= 2);
-    let durable = obs.image();
     // Unsynced changes after it, to /a and to another file.
     f.write_all_at(&pattern(1, 2, 100), 10).unwrap();
     let _g = write_file(&fs, "/g", &pattern(2, 0, PAGE), 0);
+    let durable = obs.image();
     let current = read_pool(dir.path());
     let mut later = want.clone();
     later[10..110].copy_from_slice(&pattern(1, 2, 100));
@@ -829,11 +907,11 @@ fn single_page_overwrites_go_in_place() {
     );
     // An unsynced partial overwrite, and a new file that may take freed
     // blocks: every power cut shows the synced or the new version of /a.
-    let durable = obs.image();
     f.write_all_at(&pattern(1, 9, 100), 50).unwrap();
     let mut later = want.clone();
     later[50..150].copy_from_slice(&pattern(1, 9, 100));
     let _g = write_file(&fs, "/g", &pattern(2, 0, PAGE), 0);
+    let durable = obs.image();
     let current = read_pool(dir.path());
     let mut expect = Expect::default();
     expect.one_of.insert("/a".into(), vec![want, later.clone()]);
