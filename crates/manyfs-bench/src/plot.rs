@@ -24,6 +24,36 @@ pub const FONT_CANDIDATES: &[&str] = &[
 
 const FONT: &str = "sans-serif";
 
+/// Call `$draw(area, args...)` on an SVG or PNG drawing area of `$size`
+/// at `$path`, chosen by its extension.
+macro_rules! render {
+    ($path:expr, $size:expr, $draw:ident, $($arg:expr),*) => {{
+        let ext = $path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        match ext.as_str() {
+            "svg" => $draw(SVGBackend::new($path, $size).into_drawing_area(), $($arg),*),
+            "png" => $draw(BitMapBackend::new($path, $size).into_drawing_area(), $($arg),*),
+            _ => Err(format!("unknown plot format {ext:?} (use .svg or .png)")),
+        }
+    }};
+}
+
+/// The legend box every panel has, in its upper right corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .label_font((FONT, 12))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+}
+
 fn register_font() -> std::result::Result<(), String> {
     static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -111,25 +141,7 @@ pub fn write_plot(path: &Path, records: &[Record]) -> Result<()> {
     let cols = panels.len().min(3);
     let rows = panels.len().div_ceil(cols);
     let size = (cols as u32 * 520, rows as u32 * 380 + 40);
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "svg" => draw(
-            SVGBackend::new(path, size).into_drawing_area(),
-            &panels,
-            (rows, cols),
-        ),
-        "png" => draw(
-            BitMapBackend::new(path, size).into_drawing_area(),
-            &panels,
-            (rows, cols),
-        ),
-        _ => Err(format!("unknown plot format {ext:?} (use .svg or .png)")),
-    }
-    .map_err(err)
+    render!(path, size, draw, &panels, (rows, cols)).map_err(err)
 }
 
 fn draw<DB: DrawingBackend>(
@@ -192,14 +204,125 @@ fn draw<DB: DrawingBackend>(
                 .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
                 .map_err(e)?;
         }
+        draw_legend(&mut chart).map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// The write-latency trace of `--reproduce tier-checkpoint`: one panel per
+/// run (rows: thread counts; columns: none, background, blocking, device), the
+/// slowest write per [`crate::reproduce::checkpoint::BUCKET`] against
+/// time (log scale), checkpoints shaded, the `none` run's p99 as a dashed
+/// line.
+pub fn write_checkpoint_plot(
+    path: &Path,
+    runs: &[crate::reproduce::checkpoint::CheckpointRun],
+) -> Result<()> {
+    let err = |msg: String| BenchError::Plot {
+        path: path.to_path_buf(),
+        msg,
+    };
+    if runs.is_empty() {
+        return Err(err("no runs to plot".into()));
+    }
+    register_font().map_err(err)?;
+    // The three modes and the raw-device run.
+    let cols = crate::reproduce::checkpoint::MODES.len() + 1;
+    let rows = runs.len().div_ceil(cols);
+    let size = (cols as u32 * 520, rows as u32 * 340 + 40);
+    render!(path, size, draw_checkpoint, runs, (rows, cols)).map_err(err)
+}
+
+fn draw_checkpoint<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    runs: &[crate::reproduce::checkpoint::CheckpointRun],
+    grid: (usize, usize),
+) -> std::result::Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root
+        .titled(
+            "manyfs tier: slowest 4 KiB append per 10 ms through checkpoints",
+            (FONT, 22),
+        )
+        .map_err(e)?;
+    let us = |ns: u64| (ns.max(1) as f64) / 1e3;
+    let ymax = runs
+        .iter()
+        .map(|r| us(r.max_ns))
+        .fold(1.0f64, f64::max)
+        .max(10.0)
+        * 2.0;
+    let ymin = runs
+        .iter()
+        .flat_map(|r| r.trace.iter().filter(|b| b.2 > 0).map(|b| us(b.1)))
+        .fold(f64::INFINITY, f64::min)
+        .clamp(0.1, 1e6)
+        / 2.0;
+    for (area, run) in root.split_evenly(grid).iter().zip(runs) {
+        let reference = runs
+            .iter()
+            .find(|n| n.mode == "none" && n.threads == run.threads)
+            .map(|n| us(n.p99_ns));
+        let xmax = run.seconds.max(1e-3);
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{} x{}", run.mode, run.threads), (FONT, 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, (ymin..ymax).log_scale())
+            .map_err(e)?;
         chart
-            .configure_series_labels()
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("slowest write (us)")
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
             .draw()
             .map_err(e)?;
+        // A checkpoint is often far shorter than a pixel: its start is a
+        // line, its length a band behind it.
+        let shade = RGBColor(255, 160, 40);
+        chart
+            .draw_series(run.checkpoints.iter().map(|&(s, t)| {
+                Rectangle::new([(s, ymin), (t.max(s), ymax)], shade.mix(0.35).filled())
+            }))
+            .map_err(e)?;
+        chart
+            .draw_series(
+                run.checkpoints
+                    .iter()
+                    .map(|&(s, _)| PathElement::new(vec![(s, ymin), (s, ymax)], shade.mix(0.6))),
+            )
+            .map_err(e)?
+            .label("checkpoint start")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], shade.stroke_width(2))
+            });
+        let pts: Vec<(f64, f64)> = run
+            .trace
+            .iter()
+            .filter(|b| b.2 > 0)
+            .map(|b| (b.0, us(b.1)))
+            .collect();
+        let color = BLUE.to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(1)))
+            .map_err(e)?
+            .label("slowest write per 10 ms")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        if let Some(p) = reference {
+            let red = RED.stroke_width(2);
+            chart
+                .draw_series(DashedLineSeries::new(vec![(0.0, p), (xmax, p)], 6, 4, red))
+                .map_err(e)?
+                .label("p99 without checkpoints")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], red));
+        }
+        draw_legend(&mut chart).map_err(e)?;
     }
     root.present().map_err(e)?;
     Ok(())

@@ -24,7 +24,13 @@
 //! (DWOM direct and DWSL) on a tiered pool, its four configurations
 //! (Baseline, RL, NL, Integrated) with the data device's raw write rate as
 //! the reference line ([`tier`]).
+//!
+//! `tier-checkpoint`: the same paper's claim that a checkpoint never
+//! stalls writers: 4 KiB appends on the tier traced through checkpoints,
+//! none / background / `checkpoint=blocking` (F2FS's stall) side by side
+//! ([`checkpoint`]).
 
+pub mod checkpoint;
 pub mod nthread;
 pub mod tier;
 
@@ -68,6 +74,12 @@ pub const FIGURES: &[Figure] = &[
                 tiered pool (data on the disk) as Baseline/RL (logs in a file pool on the disk) \
                 and NL/Integrated (logs on /dev/shm), inode vs srl-tree, the device's raw \
                 O_DIRECT write rate as reference",
+    },
+    Figure {
+        name: "tier-checkpoint",
+        title: "F2FS NVM node logging: write latency traced through checkpoints on a tiered \
+                pool (logs on /dev/shm, data on the disk): none, background and blocking \
+                (F2FS's stall), 1 and 2 threads",
     },
     Figure {
         name: "nthread-fig5",

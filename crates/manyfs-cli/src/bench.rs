@@ -127,6 +127,11 @@ pub struct BenchArgs {
     /// /var/tmp/manyfs-tier-fig6.data], the file-mode pool at --pool
     /// [default /var/tmp/manyfs-tier-fig6.pool], the dram pool in /dev/shm;
     /// all removed afterwards) [threads 1,2; 2 s per point].
+    /// `tier-checkpoint` (the same paper's checkpoint without stalls: 4 KiB
+    /// appends on the tier, data on --data [default
+    /// /var/tmp/manyfs-tier-checkpoint.data], logs in a dram pool in
+    /// /dev/shm, write latency traced through a checkpoint every 100 ms:
+    /// none, background, blocking) [threads 1,2; 3 s per run].
     /// JSON and plot to manyfs-NAME.json/.svg unless --json/--plot.
     #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
     reproduce: Option<String>,
@@ -340,6 +345,9 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
     if fig.name == "tier-fig6" {
         return run_tier_fig6(args);
     }
+    if fig.name == "tier-checkpoint" {
+        return run_tier_checkpoint(args);
+    }
     let fig7 = fig.name == "ncache-fig7";
     let mut cfg = Config {
         threads: if fig7 { vec![1, 2, 16] } else { vec![1, 2, 8] },
@@ -394,6 +402,48 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The options the tier figures share: `--pool-size`/`--data-size` into
+/// `sizes`, and the common run options on top of the figure's defaults
+/// (threads, duration, warm-up).
+fn tier_common(
+    args: &BenchArgs,
+    sizes: (&mut u64, &mut u64),
+    defaults: (Vec<usize>, std::time::Duration, std::time::Duration),
+) -> Result<Config> {
+    if let Some(s) = &args.pool_size {
+        *sizes.0 = parse_size(s)?;
+    }
+    if let Some(s) = &args.data_size {
+        *sizes.1 = parse_size(s)?;
+    }
+    let mut common = Config {
+        threads: defaults.0,
+        duration: defaults.1,
+        warmup: defaults.2,
+        ..Config::default()
+    };
+    apply_common(&mut common, args)?;
+    Ok(common)
+}
+
+/// Run `f` with a progress callback that rewrites one stderr line when
+/// stderr is a terminal, and clear the line afterwards.
+fn with_progress<T>(
+    f: impl FnOnce(&mut dyn FnMut(&str)) -> manyfs_bench::Result<T>,
+) -> manyfs_bench::Result<T> {
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |m: &str| {
+        if tty {
+            eprint!("\r\x1b[K{m}");
+        }
+    };
+    let out = f(&mut progress);
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    out
+}
+
 /// `--reproduce tier-fig6`: header, throughput table, latency and
 /// persistence tables, JSON and plot.
 fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
@@ -408,34 +458,18 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         cfg.disk_fs_dir = dir.unwrap_or(disk).join("manyfs-tier-fig6.dir");
     }
-    if let Some(s) = &args.pool_size {
-        cfg.pool_size = parse_size(s)?;
-    }
-    if let Some(s) = &args.data_size {
-        cfg.data_size = parse_size(s)?;
-    }
-    let mut common = Config {
-        threads: cfg.threads.clone(),
-        duration: cfg.duration,
-        warmup: cfg.warmup,
-        ..Config::default()
-    };
-    apply_common(&mut common, args)?;
+    let common = tier_common(
+        args,
+        (&mut cfg.pool_size, &mut cfg.data_size),
+        (cfg.threads.clone(), cfg.duration, cfg.warmup),
+    )?;
     cfg.threads = common.threads;
     cfg.duration = common.duration;
     cfg.warmup = common.warmup;
     cfg.repeats = common.repeats;
     cfg.pin = common.pin;
     print!("{}", tier::header(&cfg));
-    let tty = std::io::stderr().is_terminal();
-    let records = tier::run_tier_fig6(&cfg, |m| {
-        if tty {
-            eprint!("\r\x1b[K{m}");
-        }
-    })?;
-    if tty {
-        eprint!("\r\x1b[K");
-    }
+    let records = with_progress(|p| tier::run_tier_fig6(&cfg, p))?;
     println!();
     println!("ops/s (DWOM direct: 4 KiB overwrites, no fsync; DWSL: 4 KiB overwrite + fsync):");
     print!("{}", tier::table(&records));
@@ -453,6 +487,49 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("manyfs-tier-fig6.svg"));
     match manyfs_bench::plot::write_plot(&plot, &records) {
+        Ok(()) => eprintln!("wrote {}", plot.display()),
+        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--reproduce tier-checkpoint`: header, table, JSON and trace plot.
+fn run_tier_checkpoint(args: &BenchArgs) -> Result<ExitCode> {
+    use manyfs_bench::reproduce::{checkpoint, tier};
+    let mut cfg = checkpoint::CheckpointConfig::new(
+        std::path::Path::new(tier::DEFAULT_DISK_DIR),
+        std::path::Path::new(tier::DEFAULT_SHM_DIR),
+    );
+    if let Some(p) = &args.pool {
+        cfg.pool = p.clone();
+    }
+    if let Some(p) = &args.data {
+        cfg.data = p.clone();
+    }
+    let common = tier_common(
+        args,
+        (&mut cfg.pool_size, &mut cfg.data_size),
+        (cfg.threads.clone(), cfg.duration, cfg.warmup),
+    )?;
+    cfg.threads = common.threads;
+    cfg.duration = common.duration;
+    cfg.warmup = common.warmup;
+    cfg.pin = common.pin;
+    print!("{}", checkpoint::header(&cfg));
+    let runs = with_progress(|p| checkpoint::run_tier_checkpoint(&cfg, p))?;
+    println!();
+    print!("{}", checkpoint::table(&runs));
+    let json = args
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("manyfs-tier-checkpoint.json"));
+    checkpoint::write_json(&json, &runs)?;
+    eprintln!("wrote {}", json.display());
+    let plot = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("manyfs-tier-checkpoint.svg"));
+    match manyfs_bench::plot::write_checkpoint_plot(&plot, &runs) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
     }

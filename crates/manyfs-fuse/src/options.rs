@@ -101,7 +101,10 @@ impl FuseConfig {
     /// `placement_policy=off|rl|cpu|nm|full`,
     /// `remote_cost=off|paper|READ/WRITE` and
     /// `bandwidth_cap=off|paper|BYTES_PER_SEC` (emulated topologies only),
-    /// `data=PATH` (a tiered pool's data device, if not at the recorded path), `ro`, `rw`,
+    /// `data=PATH` (a tiered pool's data device, if not at the recorded path),
+    /// `commit=SECONDS` (how often the commit thread makes everything
+    /// durable in `file` mode and on a tiered pool; 0 turns it off),
+    /// `checkpoint=background|blocking` (whether writers wait for it), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -192,6 +195,26 @@ impl FuseConfig {
                         "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583",
                     )
                 })?;
+            }
+            "checkpoint" => {
+                let v = need(opt, value)?;
+                self.fs.checkpoint = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected background or blocking"))?;
+            }
+            "commit" => {
+                let v = need(opt, value)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 1e6)
+                    .ok_or_else(|| {
+                        FuseError::bad_option(
+                            opt,
+                            "expected seconds from 0 (off) to 1e6, e.g. 5 or 0.5",
+                        )
+                    })?;
+                self.fs.commit_interval = std::time::Duration::from_secs_f64(secs);
             }
             "data" => {
                 let v = need(opt, value)?;
@@ -358,6 +381,13 @@ mod tests {
             1_500_000_000
         );
         assert_eq!(custom.fs.remote_cost.unwrap().to_string(), "10/20");
+        let cp = FuseConfig::parse_options(&["checkpoint=blocking,commit=0.25"]).unwrap();
+        assert_eq!(cp.fs.checkpoint, manyfs::Checkpoint::Blocking);
+        assert_eq!(cp.fs.commit_interval, std::time::Duration::from_millis(250));
+        assert_eq!(
+            FuseConfig::default().fs.checkpoint,
+            manyfs::Checkpoint::Background
+        );
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
@@ -402,6 +432,10 @@ mod tests {
             "ttl=-1",
             "ttl=x",
             "ttl=inf",
+            "checkpoint=never",
+            "checkpoint",
+            "commit=-1",
+            "commit=soon",
             "durability=disk",
             "topology=2",
             "sublogs=two",

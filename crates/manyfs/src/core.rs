@@ -86,6 +86,9 @@ pub struct FsCore {
     pub named: crate::alloc::deferred::Named,
     /// Thread placement: per-thread I/O accounting and the planner.
     pub placement: crate::placement::Placement,
+    /// With `checkpoint=blocking`: writers hold it shared, a checkpoint
+    /// exclusively. Untouched with `checkpoint=background`.
+    checkpoint_gate: parking_lot::RwLock<()>,
 }
 
 impl LogSpace for FsCore {
@@ -192,6 +195,7 @@ impl FsCore {
             topology,
             sync_engine: Default::default(),
             named: Default::default(),
+            checkpoint_gate: parking_lot::RwLock::new(()),
         }
     }
 
@@ -422,9 +426,27 @@ impl FsCore {
     }
 
     /// Persist-and-sync point for `fsync`: in file mode, a sync that writes
-    /// durable marks (`sync_engine.rs`).
+    /// durable marks (`sync_engine.rs`). Never waits for the checkpoint
+    /// gate: an allocator that ran dry calls it inside a write.
     pub fn sync(&self) -> Result<()> {
         self.full_sync()
+    }
+
+    /// A checkpoint: a full sync (`Fs::sync`, the commit thread). With
+    /// `checkpoint=blocking` it first waits for the writes in flight and
+    /// holds every new one out until it is done.
+    pub fn checkpoint(&self) -> Result<()> {
+        let _gate = (self.opts.checkpoint == crate::options::Checkpoint::Blocking)
+            .then(|| self.checkpoint_gate.write());
+        self.full_sync()
+    }
+
+    /// Held by a write, truncate or preallocation for its whole run: with
+    /// `checkpoint=blocking`, a share of the checkpoint gate; otherwise
+    /// nothing (no shared line is touched).
+    pub fn writer_gate(&self) -> Option<parking_lot::RwLockReadGuard<'_, ()>> {
+        (self.opts.checkpoint == crate::options::Checkpoint::Blocking)
+            .then(|| self.checkpoint_gate.read())
     }
 }
 

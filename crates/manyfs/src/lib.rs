@@ -83,7 +83,8 @@ pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::{Durability, PersistStats};
 pub use options::{
-    BandwidthCap, MkfsOptions, MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
+    BandwidthCap, Checkpoint, MkfsOptions, MountOptions, Placement, RemoteCost,
+    SRL_ARRAY_MAX_BYTES, Sublogs,
 };
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
 pub use tier::DeviceStats;

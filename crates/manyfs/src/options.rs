@@ -23,6 +23,11 @@ pub struct MountOptions {
     /// `file` mode: how often a background thread makes everything durable
     /// (like ext4's `commit=`); zero turns it off. Other modes ignore it.
     pub commit_interval: std::time::Duration,
+    /// Whether writers keep running while a full sync (the commit thread's
+    /// checkpoint, `Fs::sync`) makes everything durable: `background` (the
+    /// default), or `blocking`, F2FS's behaviour, kept as a baseline:
+    /// writes, truncates and preallocations wait until it is done.
+    pub checkpoint: Checkpoint,
     /// The NUMA topology per-CPU structures are sized and placed by: the
     /// machine's (or the one `MANYFS_TOPOLOGY` names), or an emulated one.
     pub topology: crate::topology::TopologySpec,
@@ -96,6 +101,42 @@ impl std::fmt::Display for Placement {
     }
 }
 
+/// What a full sync does to writers ([`MountOptions::checkpoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checkpoint {
+    /// Writers keep running: the sync takes each sub-log's mutex only to
+    /// snapshot and to write its marks.
+    #[default]
+    Background,
+    /// Writes, truncates and preallocations wait for the whole sync, as
+    /// F2FS's checkpoint holds every operation out (`f2fs_lock_all`): a
+    /// baseline, whose stalls `manyfs bench --reproduce tier-checkpoint`
+    /// shows.
+    Blocking,
+}
+
+impl std::str::FromStr for Checkpoint {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "background" => Ok(Checkpoint::Background),
+            "blocking" => Ok(Checkpoint::Blocking),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "checkpoint {s:?} (expected background or blocking)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Checkpoint::Background => "background",
+            Checkpoint::Blocking => "blocking",
+        })
+    }
+}
+
 /// How many sub-logs an inode's log has ([`MountOptions::sublogs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sublogs {
@@ -138,6 +179,7 @@ impl Default for MountOptions {
             durability: Durability::default(),
             read_only: false,
             commit_interval: std::time::Duration::from_secs(5),
+            checkpoint: Checkpoint::Background,
             topology: crate::topology::TopologySpec::System,
             sublogs: Sublogs::PerCpu,
             placement: Placement::Local,

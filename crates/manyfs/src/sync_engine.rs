@@ -521,7 +521,7 @@ pub fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 if waited >= interval {
                     waited = std::time::Duration::ZERO;
                     if core.sync_engine.has_work() && !core.media.has_failed() {
-                        let _ = core.full_sync();
+                        let _ = core.checkpoint();
                     }
                 }
             }

@@ -303,19 +303,26 @@ fn fs_ops(be: &Arc<dyn Backend>, threads: usize, sync: bool) -> Result<Vec<Timed
         .collect())
 }
 
-/// The device reference's ops: `O_DIRECT` 4 KiB writes of the data file,
-/// thread `t` at `(t + 1) * REGION`, with an `fdatasync` after each for
-/// DWSL.
-fn device_ops(path: &Path, size: u64, threads: usize, sync: bool) -> Result<Vec<TimedOp>> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
+/// Open (or create) the data file `path` for `O_DIRECT` reads and writes,
+/// as the tier opens its device: the raw-device references write it so.
+pub(crate) fn open_direct(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .custom_flags(libc::O_DIRECT)
         .open(path)
-        .map_err(|e| BenchError::io("open O_DIRECT", path, e))?;
+        .map_err(|e| BenchError::io("open O_DIRECT", path, e))
+}
+
+/// The device reference's ops: `O_DIRECT` 4 KiB writes of the data file,
+/// thread `t` at `(t + 1) * REGION`, with an `fdatasync` after each for
+/// DWSL.
+fn device_ops(path: &Path, size: u64, threads: usize, sync: bool) -> Result<Vec<TimedOp>> {
+    use std::os::unix::fs::FileExt;
+    let file = open_direct(path)?;
     file.set_len(size)
         .map_err(|e| BenchError::io("set_len", path, e))?;
     let file = Arc::new(file);

@@ -200,9 +200,11 @@ impl Fs {
         &self.core.topology
     }
 
-    /// Make all written data durable (a durability point in `file` mode).
+    /// Make all written data durable (a durability point in `file` mode):
+    /// a checkpoint, as the commit thread's (writers wait for it only with
+    /// `checkpoint=blocking`).
     pub fn sync(&self) -> Result<()> {
-        self.core.sync()
+        self.core.checkpoint()
     }
 
     /// The data device's counters (writes, flushes issued and skipped,

@@ -72,6 +72,7 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
         .checked_add(buf.len() as u64)
         .filter(|&e| e <= MAX_FILE_SIZE)
         .ok_or_else(|| Error::FileTooLarge(format!("write of {} bytes at {off}", buf.len())))?;
+    let _gate = core.writer_gate();
     let _t = f.truncate_lock.read();
     let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
     let n = write_locked(core, inode, f, buf, off, end)?;
@@ -491,9 +492,11 @@ pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     if len > MAX_FILE_SIZE {
         return Err(Error::FileTooLarge(format!("set_len({len})")));
     }
+    let gate = core.writer_gate();
     let guard = f.truncate_lock.write();
     let result = set_len_exclusive(core, inode, f, len);
     drop(guard);
+    drop(gate);
     result?;
     maybe_compact(core, inode);
     Ok(())
@@ -509,6 +512,7 @@ pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     if f.size() >= len {
         return Ok(());
     }
+    let _gate = core.writer_gate();
     let _guard = f.truncate_lock.write();
     if f.size() < len {
         set_len_exclusive(core, inode, f, len)

@@ -1,0 +1,90 @@
+//! `checkpoint=background` vs `checkpoint=blocking`: whether a write waits
+//! for a full sync (a checkpoint) that is in progress.
+//!
+//! An observer holds the checkpoint inside its first barrier (the `msync`
+//! of the pool) until the test lets it go; meanwhile another thread writes.
+
+mod common;
+
+use manyfs::media::PersistObserver;
+use manyfs::{Checkpoint, Fs, MountOptions};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Blocks the first durability point it sees after `armed` until `release`
+/// has a message; says on `entered` that it got there.
+struct HoldSync {
+    armed: std::sync::atomic::AtomicBool,
+    entered: Mutex<mpsc::Sender<()>>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+
+impl PersistObserver for HoldSync {
+    fn on_sync(&self, _off: u64, _len: usize) -> std::io::Result<()> {
+        if self.armed.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+        }
+        Ok(())
+    }
+}
+
+/// Whether a write made while a checkpoint is held inside its barrier
+/// finishes before the checkpoint is released; the write's data is there
+/// afterwards either way.
+fn write_finishes_during_checkpoint(mode: Checkpoint) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let opts = MountOptions {
+        commit_interval: Duration::ZERO,
+        checkpoint: mode,
+        ..Default::default()
+    };
+    common::mkfs(&pool, 8 << 20, &opts).unmount().unwrap();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let hold = Arc::new(HoldSync {
+        armed: false.into(),
+        entered: Mutex::new(entered_tx),
+        release: Mutex::new(release_rx),
+    });
+    let fs = Arc::new(Fs::mount_observed(&pool, &opts, hold.clone()).unwrap());
+    let f = common::open_rw(&fs, "/f");
+    f.write_all_at(&[1u8; 4096], 0).unwrap();
+    hold.armed.store(true, std::sync::atomic::Ordering::Release);
+    let checkpoint = {
+        let fs = fs.clone();
+        std::thread::spawn(move || fs.sync())
+    };
+    entered_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the checkpoint reached its barrier");
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        f.write_all_at(&[2u8; 4096], 4096).unwrap();
+        done_tx.send(()).unwrap();
+        f
+    });
+    let finished = done_rx.recv_timeout(Duration::from_secs(2)).is_ok();
+    release_tx.send(()).unwrap();
+    checkpoint.join().unwrap().unwrap();
+    let f = writer.join().unwrap();
+    let mut back = vec![0u8; 8192];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back[..4096].iter().all(|&b| b == 1));
+    assert!(back[4096..].iter().all(|&b| b == 2));
+    drop(f);
+    Arc::try_unwrap(fs).ok().unwrap().unmount().unwrap();
+    finished
+}
+
+#[test]
+fn background_checkpoints_do_not_stop_writers() {
+    assert!(write_finishes_during_checkpoint(Checkpoint::Background));
+}
+
+#[test]
+fn blocking_checkpoints_hold_writers_until_done() {
+    assert!(!write_finishes_during_checkpoint(Checkpoint::Blocking));
+}
