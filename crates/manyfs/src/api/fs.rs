@@ -367,9 +367,14 @@ impl Fs {
             return Err(Error::IsDir(p.display().to_string()));
         }
         if split.trailing_slash {
-            // "name/" means the directory `name` resolves to: unlink refuses
-            // a directory, and anything else is not one.
-            let target = namespace::resolve(&self.core, path_bytes(p), true);
+            // "name/": unlink refuses a directory, and anything else,
+            // a symlink to a directory included (the last name is not
+            // followed, as the kernel's unlink does not), is not one.
+            let mut last = path_bytes(p);
+            while last.len() > 1 && last.ends_with(b"/") {
+                last = &last[..last.len() - 1];
+            }
+            let target = namespace::resolve(&self.core, last, false);
             return Err(match target {
                 Ok(i) if i.is_dir() => Error::IsDir(p.display().to_string()),
                 Ok(_) => Error::NotDir(p.display().to_string()),
