@@ -41,6 +41,15 @@ macro_rules! render {
     }};
 }
 
+/// A white figure with `title` on top; returns the area under it.
+fn titled<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+) -> std::result::Result<DrawingArea<DB, Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    root.titled(title, (FONT, 22))
+}
+
 /// The legend box every panel has, in its upper right corner.
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -150,13 +159,11 @@ fn draw<DB: DrawingBackend>(
     grid: (usize, usize),
 ) -> std::result::Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-    root.fill(&WHITE).map_err(e)?;
-    let root = root
-        .titled(
-            "manyfs bench: throughput vs threads (4 KiB ops; HACCIO 1 MiB records)",
-            (FONT, 22),
-        )
-        .map_err(e)?;
+    let root = titled(
+        root,
+        "manyfs bench: throughput vs threads (4 KiB ops; HACCIO 1 MiB records)",
+    )
+    .map_err(e)?;
     let areas = root.split_evenly(grid);
     for (area, panel) in areas.iter().zip(panels) {
         let all = panel.lines.iter().flat_map(|(_, p)| p.iter());
@@ -240,13 +247,11 @@ fn draw_checkpoint<DB: DrawingBackend>(
     grid: (usize, usize),
 ) -> std::result::Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-    root.fill(&WHITE).map_err(e)?;
-    let root = root
-        .titled(
-            "manyfs tier: slowest 4 KiB append per 10 ms through checkpoints",
-            (FONT, 22),
-        )
-        .map_err(e)?;
+    let root = titled(
+        root,
+        "manyfs tier: slowest 4 KiB append per 10 ms through checkpoints",
+    )
+    .map_err(e)?;
     let us = |ns: u64| (ns.max(1) as f64) / 1e3;
     let ymax = runs
         .iter()

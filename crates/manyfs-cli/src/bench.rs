@@ -385,16 +385,9 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
         }
         other => bail!("--reproduce {other}: no runner for this figure"),
     };
-    let json = args
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{}.json", fig.name)));
+    let (json, plot) = figure_outputs(args, fig.name);
     write_json(&json, &records)?;
     eprintln!("wrote {}", json.display());
-    let plot = args
-        .plot
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{}.svg", fig.name)));
     match manyfs_bench::plot::write_plot(&plot, &records) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
@@ -402,13 +395,18 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The options the tier figures share: `--pool-size`/`--data-size` into
-/// `sizes`, and the common run options on top of the figure's defaults
-/// (threads, duration, warm-up).
+/// The options the tier figures share, applied to a figure's defaults:
+/// `--pool-size`/`--data-size`, then the common run options (threads,
+/// duration, warm-up, pinning); returns them all (with `--repeat`).
 fn tier_common(
     args: &BenchArgs,
     sizes: (&mut u64, &mut u64),
-    defaults: (Vec<usize>, std::time::Duration, std::time::Duration),
+    run: (
+        &mut Vec<usize>,
+        &mut std::time::Duration,
+        &mut std::time::Duration,
+        &mut bool,
+    ),
 ) -> Result<Config> {
     if let Some(s) = &args.pool_size {
         *sizes.0 = parse_size(s)?;
@@ -417,13 +415,30 @@ fn tier_common(
         *sizes.1 = parse_size(s)?;
     }
     let mut common = Config {
-        threads: defaults.0,
-        duration: defaults.1,
-        warmup: defaults.2,
+        threads: run.0.clone(),
+        duration: *run.1,
+        warmup: *run.2,
         ..Config::default()
     };
     apply_common(&mut common, args)?;
+    run.0.clone_from(&common.threads);
+    *run.1 = common.duration;
+    *run.2 = common.warmup;
+    *run.3 = common.pin;
     Ok(common)
+}
+
+/// Where `--reproduce NAME` writes its JSON and plot: `--json`/`--plot`,
+/// else `manyfs-NAME.json` and `manyfs-NAME.svg`.
+fn figure_outputs(args: &BenchArgs, name: &str) -> (PathBuf, PathBuf) {
+    (
+        args.json
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("manyfs-{name}.json"))),
+        args.plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("manyfs-{name}.svg"))),
+    )
 }
 
 /// Run `f` with a progress callback that rewrites one stderr line when
@@ -458,16 +473,17 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         cfg.disk_fs_dir = dir.unwrap_or(disk).join("manyfs-tier-fig6.dir");
     }
-    let common = tier_common(
+    cfg.repeats = tier_common(
         args,
         (&mut cfg.pool_size, &mut cfg.data_size),
-        (cfg.threads.clone(), cfg.duration, cfg.warmup),
-    )?;
-    cfg.threads = common.threads;
-    cfg.duration = common.duration;
-    cfg.warmup = common.warmup;
-    cfg.repeats = common.repeats;
-    cfg.pin = common.pin;
+        (
+            &mut cfg.threads,
+            &mut cfg.duration,
+            &mut cfg.warmup,
+            &mut cfg.pin,
+        ),
+    )?
+    .repeats;
     print!("{}", tier::header(&cfg));
     let records = with_progress(|p| tier::run_tier_fig6(&cfg, p))?;
     println!();
@@ -476,16 +492,9 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
     println!();
     println!("latency of each operation's write and fsync:");
     print!("{}", tier::latency_table(&records));
-    let json = args
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("manyfs-tier-fig6.json"));
+    let (json, plot) = figure_outputs(args, "tier-fig6");
     write_json(&json, &records)?;
     eprintln!("wrote {}", json.display());
-    let plot = args
-        .plot
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("manyfs-tier-fig6.svg"));
     match manyfs_bench::plot::write_plot(&plot, &records) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
@@ -506,29 +515,23 @@ fn run_tier_checkpoint(args: &BenchArgs) -> Result<ExitCode> {
     if let Some(p) = &args.data {
         cfg.data = p.clone();
     }
-    let common = tier_common(
+    tier_common(
         args,
         (&mut cfg.pool_size, &mut cfg.data_size),
-        (cfg.threads.clone(), cfg.duration, cfg.warmup),
+        (
+            &mut cfg.threads,
+            &mut cfg.duration,
+            &mut cfg.warmup,
+            &mut cfg.pin,
+        ),
     )?;
-    cfg.threads = common.threads;
-    cfg.duration = common.duration;
-    cfg.warmup = common.warmup;
-    cfg.pin = common.pin;
     print!("{}", checkpoint::header(&cfg));
     let runs = with_progress(|p| checkpoint::run_tier_checkpoint(&cfg, p))?;
     println!();
     print!("{}", checkpoint::table(&runs));
-    let json = args
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("manyfs-tier-checkpoint.json"));
+    let (json, plot) = figure_outputs(args, "tier-checkpoint");
     checkpoint::write_json(&json, &runs)?;
     eprintln!("wrote {}", json.display());
-    let plot = args
-        .plot
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("manyfs-tier-checkpoint.svg"));
     match manyfs_bench::plot::write_checkpoint_plot(&plot, &runs) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
@@ -587,10 +590,7 @@ fn run_fig7(cfg: &Config, name: &str, args: &BenchArgs) -> Result<Vec<manyfs_ben
         "{}",
         manyfs_bench::locks::projection_rows(&proj, "index+lock stride")
     );
-    let base = args
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("manyfs-{name}.json")));
+    let (base, _) = figure_outputs(args, name);
     let p = base.with_extension("index.json");
     idx.projection = proj;
     idx.write_json(&p)?;

@@ -64,12 +64,10 @@ impl Durable {
     }
 }
 
-/// A new pool, mounted with a [`Durable`] observer (the mount's own sync
-/// fills the durable image).
-fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
-    let pool = dir.join("pool");
+/// Make a pool of [`POOL`] bytes at `pool`, left unmounted.
+fn mkfs_unmounted(pool: &Path) {
     Fs::mkfs(
-        &pool,
+        pool,
         &MkfsOptions {
             size: POOL,
             ..Default::default()
@@ -79,6 +77,13 @@ fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
     .unwrap()
     .unmount()
     .unwrap();
+}
+
+/// A new pool, mounted with a [`Durable`] observer (the mount's own sync
+/// fills the durable image).
+fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
+    let pool = dir.join("pool");
+    mkfs_unmounted(&pool);
     mount_observed(&pool)
 }
 
@@ -957,17 +962,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
     stay_on_this_cpu();
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    Fs::mkfs(
-        &pool,
-        &MkfsOptions {
-            size: POOL,
-            ..Default::default()
-        },
-        &opts(),
-    )
-    .unwrap()
-    .unmount()
-    .unwrap();
+    mkfs_unmounted(&pool);
     let obs = Arc::new(SyncRanges::default());
     let fs = Fs::mount_observed(&pool, &opts(), obs.clone()).unwrap();
     let f = write_file(&fs, "/a", &pattern(1, 0, PAGE), 0);
@@ -1098,18 +1093,7 @@ fn a_pool_of_the_marked_rule_still_mounts() {
 /// new head (a two-barrier sync), so a thread the scheduler moves would
 /// make the one-barrier counts depend on the machine's load.
 fn stay_on_this_cpu() {
-    // SAFETY: sched_getcpu has no preconditions; the set is a zeroed plain
-    // C struct filled by CPU_SET with an index below CPU_SETSIZE, and
-    // sched_setaffinity(0, ..) only changes this thread's own mask.
-    unsafe {
-        let cpu = libc::sched_getcpu().max(0) as usize;
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "sched_setaffinity: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+    pin_to(&[cpu % libc::CPU_SETSIZE as usize]);
 }
