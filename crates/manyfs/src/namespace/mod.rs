@@ -40,7 +40,7 @@ pub use rename::rename;
 use crate::core::{FsCore, TableGuard};
 use crate::error::{Error, Result};
 use crate::inode::Inode;
-use crate::inode::{AllShardsMut, Child, DirData, DirShard};
+use crate::inode::{AllShardsMut, Child, DirData, DirShard, take_seqs};
 use crate::layout::*;
 use parking_lot::RwLockWriteGuard;
 use smallvec::SmallVec;
@@ -112,36 +112,36 @@ fn lookup_ref<'g>(
     }
 }
 
-/// Append a directory entry to the calling CPU's sub-log. `st` is the
-/// shard that counts it; the caller holds the shard of every name the entry
-/// touches.
+/// Append a directory entry that touches names of shard `st` alone to the
+/// calling CPU's sub-log; `st` counts it. The caller holds `st`.
 fn log_dir(
     core: &FsCore,
     dir: &Inode,
     st: &mut DirShard,
     make: impl FnOnce(u64) -> Entry,
 ) -> Result<()> {
+    let seq = take_seqs(&mut [&mut *st], 1);
     let sublog = dir.log.home_sublog();
-    log_dir_group(core, dir, st, sublog, 1, |seq| {
+    log_dir_group(core, dir, st, sublog, seq, |seq| {
         smallvec::smallvec![make(seq)]
     })
 }
 
-/// Append `n` directory entries as one atomic group to sub-log `sublog`;
-/// `make` builds them from the first of their sequences, one each. The
-/// directory's mtime (and so its ctime) is kept by the sub-log, like a
-/// write's: no attribute mutex on the way.
+/// Append directory entries as one atomic group to sub-log `sublog`;
+/// `make` builds them from `first`, the first of the sequences the caller
+/// took for them ([`take_seqs`], one each, under the shards of every name
+/// they touch). `st` is the shard that counts them. The directory's mtime
+/// (and so its ctime) is kept by the sub-log, like a write's: no
+/// attribute mutex on the way.
 fn log_dir_group(
     core: &FsCore,
     dir: &Inode,
     st: &mut DirShard,
     sublog: usize,
-    n: u64,
+    first: u64,
     make: impl FnOnce(u64) -> SmallVec<[Entry; 2]>,
 ) -> Result<()> {
-    let first = dir.dir()?.take_seqs(n);
     let group: SmallVec<[(Entry, u32); 2]> = make(first).into_iter().map(|e| (e, 1)).collect();
-    debug_assert_eq!(group.len() as u64, n);
     dir.log
         .append(core, sublog, &group, crate::time::now_ns())?;
     st.log_entries += group.len() as u64;
@@ -198,7 +198,6 @@ const COMPACT_SLACK: u64 = 64;
 /// Rewrite a directory's log as its live entries (caller holds every shard
 /// for writing, so nothing else appends and the names are one snapshot).
 fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result<()> {
-    let d = dir.dir()?;
     // Held until the switch: a concurrent chmod appends to the old log
     // under this mutex, so the rewrite must not carry a stale snapshot.
     let a = dir.attrs.lock();
@@ -220,7 +219,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
     let mut names: Vec<(&crate::inode::Name, &Child)> =
         all.iter().flat_map(|s| s.entries.iter()).collect();
     names.sort_unstable_by_key(|(name, _)| *name);
-    let mut seq = d.seq();
+    let mut seq = DirData::seq(all);
     for (name, c) in names {
         seq += 1;
         entries.push((
@@ -246,7 +245,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
     drop(xattrs);
     dir.attr_seq.store(attr_seq, Ordering::Release);
     dir.attr_entries.store(1, Ordering::Relaxed);
-    d.set_seq(seq);
+    DirData::set_seq(all, seq);
     for s in all.iter_mut() {
         s.log_entries = s.entries.len() as u64;
     }
@@ -451,7 +450,8 @@ fn create_node(
             core.premark_unnamed(&child, parent, sublog)?;
         }
         let c = child_of(&child);
-        log_dir_group(core, parent, &mut st, sublog, 1, |seq| {
+        let seq = take_seqs(&mut [&mut *st], 1);
+        log_dir_group(core, parent, &mut st, sublog, seq, |seq| {
             smallvec::smallvec![dir_add(seq, name, c, 0)]
         })
     })();
