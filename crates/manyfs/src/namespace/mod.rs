@@ -216,11 +216,11 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
         },
         1,
     )];
-    let mut names: Vec<(&crate::inode::Name, &Child)> =
-        all.iter().flat_map(|s| s.entries.iter()).collect();
-    names.sort_unstable_by_key(|(name, _)| *name);
+    // Shard by shard (a name is in one shard: the order of the names in
+    // the log does not matter to recovery).
+    entries.reserve(all.iter().map(|s| s.entries.len()).sum());
     let mut seq = DirData::seq(all);
-    for (name, c) in names {
+    for (name, c) in all.iter().flat_map(|s| s.entries.iter()) {
         seq += 1;
         entries.push((
             Entry::DirAdd {
