@@ -697,10 +697,12 @@ fn walk<'a>(
     Ok(cur)
 }
 
-/// A path split for an operation on its last component.
-pub struct Split {
+/// A path split for an operation on its last component; `D` holds the
+/// directory: an `Arc`, or a reference borrowed under a table guard
+/// ([`resolve_parent_in`]).
+pub struct Split<D = Arc<Inode>> {
     /// The directory holding the last component.
-    pub dir: Arc<Inode>,
+    pub dir: D,
     /// The last component (may be `.` or `..`; callers decide).
     pub name: Vec<u8>,
     /// Whether the path ended in `/` (the last component must then be a
@@ -708,7 +710,7 @@ pub struct Split {
     pub trailing_slash: bool,
 }
 
-impl Split {
+impl<D> Split<D> {
     /// Whether the last component is `.` or `..`.
     pub fn is_dot(&self) -> bool {
         self.name == b"." || self.name == b".."
@@ -723,6 +725,25 @@ pub fn resolve_parent_at(
     path: &[u8],
     budget: &mut usize,
 ) -> Result<Split> {
+    let guard = core.guard();
+    let s = resolve_parent_in(core, &guard, start, path, budget)?;
+    Ok(Split {
+        dir: s.dir.clone(),
+        name: s.name,
+        trailing_slash: s.trailing_slash,
+    })
+}
+
+/// [`resolve_parent_at`], with the directory borrowed under `guard`: no
+/// reference count is taken on it, so threads creating and removing names
+/// in one directory write no line of its inode.
+pub fn resolve_parent_in<'a>(
+    core: &'a FsCore,
+    guard: &'a TableGuard<'_>,
+    start: &'a Arc<Inode>,
+    path: &[u8],
+    budget: &mut usize,
+) -> Result<Split<&'a Arc<Inode>>> {
     let trailing_slash = path.len() > 1 && path.ends_with(b"/");
     let mut trimmed = path;
     while trimmed.len() > 1 && trimmed.last() == Some(&b'/') {
@@ -738,14 +759,13 @@ pub fn resolve_parent_at(
             show(path)
         )));
     }
-    let guard = core.guard();
     let dir =
-        walk(core, &guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
+        walk(core, guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
     if !dir.is_dir() {
         return Err(Error::NotDir(show(path)));
     }
     Ok(Split {
-        dir: dir.clone(),
+        dir,
         name: name.to_vec(),
         trailing_slash,
     })
@@ -756,4 +776,21 @@ pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<Split> {
     let mut budget = MAX_SYMLINKS;
     let guard = core.guard();
     resolve_parent_at(core, core.get_ref(ROOT_INO, &guard)?, path, &mut budget)
+}
+
+/// [`resolve_parent`], with the directory borrowed under `guard`
+/// ([`resolve_parent_in`]).
+pub fn resolve_parent_ref<'a>(
+    core: &'a FsCore,
+    guard: &'a TableGuard<'_>,
+    path: &[u8],
+) -> Result<Split<&'a Arc<Inode>>> {
+    let mut budget = MAX_SYMLINKS;
+    resolve_parent_in(
+        core,
+        guard,
+        core.get_ref(ROOT_INO, guard)?,
+        path,
+        &mut budget,
+    )
 }
