@@ -312,7 +312,9 @@ impl OpenOptions {
         let inode = loop {
             let creating = self.create || self.create_new;
             let start = followed.as_ref().unwrap_or(root);
-            let split = match namespace::resolve_parent_at(core, start, &cur, &mut budget) {
+            // The directory is borrowed: creates in one directory write
+            // no line of its inode.
+            let split = match namespace::resolve_parent_in(core, &guard, start, &cur, &mut budget) {
                 // O_CREAT with a trailing slash: a directory was named, and
                 // open(2) does not make directories.
                 Ok(s) if creating && s.trailing_slash => return Err(Error::IsDir(shown())),
@@ -331,7 +333,7 @@ impl OpenOptions {
                 }
                 Err(e) => return Err(Fs::ctx(e, p)),
             };
-            match namespace::lookup(core, &split.dir, &split.name) {
+            match namespace::lookup(core, split.dir, &split.name) {
                 Ok(i) if i.kind == FileKind::Symlink => {
                     if self.create_new {
                         return Err(Error::Exists(shown()));
@@ -362,7 +364,7 @@ impl OpenOptions {
                     }
                     match namespace::create_pinned(
                         core,
-                        &split.dir,
+                        split.dir,
                         &split.name,
                         NewNode::File,
                         self.mode,

@@ -362,7 +362,10 @@ impl Fs {
     /// Remove a file or symlink.
     pub fn remove_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let p = path.as_ref();
-        let split = self.parent_of(p)?;
+        // The directory is borrowed: unlinks in one directory write no
+        // line of its inode.
+        let guard = self.core.guard();
+        let split = namespace::resolve_parent_ref(&self.core, &guard, path_bytes(p))?;
         if split.is_dot() {
             return Err(Error::IsDir(p.display().to_string()));
         }
@@ -381,7 +384,7 @@ impl Fs {
                 Err(e) => e,
             });
         }
-        namespace::remove(&self.core, &split.dir, &split.name, false, None)
+        namespace::remove(&self.core, split.dir, &split.name, false, None)
             .map_err(|e| Self::ctx(e, p))
     }
 

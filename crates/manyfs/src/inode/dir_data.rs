@@ -3,10 +3,15 @@
 //!
 //! A directory's names are split into shards by a hash of the name, each
 //! under its own reader-writer lock, so operations on different names of
-//! one directory proceed in parallel. The directory's entry sequence is one
-//! atomic counter, taken while the shard of every name the entry touches is
-//! held: entries for one name therefore get ascending sequences in the
-//! order they commit, which is the order recovery replays them in.
+//! one directory proceed in parallel. Entry sequences are a Lamport clock
+//! kept per shard: an entry takes one more than the newest sequence of
+//! every shard whose names it touches, while holding those shards, and
+//! leaves its own in each of them. Entries for one name therefore get
+//! ascending sequences in the order they commit, which is the order
+//! recovery replays them in; entries for names of different shards may
+//! share a sequence (replay order between them does not matter: they
+//! touch different names). No operation writes a line that operations on
+//! other shards write.
 //!
 //! Lock order: directories in the order `namespace` documents; within one
 //! directory, shards in ascending index. An operation that needs the whole
@@ -14,7 +19,7 @@
 //! a directory, readdir) takes every shard in that order.
 
 use crate::layout::FileKind;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::Ordering;
 use crossbeam_utils::CachePadded;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
@@ -56,6 +61,21 @@ pub struct DirShard {
     /// last compaction (or, after one, this shard's live entries): the
     /// shard's share of the compaction trigger.
     pub log_entries: u64,
+    /// Sequence of the newest entry that touched a name of this shard (or
+    /// that every shard got: a mount, a compaction).
+    seq: u64,
+}
+
+/// Take `n` consecutive entry sequences for an entry group that touches
+/// names of the shards `touched` (each held for writing by the caller):
+/// above the newest sequence of each, which each then records. Returns the
+/// first.
+pub fn take_seqs(touched: &mut [&mut DirShard], n: u64) -> u64 {
+    let first = touched.iter().map(|s| s.seq).max().unwrap_or(0) + 1;
+    for s in touched.iter_mut() {
+        s.seq = first + n - 1;
+    }
+    first
 }
 
 /// Write guards on every shard of a directory, in index order.
@@ -69,9 +89,6 @@ pub type AllShards<'a> = Vec<RwLockReadGuard<'a, DirShard>>;
 pub struct DirData {
     /// The names, split by [`DirData::shard_of`].
     shards: Box<[CachePadded<RwLock<DirShard>>]>,
-    /// Sequence of the newest entry handed out (taken under the shard
-    /// locks of the names the entry touches).
-    seq: CachePadded<AtomicU64>,
     /// Set (with every shard held) when the directory is removed: no name
     /// may be added afterwards.
     removed: AtomicBool,
@@ -101,7 +118,6 @@ impl DirData {
             shards: (0..n)
                 .map(|_| CachePadded::new(RwLock::new(DirShard::default())))
                 .collect(),
-            seq: CachePadded::new(AtomicU64::new(0)),
             removed: AtomicBool::new(false),
             first_slot: crate::log::SubLogSlot::empty(),
         }
@@ -122,7 +138,9 @@ impl DirData {
             s.log_entries = s.entries.len() as u64;
         }
         all[0].log_entries += st.log_entries.saturating_sub(live);
-        self.seq.store(st.seq, Ordering::Release);
+        for s in all.iter_mut() {
+            s.seq = st.seq;
+        }
     }
 
     /// Which shard holds `name` (FNV-1a of the name).
@@ -171,20 +189,18 @@ impl DirData {
             .collect()
     }
 
-    /// Take `n` consecutive entry sequences; returns the first. The caller
-    /// holds the shard of every name the entries touch.
-    pub fn take_seqs(&self, n: u64) -> u64 {
-        self.seq.fetch_add(n, Ordering::AcqRel) + 1
+    /// The newest sequence of every shard (compaction, with every shard
+    /// held): the log's rewrite takes sequences above it.
+    pub fn seq(all: &AllShardsMut<'_>) -> u64 {
+        all.iter().map(|s| s.seq).max().unwrap_or(0)
     }
 
-    /// Sequence of the newest entry handed out.
-    pub fn seq(&self) -> u64 {
-        self.seq.load(Ordering::Acquire)
-    }
-
-    /// Set the newest sequence (compaction, with every shard held).
-    pub fn set_seq(&self, seq: u64) {
-        self.seq.store(seq, Ordering::Release);
+    /// Give every shard `seq` as its newest sequence (compaction, with
+    /// every shard held; `seq` at least [`DirData::seq`]).
+    pub fn set_seq(all: &mut AllShardsMut<'_>, seq: u64) {
+        for s in all.iter_mut() {
+            s.seq = seq;
+        }
     }
 
     /// Whether the directory was removed (read under a shard lock, it
@@ -197,5 +213,36 @@ impl DirData {
     /// reading at least), so no add is in progress.
     pub fn mark_removed(&self, _all: &AllShards<'_>) {
         self.removed.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_touching_two_shards_is_sequenced_after_both() {
+        let (mut a, mut b) = (DirShard::default(), DirShard::default());
+        assert_eq!(take_seqs(&mut [&mut a], 1), 1);
+        assert_eq!(take_seqs(&mut [&mut a], 1), 2);
+        // Another shard's names need not wait for this one's sequence.
+        assert_eq!(take_seqs(&mut [&mut b], 1), 1);
+        // A rename from a name of `b` to one of `a`: after both histories,
+        // and each shard's next entry after it.
+        assert_eq!(take_seqs(&mut [&mut b, &mut a], 2), 3);
+        assert_eq!(take_seqs(&mut [&mut b], 1), 5);
+        assert_eq!(take_seqs(&mut [&mut a], 1), 5);
+    }
+
+    #[test]
+    fn a_loaded_directory_sequences_above_every_recovered_entry() {
+        let d = DirData::with_shards(8);
+        d.load(&DirState {
+            seq: 41,
+            ..Default::default()
+        });
+        let mut all = d.write_all();
+        assert_eq!(DirData::seq(&all), 41);
+        assert!(all.iter_mut().all(|s| take_seqs(&mut [&mut **s], 1) == 42));
     }
 }

@@ -3,7 +3,9 @@
 mod dir_data;
 mod file_data;
 
-pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, Name};
+pub(crate) use dir_data::{
+    AllShards, AllShardsMut, Child, DirData, DirShard, DirState, Name, take_seqs,
+};
 pub(crate) use file_data::FileData;
 
 use crate::layout::FileKind;

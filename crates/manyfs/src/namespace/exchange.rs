@@ -48,7 +48,8 @@ pub fn exchange(
 
     if same {
         let sublog = src.log.home_sublog();
-        log_dir_group(core, src, held.shard(src, src_name), sublog, 2, |seq| {
+        let seq = held.take_seqs(src, &[src_name, dst_name], 2);
+        log_dir_group(core, src, held.shard(src, src_name), sublog, seq, |seq| {
             smallvec::smallvec![
                 dir_add(seq, src_name, b, 0),
                 dir_add(seq + 1, dst_name, a, 0)

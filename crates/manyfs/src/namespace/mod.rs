@@ -40,7 +40,7 @@ pub use rename::rename;
 use crate::core::{FsCore, TableGuard};
 use crate::error::{Error, Result};
 use crate::inode::Inode;
-use crate::inode::{AllShardsMut, Child, DirData, DirShard};
+use crate::inode::{AllShardsMut, Child, DirData, DirShard, take_seqs};
 use crate::layout::*;
 use parking_lot::RwLockWriteGuard;
 use smallvec::SmallVec;
@@ -112,36 +112,36 @@ fn lookup_ref<'g>(
     }
 }
 
-/// Append a directory entry to the calling CPU's sub-log. `st` is the
-/// shard that counts it; the caller holds the shard of every name the entry
-/// touches.
+/// Append a directory entry that touches names of shard `st` alone to the
+/// calling CPU's sub-log; `st` counts it. The caller holds `st`.
 fn log_dir(
     core: &FsCore,
     dir: &Inode,
     st: &mut DirShard,
     make: impl FnOnce(u64) -> Entry,
 ) -> Result<()> {
+    let seq = take_seqs(&mut [&mut *st], 1);
     let sublog = dir.log.home_sublog();
-    log_dir_group(core, dir, st, sublog, 1, |seq| {
+    log_dir_group(core, dir, st, sublog, seq, |seq| {
         smallvec::smallvec![make(seq)]
     })
 }
 
-/// Append `n` directory entries as one atomic group to sub-log `sublog`;
-/// `make` builds them from the first of their sequences, one each. The
-/// directory's mtime (and so its ctime) is kept by the sub-log, like a
-/// write's: no attribute mutex on the way.
+/// Append directory entries as one atomic group to sub-log `sublog`;
+/// `make` builds them from `first`, the first of the sequences the caller
+/// took for them ([`take_seqs`], one each, under the shards of every name
+/// they touch). `st` is the shard that counts them. The directory's mtime
+/// (and so its ctime) is kept by the sub-log, like a write's: no
+/// attribute mutex on the way.
 fn log_dir_group(
     core: &FsCore,
     dir: &Inode,
     st: &mut DirShard,
     sublog: usize,
-    n: u64,
+    first: u64,
     make: impl FnOnce(u64) -> SmallVec<[Entry; 2]>,
 ) -> Result<()> {
-    let first = dir.dir()?.take_seqs(n);
     let group: SmallVec<[(Entry, u32); 2]> = make(first).into_iter().map(|e| (e, 1)).collect();
-    debug_assert_eq!(group.len() as u64, n);
     dir.log
         .append(core, sublog, &group, crate::time::now_ns())?;
     st.log_entries += group.len() as u64;
@@ -198,7 +198,6 @@ const COMPACT_SLACK: u64 = 64;
 /// Rewrite a directory's log as its live entries (caller holds every shard
 /// for writing, so nothing else appends and the names are one snapshot).
 fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result<()> {
-    let d = dir.dir()?;
     // Held until the switch: a concurrent chmod appends to the old log
     // under this mutex, so the rewrite must not carry a stale snapshot.
     let a = dir.attrs.lock();
@@ -217,11 +216,11 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
         },
         1,
     )];
-    let mut names: Vec<(&crate::inode::Name, &Child)> =
-        all.iter().flat_map(|s| s.entries.iter()).collect();
-    names.sort_unstable_by_key(|(name, _)| *name);
-    let mut seq = d.seq();
-    for (name, c) in names {
+    // Shard by shard (a name is in one shard: the order of the names in
+    // the log does not matter to recovery).
+    entries.reserve(all.iter().map(|s| s.entries.len()).sum());
+    let mut seq = DirData::seq(all);
+    for (name, c) in all.iter().flat_map(|s| s.entries.iter()) {
         seq += 1;
         entries.push((
             Entry::DirAdd {
@@ -246,7 +245,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
     drop(xattrs);
     dir.attr_seq.store(attr_seq, Ordering::Release);
     dir.attr_entries.store(1, Ordering::Relaxed);
-    d.set_seq(seq);
+    DirData::set_seq(all, seq);
     for s in all.iter_mut() {
         s.log_entries = s.entries.len() as u64;
     }
@@ -451,7 +450,8 @@ fn create_node(
             core.premark_unnamed(&child, parent, sublog)?;
         }
         let c = child_of(&child);
-        log_dir_group(core, parent, &mut st, sublog, 1, |seq| {
+        let seq = take_seqs(&mut [&mut *st], 1);
+        log_dir_group(core, parent, &mut st, sublog, seq, |seq| {
             smallvec::smallvec![dir_add(seq, name, c, 0)]
         })
     })();
@@ -697,10 +697,12 @@ fn walk<'a>(
     Ok(cur)
 }
 
-/// A path split for an operation on its last component.
-pub struct Split {
+/// A path split for an operation on its last component; `D` holds the
+/// directory: an `Arc`, or a reference borrowed under a table guard
+/// ([`resolve_parent_in`]).
+pub struct Split<D = Arc<Inode>> {
     /// The directory holding the last component.
-    pub dir: Arc<Inode>,
+    pub dir: D,
     /// The last component (may be `.` or `..`; callers decide).
     pub name: Vec<u8>,
     /// Whether the path ended in `/` (the last component must then be a
@@ -708,7 +710,7 @@ pub struct Split {
     pub trailing_slash: bool,
 }
 
-impl Split {
+impl<D> Split<D> {
     /// Whether the last component is `.` or `..`.
     pub fn is_dot(&self) -> bool {
         self.name == b"." || self.name == b".."
@@ -723,6 +725,25 @@ pub fn resolve_parent_at(
     path: &[u8],
     budget: &mut usize,
 ) -> Result<Split> {
+    let guard = core.guard();
+    let s = resolve_parent_in(core, &guard, start, path, budget)?;
+    Ok(Split {
+        dir: s.dir.clone(),
+        name: s.name,
+        trailing_slash: s.trailing_slash,
+    })
+}
+
+/// [`resolve_parent_at`], with the directory borrowed under `guard`: no
+/// reference count is taken on it, so threads creating and removing names
+/// in one directory write no line of its inode.
+pub fn resolve_parent_in<'a>(
+    core: &'a FsCore,
+    guard: &'a TableGuard<'_>,
+    start: &'a Arc<Inode>,
+    path: &[u8],
+    budget: &mut usize,
+) -> Result<Split<&'a Arc<Inode>>> {
     let trailing_slash = path.len() > 1 && path.ends_with(b"/");
     let mut trimmed = path;
     while trimmed.len() > 1 && trimmed.last() == Some(&b'/') {
@@ -738,14 +759,13 @@ pub fn resolve_parent_at(
             show(path)
         )));
     }
-    let guard = core.guard();
     let dir =
-        walk(core, &guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
+        walk(core, guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
     if !dir.is_dir() {
         return Err(Error::NotDir(show(path)));
     }
     Ok(Split {
-        dir: dir.clone(),
+        dir,
         name: name.to_vec(),
         trailing_slash,
     })
@@ -756,4 +776,21 @@ pub fn resolve_parent(core: &FsCore, path: &[u8]) -> Result<Split> {
     let mut budget = MAX_SYMLINKS;
     let guard = core.guard();
     resolve_parent_at(core, core.get_ref(ROOT_INO, &guard)?, path, &mut budget)
+}
+
+/// [`resolve_parent`], with the directory borrowed under `guard`
+/// ([`resolve_parent_in`]).
+pub fn resolve_parent_ref<'a>(
+    core: &'a FsCore,
+    guard: &'a TableGuard<'_>,
+    path: &[u8],
+) -> Result<Split<&'a Arc<Inode>>> {
+    let mut budget = MAX_SYMLINKS;
+    resolve_parent_in(
+        core,
+        guard,
+        core.get_ref(ROOT_INO, guard)?,
+        path,
+        &mut budget,
+    )
 }

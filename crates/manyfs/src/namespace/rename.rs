@@ -58,6 +58,23 @@ impl<'a> Held<'a> {
         self.shard(dir, name).entries.get(name).copied()
     }
 
+    /// Take `n` consecutive entry sequences for an entry group that touches
+    /// `names` of `dir` (their shards are held); returns the first.
+    pub(super) fn take_seqs(&mut self, dir: &Inode, names: &[&[u8]], n: u64) -> u64 {
+        let d = dir.dir().expect("a locked directory");
+        let mut idx: SmallVec<[usize; 2]> = names.iter().map(|name| d.shard_of(name)).collect();
+        let mut touched: SmallVec<[&mut DirShard; 2]> = self
+            .guards
+            .iter_mut()
+            .filter(|g| g.0 == dir.ino && idx.contains(&g.1))
+            .map(|g| &mut *g.2)
+            .collect();
+        idx.sort_unstable();
+        idx.dedup();
+        assert_eq!(touched.len(), idx.len(), "the shard of every name is held");
+        take_seqs(&mut touched, n)
+    }
+
     /// Whether a held shard of directory `ino` is due for compaction.
     pub(super) fn due(&self, ino: u64) -> bool {
         self.guards.iter().any(|g| g.0 == ino && compact_due(&g.2))
@@ -218,15 +235,18 @@ pub fn rename(
     }
 
     if same {
-        log_dir(core, src, held.shard(src, dst_name), |seq| {
-            Entry::DirRename {
+        // The entry touches both names: its sequence is above both shards'.
+        let seq = held.take_seqs(src, &[src_name, dst_name], 1);
+        let sublog = src.log.home_sublog();
+        log_dir_group(core, src, held.shard(src, dst_name), sublog, seq, |seq| {
+            smallvec::smallvec![Entry::DirRename {
                 seq,
                 ino: moving.ino,
                 generation: moving.generation,
                 kind: moving.kind,
                 old: src_name.to_vec(),
                 new: dst_name.to_vec(),
-            }
+            }]
         })?;
         held.shard(src, src_name).entries.remove(src_name);
         held.shard(src, dst_name)

@@ -197,8 +197,9 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
 
 fn append_dir_entry(core: &FsCore, dir: &Inode, make: &dyn Fn(u64) -> Entry) -> Result<()> {
     let d = dir.dir()?;
-    let _all = d.write_all();
-    let seq = d.take_seqs(1);
+    let mut all = d.write_all();
+    let seq = crate::inode::DirData::seq(&all) + 1;
+    crate::inode::DirData::set_seq(&mut all, seq);
     dir.log.append(core, 0, &[(make(seq), 1)], 0)?;
     Ok(())
 }
