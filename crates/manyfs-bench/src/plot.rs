@@ -446,7 +446,8 @@ fn draw_cdfs<DB: DrawingBackend>(
             .flat_map(|p| p.lines.iter().flat_map(|l| l.1));
         let lo = pts.clone().map(|p| p.0).min().unwrap_or(1).max(1) as f64;
         let hi = pts.map(|p| p.0).max().unwrap_or(1) as f64;
-        let (x0, x1) = (lo / 1.5, hi.max(lo * 10.0) * 1.5);
+        // Room on the right, where every CDF is at 1, for the legend.
+        let (x0, x1) = (lo / 1.5, hi.max(lo * 10.0) * 30.0);
         for p in in_row {
             let c = threads.iter().position(|&t| t == p.threads).unwrap_or(0);
             let area = &areas[r * threads.len() + c];
@@ -472,7 +473,7 @@ fn draw_cdfs<DB: DrawingBackend>(
                 let pts = cdf.iter().map(|&(ns, f)| (ns.max(1) as f64, f));
                 labelled_line(&mut chart, pts.collect(), name, color).map_err(e)?;
             }
-            // High latencies at low fractions: the corner a CDF leaves empty.
+            // Past the slowest operation, under the lines at 1.
             draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(e)?;
         }
     }

@@ -112,7 +112,8 @@ impl Percentiles {
 /// The cumulative distribution of `h` at about [`CDF_POINTS`] log-spaced
 /// latencies (the histogram's log iterator, from its smallest value to its
 /// largest): `(latency_ns, fraction at or below it)`, latencies strictly
-/// increasing, fractions non-decreasing, the last `(h.max(), 1.0)`.
+/// increasing, fractions (to 1e-6) non-decreasing, the last
+/// `(h.max(), 1.0)`.
 pub fn cdf_of(h: &Histogram) -> Vec<(u64, f64)> {
     let n = h.len();
     if n == 0 {
@@ -130,7 +131,11 @@ pub fn cdf_of(h: &Histogram) -> Vec<(u64, f64)> {
         counted += v.count_since_last_iteration();
         // The last step reports the top of its range, past the largest
         // value recorded.
-        let p = (v.value_iterated_to().min(hi), counted as f64 / n as f64);
+        // Rounded to 1e-6: the JSON keeps ~100 of them per distribution.
+        let p = (
+            v.value_iterated_to().min(hi),
+            (counted as f64 / n as f64 * 1e6).round() / 1e6,
+        );
         match out.last_mut() {
             Some(last) if last.0 >= p.0 => last.1 = p.1,
             _ => out.push(p),
