@@ -1,4 +1,5 @@
-//! Throughput-vs-threads plots (SVG or PNG) with plotters.
+//! Throughput-vs-threads plots, latency CDFs and checkpoint traces (SVG
+//! or PNG) with plotters.
 //!
 //! Text is laid out with ab_glyph from a TrueType font found on the system
 //! (DejaVu Sans, from Debian's `fonts-dejavu-core`; `MANYFS_BENCH_FONT`
@@ -50,17 +51,35 @@ fn titled<DB: DrawingBackend>(
     root.titled(title, (FONT, 22))
 }
 
-/// The legend box every panel has, in its upper right corner.
+/// The legend box every panel has, in its corner `at`.
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .label_font((FONT, 12))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(at)
         .draw()
+}
+
+/// Draw `pts` as a line of `color`, named `name` in the legend.
+fn labelled_line<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pts: Vec<CT::From>,
+    name: &str,
+    color: RGBAColor,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    CT::From: Clone + 'static,
+{
+    chart
+        .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    Ok(())
 }
 
 fn register_font() -> std::result::Result<(), String> {
@@ -200,18 +219,12 @@ fn draw<DB: DrawingBackend>(
         for (i, (name, pts)) in panel.lines.iter().enumerate() {
             let pts: Vec<(f64, f64)> = pts.iter().map(|&(t, y)| ((t as f64).log2(), y)).collect();
             let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(e)?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            labelled_line(&mut chart, pts.clone(), name, color).map_err(e)?;
             chart
                 .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
                 .map_err(e)?;
         }
-        draw_legend(&mut chart).map_err(e)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
     }
     root.present().map_err(e)?;
     Ok(())
@@ -327,7 +340,142 @@ fn draw_checkpoint<DB: DrawingBackend>(
                 .label("p99 without checkpoints")
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], red));
         }
-        draw_legend(&mut chart).map_err(e)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Where [`write_cdf_plot`] goes beside the figure `plot`: `NAME.svg`
+/// becomes `NAME.cdf.svg` (`.png` likewise).
+pub fn cdf_path(plot: &Path) -> PathBuf {
+    let ext = plot.extension().and_then(|e| e.to_str()).unwrap_or("svg");
+    plot.with_extension(format!("cdf.{ext}"))
+}
+
+/// One CDF panel: (workload, `write` or `fsync`), a thread count, and its
+/// lines (target, CDF points in ns).
+struct CdfPanel<'a> {
+    row: (String, &'static str),
+    threads: usize,
+    lines: Vec<(String, &'a [(u64, f64)])>,
+}
+
+fn cdf_panels(records: &[Record]) -> Vec<CdfPanel<'_>> {
+    let mut out: Vec<CdfPanel<'_>> = Vec::new();
+    for r in records {
+        let kinds = [("write", &r.write_latency), ("fsync", &r.fsync_latency)];
+        for (kind, p) in kinds {
+            let Some(p) = p.as_ref().filter(|p| !p.cdf.is_empty()) else {
+                continue;
+            };
+            let row = (r.workload.clone(), kind);
+            let line = (crate::report::shown_target(r), p.cdf.as_slice());
+            match out
+                .iter_mut()
+                .find(|x| x.row == row && x.threads == r.threads)
+            {
+                Some(panel) => panel.lines.push(line),
+                None => out.push(CdfPanel {
+                    row,
+                    threads: r.threads,
+                    lines: vec![line],
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Write the latency CDFs of `records` to `path` (`.svg` or `.png`): one
+/// panel per (workload, `write` or `fsync`) row and thread count column,
+/// the fraction of operations at or below each latency (log scale), one
+/// line per target (the same colour in every panel). Records without a
+/// CDF are left out; none at all is an error.
+pub fn write_cdf_plot(path: &Path, records: &[Record]) -> Result<()> {
+    let err = |msg: String| BenchError::Plot {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let panels = cdf_panels(records);
+    if panels.is_empty() {
+        return Err(err("no latency CDFs to plot".into()));
+    }
+    register_font().map_err(err)?;
+    let mut rows: Vec<&(String, &str)> = Vec::new();
+    let mut threads: Vec<usize> = Vec::new();
+    for p in &panels {
+        if !rows.contains(&&p.row) {
+            rows.push(&p.row);
+        }
+        threads.push(p.threads);
+    }
+    threads.sort_unstable();
+    threads.dedup();
+    let size = (threads.len() as u32 * 620, rows.len() as u32 * 400 + 40);
+    render!(path, size, draw_cdfs, &panels, &rows, &threads).map_err(err)
+}
+
+fn draw_cdfs<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    panels: &[CdfPanel<'_>],
+    rows: &[&(String, &str)],
+    threads: &[usize],
+) -> std::result::Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    let root = titled(
+        root,
+        "manyfs bench: latency CDFs (fraction of operations at or below a latency)",
+    )
+    .map_err(e)?;
+    // One colour per target, in the order targets first appear.
+    let mut targets: Vec<&str> = Vec::new();
+    for p in panels {
+        for (t, _) in &p.lines {
+            if !targets.contains(&t.as_str()) {
+                targets.push(t);
+            }
+        }
+    }
+    let areas = root.split_evenly((rows.len(), threads.len()));
+    for (r, row) in rows.iter().enumerate() {
+        let in_row = panels.iter().filter(|p| &p.row == *row);
+        // One latency range per row, so the thread counts compare.
+        let pts = in_row
+            .clone()
+            .flat_map(|p| p.lines.iter().flat_map(|l| l.1));
+        let lo = pts.clone().map(|p| p.0).min().unwrap_or(1).max(1) as f64;
+        let hi = pts.map(|p| p.0).max().unwrap_or(1) as f64;
+        // Room on the right, where every CDF is at 1, for the legend.
+        let (x0, x1) = (lo / 1.5, hi.max(lo * 10.0) * 30.0);
+        for p in in_row {
+            let c = threads.iter().position(|&t| t == p.threads).unwrap_or(0);
+            let area = &areas[r * threads.len() + c];
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{} {} x{}", row.0, row.1, p.threads), (FONT, 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d((x0..x1).log_scale(), 0f64..1.02)
+                .map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc(format!("{} latency (log scale)", row.1))
+                .y_desc("fraction at or below")
+                .x_label_formatter(&|v| crate::report::ns(*v as u64))
+                .label_style((FONT, 12))
+                .axis_desc_style((FONT, 13))
+                .draw()
+                .map_err(e)?;
+            for (name, cdf) in &p.lines {
+                let i = targets.iter().position(|t| t == name).unwrap_or(0);
+                let color = Palette99::pick(i).to_rgba();
+                let pts = cdf.iter().map(|&(ns, f)| (ns.max(1) as f64, f));
+                labelled_line(&mut chart, pts.collect(), name, color).map_err(e)?;
+            }
+            // Past the slowest operation, under the lines at 1.
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(e)?;
+        }
     }
     root.present().map_err(e)?;
     Ok(())

@@ -68,7 +68,7 @@ pub struct Record {
 }
 
 /// Points of a latency distribution, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Latencies recorded.
     pub count: u64,
@@ -82,7 +82,17 @@ pub struct Percentiles {
     pub p999_ns: u64,
     /// Largest.
     pub max_ns: u64,
+    /// The cumulative distribution: `[latency_ns, fraction]` pairs, the
+    /// fraction of the latencies at or below `latency_ns`, at about
+    /// [`CDF_POINTS`] log-spaced latencies from the smallest to the
+    /// largest (`[max_ns, 1.0]` last); empty in records written before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdf: Vec<(u64, f64)>,
 }
+
+/// About how many points [`Percentiles::cdf`] keeps.
+pub const CDF_POINTS: usize = 100;
 
 impl Percentiles {
     /// The percentiles of `h`; `None` when it is empty.
@@ -94,8 +104,49 @@ impl Percentiles {
             p99_ns: h.value_at_quantile(0.99),
             p999_ns: h.value_at_quantile(0.999),
             max_ns: h.max(),
+            cdf: cdf_of(h),
         })
     }
+}
+
+/// The cumulative distribution of `h` at about [`CDF_POINTS`] log-spaced
+/// latencies (the histogram's log iterator, from its smallest value to its
+/// largest): `(latency_ns, fraction at or below it)`, latencies strictly
+/// increasing, fractions (to 1e-6) non-decreasing, the last
+/// `(h.max(), 1.0)`.
+pub fn cdf_of(h: &Histogram) -> Vec<(u64, f64)> {
+    let n = h.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let (lo, hi) = (h.min().max(1), h.max().max(1));
+    // A step of at least 1 % keeps a narrow distribution to ~100 points
+    // too (and the iterator moving).
+    let step = (hi as f64 / lo as f64)
+        .powf(1.0 / (CDF_POINTS - 2) as f64)
+        .max(1.01);
+    let mut out: Vec<(u64, f64)> = Vec::with_capacity(CDF_POINTS + 2);
+    let mut counted = 0u64;
+    for v in h.iter_log(lo, step) {
+        counted += v.count_since_last_iteration();
+        // The last step reports the top of its range, past the largest
+        // value recorded.
+        // Rounded to 1e-6: the JSON keeps ~100 of them per distribution.
+        let p = (
+            v.value_iterated_to().min(hi),
+            (counted as f64 / n as f64 * 1e6).round() / 1e6,
+        );
+        match out.last_mut() {
+            Some(last) if last.0 >= p.0 => last.1 = p.1,
+            _ => out.push(p),
+        }
+    }
+    // The last step may report the bottom of the largest value's bucket:
+    // name it as `max` does (its top).
+    if let Some(last) = out.last_mut() {
+        last.0 = last.0.max(hi);
+    }
+    out
 }
 
 /// What one operation of a `lib:` point made durable, on average over
@@ -839,5 +890,39 @@ mod tests {
         record_latency(&mut all, 30_000_000_000);
         assert!(all.value_at_quantile(1.0) >= 29_000_000_000);
         assert_eq!(latency_histogram().value_at_quantile(0.99), 0);
+    }
+
+    #[test]
+    fn cdf_is_log_spaced_monotone_and_ends_at_one() {
+        assert!(cdf_of(&latency_histogram()).is_empty());
+        // 1 us to 10 ms, a tenth of them 1000x slower than the rest.
+        let mut h = latency_histogram();
+        for v in 1..=9000u64 {
+            record_latency(&mut h, 1_000 + v);
+        }
+        for v in 1..=1000u64 {
+            record_latency(&mut h, 10_000 * v);
+        }
+        let cdf = cdf_of(&h);
+        assert!(
+            (CDF_POINTS / 2..=CDF_POINTS + 2).contains(&cdf.len()),
+            "{}",
+            cdf.len()
+        );
+        assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(*cdf.last().unwrap(), (h.max(), 1.0));
+        assert!(cdf[0].0 <= 1_001 && cdf[0].1 < 0.01, "{:?}", cdf[0]);
+        // The step from the fast 90 % to the slow tail is where it lies.
+        let at = |ns: u64| cdf.iter().rev().find(|p| p.0 <= ns).map_or(0.0, |p| p.1);
+        assert!((0.89..=0.91).contains(&at(100_000)), "{}", at(100_000));
+        assert!(at(5_000_000) < 0.96);
+        // One value only: still ends at (max, 1.0), with a few points.
+        let mut one = latency_histogram();
+        record_latency(&mut one, 5_000);
+        let cdf = cdf_of(&one);
+        assert!(!cdf.is_empty() && cdf.len() <= 3, "{cdf:?}");
+        assert_eq!(*cdf.last().unwrap(), (one.max(), 1.0));
+        let p = Percentiles::of(&h).unwrap();
+        assert_eq!(p.cdf, cdf_of(&h));
     }
 }

@@ -84,6 +84,20 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// CPU time the calling thread has used, in nanoseconds (0 where the
+/// clock cannot be read).
+pub fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Pin the calling thread to `cpu`. Returns false when the kernel refused.
 pub fn pin_current_thread(cpu: usize) -> bool {
     if cpu >= libc::CPU_SETSIZE as usize {

@@ -126,7 +126,8 @@ pub struct BenchArgs {
     /// DWSL, Baseline/RL/NL/Integrated, data on --data [default
     /// /var/tmp/manyfs-tier-fig6.data], the file-mode pool at --pool
     /// [default /var/tmp/manyfs-tier-fig6.pool], the dram pool in /dev/shm;
-    /// all removed afterwards) [threads 1,2; 2 s per point].
+    /// all removed afterwards; the write and fsync latency CDFs go to
+    /// NAME.cdf.svg beside the plot) [threads 1,2; 2 s per point].
     /// `tier-checkpoint` (the same paper's checkpoint without stalls: 4 KiB
     /// appends on the tier, data on --data [default
     /// /var/tmp/manyfs-tier-checkpoint.data], logs in a dram pool in
@@ -498,6 +499,11 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
     match manyfs_bench::plot::write_plot(&plot, &records) {
         Ok(()) => eprintln!("wrote {}", plot.display()),
         Err(e) => eprintln!("manyfs bench: no plot: {e}"),
+    }
+    let cdf = manyfs_bench::plot::cdf_path(&plot);
+    match manyfs_bench::plot::write_cdf_plot(&cdf, &records) {
+        Ok(()) => eprintln!("wrote {}", cdf.display()),
+        Err(e) => eprintln!("manyfs bench: no CDF plot: {e}"),
     }
     Ok(ExitCode::SUCCESS)
 }

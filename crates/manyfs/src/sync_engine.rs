@@ -3,7 +3,8 @@
 //!
 //! A **full sync** (`Fs::sync`, unmount, the background commit thread, an
 //! allocator that ran dry, a cross-directory rename):
-//! 1. takes every pending deferred free recorded so far;
+//! 1. takes every pending deferred free recorded so far (the queue's lists
+//!    whole, swapped for emptied ones an earlier sync kept);
 //! 2. snapshots, per dirty inode and sub-log, the marks that would make
 //!    everything appended so far count (each sub-log's mutex briefly);
 //! 3. **barrier 1**: `msync` of the pool: every entry, data page, inode
@@ -58,6 +59,7 @@ use crate::inode::Inode;
 use crate::layout::*;
 use crate::log::EntryLoc;
 use crate::log::durable::{LogMarks, MarkOrder};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 pub(crate) use crate::alloc::deferred::Pending;
@@ -128,11 +130,7 @@ impl FsCore {
         self.media.check_size()?;
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
-        let pending: Vec<Pending> = eng
-            .pending
-            .iter()
-            .flat_map(|s| std::mem::take(&mut *s.lock()))
-            .collect();
+        let pending = eng.take_pending();
         // Every name appended so far is covered by this sync's snapshot.
         self.named.clear();
         let mut dirty: Vec<u64> = eng
@@ -311,18 +309,29 @@ impl FsCore {
         Ok(())
     }
 
-    fn release_pending(&self, pending: Vec<Pending>) {
+    /// Free what a full sync took from the queue (`SyncEngine::take_pending`)
+    /// and give the lists back for reuse.
+    fn release_pending(&self, mut pending: Vec<Vec<Pending>>) {
         // References first: a page they point into is freed by a later item
-        // of the same batch at the earliest.
-        for p in &pending {
-            if let Pending::Release {
+        // of the same batch at the earliest. Items of one inode come in
+        // runs (an append queues one): one look-up per run.
+        let mut owner: Option<Arc<Inode>> = None;
+        for p in pending.iter().flatten() {
+            let Pending::Release {
                 ino,
                 generation,
                 incarnation,
                 loc,
                 n,
             } = p
-                && let Ok(i) = self.get(*ino)
+            else {
+                continue;
+            };
+            if owner.as_ref().is_none_or(|i| i.ino != *ino) {
+                owner = self.get(*ino).ok();
+            }
+            if let Some(i) = &owner
+                && i.ino == *ino
                 && i.generation == *generation
                 && i.log.incarnation() == *incarnation
                 && !i.freed.load(Ordering::Acquire)
@@ -330,7 +339,8 @@ impl FsCore {
                 i.log.release(self, *loc, *n);
             }
         }
-        for p in pending {
+        drop(owner);
+        for p in pending.iter_mut().flat_map(|l| l.drain(..)) {
             match p {
                 Pending::Blocks(b, n) => self.blocks.free(b, n),
                 Pending::LogBlock(b) => self.blocks.free(b, 1),
@@ -349,6 +359,7 @@ impl FsCore {
                 Pending::Release { .. } => {}
             }
         }
+        self.sync_engine.recycle(pending);
     }
 
     /// First step of a writable `file`-mode mount, before anything is

@@ -30,7 +30,7 @@
 //! them there too.
 
 use crate::report::{Rule, ns, si, text_table};
-use crate::sys::{AlignedBuf, Gate, allowed_cpus, interrupted, pin_current_thread};
+use crate::sys::{AlignedBuf, Gate, allowed_cpus, interrupted, pin_current_thread, thread_cpu_ns};
 use crate::workload::BLOCK;
 use crate::{BenchError, Result};
 use manyfs::{Checkpoint, Durability, LockKind};
@@ -137,6 +137,10 @@ pub struct CheckpointRun {
     /// Checkpoints in the measured time: (start, end) in seconds from its
     /// start.
     pub checkpoints: Vec<(f64, f64)>,
+    /// CPU time of each checkpoint (of the thread that ran it), in
+    /// nanoseconds: what it cost apart from waiting for the CPU, a lock or
+    /// the device.
+    pub checkpoint_cpu_ns: Vec<u64>,
     /// Writes that overlapped a checkpoint, and their p99 and maximum.
     pub during_writes: u64,
     /// p99 of the writes that overlapped a checkpoint.
@@ -156,14 +160,24 @@ impl CheckpointRun {
 
     /// Median checkpoint duration in nanoseconds (0 without any).
     pub fn checkpoint_median_ns(&self) -> u64 {
-        let mut d: Vec<u64> = self
-            .checkpoints
-            .iter()
-            .map(|(s, e)| ((e - s) * 1e9).round() as u64)
-            .collect();
-        d.sort_unstable();
-        d.get(d.len() / 2).copied().unwrap_or(0)
+        median(
+            self.checkpoints
+                .iter()
+                .map(|(s, e)| ((e - s) * 1e9).round() as u64)
+                .collect(),
+        )
     }
+
+    /// Median CPU time of a checkpoint in nanoseconds (0 without any).
+    pub fn checkpoint_cpu_median_ns(&self) -> u64 {
+        median(self.checkpoint_cpu_ns.clone())
+    }
+}
+
+/// The median of `v` (the upper one of an even count; 0 when empty).
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 /// A write: (start in ns from the measured start, latency in ns).
@@ -232,7 +246,7 @@ fn run_one(
         })
         .collect::<Result<Vec<_>>>()?;
     fs.sync().map_err(fs_err("sync", "/"))?;
-    let (samples, checkpoints) = traced(
+    let (samples, checkpoints, cpu) = traced(
         cfg,
         threads,
         mode,
@@ -250,7 +264,7 @@ fn run_one(
         threads,
         cfg.duration,
         samples,
-        checkpoints,
+        (checkpoints, cpu),
     ))
 }
 
@@ -272,7 +286,7 @@ fn run_device(cfg: &CheckpointConfig, threads: usize) -> Result<CheckpointRun> {
     file.sync_data()
         .map_err(|e| BenchError::io("fdatasync", path, e))?;
     let region = (cfg.data_size / threads as u64) & !(BLOCK as u64 - 1);
-    let (samples, checkpoints) = traced(
+    let (samples, checkpoints, cpu) = traced(
         cfg,
         threads,
         Some(Checkpoint::Background),
@@ -291,7 +305,7 @@ fn run_device(cfg: &CheckpointConfig, threads: usize) -> Result<CheckpointRun> {
         threads,
         cfg.duration,
         samples,
-        checkpoints,
+        (checkpoints, cpu),
     ))
 }
 
@@ -305,7 +319,7 @@ fn traced(
     mode: Option<Checkpoint>,
     write: impl Fn(usize, &[u8], u64) -> Result<()> + Sync,
     checkpoint: impl Fn() -> Result<()>,
-) -> Result<(Vec<Sample>, Windows)> {
+) -> Result<(Vec<Sample>, Windows, Vec<u64>)> {
     let cpus = cfg.pin.then(allowed_cpus).filter(|c| !c.is_empty());
     let measuring = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
@@ -350,7 +364,7 @@ fn traced(
         let s0 = Instant::now();
         let _ = start.set(s0);
         measuring.store(true, Ordering::Relaxed);
-        let mut checkpoints = Vec::new();
+        let (mut checkpoints, mut cpu) = (Vec::new(), Vec::new());
         let mut failed = None;
         let end = s0 + cfg.duration;
         let mut next = s0 + cfg.interval / 2;
@@ -363,13 +377,14 @@ fn traced(
                 std::thread::sleep(next.min(end).saturating_duration_since(now));
                 continue;
             }
-            let c0 = Instant::now();
+            let (c0, cpu0) = (Instant::now(), thread_cpu_ns());
             if let Err(e) = checkpoint() {
                 failed = Some(e);
                 break;
             }
-            let c1 = Instant::now();
+            let (c1, cpu1) = (Instant::now(), thread_cpu_ns());
             checkpoints.push(((c0 - s0).as_secs_f64(), (c1 - s0).as_secs_f64()));
+            cpu.push(cpu1.saturating_sub(cpu0));
             next += cfg.interval;
         }
         measuring.store(false, Ordering::Relaxed);
@@ -391,7 +406,7 @@ fn traced(
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok((samples, checkpoints)),
+            None => Ok((samples, checkpoints, cpu)),
         }
     })
 }
@@ -402,7 +417,7 @@ fn summarise(
     threads: usize,
     duration: Duration,
     mut samples: Vec<Sample>,
-    checkpoints: Windows,
+    (checkpoints, checkpoint_cpu_ns): (Windows, Vec<u64>),
 ) -> CheckpointRun {
     // Writes that started after the measured time (before the writers
     // saw the stop) are not part of it.
@@ -443,6 +458,7 @@ fn summarise(
         p999_ns: quantile(&lat, 0.999),
         max_ns: lat.last().copied().unwrap_or(0),
         checkpoints,
+        checkpoint_cpu_ns,
         during_writes: during.len() as u64,
         during_p99_ns: quantile(&during, 0.99),
         during_max_ns: during.last().copied().unwrap_or(0),
@@ -509,6 +525,7 @@ pub fn table(runs: &[CheckpointRun]) -> String {
         "max",
         "checkpoints",
         "ckpt p50",
+        "ckpt cpu p50",
         "writes in ckpt",
         "their p99",
         "their max",
@@ -540,6 +557,11 @@ pub fn table(runs: &[CheckpointRun]) -> String {
                 } else {
                     ns(r.checkpoint_median_ns())
                 },
+                if r.checkpoint_cpu_ns.is_empty() {
+                    "-".into()
+                } else {
+                    ns(r.checkpoint_cpu_median_ns())
+                },
                 r.during_writes.to_string(),
                 if r.during_writes > 0 {
                     ns(r.during_p99_ns)
@@ -558,8 +580,9 @@ pub fn table(runs: &[CheckpointRun]) -> String {
     let mut out = text_table(&header, &rows, 2, Rule::Full);
     let _ = writeln!(
         out,
-        "(writes in ckpt: writes that overlapped a checkpoint; max / ref p99: the slowest of \
-         them over the p99 of the `none` run)"
+        "(ckpt cpu: CPU time of the thread running the checkpoint; writes in ckpt: writes that \
+         overlapped a checkpoint; max / ref p99: the slowest of them over the p99 of the `none` \
+         run)"
     );
     out
 }
@@ -579,7 +602,7 @@ mod tests {
             1,
             Duration::from_millis(50),
             samples,
-            vec![(0.0205, 0.0215)],
+            (vec![(0.0205, 0.0215)], vec![400_000]),
         );
         assert_eq!(run.writes, 51);
         assert_eq!(run.max_ns, 5_000_000);
@@ -590,6 +613,8 @@ mod tests {
         assert_eq!(run.trace.len(), 5);
         assert_eq!(run.trace[2], (0.02, 5_000_000, 11));
         assert_eq!(run.checkpoint_median_ns(), 1_000_000);
+        assert_eq!(run.checkpoint_cpu_median_ns(), 400_000);
+        assert!(table(&[run]).contains("400.00us"));
     }
 
     #[test]

@@ -594,7 +594,7 @@ fn disk_fs_rows(records: &[Record]) -> Option<String> {
 /// Write and `fsync` latency percentiles of every record, then what each
 /// configuration made durable per operation.
 pub fn latency_table(records: &[Record]) -> String {
-    let pct = |p: Option<Percentiles>| match p {
+    let pct = |p: Option<&Percentiles>| match p {
         Some(p) => [p.p50_ns, p.p90_ns, p.p99_ns, p.p999_ns].map(ns),
         None => ["-".to_string(), "-".into(), "-".into(), "-".into()],
     };
@@ -602,8 +602,8 @@ pub fn latency_table(records: &[Record]) -> String {
         .iter()
         .map(|r| {
             let mut row = vec![r.workload.clone(), r.target.clone(), r.threads.to_string()];
-            row.extend(pct(r.write_latency));
-            row.extend(pct(r.fsync_latency));
+            row.extend(pct(r.write_latency.as_ref()));
+            row.extend(pct(r.fsync_latency.as_ref()));
             row
         })
         .collect();
