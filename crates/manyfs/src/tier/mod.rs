@@ -21,8 +21,14 @@
 //! durable); where the file system refuses `O_DIRECT` (tmpfs) it is opened
 //! buffered instead, with a warning, and the same flushes keep the same
 //! promises (they then also write back the page cache).
+//!
+//! Transfers are `pread`/`pwrite` (`device_io=sync`, the default) or go
+//! through a per-thread io_uring (`device_io=uring`), which submits the
+//! transfers of one file read or write (one per run of contiguous device
+//! blocks) together.
 
 pub(crate) mod device;
+mod uring;
 
 pub(crate) use device::Device;
-pub use device::DeviceStats;
+pub use device::{DeviceIo, DeviceStats};
