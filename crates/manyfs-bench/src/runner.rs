@@ -649,7 +649,9 @@ pub enum Pinning {
 
 impl Series {
     /// `target` under its own name with `cfg.pool` (a `lib:` target with
-    /// an index other than the default is named `lib:KIND index=INDEX`;
+    /// an index other than the default is named `lib:KIND index=INDEX`,
+    /// one on a data device with another `device_io` than the default
+    /// (or [`crate::target::PoolConfig::label_device_io`]) `... device_io=IO`;
     /// `... EMULATED` when `cfg.pool` turns the remote-cost model on).
     pub fn plain(target: &Target, cfg: &Config) -> Series {
         let mut label = match target {
@@ -658,6 +660,12 @@ impl Series {
             }
             _ => target.to_string(),
         };
+        if matches!(target, Target::Lib(_))
+            && cfg.pool.data.is_some()
+            && (cfg.pool.label_device_io || cfg.pool.device_io != manyfs::DeviceIo::default())
+        {
+            label.push_str(&format!(" device_io={}", cfg.pool.device_io));
+        }
         if matches!(target, Target::Lib(_)) && cfg.pool.remote_cost.is_some() {
             label.push_str(" EMULATED");
         }
