@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Workloads, comma-separated: DWOM DRBM DWOL DRBL HACCIO MIX:R:W DRBH
-    /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM, or
+    /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM DRFL, or
     /// `all` [default: DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1]
     #[arg(long, short = 'w', value_delimiter = ',', visible_alias = "workload")]
     workloads: Vec<String>,
