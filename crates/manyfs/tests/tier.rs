@@ -208,6 +208,13 @@ fn batched_transfers(io: DeviceIo) {
         (2..=257).contains(&writes),
         "{io}: {writes} transfers for 257 pages"
     );
+    // Through the ring with `uring` (a lone transfer never is).
+    let batches = fs.device_stats().unwrap().uring_batches;
+    assert_eq!(
+        batches > 0,
+        io == DeviceIo::Uring,
+        "{io}: {batches} batches"
+    );
     let mut want_c = content(7, 5);
     want_c.extend_from_slice(&big);
     assert_eq!(fs.read("/c").unwrap(), want_c);

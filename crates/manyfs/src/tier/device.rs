@@ -73,6 +73,9 @@ pub struct DeviceStats {
     pub flushes: u64,
     /// Flushes asked for and skipped: nothing written since the last one.
     pub flushes_skipped: u64,
+    /// Batches submitted to io_uring (`device_io=uring`, two transfers
+    /// or more each).
+    pub uring_batches: u64,
     /// Whether the device is open with `O_DIRECT`.
     pub direct: bool,
     /// How transfers are issued (`Sync` where `Uring` was asked for and
@@ -136,8 +139,8 @@ pub(crate) struct Device {
     /// A flush failed: nothing written before it is known durable.
     flush_failed: AtomicBool,
     /// Per-CPU counters: writes, bytes written, reads, flushes, flushes
-    /// skipped (the `C_*` indices).
-    counters: crate::cpu::Counters<5>,
+    /// skipped, io_uring batches (the `C_*` indices).
+    counters: crate::cpu::Counters<6>,
 }
 
 const C_WRITES: usize = 0;
@@ -145,10 +148,11 @@ const C_BYTES: usize = 1;
 const C_READS: usize = 2;
 const C_FLUSHES: usize = 3;
 const C_SKIPPED: usize = 4;
+const C_BATCHES: usize = 5;
 
 /// A counter increment of `v` at index `i`.
-fn one(i: usize, v: u64) -> [u64; 5] {
-    let mut a = [0; 5];
+fn one(i: usize, v: u64) -> [u64; 6] {
+    let mut a = [0; 6];
     a[i] = v;
     a
 }
@@ -297,11 +301,16 @@ impl Device {
 
     /// Transfer every `(device offset, buffer, write)` of `ops` (aligned
     /// offsets and lengths, disjoint buffers): one `pread`/`pwrite` each,
-    /// or one io_uring batch. A transfer that came back short is finished
-    /// with `pread`/`pwrite`.
+    /// or, with `Uring` and two or more, one io_uring batch. A lone
+    /// transfer is a `pread`/`pwrite` either way: one system call is all
+    /// it needs, and a write through the ring was measured slower (a write
+    /// to a file on a disk file system that must update its mtime cannot
+    /// complete inline and goes to the kernel's io-wq thread; see
+    /// docs/benchmarks.md, "device_io"). A transfer that came back short
+    /// is finished with `pread`/`pwrite`.
     fn transfer(&self, ops: &mut [(u64, &mut [u8], bool)]) -> std::result::Result<(), Failed> {
         let what = |w: bool| if w { "write" } else { "read" };
-        if self.io == DeviceIo::Uring && !ops.is_empty() {
+        if self.io == DeviceIo::Uring && ops.len() > 1 {
             let batch: Vec<super::uring::Op> = ops
                 .iter_mut()
                 .map(|(off, buf, write)| super::uring::Op {
@@ -317,6 +326,7 @@ impl Device {
             // borrows come from, so the kernel never writes freed memory.
             match unsafe { super::uring::run(self.file.as_raw_fd(), &batch) } {
                 Ok(results) => {
+                    self.counters.add(one(C_BATCHES, 1));
                     for ((off, buf, write), r) in ops.iter_mut().zip(results) {
                         let n = r.map_err(|e| Failed::done(self.io_error(what(*write), e)))?;
                         if n < buf.len() {
@@ -570,6 +580,7 @@ impl Device {
             reads: c[C_READS],
             flushes: c[C_FLUSHES],
             flushes_skipped: c[C_SKIPPED],
+            uring_batches: c[C_BATCHES],
             direct: self.direct,
             io: self.io,
         }
@@ -673,6 +684,9 @@ mod tests {
                 .unwrap();
             let after = dev.stats();
             assert_eq!(after.writes - before.writes, 3);
+            // Two batches through the ring: the edge reads, the writes.
+            let ring = u64::from(io == DeviceIo::Uring) * 2;
+            assert_eq!(after.uring_batches - before.uring_batches, ring);
             assert_eq!(
                 after.reads - before.reads,
                 3,
@@ -759,12 +773,28 @@ mod tests {
             let e = dev.read(2 * 4096, &mut [0u8; 10]).unwrap_err();
             assert!(matches!(e, Error::Io { .. }), "{io}: {e}");
             assert!(e.to_string().contains("short"), "{io}: {e}");
+            // In a batch (through the ring with `Uring`): the first
+            // transfer reads, the second comes back empty and fails.
+            let (mut a, mut b) = ([0u8; 10], [0u8; 10]);
+            let e = dev
+                .read_many(&mut [(0, &mut a[..]), (2 * 4096, &mut b[..])])
+                .unwrap_err();
+            assert!(matches!(e, Error::Io { .. }), "{io}: {e}");
             // A device opened read-only refuses writes, per transfer.
             let (ro, direct) = open_file(&path, false, false).unwrap();
-            let mut dev = Device::new(ro, path.clone(), 4096, direct);
+            let mut dev = Device::new(ro, path.clone(), 4 * 4096, direct);
             dev.set_io(io);
             let e = dev.write(0, &[1u8; 4096]).unwrap_err();
             assert!(matches!(e, Error::Io { .. }), "{io}: {e}");
+            let e = dev
+                .write_many(&[(0, &[1u8; 4096][..]), (2 * 4096, &[2u8; 4096][..])])
+                .unwrap_err();
+            assert!(matches!(e, Error::Io { .. }), "{io}: {e}");
+            assert_eq!(
+                dev.stats().uring_batches,
+                u64::from(io == DeviceIo::Uring),
+                "{io}: the failed write batch went through the ring"
+            );
         }
     }
 }
