@@ -303,11 +303,9 @@ impl Device {
     /// offsets and lengths, disjoint buffers): one `pread`/`pwrite` each,
     /// or, with `Uring` and two or more, one io_uring batch. A lone
     /// transfer is a `pread`/`pwrite` either way: one system call is all
-    /// it needs, and a write through the ring was measured slower (a write
-    /// to a file on a disk file system that must update its mtime cannot
-    /// complete inline and goes to the kernel's io-wq thread; see
-    /// docs/benchmarks.md, "device_io"). A transfer that came back short
-    /// is finished with `pread`/`pwrite`.
+    /// it needs, and a lone 4 KiB write through the ring was measured
+    /// slower than `pwrite` (docs/benchmarks.md, "device_io"). A transfer
+    /// that came back short is finished with `pread`/`pwrite`.
     fn transfer(&self, ops: &mut [(u64, &mut [u8], bool)]) -> std::result::Result<(), Failed> {
         let what = |w: bool| if w { "write" } else { "read" };
         if self.io == DeviceIo::Uring && ops.len() > 1 {
