@@ -203,7 +203,7 @@ impl Default for PoolConfig {
             member_per_node: false,
             data: None,
             data_size: 256 << 20,
-            device_io: manyfs::DeviceIo::Sync,
+            device_io: manyfs::DeviceIo::Uring,
             label_device_io: false,
         }
     }

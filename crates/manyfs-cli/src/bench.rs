@@ -103,9 +103,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SIZE", requires = "data")]
     data_size: Option<String>,
     /// How lib: mounts read and write the data device, comma-separated:
-    /// `sync` (pread/pwrite) and/or `uring` (io_uring batches); with both,
+    /// `uring` (io_uring batches) and/or `sync` (pread/pwrite); with both,
     /// every point runs with each in turn, labelled `device_io=IO`
-    /// [default: sync].
+    /// [default: uring].
     #[arg(long, value_delimiter = ',', requires = "data")]
     device_io: Vec<String>,
     /// Emulated remote-access cost of lib: mounts: `off`, `paper`

@@ -395,9 +395,9 @@ mod tests {
             FuseConfig::default().fs.checkpoint,
             manyfs::Checkpoint::Background
         );
-        let io = FuseConfig::parse_options(&["device_io=uring"]).unwrap();
-        assert_eq!(io.fs.device_io, manyfs::DeviceIo::Uring);
-        assert_eq!(FuseConfig::default().fs.device_io, manyfs::DeviceIo::Sync);
+        let io = FuseConfig::parse_options(&["device_io=sync"]).unwrap();
+        assert_eq!(io.fs.device_io, manyfs::DeviceIo::Sync);
+        assert_eq!(FuseConfig::default().fs.device_io, manyfs::DeviceIo::Uring);
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);

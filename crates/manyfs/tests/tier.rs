@@ -5,9 +5,9 @@
 //! device is `NoSpace`.
 //!
 //! Every test mounts with the `device_io` that `MANYFS_TEST_DEVICE_IO`
-//! names (`sync` unless set: `MANYFS_TEST_DEVICE_IO=uring cargo test
-//! --test tier` runs them all on io_uring); the round trips and the
-//! batched reads and writes also run with each explicitly.
+//! names (the default, `uring`, unless set: `MANYFS_TEST_DEVICE_IO=sync
+//! cargo test --test tier` runs them all on pread/pwrite); the round
+//! trips and the batched reads and writes also run with each explicitly.
 
 use manyfs::{
     DataDevice, DeviceIo, Durability, Error, File, Fs, MemberProblem, MkfsOptions, MountOptions,
@@ -143,12 +143,14 @@ fn dram_mode_pool_with_a_data_device() {
 }
 
 #[test]
-fn file_and_dram_mode_pools_with_a_data_device_on_io_uring() {
-    if !uring_available() {
-        return;
+fn file_and_dram_mode_pools_with_a_data_device_on_each_device_io() {
+    for io in [DeviceIo::Sync, DeviceIo::Uring] {
+        if io == DeviceIo::Uring && !uring_available() {
+            return;
+        }
+        write_read_remount_fsck_io(Durability::File, io);
+        write_read_remount_fsck_io(Durability::Dram, io);
     }
-    write_read_remount_fsck_io(Durability::File, DeviceIo::Uring);
-    write_read_remount_fsck_io(Durability::Dram, DeviceIo::Uring);
 }
 
 /// Whether a mount with `device_io=uring` gets io_uring here (a kernel or

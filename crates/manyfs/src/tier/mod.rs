@@ -22,10 +22,11 @@
 //! buffered instead, with a warning, and the same flushes keep the same
 //! promises (they then also write back the page cache).
 //!
-//! Transfers are `pread`/`pwrite` (`device_io=sync`, the default) or go
-//! through a per-thread io_uring (`device_io=uring`), which submits the
-//! transfers of one file read or write (one per run of contiguous device
-//! blocks) together.
+//! Transfers go through a per-thread io_uring (`device_io=uring`, the
+//! default), which submits the transfers of one file read or write (one
+//! per run of contiguous device blocks) together, or are each a
+//! `pread`/`pwrite` (`device_io=sync`, and where the kernel refuses
+//! io_uring).
 
 pub(crate) mod device;
 mod uring;
