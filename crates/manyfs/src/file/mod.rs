@@ -25,6 +25,11 @@ use smallvec::SmallVec;
 
 const PAGE: u64 = BLOCK_SIZE;
 
+/// The longest run of contiguous device blocks one transfer moves: a
+/// longer run is several transfers (of one batch), so that no transfer
+/// stages more than this in memory.
+const MAX_RUN: usize = 1 << 20;
+
 /// Read up to `buf.len()` bytes at `off`; returns bytes read (0 at EOF).
 pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
     let f = inode.file()?;
@@ -60,6 +65,7 @@ pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<us
             match runs.last_mut() {
                 Some((start, lo, hi))
                     if *hi == done
+                        && *hi - *lo < MAX_RUN
                         && *start + (*hi - *lo) as u64 == at
                         && core.media.on_data_device(at) =>
                 {
@@ -219,8 +225,11 @@ fn write_locked(
                         h.update(src);
                     }
                     match reqs.last_mut() {
-                        Some((_, Src::Buf(_, hi)))
-                            if extent_run && *hi == lo && core.media.on_data_device(dst) =>
+                        Some((_, Src::Buf(l, hi)))
+                            if extent_run
+                                && *hi == lo
+                                && *hi - *l < MAX_RUN
+                                && core.media.on_data_device(dst) =>
                         {
                             *hi += PAGE as usize;
                         }

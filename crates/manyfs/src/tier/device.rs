@@ -161,6 +161,28 @@ fn one(i: usize, v: u64) -> [u64; 6] {
     a
 }
 
+/// The most bytes one batch stages: a longer list of requests goes in
+/// several batches, so that a large read or write never doubles its
+/// memory (a request longer than this is a batch of its own).
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Where to cut requests whose aligned spans are `spans` (`total` bytes
+/// together) so that the first batch stays within [`BATCH_BYTES`]:
+/// `None` when they all fit (or there is one request).
+fn group_end(spans: &[(u64, u64)], total: usize) -> Option<usize> {
+    if total <= BATCH_BYTES || spans.len() < 2 {
+        return None;
+    }
+    let mut sum = 0usize;
+    for (i, &(a0, a1)) in spans.iter().enumerate() {
+        sum += (a1 - a0) as usize;
+        if sum > BATCH_BYTES {
+            return Some(i.max(1));
+        }
+    }
+    None
+}
+
 /// A failed transfer batch.
 struct Failed {
     err: Error,
@@ -318,7 +340,8 @@ impl Device {
                 .map(|(off, buf, write)| super::uring::Op {
                     write: *write,
                     ptr: buf.as_mut_ptr(),
-                    len: u32::try_from(buf.len()).unwrap_or(u32::MAX),
+                    // A longer one comes back short and is finished below.
+                    len: buf.len().min(1 << 30) as u32,
                     off: *off,
                 })
                 .collect();
@@ -398,6 +421,11 @@ impl Device {
         if total == 0 {
             return Ok(());
         }
+        if let Some(k) = group_end(&spans, total) {
+            let (head, tail) = reqs.split_at_mut(k);
+            self.read_many(head)?;
+            return self.read_many(tail);
+        }
         let mut b = AlignedBuf::zeroed(total);
         {
             let mut rest = b.as_mut_slice();
@@ -463,6 +491,10 @@ impl Device {
                 }
                 return Ok(());
             }
+        }
+        if let Some(k) = group_end(&spans, total) {
+            self.write_many(&reqs[..k])?;
+            return self.write_many(&reqs[k..]);
         }
         let mut b = AlignedBuf::zeroed(total);
         if let Err(f) = self.write_spans(reqs, &spans, &mut b) {
@@ -798,5 +830,47 @@ mod tests {
                 "{io}: the failed write batch went through the ring"
             );
         }
+    }
+
+    #[test]
+    fn batches_over_the_staging_limit_go_in_several() {
+        let dir = tempfile::tempdir().unwrap();
+        for io in [DeviceIo::Sync, DeviceIo::Uring] {
+            let path = dir.path().join(format!("big-{io}"));
+            let (file, direct) = open_file(&path, true, true).unwrap();
+            let len = 3 * BATCH_BYTES as u64;
+            file.set_len(len).unwrap();
+            let mut dev = Device::new(file, path, len, direct);
+            if dev.set_io(io) != io {
+                return;
+            }
+            // Four requests of half the limit, 4 KiB apart: two batches.
+            let half = BATCH_BYTES / 2;
+            let parts: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i + 1; half]).collect();
+            let at = |i: usize| (i * (half + ALIGN)) as u64;
+            let reqs: Vec<(u64, &[u8])> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (at(i), &p[..]))
+                .collect();
+            dev.write_many(&reqs).unwrap();
+            let mut back: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; half]).collect();
+            let mut rreqs: Vec<(u64, &mut [u8])> = back
+                .iter_mut()
+                .enumerate()
+                .map(|(i, p)| (at(i), &mut p[..]))
+                .collect();
+            dev.read_many(&mut rreqs).unwrap();
+            assert!(back == parts, "{io}");
+            let s = dev.stats();
+            assert_eq!((s.writes, s.reads), (4, 4), "{io}");
+            let ring = u64::from(io == DeviceIo::Uring) * 4;
+            assert_eq!(s.uring_batches, ring, "{io}: two batches each way");
+        }
+        assert_eq!(group_end(&[(0, 4096)], 1 << 40), None);
+        let spans = [(0, 6 << 20), (8 << 20, 14 << 20), (16 << 20, 17 << 20)];
+        assert_eq!(group_end(&spans, 13 << 20), Some(1));
+        let spans = [(0, 9 << 20), (16 << 20, 17 << 20)];
+        assert_eq!(group_end(&spans, 10 << 20), Some(1));
     }
 }
