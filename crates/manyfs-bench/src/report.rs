@@ -192,6 +192,8 @@ pub fn persist_table(records: &[Record]) -> String {
                 p.pool_full_syncs.to_string(),
                 format!("{:.0}", p.device_bytes),
                 format!("{:.2}", p.device_flushes),
+                format!("{:.2}", p.device_transfers),
+                format!("{:.2}", p.device_uring_batches),
             ])
         })
         .collect();
@@ -208,6 +210,8 @@ pub fn persist_table(records: &[Record]) -> String {
         "full syncs",
         "device B/op",
         "device flushes/op",
+        "transfers/op",
+        "ring batches/op",
     ];
     format!(
         "\nmade durable per operation (DWSL: per fsync; full syncs: total):\n{}",

@@ -169,6 +169,12 @@ pub struct PersistPerOp {
     pub device_bytes: f64,
     /// Device flushes issued.
     pub device_flushes: f64,
+    /// Device transfers (reads and writes) issued.
+    #[serde(default)]
+    pub device_transfers: f64,
+    /// Batches of transfers submitted to io_uring (`device_io=uring`).
+    #[serde(default)]
+    pub device_uring_batches: f64,
 }
 
 impl PersistPerOp {
@@ -180,12 +186,14 @@ impl PersistPerOp {
     ) -> PersistPerOp {
         let p = after.0.since(&before.0);
         let n = ops.max(1) as f64;
-        let (dev_bytes, dev_flushes) = match (before.1, after.1) {
+        let (dev_bytes, dev_flushes, dev_transfers, dev_batches) = match (before.1, after.1) {
             (Some(b), Some(a)) => (
                 a.bytes_written.saturating_sub(b.bytes_written),
                 a.flushes.saturating_sub(b.flushes),
+                (a.reads + a.writes).saturating_sub(b.reads + b.writes),
+                a.uring_batches.saturating_sub(b.uring_batches),
             ),
-            _ => (0, 0),
+            _ => (0, 0, 0, 0),
         };
         PersistPerOp {
             pool_mode: p.mode.to_string(),
@@ -194,6 +202,8 @@ impl PersistPerOp {
             pool_full_syncs: p.full_syncs,
             device_bytes: dev_bytes as f64 / n,
             device_flushes: dev_flushes as f64 / n,
+            device_transfers: dev_transfers as f64 / n,
+            device_uring_batches: dev_batches as f64 / n,
         }
     }
 }
@@ -700,7 +710,9 @@ pub enum Pinning {
 
 impl Series {
     /// `target` under its own name with `cfg.pool` (a `lib:` target with
-    /// an index other than the default is named `lib:KIND index=INDEX`;
+    /// an index other than the default is named `lib:KIND index=INDEX`,
+    /// one on a data device with another `device_io` than the default
+    /// (or [`crate::target::PoolConfig::label_device_io`]) `... device_io=IO`;
     /// `... EMULATED` when `cfg.pool` turns the remote-cost model on).
     pub fn plain(target: &Target, cfg: &Config) -> Series {
         let mut label = match target {
@@ -709,6 +721,12 @@ impl Series {
             }
             _ => target.to_string(),
         };
+        if matches!(target, Target::Lib(_))
+            && cfg.pool.data.is_some()
+            && (cfg.pool.label_device_io || cfg.pool.device_io != manyfs::DeviceIo::default())
+        {
+            label.push_str(&format!(" device_io={}", cfg.pool.device_io));
+        }
         if matches!(target, Target::Lib(_)) && cfg.pool.remote_cost.is_some() {
             label.push_str(" EMULATED");
         }

@@ -113,6 +113,13 @@ pub struct PoolConfig {
     pub data: Option<PathBuf>,
     /// Bytes of the data device.
     pub data_size: u64,
+    /// How the data device is read and written
+    /// ([`manyfs::MountOptions::device_io`]).
+    pub device_io: manyfs::DeviceIo,
+    /// Name `lib:` series on a data device `lib:LOCK device_io=IO` even
+    /// with the default [`PoolConfig::device_io`] (when runs with each
+    /// are compared side by side).
+    pub label_device_io: bool,
 }
 
 impl PoolConfig {
@@ -131,6 +138,7 @@ impl PoolConfig {
             placement_config: self.placement_config.clone(),
             thread_placement: self.thread_placement,
             placement_policy: self.placement_policy,
+            device_io: self.device_io,
             ..Default::default()
         }
     }
@@ -195,6 +203,8 @@ impl Default for PoolConfig {
             member_per_node: false,
             data: None,
             data_size: 256 << 20,
+            device_io: manyfs::DeviceIo::Uring,
+            label_device_io: false,
         }
     }
 }

@@ -20,6 +20,8 @@ pub const BLOCK: usize = 4096;
 pub const REGION: u64 = 8 << 20;
 /// One HACCIO record.
 pub const HACC_RECORD: usize = 1 << 20;
+/// One DRFL read (and its file's size).
+pub const DRFL_READ: usize = 1 << 20;
 /// HACCIO partition per thread.
 pub const HACC_PARTITION: u64 = 8 << 20;
 /// A private append file is cut back to zero when it reaches this size.
@@ -100,6 +102,11 @@ pub enum Workload {
     /// N-to-1 checkpoint: each thread writes its partition of a shared file
     /// in 1 MiB records, then reads it back and verifies it.
     HaccIo,
+    /// Read a private 1 MiB file in one call, whose 4 KiB blocks were
+    /// written one at a time in turn with another file's (so, on a file
+    /// system that allocates in write order, none is next to the next):
+    /// one large read of scattered blocks.
+    Drfl,
     /// Reference: 4 KiB copies into a large memory buffer.
     MemWrite,
     /// Reference: 4 KiB copies out of a large memory buffer.
@@ -113,7 +120,7 @@ pub enum Workload {
 
 impl Workload {
     /// Every file-system workload (MIX with 3:1 and 1:3), in report order.
-    pub const FS_ALL: [Workload; 21] = [
+    pub const FS_ALL: [Workload; 22] = [
         Workload::Dwom,
         Workload::Drbm,
         Workload::Dwol,
@@ -141,6 +148,7 @@ impl Workload {
         Workload::Mrpm,
         Workload::Mrdl,
         Workload::Mrdm,
+        Workload::Drfl,
     ];
 
     /// The default set of `manyfs bench`: the six headline workloads (the
@@ -227,6 +235,7 @@ impl fmt::Display for Workload {
             Workload::Mix { reads, writes } => return write!(f, "MIX:{reads}:{writes}"),
             Workload::Pmix { reads, writes } => return write!(f, "PMIX:{reads}:{writes}"),
             Workload::HaccIo => "HACCIO",
+            Workload::Drfl => "DRFL",
             Workload::MemWrite => "MEM-W",
             Workload::MemRead => "MEM-R",
             Workload::MemWriteHot => "MEMHOT-W",
@@ -259,7 +268,7 @@ impl FromStr for Workload {
         }
         Err(BenchError::InvalidArgument(format!(
             "unknown workload {s:?} (DRBL DRBM DRBH DWOL DWOM DWAL DWTL DWSL MWCL MWCM MWUL MWUM \
-             MWRL MWRM MRPL MRPM MRDL MRDM MIX:R:W PMIX:R:W HACCIO)"
+             MWRL MWRM MRPL MRPM MRDL MRDM DRFL MIX:R:W PMIX:R:W HACCIO)"
         )))
     }
 }
@@ -532,6 +541,19 @@ impl Op for PrivateMix {
 }
 
 /// HACC-IO style checkpoint/restart of one partition of a shared file.
+/// DRFL: one read of a whole scattered file.
+struct ScatteredRead {
+    file: Arc<dyn BenchFile>,
+    buf: AlignedBuf,
+}
+
+impl Op for ScatteredRead {
+    fn run(&mut self) -> Result<u64> {
+        read_full(&*self.file, &mut self.buf, 0)?;
+        Ok(DRFL_READ as u64)
+    }
+}
+
 struct Hacc {
     file: Arc<dyn BenchFile>,
     thread: usize,
@@ -887,6 +909,22 @@ impl Workload {
                         kr: 0,
                         kw: 0,
                         buf,
+                    }));
+                }
+            }
+            Workload::Drfl => {
+                for t in 0..threads {
+                    place(t);
+                    let f = be.open(&format!("/scattered-{t}"), Open::CREATE)?;
+                    let pad = be.open(&format!("/scattered-pad-{t}"), Open::CREATE)?;
+                    let buf = block_buf(t);
+                    for b in 0..(DRFL_READ / BLOCK) as u64 {
+                        write_full(&*f, &buf, b * BLOCK as u64)?;
+                        write_full(&*pad, &buf, b * BLOCK as u64)?;
+                    }
+                    ops.push(Box::new(ScatteredRead {
+                        file: f,
+                        buf: AlignedBuf::new(DRFL_READ),
                     }));
                 }
             }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Workloads, comma-separated: DWOM DRBM DWOL DRBL HACCIO MIX:R:W DRBH
-    /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM, or
+    /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM DRFL, or
     /// `all` [default: DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1]
     #[arg(long, short = 'w', value_delimiter = ',', visible_alias = "workload")]
     workloads: Vec<String>,
@@ -102,6 +102,12 @@ pub struct BenchArgs {
     /// Size of the data device [default: 256M].
     #[arg(long, value_name = "SIZE", requires = "data")]
     data_size: Option<String>,
+    /// How lib: mounts read and write the data device, comma-separated:
+    /// `uring` (io_uring batches) and/or `sync` (pread/pwrite); with both,
+    /// every point runs with each in turn, labelled `device_io=IO`
+    /// [default: uring].
+    #[arg(long, value_delimiter = ',', requires = "data")]
+    device_io: Vec<String>,
     /// Emulated remote-access cost of lib: mounts: `off`, `paper`
     /// (270/583) or READ/WRITE ns per KiB; emulated topologies only.
     /// Results are labelled EMULATED.
@@ -261,7 +267,35 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .validate()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     cfg.membw = !args.no_membw;
-    let records = manyfs_bench::run(&cfg)?;
+    let device_ios = args
+        .device_io
+        .iter()
+        .map(|s| s.parse::<manyfs::DeviceIo>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--device-io: {e}"))?;
+    let records = if device_ios.len() <= 1 {
+        cfg.pool.device_io = device_ios.first().copied().unwrap_or_default();
+        manyfs_bench::run(&cfg)?
+    } else {
+        // One series per target and device_io, interleaved point by point
+        // (and round by round with --repeat) so that each sees the same disk.
+        cfg.pool.label_device_io = true;
+        let mut series = Vec::new();
+        for t in &cfg.targets {
+            for &io in &device_ios {
+                let mut c = cfg.clone();
+                c.pool.device_io = io;
+                let s = manyfs_bench::Series::plain(t, &c);
+                if !series
+                    .iter()
+                    .any(|x: &manyfs_bench::Series| x.label == s.label)
+                {
+                    series.push(s);
+                }
+            }
+        }
+        manyfs_bench::run_series(&cfg, &series)?
+    };
     print!("{}", table(&records));
     println!();
     print!("{}", headline(&records));

@@ -104,7 +104,8 @@ impl FuseConfig {
     /// `data=PATH` (a tiered pool's data device, if not at the recorded path),
     /// `commit=SECONDS` (how often the commit thread makes everything
     /// durable in `file` mode and on a tiered pool; 0 turns it off),
-    /// `checkpoint=background|blocking` (whether writers wait for it), `ro`, `rw`,
+    /// `checkpoint=background|blocking` (whether writers wait for it),
+    /// `device_io=sync|uring` (how the data device is read and written), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -215,6 +216,12 @@ impl FuseConfig {
                         )
                     })?;
                 self.fs.commit_interval = std::time::Duration::from_secs_f64(secs);
+            }
+            "device_io" => {
+                let v = need(opt, value)?;
+                self.fs.device_io = v
+                    .parse()
+                    .map_err(|_| FuseError::bad_option(opt, "expected sync or uring"))?;
             }
             "data" => {
                 let v = need(opt, value)?;
@@ -388,6 +395,9 @@ mod tests {
             FuseConfig::default().fs.checkpoint,
             manyfs::Checkpoint::Background
         );
+        let io = FuseConfig::parse_options(&["device_io=sync"]).unwrap();
+        assert_eq!(io.fs.device_io, manyfs::DeviceIo::Sync);
+        assert_eq!(FuseConfig::default().fs.device_io, manyfs::DeviceIo::Uring);
         assert_eq!(cfg.fs.placement, manyfs::Placement::Interleave);
         assert_eq!(cfg.fs.topology.to_string(), "2x1");
         assert_eq!(cfg.fs.sublogs, manyfs::Sublogs::One);
@@ -433,6 +443,8 @@ mod tests {
             "ttl=x",
             "ttl=inf",
             "checkpoint=never",
+            "device_io=aio",
+            "device_io",
             "checkpoint",
             "commit=-1",
             "commit=soon",

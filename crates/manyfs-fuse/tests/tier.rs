@@ -104,9 +104,10 @@ fn tiered_pool_through_a_real_mount() {
     drop((dev, pool));
     s.fsck();
 
-    // Remount where the pool recorded the device.
+    // Remount where the pool recorded the device, its transfers through
+    // io_uring (or, where the kernel refuses it, pread/pwrite).
     {
-        let m = s.mount(&["durability=file"]);
+        let m = s.mount(&["durability=file", "device_io=uring"]);
         assert_eq!(fs::read(s.mnt.join("d/big")).unwrap(), big);
         assert_eq!(fs::read(s.mnt.join("small")).unwrap(), small);
         fs::write(s.mnt.join("after"), b"second mount").unwrap();

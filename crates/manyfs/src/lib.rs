@@ -87,6 +87,6 @@ pub use options::{
     SRL_ARRAY_MAX_BYTES, Sublogs,
 };
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
-pub use tier::DeviceStats;
+pub use tier::{DeviceIo, DeviceStats};
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

@@ -62,6 +62,13 @@ pub struct MountOptions {
     /// records (it moved, or a block device was renamed); `None` (the
     /// default): the recorded one. Its header must still name this pool.
     pub data_device: Option<std::path::PathBuf>,
+    /// How a tiered pool's data device is read and written: `uring` (the
+    /// default: the transfers of one file read or write submitted
+    /// together to a per-thread io_uring; where the kernel refuses
+    /// io_uring the mount warns and uses `sync`) or `sync` (one
+    /// `pread`/`pwrite` per transfer). Pools without a data device
+    /// ignore it.
+    pub device_io: crate::tier::DeviceIo,
 }
 
 /// Block placement across NUMA nodes ([`MountOptions::placement`]).
@@ -189,6 +196,7 @@ impl Default for MountOptions {
             remote_cost: None,
             bandwidth_cap: None,
             data_device: None,
+            device_io: crate::tier::DeviceIo::Uring,
         }
     }
 }

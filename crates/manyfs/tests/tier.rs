@@ -3,22 +3,44 @@
 //! every pool medium; the data really is on the device; a missing,
 //! foreign or short device is a typed error at mount and at fsck; a full
 //! device is `NoSpace`.
+//!
+//! Every test mounts with the `device_io` that `MANYFS_TEST_DEVICE_IO`
+//! names (the default, `uring`, unless set: `MANYFS_TEST_DEVICE_IO=sync
+//! cargo test --test tier` runs them all on pread/pwrite); the round
+//! trips and the batched reads and writes also run with each explicitly.
 
 use manyfs::{
-    DataDevice, Durability, Error, File, Fs, MemberProblem, MkfsOptions, MountOptions, OpenOptions,
+    DataDevice, DeviceIo, Durability, Error, File, Fs, MemberProblem, MkfsOptions, MountOptions,
+    OpenOptions,
 };
 use std::path::{Path, PathBuf};
 
 const MIB: u64 = 1 << 20;
 
+/// The `device_io` of this run's mounts.
+fn device_io() -> DeviceIo {
+    std::env::var("MANYFS_TEST_DEVICE_IO")
+        .map(|v| v.parse().expect("MANYFS_TEST_DEVICE_IO: sync or uring"))
+        .unwrap_or_default()
+}
+
 fn opts(durability: Durability) -> MountOptions {
+    opts_io(durability, device_io())
+}
+
+fn opts_io(durability: Durability, device_io: DeviceIo) -> MountOptions {
     MountOptions {
         durability,
+        device_io,
         ..MountOptions::default()
     }
 }
 
 fn mkfs_tier(dir: &Path, data_size: u64, durability: Durability) -> (PathBuf, PathBuf, Fs) {
+    mkfs_tier_io(dir, data_size, &opts(durability))
+}
+
+fn mkfs_tier_io(dir: &Path, data_size: u64, o: &MountOptions) -> (PathBuf, PathBuf, Fs) {
     let pool = dir.join("pool");
     let data = dir.join("data");
     let fs = Fs::mkfs(
@@ -31,7 +53,7 @@ fn mkfs_tier(dir: &Path, data_size: u64, durability: Durability) -> (PathBuf, Pa
             }),
             ..Default::default()
         },
-        &opts(durability),
+        o,
     )
     .unwrap();
     (pool, data, fs)
@@ -53,8 +75,13 @@ fn open_rw(fs: &Fs, path: &str) -> File {
 }
 
 fn write_read_remount_fsck(durability: Durability) {
+    write_read_remount_fsck_io(durability, device_io());
+}
+
+fn write_read_remount_fsck_io(durability: Durability, io: DeviceIo) {
+    let opts = |d| opts_io(d, io);
     let dir = tempfile::tempdir().unwrap();
-    let (pool, data, fs) = mkfs_tier(dir.path(), 32 * MIB, durability);
+    let (pool, data, fs) = mkfs_tier_io(dir.path(), 32 * MIB, &opts(durability));
     assert!(fs.superblock().tiered());
     let before = std::fs::read(&data).unwrap();
     // Whole pages, a partial page, an overwrite in place, an append.
@@ -113,6 +140,109 @@ fn file_mode_pool_with_a_data_device() {
 #[test]
 fn dram_mode_pool_with_a_data_device() {
     write_read_remount_fsck(Durability::Dram);
+}
+
+#[test]
+fn file_and_dram_mode_pools_with_a_data_device_on_each_device_io() {
+    for io in [DeviceIo::Sync, DeviceIo::Uring] {
+        if io == DeviceIo::Uring && !uring_available() {
+            return;
+        }
+        write_read_remount_fsck_io(Durability::File, io);
+        write_read_remount_fsck_io(Durability::Dram, io);
+    }
+}
+
+/// Whether a mount with `device_io=uring` gets io_uring here (a kernel or
+/// container may refuse it: the mount then uses `sync`, which its own
+/// tests cover).
+fn uring_available() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, fs) = mkfs_tier_io(dir.path(), MIB, &opts_io(Durability::Dram, DeviceIo::Uring));
+    let io = fs.device_stats().unwrap().io;
+    if io != DeviceIo::Uring {
+        eprintln!("skipped: io_uring unavailable here (the mount fell back to {io})");
+    }
+    io == DeviceIo::Uring
+}
+
+/// Large reads and writes over fragmented device space: a read of blocks
+/// that are not contiguous is one transfer per run of contiguous ones, a
+/// write that gets several extents one per extent, all of a call in one
+/// batch; the data round-trips and survives a remount, with either
+/// `device_io`.
+fn batched_transfers(io: DeviceIo) {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _data, fs) = mkfs_tier_io(dir.path(), 16 * MIB, &opts_io(Durability::Dram, io));
+    assert_eq!(fs.device_stats().unwrap().io, io);
+    // Two files written page by page in turn: their blocks interleave.
+    let (a, b) = (open_rw(&fs, "/a"), open_rw(&fs, "/b"));
+    for p in 0..64u64 {
+        a.write_at(&content(p as usize, 4096), p * 4096).unwrap();
+        b.write_at(&content(1000 + p as usize, 4096), p * 4096)
+            .unwrap();
+    }
+    let want_a: Vec<u8> = (0..64).flat_map(|p| content(p, 4096)).collect();
+    // A 256 KiB read of `a`, unaligned at both ends: several transfers
+    // (its blocks are not all contiguous), all issued in one batch.
+    let s0 = fs.device_stats().unwrap();
+    let mut got = vec![0u8; 64 * 4096 - 300];
+    assert_eq!(a.read_at(&mut got, 100).unwrap(), got.len());
+    assert_eq!(got[..], want_a[100..64 * 4096 - 200]);
+    let reads = fs.device_stats().unwrap().reads - s0.reads;
+    assert!(
+        (2..=64).contains(&reads),
+        "{io}: {reads} transfers for 64 interleaved pages"
+    );
+    // Fragment the free space: remove `b` and let its blocks come back.
+    drop(b);
+    fs.remove_file("/b").unwrap();
+    fs.sync().unwrap();
+    // A 1 MiB write with partial first and last pages, which probably
+    // gets several extents: one transfer per extent or staged page.
+    let c = open_rw(&fs, "/c");
+    c.write_at(&content(7, 10), 0).unwrap();
+    let big = content(9, 256 * 4096);
+    let s1 = fs.device_stats().unwrap();
+    c.write_at(&big, 5).unwrap();
+    let writes = fs.device_stats().unwrap().writes - s1.writes;
+    assert!(
+        (2..=257).contains(&writes),
+        "{io}: {writes} transfers for 257 pages"
+    );
+    // Through the ring with `uring` (a lone transfer never is).
+    let batches = fs.device_stats().unwrap().uring_batches;
+    assert_eq!(
+        batches > 0,
+        io == DeviceIo::Uring,
+        "{io}: {batches} batches"
+    );
+    let mut want_c = content(7, 5);
+    want_c.extend_from_slice(&big);
+    assert_eq!(fs.read("/c").unwrap(), want_c);
+    // Overwrite `a` whole (copy on write into fresh extents).
+    let new_a: Vec<u8> = (0..64).flat_map(|p| content(500 + p, 4096)).collect();
+    a.write_at(&new_a, 0).unwrap();
+    drop((a, c));
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let fs = Fs::mount(&pool, &opts_io(Durability::Dram, io)).unwrap();
+    assert_eq!(fs.read("/a").unwrap(), new_a);
+    assert_eq!(fs.read("/c").unwrap(), want_c);
+    fs.verify().unwrap();
+}
+
+#[test]
+fn batched_transfers_with_pread_pwrite() {
+    batched_transfers(DeviceIo::Sync);
+}
+
+#[test]
+fn batched_transfers_on_io_uring() {
+    if uring_available() {
+        batched_transfers(DeviceIo::Uring);
+    }
 }
 
 #[test]

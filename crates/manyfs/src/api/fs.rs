@@ -98,6 +98,7 @@ impl Fs {
             !opts.read_only,
             opts.data_device.as_deref(),
         )?;
+        media.set_device_io(opts.device_io);
         let topology = crate::Topology::resolve(opts.topology)?;
         media.check_member_nodes(&topology)?;
         // Before recovery's first touch of the mapping.

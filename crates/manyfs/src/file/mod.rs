@@ -25,6 +25,11 @@ use smallvec::SmallVec;
 
 const PAGE: u64 = BLOCK_SIZE;
 
+/// The longest run of contiguous device blocks one transfer moves: a
+/// longer run is several transfers (of one batch), so that no transfer
+/// stages more than this in memory.
+const MAX_RUN: usize = 1 << 20;
+
 /// Read up to `buf.len()` bytes at `off`; returns bytes read (0 at EOF).
 pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
     let f = inode.file()?;
@@ -41,6 +46,10 @@ pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<us
         return Ok(0);
     }
     let n = (end.min(size) - off) as usize;
+    // One request per run of pages whose blocks are contiguous, all
+    // issued together (one batch of data-device transfers on a tier):
+    // `(media offset, start, end in buf)`.
+    let mut runs: SmallVec<[(u64, usize, usize); 4]> = SmallVec::new();
     let mut done = 0usize;
     while done < n {
         let pos = off + done as u64;
@@ -48,15 +57,36 @@ pub fn read(core: &FsCore, inode: &Inode, buf: &mut [u8], off: u64) -> Result<us
         let in_page = (pos % PAGE) as usize;
         let take = (PAGE as usize - in_page).min(n - done);
         let m = f.index.lookup(pg);
-        let dst = &mut buf[done..done + take];
         core.placement.tracker().read(inode.ino, m.block, take);
         if m.block == 0 {
-            dst.fill(0);
+            buf[done..done + take].fill(0);
         } else {
-            core.media.read(m.block * PAGE + in_page as u64, dst)?;
+            let at = m.block * PAGE + in_page as u64;
+            match runs.last_mut() {
+                Some((start, lo, hi))
+                    if *hi == done
+                        && *hi - *lo < MAX_RUN
+                        && *start + (*hi - *lo) as u64 == at
+                        && core.media.on_data_device(at) =>
+                {
+                    *hi += take;
+                }
+                _ => runs.push((at, done, done + take)),
+            }
         }
         done += take;
     }
+    let mut reqs: SmallVec<[(u64, &mut [u8]); 4]> = SmallVec::new();
+    let mut rest = &mut buf[..n];
+    let mut cut = 0usize;
+    for (at, lo, hi) in runs {
+        let (_, from) = std::mem::take(&mut rest).split_at_mut(lo - cut);
+        let (dst, tail) = from.split_at_mut(hi - lo);
+        reqs.push((at, dst));
+        rest = tail;
+        cut = hi;
+    }
+    core.media.read_batch(&mut reqs)?;
     Ok(n)
 }
 
@@ -140,44 +170,85 @@ fn write_locked(
     let want_crcs = core.deferring();
     let mut crcs: SmallVec<[u32; 2]> = SmallVec::new();
     let mut fill = || -> Result<()> {
+        // Partial pages (the first and the last at most) are staged: the
+        // old contents, bytes past EOF as zero, under the new bytes. Their
+        // old blocks are read together.
+        let is_partial = |pg: u64| off > pg * PAGE || end < (pg + 1) * PAGE;
+        let mut staged: SmallVec<[(u64, Box<[u8; PAGE as usize]>); 2]> = SmallVec::new();
+        for pg in [first_pg, last_pg] {
+            if is_partial(pg) && staged.iter().all(|(p, _)| *p != pg) {
+                staged.push((pg, Box::new([0u8; PAGE as usize])));
+            }
+        }
+        let mut old_reads: SmallVec<[(u64, &mut [u8]); 2]> = SmallVec::new();
+        for (pg, page) in staged.iter_mut() {
+            let prev = old[(*pg - first_pg) as usize];
+            if prev.block != 0 {
+                old_reads.push((prev.block * PAGE, &mut page[..]));
+            }
+        }
+        core.media.read_batch(&mut old_reads)?;
+        drop(old_reads);
+        for (pg, page) in staged.iter_mut() {
+            let page_start = *pg * PAGE;
+            let valid = size_now.saturating_sub(page_start).min(PAGE) as usize;
+            page[valid..].fill(0);
+            let lo = off.max(page_start);
+            let hi = end.min(page_start + PAGE);
+            page[(lo - page_start) as usize..(hi - page_start) as usize]
+                .copy_from_slice(&buf[(lo - off) as usize..(hi - off) as usize]);
+        }
+        // One request per staged page, one per run of whole pages of an
+        // extent (contiguous on the data device; a page each on a pool,
+        // as before): `(block offset, staged page or buf range)`.
+        enum Src {
+            Staged(usize),
+            Buf(usize, usize),
+        }
+        let mut reqs: SmallVec<[(u64, Src); 4]> = SmallVec::new();
         let mut pg = first_pg;
-        // Only partial pages need a staging buffer.
-        let mut page_buf: Option<Box<[u8; PAGE as usize]>> = None;
         for &(block, n) in &extents {
             let mut h = crc32fast::Hasher::new();
+            let mut extent_run = false;
             for i in 0..n {
-                let page_start = pg * PAGE;
-                let lo = off.max(page_start);
-                let hi = end.min(page_start + PAGE);
                 let dst = (block + i) * PAGE;
-                let src = &buf[(lo - off) as usize..(hi - off) as usize];
-                if lo == page_start && hi == page_start + PAGE {
-                    core.media.nt_copy(dst, src)?;
+                if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
+                    if want_crcs {
+                        h.update(&staged[k].1[..]);
+                    }
+                    reqs.push((dst, Src::Staged(k)));
+                    extent_run = false;
+                } else {
+                    let lo = (pg * PAGE - off) as usize;
+                    let src = &buf[lo..lo + PAGE as usize];
                     if want_crcs {
                         h.update(src);
                     }
-                } else {
-                    let page_buf = page_buf.get_or_insert_with(|| Box::new([0u8; PAGE as usize]));
-                    let prev = old[(pg - first_pg) as usize];
-                    if prev.block != 0 {
-                        core.media.read(prev.block * PAGE, &mut page_buf[..])?;
-                        let valid = size_now.saturating_sub(page_start).min(PAGE) as usize;
-                        page_buf[valid..].fill(0);
-                    } else {
-                        page_buf.fill(0);
+                    match reqs.last_mut() {
+                        Some((_, Src::Buf(l, hi)))
+                            if extent_run
+                                && *hi == lo
+                                && *hi - *l < MAX_RUN
+                                && core.media.on_data_device(dst) =>
+                        {
+                            *hi += PAGE as usize;
+                        }
+                        _ => reqs.push((dst, Src::Buf(lo, lo + PAGE as usize))),
                     }
-                    page_buf[(lo - page_start) as usize..(hi - page_start) as usize]
-                        .copy_from_slice(src);
-                    core.media.nt_copy(dst, &page_buf[..])?;
-                    if want_crcs {
-                        h.update(&page_buf[..]);
-                    }
+                    extent_run = true;
                 }
                 pg += 1;
             }
             crcs.push(h.finalize());
         }
-        Ok(())
+        let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
+            .iter()
+            .map(|(dst, src)| match *src {
+                Src::Staged(k) => (*dst, &staged[k].1[..]),
+                Src::Buf(lo, hi) => (*dst, &buf[lo..hi]),
+            })
+            .collect();
+        core.media.nt_copy_batch(&reqs)
     };
     let now = crate::time::now_ns();
     let extends = end > size_now;

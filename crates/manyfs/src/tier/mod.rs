@@ -21,8 +21,15 @@
 //! durable); where the file system refuses `O_DIRECT` (tmpfs) it is opened
 //! buffered instead, with a warning, and the same flushes keep the same
 //! promises (they then also write back the page cache).
+//!
+//! Transfers go through a per-thread io_uring (`device_io=uring`, the
+//! default), which submits the transfers of one file read or write (one
+//! per run of contiguous device blocks) together, or are each a
+//! `pread`/`pwrite` (`device_io=sync`, and where the kernel refuses
+//! io_uring).
 
 pub(crate) mod device;
+mod uring;
 
 pub(crate) use device::Device;
-pub use device::DeviceStats;
+pub use device::{DeviceIo, DeviceStats};
