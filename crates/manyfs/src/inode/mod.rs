@@ -2,11 +2,13 @@
 
 mod dir_data;
 mod file_data;
+mod names;
 
-pub(crate) use dir_data::{
-    AllShards, AllShardsMut, Child, DirData, DirShard, DirState, Name, take_seqs,
-};
+pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, take_seqs};
 pub(crate) use file_data::FileData;
+pub(crate) use names::NameGuard;
+#[cfg(feature = "shuttle")]
+pub(crate) use names::NameTable;
 
 use crate::layout::FileKind;
 use crate::log::InodeLog;
