@@ -4,6 +4,8 @@ mod dir_data;
 mod file_data;
 mod names;
 
+#[cfg(feature = "shuttle")]
+pub(crate) use dir_data::hash_name;
 pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, take_seqs};
 pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
