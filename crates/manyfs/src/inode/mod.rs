@@ -4,12 +4,12 @@ mod dir_data;
 mod file_data;
 mod names;
 
-#[cfg(feature = "shuttle")]
+#[cfg(all(test, feature = "shuttle"))]
 pub(crate) use dir_data::hash_name;
 pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, take_seqs};
 pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
-#[cfg(feature = "shuttle")]
+#[cfg(all(test, feature = "shuttle"))]
 pub(crate) use names::NameTable;
 
 use crate::layout::FileKind;

@@ -400,7 +400,7 @@ mod tests {
             // Grow to ~600 names, then shrink back to a few, twice.
             let phase = (i / 5_000) % 2 == 0;
             let name = format!("name-{}-with-a-longer-tail", x % 700).into_bytes();
-            if phase == (x % 4 != 0) {
+            if phase != x.is_multiple_of(4) {
                 assert_eq!(
                     w.insert(&name, child(i)),
                     model.insert(name.clone(), child(i))
