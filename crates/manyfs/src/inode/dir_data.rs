@@ -27,7 +27,7 @@ use crate::sync::Ordering;
 use crossbeam_utils::CachePadded;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
 use std::sync::atomic::AtomicBool;
 
@@ -120,18 +120,6 @@ pub type AllShardsMut<'a> = Vec<RwLockWriteGuard<'a, DirShard>>;
 /// Read guards on every shard of a directory, in index order.
 pub type AllShards<'a> = Vec<RwLockReadGuard<'a, DirShard>>;
 
-/// One shard: its lock and its names.
-#[derive(Debug)]
-struct Shard {
-    /// Held for writing by every change of the shard's names (and of its
-    /// counts); for reading by whole-directory readers (readdir, the
-    /// emptiness check), never by a name lookup.
-    lock: RwLock<DirShard>,
-    /// The names: changed under `lock` held for writing, read by lookups
-    /// without it.
-    names: NameTable,
-}
-
 /// Identities of directories' DRAM states ([`DirShard::owner`]).
 static NEXT_DIR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -142,14 +130,26 @@ static NEXT_DIR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 /// when a directory's log is compacted, is the same in every run.)
 pub fn hash_name(name: &[u8]) -> u64 {
     static KEY: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
-    KEY.hash_one(name)
+    // The bytes alone (no length prefix: one name per hash, nothing to
+    // tell apart from a concatenation), a block fewer for short names.
+    let mut h = KEY.build_hasher();
+    h.write(name);
+    h.finish()
 }
 
 /// DRAM state of a directory.
 #[derive(Debug)]
 pub struct DirData {
-    /// The names, split by [`DirData::shard_of`].
-    shards: Box<[CachePadded<Shard>]>,
+    /// The shards' locks, each on its own line: held for writing by every
+    /// change of the shard's names (and of its counts); for reading by
+    /// whole-directory readers (readdir, the emptiness check), never by a
+    /// name lookup.
+    shards: Box<[CachePadded<RwLock<DirShard>>]>,
+    /// The shards' names (by [`DirData::shard_of`]): changed under the
+    /// shard's lock held for writing, read by lookups without it. Apart
+    /// from the locks, whose lines every change writes: a lookup reads a
+    /// line that only a table's growth or shrinking writes.
+    names: Box<[NameTable]>,
     /// This state's identity ([`DirShard::owner`]).
     id: u64,
     /// Set (with every shard held) when the directory is removed: no name
@@ -165,12 +165,14 @@ impl Default for DirData {
     }
 }
 
-/// Shards per directory: a few per CPU, so two threads rarely meet in one,
-/// at most 32 (a directory's shards cost 128 bytes each).
+/// Shards per directory: a few per CPU, so two threads rarely meet in one
+/// (at least 16: two threads on 8 shards met in one every eighth
+/// operation, and the loser parked), at most 32 (a directory's shards
+/// cost 136 bytes each).
 fn default_shards() -> usize {
     (crate::topology::Topology::system().cpu_count() * 4)
         .next_power_of_two()
-        .clamp(8, 32)
+        .clamp(16, 32)
 }
 
 impl DirData {
@@ -181,18 +183,16 @@ impl DirData {
         DirData {
             shards: (0..n)
                 .map(|index| {
-                    CachePadded::new(Shard {
-                        lock: RwLock::new(DirShard {
-                            live: 0,
-                            log_entries: 0,
-                            seq: 0,
-                            owner: id,
-                            index,
-                        }),
-                        names: NameTable::default(),
-                    })
+                    CachePadded::new(RwLock::new(DirShard {
+                        live: 0,
+                        log_entries: 0,
+                        seq: 0,
+                        owner: id,
+                        index,
+                    }))
                 })
                 .collect(),
+            names: (0..n).map(|_| NameTable::default()).collect(),
             id,
             removed: AtomicBool::new(false),
             first_slot: crate::log::SubLogSlot::empty(),
@@ -228,15 +228,13 @@ impl DirData {
 
     /// Shard `i` (see [`DirData::shard_of`]).
     pub fn shard(&self, i: usize) -> &RwLock<DirShard> {
-        &self.shards[i].lock
+        &self.shards[i]
     }
 
     /// What `name` names now, read without a lock: nothing shared is
     /// written, whatever else runs in the directory.
     pub fn get(&self, name: &[u8], guard: &NameGuard) -> Option<Child> {
-        self.shards[self.shard_of(name)]
-            .names
-            .get(name, hash_name(name), guard)
+        self.names[self.shard_of(name)].get(name, hash_name(name), guard)
     }
 
     /// The shard `st` (write-locked by the caller) after checking that it
@@ -247,7 +245,7 @@ impl DirData {
             st.owner == self.id && st.index == i,
             "a name changed under another shard's lock"
         );
-        (&self.shards[i].names, h)
+        (&self.names[i], h)
     }
 
     /// Make `name` name `child` in shard `st` (the name's shard, held for
@@ -278,12 +276,12 @@ impl DirData {
 
     /// Every shard for writing, in index order.
     pub fn write_all(&self) -> AllShardsMut<'_> {
-        self.shards.iter().map(|s| s.lock.write()).collect()
+        self.shards.iter().map(|s| s.write()).collect()
     }
 
     /// Every shard for reading, in index order.
     pub fn read_all(&self) -> AllShards<'_> {
-        self.shards.iter().map(|s| s.lock.read()).collect()
+        self.shards.iter().map(|s| s.read()).collect()
     }
 
     /// Every name and what it names, in no order, while the caller holds
@@ -293,20 +291,17 @@ impl DirData {
         all: &[G],
         mut f: impl FnMut(&[u8], Child),
     ) {
-        for (s, g) in self.shards.iter().zip(all) {
+        for (t, g) in self.names.iter().zip(all) {
             assert!(g.owner == self.id, "another directory's shards");
-            // SAFETY: `g` guards this shard's lock (checked above), held
-            // for reading at least: no writer changes its table.
-            unsafe { s.names.for_each(&mut f) };
+            // SAFETY: `g` guards this table's shard lock (checked above),
+            // held for reading at least: no writer changes the table.
+            unsafe { t.for_each(&mut f) };
         }
     }
 
     /// Live names (takes every shard in turn).
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock.read().live as usize)
-            .sum()
+        self.shards.iter().map(|s| s.read().live as usize).sum()
     }
 
     /// Every name, sorted, from one consistent snapshot.

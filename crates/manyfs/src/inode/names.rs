@@ -29,8 +29,10 @@ use crate::sync::{AtomicPtr, Ordering};
 use std::sync::LazyLock;
 
 /// Objects the name tables retire per batch before a reclamation pass (a
-/// pass costs a process-wide memory barrier; see the inode table's).
-const RETIRE_BATCH: usize = 256;
+/// pass costs a process-wide memory barrier, an interrupt to every CPU
+/// running the process; see the inode table's). A batch holds up to this
+/// many removed names (about 64 bytes each) per thread.
+const RETIRE_BATCH: usize = 1024;
 
 /// The reclamation scheme of every name table in the process (one, so that
 /// a lookup takes one guard whatever directory it reads, and a table owns
