@@ -500,13 +500,14 @@ pub fn ace_workloads() -> Vec<Workload> {
         data_bytes: 0,
     });
     let mut churn = populated();
-    churn.push(Op::Create("/D/k"));
-    // /D's log then holds 68 entries for 2 live names: one more removal
-    // crosses the compaction threshold (more than 2 x live + 64).
-    for _ in 0..33 {
-        churn.push(Op::Create("/D/t"));
-        churn.push(Op::Unlink("/D/t"));
+    // The shard of `k` (alone in it) then counts 65 log entries for its one
+    // live name: not due (more than 4 x live + 64), but the removal of `k`
+    // makes it 66 for none, and the first operation compacts /D's log.
+    for _ in 0..32 {
+        churn.push(Op::Create("/D/k"));
+        churn.push(Op::Unlink("/D/k"));
     }
+    churn.push(Op::Create("/D/k"));
     out.push(Workload {
         name: "compact-dir".into(),
         pool_size: 512 << 10,

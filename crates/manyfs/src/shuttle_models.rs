@@ -371,3 +371,118 @@ fn rw_tree_without_second_check_is_caught() {
         "shuttle did not catch an insertion without the second check"
     );
 }
+
+/// A directory shard's name table: two writers (serialised by a mutex,
+/// the shard lock's part) replace a name, remove one, and add enough to
+/// grow the bucket array, while a reader looks up without a lock. The
+/// reader must always find the name that stays and the replaced one (old
+/// or new target), see the removed name go and the added one come once
+/// and for good, and the table must hold exactly the expected names.
+#[test]
+fn name_table_lookups_without_a_lock_see_every_name_whole() {
+    both(|| name_table_race(false));
+}
+
+/// The planted bug: a replace done as a removal and then an insertion
+/// (each under the writers' lock, as a rename that dropped the old name
+/// first would) leaves a moment with no name. The model must find it.
+#[test]
+fn name_table_replace_with_a_gap_is_caught() {
+    let caught = crate::test_support::within(WALL_CLOCK_LIMIT, "planted bug", || {
+        std::panic::catch_unwind(|| shuttle::check_random(|| name_table_race(true), ITERATIONS))
+            .is_err()
+    });
+    assert!(caught, "shuttle did not catch a replace with a gap");
+}
+
+fn name_table_race(gap: bool) {
+    use crate::inode::{Child, NameGuard, NameTable, hash_name};
+    use crate::layout::FileKind;
+    type Live = shuttle::sync::Mutex<usize>;
+    fn child(ino: u64) -> Child {
+        Child {
+            ino,
+            generation: 1,
+            kind: FileKind::File,
+        }
+    }
+    fn put(t: &NameTable, live: &Live, name: &str, ino: u64) {
+        let mut n = live.lock().unwrap();
+        // SAFETY: `live`'s mutex is held: one writer at a time.
+        let old = unsafe { t.insert(name.as_bytes(), hash_name(name.as_bytes()), child(ino), *n) };
+        *n += usize::from(old.is_none());
+    }
+    fn del(t: &NameTable, live: &Live, name: &str) {
+        let mut n = live.lock().unwrap();
+        // SAFETY: as `put`.
+        let old = unsafe { t.remove(name.as_bytes(), hash_name(name.as_bytes()), *n) };
+        *n -= usize::from(old.is_some());
+    }
+    fn get(t: &NameTable, name: &str) -> Option<u64> {
+        t.get(
+            name.as_bytes(),
+            hash_name(name.as_bytes()),
+            &NameGuard::new(),
+        )
+        .map(|c| c.ino)
+    }
+    let t = Arc::new(NameTable::default());
+    let live = Arc::new(Live::new(0));
+    put(&t, &live, "keep", 1);
+    put(&t, &live, "swap", 10);
+    put(&t, &live, "gone", 3);
+    let w1 = {
+        let (t, live) = (t.clone(), live.clone());
+        thread::spawn(move || {
+            if gap {
+                del(&t, &live, "swap");
+            }
+            put(&t, &live, "swap", 11);
+            del(&t, &live, "gone");
+        })
+    };
+    let w2 = {
+        let (t, live) = (t.clone(), live.clone());
+        thread::spawn(move || {
+            // Past four names the table grows (a copy of every node).
+            for (i, n) in ["n1", "n2", "new"].into_iter().enumerate() {
+                put(&t, &live, n, 20 + i as u64);
+            }
+        })
+    };
+    let r = {
+        let t = t.clone();
+        thread::spawn(move || {
+            let (mut gone_seen_absent, mut new_seen) = (false, false);
+            for _ in 0..3 {
+                assert_eq!(get(&t, "keep"), Some(1), "a name that stays was missed");
+                let s = get(&t, "swap");
+                assert!(matches!(s, Some(10 | 11)), "replaced name read as {s:?}");
+                match get(&t, "gone") {
+                    Some(3) => assert!(!gone_seen_absent, "a removed name came back"),
+                    None => gone_seen_absent = true,
+                    other => panic!("removed name read as {other:?}"),
+                }
+                match get(&t, "new") {
+                    Some(22) => new_seen = true,
+                    None => assert!(!new_seen, "an added name went away"),
+                    other => panic!("added name read as {other:?}"),
+                }
+            }
+        })
+    };
+    for h in [w1, w2, r] {
+        h.join().unwrap();
+    }
+    assert_eq!(*live.lock().unwrap(), 5);
+    for (n, ino) in [
+        ("keep", 1),
+        ("swap", 11),
+        ("n1", 20),
+        ("n2", 21),
+        ("new", 22),
+    ] {
+        assert_eq!(get(&t, n), Some(ino), "{n}");
+    }
+    assert_eq!(get(&t, "gone"), None);
+}

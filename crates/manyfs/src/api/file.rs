@@ -356,6 +356,12 @@ impl OpenOptions {
                     if split.trailing_slash && !i.is_dir() {
                         return Err(Error::NotDir(shown()));
                     }
+                    // Pinned here: an inode freed since the lookup (its
+                    // last name was removed, or renamed over, meanwhile) is
+                    // not what the name names now: look again.
+                    if i.pin().is_err() {
+                        continue;
+                    }
                     break i;
                 }
                 Err(Error::NotFound(_)) if self.create || self.create_new => {
@@ -384,18 +390,20 @@ impl OpenOptions {
             }
         };
         let (read, write, append) = (self.read || !self.write, self.write, self.append);
+        // Pinned by the create, before any other thread could find (and
+        // unlink) the name, or by the lookup; the handle owns the pin.
+        let is_dir = inode.is_dir();
+        let f = File::pinned(core.clone(), inode, read, write, append);
         if created {
-            // Pinned by the create, before any other thread could find
-            // (and unlink) the name: a regular file, on a writable mount.
-            return Ok(File::pinned(core.clone(), inode, read, write, append));
+            // A regular file, on a writable mount.
+            return Ok(f);
         }
-        if inode.is_dir() && (self.write || self.append) {
+        if is_dir && (self.write || self.append) {
             return Err(Error::IsDir(p.display().to_string()));
         }
         if self.write {
             core.check_writable()?;
         }
-        let f = File::new(core.clone(), inode, read, write, append).map_err(|e| Fs::ctx(e, p))?;
         if self.truncate && f.handle.inode.file()?.size() > 0 {
             f.set_len(0)?;
         }

@@ -3,7 +3,10 @@
 //!
 //! A directory's names are split into shards by a hash of the name, each
 //! under its own reader-writer lock, so operations on different names of
-//! one directory proceed in parallel. Entry sequences are a Lamport clock
+//! one directory proceed in parallel. A name lookup takes no lock: each
+//! shard's names are in a table that readers follow lock-free
+//! ([`super::names`]); the lock serialises the changes of a shard's names
+//! and lets whole-directory operations exclude them. Entry sequences are a Lamport clock
 //! kept per shard: an entry takes one more than the newest sequence of
 //! every shard whose names it touches, while holding those shards, and
 //! leaves its own in each of them. Entries for one name therefore get
@@ -18,11 +21,14 @@
 //! directory (compaction, the emptiness check of rmdir and of a rename over
 //! a directory, readdir) takes every shard in that order.
 
+use super::names::{NameGuard, NameTable};
 use crate::layout::FileKind;
 use crate::sync::Ordering;
 use crossbeam_utils::CachePadded;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::LazyLock;
 use std::sync::atomic::AtomicBool;
 
 /// One name in a directory.
@@ -52,11 +58,12 @@ pub struct DirState {
 /// (most names are short), longer ones on the heap.
 pub type Name = smallvec::SmallVec<[u8; 16]>;
 
-/// The names of one shard of a directory.
-#[derive(Debug, Default)]
+/// The writer state of one shard of a directory (its names are in the
+/// shard's [`NameTable`], which lookups read without this lock).
+#[derive(Debug)]
 pub struct DirShard {
-    /// Name -> inode, sorted.
-    pub entries: BTreeMap<Name, Child>,
+    /// Names in this shard.
+    live: u64,
     /// Log entries appended by operations on this shard's names since the
     /// last compaction (or, after one, this shard's live entries): the
     /// shard's share of the compaction trigger.
@@ -64,6 +71,35 @@ pub struct DirShard {
     /// Sequence of the newest entry that touched a name of this shard (or
     /// that every shard got: a mount, a compaction).
     seq: u64,
+    /// Which directory ([`DirData::id`]) and which of its shards this is:
+    /// a `&mut DirShard` is the proof that writes to that shard's names
+    /// are excluded ([`DirData::insert`]).
+    owner: u64,
+    index: usize,
+}
+
+impl DirShard {
+    /// A shard state outside any directory (tests of the sequences).
+    #[cfg(test)]
+    fn detached() -> Self {
+        DirShard {
+            live: 0,
+            log_entries: 0,
+            seq: 0,
+            owner: 0,
+            index: 0,
+        }
+    }
+
+    /// Names in this shard.
+    pub fn len(&self) -> u64 {
+        self.live
+    }
+
+    /// Whether this shard has no names.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
 }
 
 /// Take `n` consecutive entry sequences for an entry group that touches
@@ -84,11 +120,38 @@ pub type AllShardsMut<'a> = Vec<RwLockWriteGuard<'a, DirShard>>;
 /// Read guards on every shard of a directory, in index order.
 pub type AllShards<'a> = Vec<RwLockReadGuard<'a, DirShard>>;
 
+/// Identities of directories' DRAM states ([`DirShard::owner`]).
+static NEXT_DIR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The hash that files a name in its shard's table. Keyed (SipHash, a key
+/// per process), so that names chosen to collide cannot make the chains
+/// long. (The shard itself is chosen by an unkeyed hash,
+/// [`DirData::shard_of`], so that which names share a shard, and with it
+/// when a directory's log is compacted, is the same in every run.)
+pub fn hash_name(name: &[u8]) -> u64 {
+    static KEY: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
+    // The bytes alone (no length prefix: one name per hash, nothing to
+    // tell apart from a concatenation), a block fewer for short names.
+    let mut h = KEY.build_hasher();
+    h.write(name);
+    h.finish()
+}
+
 /// DRAM state of a directory.
 #[derive(Debug)]
 pub struct DirData {
-    /// The names, split by [`DirData::shard_of`].
+    /// The shards' locks, each on its own line: held for writing by every
+    /// change of the shard's names (and of its counts); for reading by
+    /// whole-directory readers (readdir, the emptiness check), never by a
+    /// name lookup.
     shards: Box<[CachePadded<RwLock<DirShard>>]>,
+    /// The shards' names (by [`DirData::shard_of`]): changed under the
+    /// shard's lock held for writing, read by lookups without it. Apart
+    /// from the locks, whose lines every change writes: a lookup reads a
+    /// line that only a table's growth or shrinking writes.
+    names: Box<[NameTable]>,
+    /// This state's identity ([`DirShard::owner`]).
+    id: u64,
     /// Set (with every shard held) when the directory is removed: no name
     /// may be added afterwards.
     removed: AtomicBool,
@@ -102,22 +165,35 @@ impl Default for DirData {
     }
 }
 
-/// Shards per directory: a few per CPU, so two threads rarely meet in one,
-/// at most 32 (a directory's shards cost 128 bytes each).
+/// Shards per directory: a few per CPU, so two threads rarely meet in one
+/// (at least 16: two threads on 8 shards met in one every eighth
+/// operation, and the loser parked), at most 32 (a directory's shards
+/// cost 136 bytes each).
 fn default_shards() -> usize {
     (crate::topology::Topology::system().cpu_count() * 4)
         .next_power_of_two()
-        .clamp(8, 32)
+        .clamp(16, 32)
 }
 
 impl DirData {
     /// An empty directory with `n` shards (a power of two).
     pub fn with_shards(n: usize) -> Self {
         debug_assert!(n.is_power_of_two());
+        let id = NEXT_DIR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         DirData {
             shards: (0..n)
-                .map(|_| CachePadded::new(RwLock::new(DirShard::default())))
+                .map(|index| {
+                    CachePadded::new(RwLock::new(DirShard {
+                        live: 0,
+                        log_entries: 0,
+                        seq: 0,
+                        owner: id,
+                        index,
+                    }))
+                })
                 .collect(),
+            names: (0..n).map(|_| NameTable::default()).collect(),
+            id,
             removed: AtomicBool::new(false),
             first_slot: crate::log::SubLogSlot::empty(),
         }
@@ -127,15 +203,13 @@ impl DirData {
     pub fn load(&self, st: &DirState) {
         let mut all = self.write_all();
         for (name, c) in &st.entries {
-            all[self.shard_of(name)]
-                .entries
-                .insert(Name::from_slice(name), *c);
+            self.insert(&mut all[self.shard_of(name)], name, *c);
         }
         // Dead entries count against the first shard (the next compaction
         // of any shard resets every shard's count).
         let live = st.entries.len() as u64;
         for s in all.iter_mut() {
-            s.log_entries = s.entries.len() as u64;
+            s.log_entries = s.live;
         }
         all[0].log_entries += st.log_entries.saturating_sub(live);
         for s in all.iter_mut() {
@@ -157,13 +231,47 @@ impl DirData {
         &self.shards[i]
     }
 
-    /// What `name` names now.
-    pub fn get(&self, name: &[u8]) -> Option<Child> {
-        self.shards[self.shard_of(name)]
-            .read()
-            .entries
-            .get(name)
-            .copied()
+    /// What `name` names now, read without a lock: nothing shared is
+    /// written, whatever else runs in the directory.
+    pub fn get(&self, name: &[u8], guard: &NameGuard) -> Option<Child> {
+        self.names[self.shard_of(name)].get(name, hash_name(name), guard)
+    }
+
+    /// The shard `st` (write-locked by the caller) after checking that it
+    /// is this directory's shard of `name`, and the name's hash.
+    fn held(&self, st: &DirShard, name: &[u8]) -> (&NameTable, u64) {
+        let (h, i) = (hash_name(name), self.shard_of(name));
+        assert!(
+            st.owner == self.id && st.index == i,
+            "a name changed under another shard's lock"
+        );
+        (&self.names[i], h)
+    }
+
+    /// Make `name` name `child` in shard `st` (the name's shard, held for
+    /// writing); returns what it named before.
+    pub fn insert(&self, st: &mut DirShard, name: &[u8], child: Child) -> Option<Child> {
+        let (names, h) = self.held(st, name);
+        // SAFETY: `st` lives in this directory's shard of `name` (checked
+        // by `held`) and is borrowed mutably, so that shard's write lock
+        // is held: no other thread changes its table.
+        let old = unsafe { names.insert(name, h, child, st.live as usize) };
+        if old.is_none() {
+            st.live += 1;
+        }
+        old
+    }
+
+    /// Forget `name` in shard `st` (the name's shard, held for writing);
+    /// returns what it named.
+    pub fn remove(&self, st: &mut DirShard, name: &[u8]) -> Option<Child> {
+        let (names, h) = self.held(st, name);
+        // SAFETY: as in `insert`.
+        let old = unsafe { names.remove(name, h, st.live as usize) };
+        if old.is_some() {
+            st.live -= 1;
+        }
+        old
     }
 
     /// Every shard for writing, in index order.
@@ -176,17 +284,34 @@ impl DirData {
         self.shards.iter().map(|s| s.read()).collect()
     }
 
+    /// Every name and what it names, in no order, while the caller holds
+    /// every shard (`_all`, for reading or writing).
+    pub fn for_each<G: std::ops::Deref<Target = DirShard>>(
+        &self,
+        all: &[G],
+        mut f: impl FnMut(&[u8], Child),
+    ) {
+        for (t, g) in self.names.iter().zip(all) {
+            assert!(g.owner == self.id, "another directory's shards");
+            // SAFETY: `g` guards this table's shard lock (checked above),
+            // held for reading at least: no writer changes the table.
+            unsafe { t.for_each(&mut f) };
+        }
+    }
+
     /// Live names (takes every shard in turn).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.read().entries.len()).sum()
+        self.shards.iter().map(|s| s.read().live as usize).sum()
     }
 
     /// Every name, sorted, from one consistent snapshot.
     pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Child> {
         let all = self.read_all();
-        all.iter()
-            .flat_map(|s| s.entries.iter().map(|(k, v)| (k.to_vec(), *v)))
-            .collect()
+        let mut out = BTreeMap::new();
+        self.for_each(&all, |name, c| {
+            out.insert(name.to_vec(), c);
+        });
+        out
     }
 
     /// The newest sequence of every shard (compaction, with every shard
@@ -222,7 +347,7 @@ mod tests {
 
     #[test]
     fn an_entry_touching_two_shards_is_sequenced_after_both() {
-        let (mut a, mut b) = (DirShard::default(), DirShard::default());
+        let (mut a, mut b) = (DirShard::detached(), DirShard::detached());
         assert_eq!(take_seqs(&mut [&mut a], 1), 1);
         assert_eq!(take_seqs(&mut [&mut a], 1), 2);
         // Another shard's names need not wait for this one's sequence.

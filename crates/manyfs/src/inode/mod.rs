@@ -2,11 +2,15 @@
 
 mod dir_data;
 mod file_data;
+mod names;
 
-pub(crate) use dir_data::{
-    AllShards, AllShardsMut, Child, DirData, DirShard, DirState, Name, take_seqs,
-};
+#[cfg(all(test, feature = "shuttle"))]
+pub(crate) use dir_data::hash_name;
+pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, take_seqs};
 pub(crate) use file_data::FileData;
+pub(crate) use names::NameGuard;
+#[cfg(all(test, feature = "shuttle"))]
+pub(crate) use names::NameTable;
 
 use crate::layout::FileKind;
 use crate::log::InodeLog;

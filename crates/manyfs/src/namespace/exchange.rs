@@ -55,12 +55,11 @@ pub fn exchange(
                 dir_add(seq + 1, dst_name, a, 0)
             ]
         })?;
-        held.shard(src, src_name)
-            .entries
-            .insert(crate::inode::Name::from_slice(src_name), b);
-        held.shard(dst, dst_name)
-            .entries
-            .insert(crate::inode::Name::from_slice(dst_name), a);
+        // Each name goes from one inode to the other in one store: a lookup
+        // finds the old or the new one, never nothing.
+        let d = src.dir()?;
+        d.insert(held.shard(src, src_name), src_name, b);
+        d.insert(held.shard(dst, dst_name), dst_name, a);
     } else {
         let rec = rename_record(core, (src, src_name), (dst, dst_name), a, Some(b));
         journaled(core, &rec, || {

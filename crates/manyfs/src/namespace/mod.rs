@@ -40,7 +40,7 @@ pub use rename::rename;
 use crate::core::{FsCore, TableGuard};
 use crate::error::{Error, Result};
 use crate::inode::Inode;
-use crate::inode::{AllShardsMut, Child, DirData, DirShard, take_seqs};
+use crate::inode::{AllShardsMut, Child, DirData, DirShard, NameGuard, take_seqs};
 use crate::layout::*;
 use parking_lot::RwLockWriteGuard;
 use smallvec::SmallVec;
@@ -106,9 +106,21 @@ fn lookup_ref<'g>(
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong(show(name)));
     }
-    match d.get(name) {
-        Some(c) => core.get_ref(c.ino, guard),
-        None => Err(Error::NotFound(show(name))),
+    let names = NameGuard::new();
+    let mut c = d
+        .get(name, &names)
+        .ok_or_else(|| Error::NotFound(show(name)))?;
+    loop {
+        match core.get_ref(c.ino, guard) {
+            Ok(i) => return Ok(i),
+            // The inode left the table after the name was read: the name
+            // was removed or renamed over meanwhile. What does it name now?
+            Err(e) => match d.get(name, &names) {
+                Some(now) if now != c => c = now,
+                Some(_) => return Err(e),
+                None => return Err(Error::NotFound(show(name))),
+            },
+        }
     }
 }
 
@@ -151,9 +163,20 @@ fn log_dir_group(
 /// Whether shard `st` carries many dead entries (the shard's share of the
 /// directory's compaction trigger; names hash evenly, so a directory whose
 /// log is much longer than its live names has such a shard).
+///
+/// A compaction rewrites every live name with every shard held, so how
+/// often it runs is a trade of log space for serial time: at most
+/// `COMPACT_RATIO - 1` dead entries per live one (plus the slack) are
+/// kept, and each compaction is paid for by that many dead entries, so it
+/// rewrites at most `1 / (COMPACT_RATIO - 1)` names per directory change.
 fn compact_due(st: &DirShard) -> bool {
-    st.log_entries > 2 * st.entries.len() as u64 + COMPACT_SLACK
+    st.log_entries > COMPACT_RATIO * st.len() + COMPACT_SLACK
 }
+
+/// A shard's log entries per live name that make it due for compaction
+/// (docs/benchmarks.md: 2 rewrote 0.65 names per create or unlink of a
+/// directory whose names come and go in batches, 4 rewrites 0.26).
+const COMPACT_RATIO: u64 = 4;
 
 /// Compact `dir`'s log if an operation found one of its shards due
 /// (`due`); called with no shard held. Best effort: on failure (a full
@@ -191,8 +214,8 @@ pub(crate) fn maybe_compact_dir_attrs(core: &FsCore, dir: &Inode) {
     let _ = compact_dir(core, dir, &mut all);
 }
 
-/// Dead entries a directory log may carry beyond twice its live ones
-/// before it is compacted.
+/// Dead entries a directory shard's log may carry beyond
+/// `COMPACT_RATIO - 1` per live name before it is compacted.
 const COMPACT_SLACK: u64 = 64;
 
 /// Rewrite a directory's log as its live entries (caller holds every shard
@@ -218,9 +241,9 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
     )];
     // Shard by shard (a name is in one shard: the order of the names in
     // the log does not matter to recovery).
-    entries.reserve(all.iter().map(|s| s.entries.len()).sum());
+    entries.reserve(all.iter().map(|s| s.len() as usize).sum());
     let mut seq = DirData::seq(all);
-    for (name, c) in all.iter().flat_map(|s| s.entries.iter()) {
+    dir.dir()?.for_each(all, |name, c| {
         seq += 1;
         entries.push((
             Entry::DirAdd {
@@ -233,7 +256,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
             },
             1,
         ));
-    }
+    });
     // Held until the switch, like the attributes.
     let xattrs = dir.xattrs.lock();
     entries.extend(xattrs.rewrite_entries(a.ctime_ns));
@@ -247,7 +270,7 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
     dir.attr_entries.store(1, Ordering::Relaxed);
     DirData::set_seq(all, seq);
     for s in all.iter_mut() {
-        s.log_entries = s.entries.len() as u64;
+        s.log_entries = s.len();
     }
     Ok(())
 }
@@ -263,10 +286,17 @@ fn check_free_name(parent: &Inode, st: &DirShard, name: &[u8]) -> Result<()> {
             parent.ino
         )));
     }
-    if st.entries.contains_key(name) {
+    if held_get(parent, st, name)?.is_some() {
         return Err(Error::Exists(show(name)));
     }
     Ok(())
+}
+
+/// What `name` of `dir` names, read by a holder of the name's shard `st`
+/// (nothing changes it meanwhile).
+fn held_get(dir: &Inode, st: &DirShard, name: &[u8]) -> Result<Option<Child>> {
+    let _ = st;
+    Ok(dir.dir()?.get(name, &NameGuard::new()))
 }
 
 /// What `name` names (`NotFound` when nothing).
@@ -322,7 +352,7 @@ fn remove_name(
         txid: 0,
         name: name.to_vec(),
     })?;
-    st.entries.remove(name);
+    parent.dir()?.remove(st, name);
     Ok(())
 }
 
@@ -464,15 +494,18 @@ fn create_node(
         }
         return Err(e);
     }
-    st.entries
-        .insert(crate::inode::Name::from_slice(name), child_of(&child));
     if kind == FileKind::Dir {
         child.parent.store(parent.ino, Ordering::Release);
+    }
+    // In the inode table before its name is visible: a lookup that finds
+    // the name finds the inode.
+    core.insert(child.clone());
+    d.insert(&mut st, name, child_of(&child));
+    if kind == FileKind::Dir {
         parent.attrs.lock().nlink += 1;
     }
     let due = compact_due(&st);
     drop(st);
-    core.insert(child.clone());
     compact_if_due(core, parent, due);
     Ok(child)
 }
@@ -506,8 +539,7 @@ pub fn link(core: &FsCore, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &[u8])
         core.release_if_unused(inode);
         return Err(e);
     }
-    st.entries
-        .insert(crate::inode::Name::from_slice(name), child_of(inode));
+    d.insert(&mut st, name, child_of(inode));
     let due = compact_due(&st);
     drop(st);
     inode.attrs.lock().ctime_ns = crate::time::now_ns();
@@ -537,10 +569,7 @@ fn removal_target(
     dir: bool,
     caller_uid: Option<u32>,
 ) -> Result<(Child, Arc<Inode>)> {
-    let child = *st
-        .entries
-        .get(name)
-        .ok_or_else(|| Error::NotFound(show(name)))?;
+    let child = held_get(parent, st, name)?.ok_or_else(|| Error::NotFound(show(name)))?;
     match (dir, child.kind == FileKind::Dir) {
         (false, true) => return Err(Error::IsDir(show(name))),
         (true, false) => return Err(Error::NotDir(show(name))),

@@ -8,7 +8,7 @@ use super::*;
 /// removed. The caller holds the namespace mutex and the parent's shard.
 pub(super) fn empty_dir<'a>(d: &'a DirData, name: &[u8]) -> Result<crate::inode::AllShards<'a>> {
     let all = d.read_all();
-    if all.iter().any(|s| !s.entries.is_empty()) {
+    if all.iter().any(|s| !s.is_empty()) {
         return Err(Error::NotEmpty(show(name)));
     }
     Ok(all)
@@ -55,7 +55,8 @@ impl<'a> Held<'a> {
 
     /// What `name` in `dir` names.
     pub(super) fn get(&mut self, dir: &Inode, name: &[u8]) -> Option<Child> {
-        self.shard(dir, name).entries.get(name).copied()
+        let st = self.shard(dir, name);
+        held_get(dir, st, name).ok().flatten()
     }
 
     /// Take `n` consecutive entry sequences for an entry group that touches
@@ -92,8 +93,7 @@ pub(super) fn log_add_tx(
     txid: u64,
 ) -> Result<()> {
     log_dir(core, dir, st, |seq| dir_add(seq, name, child, txid))?;
-    st.entries
-        .insert(crate::inode::Name::from_slice(name), child);
+    dir.dir()?.insert(st, name, child);
     Ok(())
 }
 
@@ -248,10 +248,12 @@ pub fn rename(
                 new: dst_name.to_vec(),
             }]
         })?;
-        held.shard(src, src_name).entries.remove(src_name);
-        held.shard(src, dst_name)
-            .entries
-            .insert(crate::inode::Name::from_slice(dst_name), moving);
+        // The new name first: a lookup that runs meanwhile finds the
+        // inode under both names (as Linux allows), never under neither,
+        // and a replaced target is never missing.
+        let d = src.dir()?;
+        d.insert(held.shard(src, dst_name), dst_name, moving);
+        d.remove(held.shard(src, src_name), src_name);
     } else {
         let rec = rename_record(core, (src, src_name), (dst, dst_name), moving, None);
         journaled(core, &rec, || {
@@ -270,7 +272,7 @@ pub fn rename(
                 txid: rec.txid,
                 name: src_name.to_vec(),
             })?;
-            st.entries.remove(src_name);
+            src.dir()?.remove(st, src_name);
             Ok(())
         })?;
         if moving.kind == FileKind::Dir {
