@@ -711,6 +711,7 @@ pub enum Pinning {
 impl Series {
     /// `target` under its own name with `cfg.pool` (a `lib:` target with
     /// an index other than the default is named `lib:KIND index=INDEX`,
+    /// one with a shard count per directory `... dir_shards=N`,
     /// one on a data device with another `device_io` than the default
     /// (or [`crate::target::PoolConfig::label_device_io`]) `... device_io=IO`;
     /// `... EMULATED` when `cfg.pool` turns the remote-cost model on).
@@ -721,6 +722,9 @@ impl Series {
             }
             _ => target.to_string(),
         };
+        if let (Target::Lib(_), Some(n)) = (target, cfg.pool.dir_shards) {
+            label.push_str(&format!(" dir_shards={n}"));
+        }
         if matches!(target, Target::Lib(_))
             && cfg.pool.data.is_some()
             && (cfg.pool.label_device_io || cfg.pool.device_io != manyfs::DeviceIo::default())

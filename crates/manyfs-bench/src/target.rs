@@ -88,6 +88,9 @@ pub struct PoolConfig {
     pub sublogs: manyfs::Sublogs,
     /// The file index's tree ([`manyfs::MountOptions::index`]).
     pub index: manyfs::IndexKind,
+    /// Name shards per directory ([`manyfs::MountOptions::dir_shards`];
+    /// `None`: the mount's default).
+    pub dir_shards: Option<usize>,
     /// Block placement ([`manyfs::MountOptions::placement`]).
     pub placement: manyfs::Placement,
     /// Thread placement ([`manyfs::MountOptions::thread_placement`]).
@@ -131,6 +134,7 @@ impl PoolConfig {
             durability: self.durability,
             sublogs: self.sublogs,
             index: self.index,
+            dir_shards: self.dir_shards,
             placement: self.placement,
             topology: self.topology,
             remote_cost: self.remote_cost,
@@ -193,6 +197,7 @@ impl Default for PoolConfig {
             zero_fill: false,
             sublogs: manyfs::Sublogs::PerCpu,
             index: manyfs::IndexKind::Cas,
+            dir_shards: None,
             placement: manyfs::Placement::Local,
             thread_placement: manyfs::ThreadPlacement::Off,
             placement_policy: manyfs::PlacementPolicy::Full,

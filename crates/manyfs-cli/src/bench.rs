@@ -67,6 +67,11 @@ pub struct BenchArgs {
     /// labelled `lib:LOCK index=KIND`.
     #[arg(long, default_value = "cas")]
     index: String,
+    /// Name shards per directory of lib: mounts (a power of two from 1 to
+    /// 1024) [default: the mount's, four per CPU from 16 to 32]. Results
+    /// are labelled `lib:LOCK dir_shards=N`.
+    #[arg(long)]
+    dir_shards: Option<usize>,
     /// Distance between the blocks of neighbouring threads in DRBM and
     /// DWOM, e.g. 4K (the nCACHE paper's other stride) [default: 8M, FxMark's
     /// private region].
@@ -257,6 +262,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .index
         .parse()
         .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
+    cfg.pool.dir_shards = args.dir_shards;
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
     cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;

@@ -105,7 +105,8 @@ impl FuseConfig {
     /// `commit=SECONDS` (how often the commit thread makes everything
     /// durable in `file` mode and on a tiered pool; 0 turns it off),
     /// `checkpoint=background|blocking` (whether writers wait for it),
-    /// `device_io=sync|uring` (how the data device is read and written), `ro`, `rw`,
+    /// `device_io=sync|uring` (how the data device is read and written),
+    /// `dir_shards=N` (name shards per directory, a power of two), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -196,6 +197,17 @@ impl FuseConfig {
                         "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583",
                     )
                 })?;
+            }
+            "dir_shards" => {
+                let v = need(opt, value)?;
+                let n = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| n.is_power_of_two() && *n <= manyfs::MAX_DIR_SHARDS)
+                    .ok_or_else(|| {
+                        FuseError::bad_option(opt, "expected a power of two from 1 to 1024")
+                    })?;
+                self.fs.dir_shards = Some(n);
             }
             "checkpoint" => {
                 let v = need(opt, value)?;
@@ -422,6 +434,9 @@ mod tests {
         assert!(FuseConfig::parse_options(&["uring=maybe"]).is_err());
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
+        assert_eq!(cfg.fs.dir_shards, None);
+        let shards = FuseConfig::parse_options(&["dir_shards=64"]).unwrap();
+        assert_eq!(shards.fs.dir_shards, Some(64));
         let private = FuseConfig::parse_options(&["private"]).unwrap();
         assert!(private.private && !private.serves_everyone());
         // SAFETY: geteuid has no preconditions and cannot fail.
@@ -445,6 +460,10 @@ mod tests {
             "checkpoint=never",
             "device_io=aio",
             "device_io",
+            "dir_shards=48",
+            "dir_shards=2048",
+            "dir_shards=0",
+            "dir_shards",
             "checkpoint",
             "commit=-1",
             "commit=soon",

@@ -278,7 +278,8 @@ impl FsCore {
         };
         // The log's first sub-log slot lives in the file or directory box.
         let (file, dir, first) = if rec.kind == FileKind::Dir {
-            let d: Box<crate::inode::DirData> = Box::default();
+            let shards = (self.opts.dir_shards).unwrap_or_else(crate::inode::default_shards);
+            let d = Box::new(crate::inode::DirData::with_shards(shards));
             let first = std::ptr::NonNull::from(&d.first_slot);
             (None, Some(d), first)
         } else {

@@ -83,7 +83,7 @@ pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::{Durability, PersistStats};
 pub use options::{
-    BandwidthCap, Checkpoint, MkfsOptions, MountOptions, Placement, RemoteCost,
+    BandwidthCap, Checkpoint, MAX_DIR_SHARDS, MkfsOptions, MountOptions, Placement, RemoteCost,
     SRL_ARRAY_MAX_BYTES, Sublogs,
 };
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};

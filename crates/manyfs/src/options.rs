@@ -69,7 +69,18 @@ pub struct MountOptions {
     /// `pread`/`pwrite` per transfer). Pools without a data device
     /// ignore it.
     pub device_io: crate::tier::DeviceIo,
+    /// Name shards per directory made or loaded by this mount (a power of
+    /// two from 1 to [`MAX_DIR_SHARDS`]): names in different shards are
+    /// changed in parallel, and each shard costs 136 bytes of DRAM per
+    /// directory. `None` (the default): four per CPU, from 16 to 32.
+    /// More shards let threads creating and removing names in one shared
+    /// directory meet less often (docs/benchmarks.md, "Creates and unlinks
+    /// in one directory at 2 threads").
+    pub dir_shards: Option<usize>,
 }
+
+/// The most name shards a directory may have ([`MountOptions::dir_shards`]).
+pub const MAX_DIR_SHARDS: usize = 1024;
 
 /// Block placement across NUMA nodes ([`MountOptions::placement`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -197,6 +208,7 @@ impl Default for MountOptions {
             bandwidth_cap: None,
             data_device: None,
             device_io: crate::tier::DeviceIo::Uring,
+            dir_shards: None,
         }
     }
 }
@@ -211,6 +223,13 @@ impl MountOptions {
             return Err(crate::Error::InvalidArgument(format!(
                 "segment size {} must be a power of two between 4096 and 1 GiB",
                 self.segment_size
+            )));
+        }
+        if let Some(n) = self.dir_shards
+            && (!n.is_power_of_two() || n > MAX_DIR_SHARDS)
+        {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{n} shards per directory: must be a power of two from 1 to {MAX_DIR_SHARDS}"
             )));
         }
         self.placement_config.validate()?;

@@ -323,3 +323,78 @@ fn lock_free_lookups_never_miss_a_name_that_stays() {
     assert_eq!(xy(&fs), want);
     assert_eq!(fs.read("/d/target").unwrap(), format!("r{last}").as_bytes());
 }
+
+/// The shard count per directory is a mount option of DRAM state only:
+/// threads creating and unlinking in one directory get the same names
+/// with one shard or 64, and the directory reads back the same when the
+/// pool is mounted again with another count. A count that is not a power
+/// of two is refused.
+#[test]
+fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
+    for (shards, remount_with) in [(1usize, 64usize), (64, 1), (1024, 16)] {
+        let opts = MountOptions {
+            dir_shards: Some(shards),
+            ..MountOptions::default()
+        };
+        let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
+        fs.create_dir("/d").unwrap();
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let fs = &fs;
+                s.spawn(move || {
+                    for i in 0..400 {
+                        fs.write(format!("/d/t{t}-{i}"), format!("{t}:{i}").as_bytes())
+                            .unwrap();
+                        if i % 3 == 0 {
+                            fs.remove_file(format!("/d/t{t}-{}", i / 2)).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        let mut want = std::collections::BTreeSet::new();
+        for t in 0..2 {
+            let mut live: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+            for i in 0..400 {
+                live.insert(i);
+                if i % 3 == 0 {
+                    assert!(live.remove(&(i / 2)), "t{t}-{} was live", i / 2);
+                }
+            }
+            want.extend(live.into_iter().map(|i| format!("t{t}-{i}")));
+        }
+        let names = |fs: &Fs| -> std::collections::BTreeSet<String> {
+            common::dir_names(fs, "/d")
+                .into_iter()
+                .map(|n| n.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(names(&fs), want, "{shards} shards");
+        assert!(fs.verify().unwrap().is_empty());
+        fs.unmount().unwrap();
+        let again = MountOptions {
+            dir_shards: Some(remount_with),
+            ..MountOptions::default()
+        };
+        let fs = Fs::mount(&pool, &again).unwrap();
+        assert_eq!(names(&fs), want, "{shards} then {remount_with} shards");
+        for n in want.iter().take(20) {
+            let (t, i) = n[1..].split_once('-').unwrap();
+            assert_eq!(
+                fs.read(format!("/d/{n}")).unwrap(),
+                format!("{t}:{i}").as_bytes()
+            );
+        }
+        fs.unmount().unwrap();
+        let report = manyfs::fsck::check(&pool).unwrap();
+        assert!(report.is_clean(), "{:?}", report.errors);
+        let bad = MountOptions {
+            dir_shards: Some(48),
+            ..MountOptions::default()
+        };
+        assert!(matches!(
+            Fs::mount(&pool, &bad),
+            Err(manyfs::Error::InvalidArgument(_))
+        ));
+    }
+}

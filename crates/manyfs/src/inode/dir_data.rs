@@ -169,7 +169,7 @@ impl Default for DirData {
 /// (at least 16: two threads on 8 shards met in one every eighth
 /// operation, and the loser parked), at most 32 (a directory's shards
 /// cost 136 bytes each).
-fn default_shards() -> usize {
+pub(crate) fn default_shards() -> usize {
     (crate::topology::Topology::system().cpu_count() * 4)
         .next_power_of_two()
         .clamp(16, 32)
@@ -178,7 +178,7 @@ fn default_shards() -> usize {
 impl DirData {
     /// An empty directory with `n` shards (a power of two).
     pub fn with_shards(n: usize) -> Self {
-        debug_assert!(n.is_power_of_two());
+        assert!(n.is_power_of_two(), "shards per directory: a power of two");
         let id = NEXT_DIR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         DirData {
             shards: (0..n)

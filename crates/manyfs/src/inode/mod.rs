@@ -6,7 +6,9 @@ mod names;
 
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use dir_data::hash_name;
-pub(crate) use dir_data::{AllShards, AllShardsMut, Child, DirData, DirShard, DirState, take_seqs};
+pub(crate) use dir_data::{
+    AllShards, AllShardsMut, Child, DirData, DirShard, DirState, default_shards, take_seqs,
+};
 pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
 #[cfg(all(test, feature = "shuttle"))]
