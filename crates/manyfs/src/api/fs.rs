@@ -697,4 +697,53 @@ mod tests {
             "the second full sync left the inode's log unmarked"
         );
     }
+
+    /// A lookup reads a name without a lock, then finds its inode: if the
+    /// name was removed meanwhile, its inode freed and the number given to
+    /// a new file, the lookup must not return that new file (another
+    /// file's data, perhaps another user's) for the old name.
+    #[cfg(not(feature = "shuttle"))]
+    #[test]
+    fn a_name_read_before_its_inode_number_was_reused_does_not_find_the_new_file() {
+        use crate::inode::NameGuard;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = dir.path().join("pool");
+        let mkfs = MkfsOptions {
+            size: 16 << 20,
+            ..Default::default()
+        };
+        // `dram`: an unreachable inode's number is free again at once.
+        let opts = MountOptions {
+            durability: crate::Durability::Dram,
+            ..Default::default()
+        };
+        let fs = Fs::mkfs(&pool, &mkfs, &opts).unwrap();
+        fs.create_dir("/d").unwrap();
+        fs.write("/d/a", b"old").unwrap();
+        let core = &fs.core;
+        let d = crate::namespace::resolve(core, b"/d", true).unwrap();
+        let names = NameGuard::new();
+        let read_before = d.dir().unwrap().get(b"a", &names).unwrap();
+        fs.remove_file("/d/a").unwrap();
+        let reused = (0..1000).find(|i| {
+            let p = format!("/d/new{i}");
+            fs.write(&p, b"new").unwrap();
+            fs.metadata(&p).unwrap().ino == read_before.ino
+        });
+        assert!(reused.is_some(), "inode {} never reused", read_before.ino);
+        let guard = core.guard();
+        let found = crate::namespace::inode_named(
+            core,
+            &guard,
+            d.dir().unwrap(),
+            &names,
+            b"a",
+            read_before,
+        );
+        assert!(
+            matches!(found, Err(Error::NotFound(_))),
+            "the old name found inode {:?}",
+            found.map(|i| (i.ino, i.generation))
+        );
+    }
 }

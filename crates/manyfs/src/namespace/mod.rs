@@ -107,19 +107,36 @@ fn lookup_ref<'g>(
         return Err(Error::NameTooLong(show(name)));
     }
     let names = NameGuard::new();
-    let mut c = d
+    let c = d
         .get(name, &names)
         .ok_or_else(|| Error::NotFound(show(name)))?;
+    inode_named(core, guard, d, &names, name, c)
+}
+
+/// The live inode of `c`, which `name` of `d` named when read under
+/// `names` (without a lock): if it has gone since, what `name` names now.
+pub(crate) fn inode_named<'g>(
+    core: &'g FsCore,
+    guard: &'g TableGuard<'_>,
+    d: &DirData,
+    names: &NameGuard,
+    name: &[u8],
+    mut c: Child,
+) -> Result<&'g Arc<Inode>> {
     loop {
-        match core.get_ref(c.ino, guard) {
-            Ok(i) => return Ok(i),
-            // The inode left the table after the name was read: the name
-            // was removed or renamed over meanwhile. What does it name now?
-            Err(e) => match d.get(name, &names) {
-                Some(now) if now != c => c = now,
-                Some(_) => return Err(e),
-                None => return Err(Error::NotFound(show(name))),
-            },
+        let err = match core.get_ref(c.ino, guard) {
+            Ok(i) if i.generation == c.generation => return Ok(i),
+            // The number was freed and given to a new inode after the name
+            // was read (the name was removed meanwhile): not what it named.
+            Ok(_) => Error::NotFound(show(name)),
+            Err(e) => e,
+        };
+        // The inode left the table after the name was read: the name was
+        // removed or renamed over meanwhile. What does it name now?
+        match d.get(name, names) {
+            Some(now) if now != c => c = now,
+            Some(_) => return Err(err),
+            None => return Err(Error::NotFound(show(name))),
         }
     }
 }
