@@ -609,6 +609,18 @@ impl Fs {
 mod tests {
     use super::*;
 
+    /// A pool of `size` bytes made in a fresh temporary directory (keep it
+    /// alive while the pool is used) and mounted with `opts`.
+    fn fresh(size: u64, opts: &MountOptions) -> (tempfile::TempDir, Fs) {
+        let dir = tempfile::tempdir().unwrap();
+        let mkfs = MkfsOptions {
+            size,
+            ..Default::default()
+        };
+        let fs = Fs::mkfs(&dir.path().join("pool"), &mkfs, opts).unwrap();
+        (dir, fs)
+    }
+
     /// Every index kind: files written across the pages the CAS index
     /// keeps inline (0) and in its tree, then a remount: recovery builds
     /// every file's index in the kind mounted with, with the same content
@@ -669,19 +681,13 @@ mod tests {
     /// find then is still covered by the next full sync.
     #[test]
     fn an_inode_a_full_sync_missed_is_synced_by_the_next() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Fs::mkfs(
-            &dir.path().join("pool"),
-            &MkfsOptions {
-                size: 4 << 20,
-                ..Default::default()
-            },
+        let (_dir, fs) = fresh(
+            4 << 20,
             &MountOptions {
                 commit_interval: std::time::Duration::ZERO,
                 ..Default::default()
             },
-        )
-        .unwrap();
+        );
         let core = &fs.core;
         let child = core.new_inode(FileKind::Symlink, 0o777, 0, 0, 0).unwrap();
         file::write(core, &child, b"/target", 0).unwrap();
@@ -706,18 +712,12 @@ mod tests {
     #[test]
     fn a_name_read_before_its_inode_number_was_reused_does_not_find_the_new_file() {
         use crate::inode::NameGuard;
-        let dir = tempfile::tempdir().unwrap();
-        let pool = dir.path().join("pool");
-        let mkfs = MkfsOptions {
-            size: 16 << 20,
-            ..Default::default()
-        };
         // `dram`: an unreachable inode's number is free again at once.
         let opts = MountOptions {
             durability: crate::Durability::Dram,
             ..Default::default()
         };
-        let fs = Fs::mkfs(&pool, &mkfs, &opts).unwrap();
+        let (_dir, fs) = fresh(16 << 20, &opts);
         fs.create_dir("/d").unwrap();
         fs.write("/d/a", b"old").unwrap();
         let core = &fs.core;
