@@ -316,10 +316,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         // The plot --quick adds on its own is a bonus: without a font (a
         // fresh machine before scripts/install-deps.sh) say so and carry on.
         let p = PathBuf::from("manyfs-bench-quick.svg");
-        match manyfs_bench::plot::write_plot(&p, &records) {
-            Ok(()) => eprintln!("wrote {}", p.display()),
-            Err(e) => eprintln!("manyfs bench: no plot: {e}"),
-        }
+        report_plot(&p, "plot", manyfs_bench::plot::write_plot(&p, &records));
     }
     if args.with_locks {
         println!();
@@ -429,10 +426,11 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
     let (json, plot) = figure_outputs(args, fig.name);
     write_json(&json, &records)?;
     eprintln!("wrote {}", json.display());
-    match manyfs_bench::plot::write_plot(&plot, &records) {
-        Ok(()) => eprintln!("wrote {}", plot.display()),
-        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
-    }
+    report_plot(
+        &plot,
+        "plot",
+        manyfs_bench::plot::write_plot(&plot, &records),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -536,15 +534,17 @@ fn run_tier_fig6(args: &BenchArgs) -> Result<ExitCode> {
     let (json, plot) = figure_outputs(args, "tier-fig6");
     write_json(&json, &records)?;
     eprintln!("wrote {}", json.display());
-    match manyfs_bench::plot::write_plot(&plot, &records) {
-        Ok(()) => eprintln!("wrote {}", plot.display()),
-        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
-    }
+    report_plot(
+        &plot,
+        "plot",
+        manyfs_bench::plot::write_plot(&plot, &records),
+    );
     let cdf = manyfs_bench::plot::cdf_path(&plot);
-    match manyfs_bench::plot::write_cdf_plot(&cdf, &records) {
-        Ok(()) => eprintln!("wrote {}", cdf.display()),
-        Err(e) => eprintln!("manyfs bench: no CDF plot: {e}"),
-    }
+    report_plot(
+        &cdf,
+        "CDF plot",
+        manyfs_bench::plot::write_cdf_plot(&cdf, &records),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -578,10 +578,11 @@ fn run_tier_checkpoint(args: &BenchArgs) -> Result<ExitCode> {
     let (json, plot) = figure_outputs(args, "tier-checkpoint");
     checkpoint::write_json(&json, &runs)?;
     eprintln!("wrote {}", json.display());
-    match manyfs_bench::plot::write_checkpoint_plot(&plot, &runs) {
-        Ok(()) => eprintln!("wrote {}", plot.display()),
-        Err(e) => eprintln!("manyfs bench: no plot: {e}"),
-    }
+    report_plot(
+        &plot,
+        "plot",
+        manyfs_bench::plot::write_checkpoint_plot(&plot, &runs),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -732,4 +733,17 @@ fn run_lock_bench(
     }
     print!("{}", rep.table());
     Ok(rep)
+}
+
+/// Say where a figure went, or in one line why there is none (a figure
+/// is a by-product: the run's table and JSON stand without it).
+fn report_plot<E: std::fmt::Display>(
+    path: &std::path::Path,
+    what: &str,
+    r: std::result::Result<(), E>,
+) {
+    match r {
+        Ok(()) => eprintln!("wrote {}", path.display()),
+        Err(e) => eprintln!("manyfs bench: no {what}: {e}"),
+    }
 }
