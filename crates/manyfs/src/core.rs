@@ -93,6 +93,8 @@ pub struct FsCore {
     /// With `checkpoint=blocking`: writers hold it shared, a checkpoint
     /// exclusively. Untouched with `checkpoint=background`.
     checkpoint_gate: parking_lot::RwLock<()>,
+    /// Small synchronous writes staged in the pool of a tiered pool.
+    pub staging: crate::tier::Staging,
 }
 
 impl LogSpace for FsCore {
@@ -182,6 +184,7 @@ impl FsCore {
             })
             .collect();
         let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
+        let staging = crate::tier::Staging::new(&opts, media.device().is_some());
         FsCore {
             placement,
             blocks: Blocks::pool_only(BlockAllocator::new(sb.data_start, sb.total_blocks, pools)),
@@ -200,6 +203,7 @@ impl FsCore {
             sync_engine: Default::default(),
             named: Default::default(),
             checkpoint_gate: parking_lot::RwLock::new(()),
+            staging,
         }
     }
 
@@ -315,6 +319,7 @@ impl FsCore {
             open_handles: AtomicU32::new(0),
             parent: AtomicU64::new(0),
             freed: std::sync::atomic::AtomicBool::new(false),
+            staging: Default::default(),
         }
     }
 
@@ -374,9 +379,10 @@ impl FsCore {
         if self.deferring() {
             // The entry that removed the last name may not be durable yet:
             // nothing is reused before the next sync.
-            let data = inode.file.as_ref().map_or_else(Vec::new, |f| {
+            let mut data = inode.file.as_ref().map_or_else(Vec::new, |f| {
                 f.index.mapped().into_iter().map(|(_, m)| m.block).collect()
             });
+            data.extend(inode.staging.take_superseded());
             let log = inode.log.owned_blocks();
             self.table.pin().remove(&inode.ino);
             self.sync_engine

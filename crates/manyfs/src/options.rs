@@ -77,7 +77,17 @@ pub struct MountOptions {
     /// directory meet less often (docs/benchmarks.md, "Creates and unlinks
     /// in one directory at 2 threads").
     pub dir_shards: Option<usize>,
+    /// A tiered pool on persistent memory (`pm`, or `dram` standing in for
+    /// it): writes of at most this many bytes to a file that has been
+    /// `fsync`ed are staged in the pool, so that their `fsync` persists a
+    /// few cache lines instead of flushing the device; they move to the
+    /// device later (`tier/stage.rs`). Default 32 KiB; 0 turns staging
+    /// off. Other pools ignore it.
+    pub stage_max: u64,
 }
+
+/// The default [`MountOptions::stage_max`].
+pub const DEFAULT_STAGE_MAX: u64 = 32 << 10;
 
 /// The most name shards a directory may have ([`MountOptions::dir_shards`]).
 pub const MAX_DIR_SHARDS: usize = 1024;
@@ -209,6 +219,7 @@ impl Default for MountOptions {
             data_device: None,
             device_io: crate::tier::DeviceIo::Uring,
             dir_shards: None,
+            stage_max: DEFAULT_STAGE_MAX,
         }
     }
 }

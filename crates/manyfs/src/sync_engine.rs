@@ -130,7 +130,7 @@ impl FsCore {
         self.media.check_size()?;
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
-        let pending = eng.take_pending();
+        let mut pending = eng.take_pending();
         // Every name appended so far is covered by this sync's snapshot.
         self.named.clear();
         let mut dirty: Vec<u64> = eng
@@ -155,11 +155,19 @@ impl FsCore {
             .collect();
         let mut snaps = Vec::with_capacity(inodes.len());
         let mut taken = Vec::new();
+        let mut superseded = Vec::new();
         for i in &inodes {
+            // Taken before the snapshot: the writes that superseded them
+            // are in it.
+            let blocks = i.staging.take_superseded();
+            superseded.extend(blocks.into_iter().map(|b| Pending::Blocks(b, 1)));
             i.log.clear_dirty();
             let incarnation = i.log.incarnation();
             let marks = i.log.snapshot_for_sync(&mut taken, &mut false);
             snaps.push((marks, incarnation));
+        }
+        if !superseded.is_empty() {
+            pending.push(superseded);
         }
         // `taken` holds data written in place even where no mark changes.
         if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() && taken.is_empty() {
@@ -202,6 +210,9 @@ impl FsCore {
         if !self.deferring() {
             return self.full_sync();
         }
+        if self.staging.enabled() {
+            inode.staging.note_sync();
+        }
         if with_metadata {
             crate::file::log_unlogged_mtime(self, inode, true)?;
         }
@@ -227,6 +238,20 @@ impl FsCore {
 
     fn sync_one(&self, inode: &crate::inode::Inode) -> Result<()> {
         let mut synced_incarnation = inode.log.sync_state.lock();
+        // Pool blocks this file's writes superseded: taken before the
+        // snapshot (the writes are in it), free once its marks are durable.
+        let superseded = inode.staging.take_superseded();
+        let result = self.sync_one_locked(inode, &mut synced_incarnation);
+        for b in superseded {
+            match result {
+                Ok(()) => self.blocks.free(b, 1),
+                Err(_) => self.free_later(b, 1),
+            }
+        }
+        result
+    }
+
+    fn sync_one_locked(&self, inode: &crate::inode::Inode, synced_incarnation: &mut u64) -> Result<()> {
         let incarnation = inode.log.incarnation();
         // Size changes counted now have their entries in the snapshot.
         let sizes = inode.size_changes.load(Ordering::Acquire);
@@ -531,6 +556,14 @@ pub fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 let Some(core) = weak.upgrade() else { return };
                 if waited >= interval {
                     waited = std::time::Duration::ZERO;
+                    // Staged data onto the device when the pool runs low;
+                    // the checkpoint below makes it durable and frees the
+                    // pool blocks. A failure stays listed for next time.
+                    if !core.media.has_failed()
+                        && let Err(e) = core.staging.destage_if_low(&core)
+                    {
+                        tracing::warn!("destaging to the data device: {e}");
+                    }
                     if core.sync_engine.has_work() && !core.media.has_failed() {
                         let _ = core.checkpoint();
                     }

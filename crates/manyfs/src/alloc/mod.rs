@@ -29,6 +29,10 @@ pub enum Purpose {
     Data,
     /// Log pages and log arrays.
     Meta,
+    /// File data staged in the pool of a tiered pool (`tier/stage.rs`):
+    /// never takes one of the pool's allocators below a quarter of its
+    /// blocks, which stay for logs and inode records.
+    Staged,
 }
 
 /// Single blocks kept out of the extent map per pool: a write that replaces
@@ -336,12 +340,15 @@ impl BlockAllocator {
         want: u64,
         purpose: Purpose,
     ) -> Result<(u64, u64)> {
-        let floor = if purpose == Purpose::Data {
-            self.reserve_per_pool
-        } else {
-            0
-        };
         for &pool in order {
+            let floor = match purpose {
+                Purpose::Data => self.reserve_per_pool,
+                Purpose::Meta => 0,
+                Purpose::Staged => {
+                    let size = self.pool_end(pool as usize) - self.starts[pool as usize];
+                    self.reserve_per_pool.max(size / 4)
+                }
+            };
             let mut p = self.pools[pool as usize].lock();
             if p.free <= floor {
                 continue;
@@ -387,6 +394,11 @@ impl BlockAllocator {
             p.free += stop - b;
             b = stop;
         }
+    }
+
+    /// Blocks this allocator manages, free or not.
+    pub fn data_blocks(&self) -> u64 {
+        self.end - self.start
     }
 
     /// Free blocks, summed over pools.
@@ -436,8 +448,8 @@ impl Blocks {
 
     /// Allocate between 1 and `want` contiguous blocks for `purpose`:
     /// file data on the data device if there is one (a full device is
-    /// `NoSpace`, never a spill onto the pool), everything else on the
-    /// pool.
+    /// `NoSpace`, never a spill onto the pool), everything else (staged
+    /// data included) on the pool.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
         match (&self.device, purpose) {
             (Some(d), Purpose::Data) => d

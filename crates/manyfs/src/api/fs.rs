@@ -208,6 +208,18 @@ impl Fs {
         self.core.checkpoint()
     }
 
+    /// On a tiered pool that stages small synchronous writes
+    /// ([`MountOptions::stage_max`]): move every page staged in the pool
+    /// onto the data device and make the move durable; returns the pages
+    /// moved. The commit thread does the same on its own when the pool is
+    /// less than half free. Elsewhere nothing to do (0).
+    pub fn destage(&self) -> Result<u64> {
+        self.core.check_writable()?;
+        let moved = self.core.staging.destage_all(&self.core)?;
+        self.core.checkpoint()?;
+        Ok(moved)
+    }
+
     /// The data device's counters (writes, flushes issued and skipped,
     /// whether it is direct), on a tiered pool.
     pub fn device_stats(&self) -> Option<crate::DeviceStats> {

@@ -105,7 +105,7 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
     let _gate = core.writer_gate();
     let _t = f.truncate_lock.read();
     let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
-    let n = write_locked(core, inode, f, buf, off, end)?;
+    let n = write_locked(core, inode, f, buf, off, end, Target::Auto)?;
     // Under the range lock, the index still shows this write's block.
     (core.placement.tracker()).wrote(inode.ino, n, || f.index.lookup(off / PAGE).block);
     Ok(n)
@@ -120,6 +120,17 @@ pub fn append(core: &FsCore, inode: &Inode, buf: &[u8]) -> Result<u64> {
     Ok(off)
 }
 
+/// Where [`write_locked`] puts new data blocks.
+#[derive(Clone, Copy)]
+enum Target {
+    /// A write's own choice: the data device on a tiered pool (or staged
+    /// in the pool, `tier/stage.rs`), else the pool.
+    Auto,
+    /// The data device, copy-on-write, logged with this mtime (destaging
+    /// rewrites bytes the file already holds: its mtime does not move).
+    Device { mtime_ns: u64 },
+}
+
 fn write_locked(
     core: &FsCore,
     inode: &Inode,
@@ -127,6 +138,7 @@ fn write_locked(
     buf: &[u8],
     off: u64,
     end: u64,
+    target: Target,
 ) -> Result<usize> {
     let epoch = inode.attr_seq.load(Ordering::Acquire) as u32;
     let first_pg = off / PAGE;
@@ -140,16 +152,26 @@ fn write_locked(
     let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
     let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
 
-    if first_pg == last_pg && end <= size_now && overwrite_in_place(core, inode, buf, off, old[0])?
+    let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
+    if first_pg == last_pg
+        && end <= size_now
+        && !stage
+        && matches!(target, Target::Auto)
+        && overwrite_in_place(core, inode, buf, off, old[0])?
     {
         return Ok(buf.len());
     }
 
-    // Allocate new pages (possibly in several extents).
+    // Allocate new pages (possibly in several extents); staged data that
+    // finds the pool too full goes to the device.
     let mut extents: SmallVec<[(u64, u64); 2]> = SmallVec::new();
     let mut got = 0;
     while got < npages {
-        match core.alloc_blocks(npages - got, Purpose::Data) {
+        let staged = stage.then(|| core.blocks.alloc(npages - got, Purpose::Staged).ok());
+        match staged
+            .flatten()
+            .map_or_else(|| core.alloc_blocks(npages - got, Purpose::Data), Ok)
+        {
             Ok(x) => {
                 got += x.1;
                 extents.push(x);
@@ -251,6 +273,10 @@ fn write_locked(
         core.media.nt_copy_batch(&reqs)
     };
     let now = crate::time::now_ns();
+    let mtime_ns = match target {
+        Target::Auto => now,
+        Target::Device { mtime_ns } => mtime_ns,
+    };
     let extends = end > size_now;
     let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
     let mut pg = first_pg;
@@ -264,7 +290,7 @@ fn write_locked(
                 block,
                 npages: n as u32,
                 file_end: end,
-                mtime_ns: now,
+                mtime_ns,
             },
             weight,
         ));
@@ -275,7 +301,7 @@ fn write_locked(
         let crcs = want_crcs.then_some(&crcs[..]);
         inode
             .log
-            .append_with_crcs(core, inode.log.home_sublog(), &entries, now, crcs)
+            .append_with_crcs(core, inode.log.home_sublog(), &entries, mtime_ns, crcs)
     });
     let locs = match locs {
         Ok(l) => l,
@@ -292,7 +318,7 @@ fn write_locked(
         // recovery ignores this entry's mtime (its epoch is older), and the
         // attribute entry may predate it. Log the mtime the inode now shows.
         // Best effort: the data is committed either way.
-        let _ = log_write_mtime(core, inode, now);
+        let _ = log_write_mtime(core, inode, mtime_ns);
     }
 
     // Publish in the index, then retire what was replaced (its entry is
@@ -311,8 +337,21 @@ fn write_locked(
         }
     }
     for m in old.iter().filter(|m| m.block != 0) {
-        core.free_later(m.block, 1);
+        if core.staging.enabled() && !core.media.on_data_device(m.block * PAGE) {
+            // A pool block (staged): free once this file's next sync made
+            // this write durable, not only at the next full sync.
+            inode.staging.supersede(m.block);
+        } else {
+            core.free_later(m.block, 1);
+        }
         core.release_later(inode, m.entry, 1);
+    }
+    if extents
+        .iter()
+        .any(|&(b, _)| !core.media.on_data_device(b * PAGE))
+        && stage
+    {
+        core.staging.note_staged(inode);
     }
     if extends {
         let last = *locs.last().expect("one entry per extent");
@@ -335,6 +374,58 @@ fn write_locked(
         }
     }
     Ok(buf.len())
+}
+
+/// Move every page of `inode` whose data is staged in the pool onto the
+/// data device (`tier/stage.rs`): each run of such pages is read and
+/// written again as a device write, under its range lock, with the file's
+/// mtime unchanged. The new entries become durable with the next sync,
+/// which then frees the pool blocks. Returns the pages moved.
+pub(crate) fn destage(core: &FsCore, inode: &Inode) -> Result<u64> {
+    /// The most pages one rewrite moves (one device transfer).
+    const RUN_PAGES: u64 = MAX_RUN as u64 / PAGE;
+    let f = inode.file()?;
+    let _gate = core.writer_gate();
+    let _t = f.truncate_lock.read();
+    let staged = |pg: u64| {
+        let b = f.index.lookup(pg).block;
+        b != 0 && !core.media.on_data_device(b * PAGE)
+    };
+    let mut moved = 0;
+    let mut pg = 0;
+    // The size cannot shrink while the truncate lock is held shared.
+    let size = f.size();
+    let pages = size.div_ceil(PAGE);
+    while pg < pages {
+        if !staged(pg) {
+            pg += 1;
+            continue;
+        }
+        let first = pg;
+        while pg < pages && pg - first < RUN_PAGES && staged(pg) {
+            pg += 1;
+        }
+        let (off, end) = (first * PAGE, (pg * PAGE).min(size));
+        let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
+        // Under the lock the pages cannot change; one may have been
+        // rewritten (to the device or the pool) since the scan.
+        let mut buf = vec![0u8; (end - off) as usize];
+        let mut reads: SmallVec<[(u64, &mut [u8]); 4]> = SmallVec::new();
+        for (i, chunk) in buf.chunks_mut(PAGE as usize).enumerate() {
+            let b = f.index.lookup(first + i as u64).block;
+            if b != 0 {
+                reads.push((b * PAGE, chunk));
+            }
+        }
+        core.media.read_batch(&mut reads)?;
+        drop(reads);
+        // The mtime the file shows (as `stat` computes it).
+        let logged = inode.attrs.lock().mtime_ns;
+        let mtime_ns = logged.max(inode.log.last_mtime_ns());
+        write_locked(core, inode, f, &buf, off, end, Target::Device { mtime_ns })?;
+        moved += pg - first;
+    }
+    Ok(moved)
 }
 
 /// `file` mode: write `buf` (inside one page, below the end of file) into
@@ -370,6 +461,10 @@ fn overwrite_in_place(
     if !core.deferring()
         || !sizes_durable
         || current.block == 0
+        // Persistent memory does not write a page atomically: a pool block
+        // of a tiered `pm`/`dram` pool (staged data) is only copied.
+        || (core.opts.durability != crate::Durability::File
+            && !core.media.on_data_device(current.block * PAGE))
         || !inode
             .log
             .settle_for_overwrite(core, current.entry, current.version >= 2)?

@@ -118,6 +118,9 @@ pub struct Inode {
     pub setid: std::sync::atomic::AtomicBool,
     /// Set once the inode's space has been returned.
     pub freed: std::sync::atomic::AtomicBool,
+    /// Staging of small synchronous writes on a tiered pool
+    /// (`tier/stage.rs`).
+    pub staging: crate::tier::FileStaging,
 }
 
 impl Inode {

@@ -156,6 +156,12 @@ fn load_inode(core: &FsCore, ino: u64, node: &RebuiltInode) {
         }
         f.size.store(fs.size, Ordering::Release);
         *f.size_definer.lock() = fs.size_definer;
+        // Data staged in the pool of a tiered pool: listed for destaging.
+        if core.staging.enabled()
+            && (fs.pages.iter()).any(|&(_, (b, _, _))| !core.media.on_data_device(b * BLOCK_SIZE))
+        {
+            core.staging.note_staged(&inode);
+        }
     }
     if let (Some(d), Some(ds)) = (&inode.dir, &node.dir) {
         d.load(ds);

@@ -1,0 +1,161 @@
+//! Staging small synchronous writes in the pool.
+//!
+//! On a tiered pool, file data goes to the data device, and an `fsync` of
+//! a file that wrote there costs a device cache flush (about 100 us on a
+//! virtual disk, milliseconds on a SATA SSD) however few bytes it wrote.
+//! When the pool itself is persistent memory (`pm`, or `dram` on
+//! `/dev/shm` standing in for it), a small write that an `fsync` is about
+//! to follow is better placed in the pool: its `fsync` then persists a few
+//! cache lines of data and log and never touches the device, which is the
+//! node-logging paper's point (metadata on NVM so that `fsync` persists
+//! bytes, not device blocks) carried over to the data of small
+//! synchronous writes. The data moves to the device later, in the
+//! background, when the pool needs the space.
+//!
+//! **Which writes.** A write of at most [`MountOptions::stage_max`] bytes
+//! to a file that has been `fsync`ed (or `fdatasync`ed) since it was
+//! loaded: a file that is synced is likely synced again, and bulk writes
+//! (checkpoints, copies) are large or never synced, so they go to the
+//! device as before. A staged write is copy-on-write into pool blocks,
+//! never in place: persistent memory does not write 4 KiB atomically,
+//! so an overwrite in place could tear (a device or a page-cache file
+//! writes a page whole).
+//!
+//! **How much.** Staged data never takes a pool allocator below a quarter
+//! of its blocks (the rest stays for logs and inode records); past that a
+//! write goes to the device. Each block a staged write supersedes is
+//! freed as soon as the file's next sync (or a full sync) made the
+//! superseding entry durable ([`FileStaging::superseded`]), not only at
+//! the next full sync: a loop of `write` + `fsync` reuses its few pool
+//! blocks instead of filling the pool between two commits.
+//!
+//! **Destaging.** When the pool's free blocks fall below half of its data
+//! blocks, the commit thread rewrites every staged page of the files that
+//! staged any onto the device ([`crate::file::destage`]: under the page's
+//! range lock, the same bytes written as a device write, the file's mtime
+//! unchanged), just before its full sync, which makes the device copies
+//! and their entries durable and then frees the pool blocks. Staged data
+//! left in the pool is as durable as the rest of the pool: nothing needs
+//! destaging for an unmount, and a remount finds it where it was.
+//!
+//! [`MountOptions::stage_max`]: crate::MountOptions::stage_max
+
+use crate::core::FsCore;
+use crate::error::Result;
+use crate::inode::Inode;
+use crate::Durability;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A mount's staging state: whether small synchronous writes are staged,
+/// and which files have staged pages to destage.
+pub struct Staging {
+    /// Largest write staged, in bytes; 0 when staging is off (no data
+    /// device, a `file`-mode pool, a read-only mount, `stage_max=0`).
+    max_bytes: u64,
+    /// Files that staged pages since the last destaging pass.
+    files: Mutex<Vec<u64>>,
+}
+
+impl Staging {
+    /// Staging for a mount: on only for a tiered pool whose pool is
+    /// persistent memory (`pm`, or `dram` standing in for it), writable.
+    pub(crate) fn new(opts: &crate::MountOptions, tiered: bool) -> Staging {
+        let on = tiered && opts.durability != Durability::File && !opts.read_only;
+        Staging {
+            max_bytes: if on { opts.stage_max } else { 0 },
+            files: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether this mount stages writes at all.
+    pub fn enabled(&self) -> bool {
+        self.max_bytes > 0
+    }
+
+    /// Whether a write of `len` bytes to `inode` should be staged.
+    pub(crate) fn wants(&self, inode: &Inode, len: usize) -> bool {
+        len as u64 <= self.max_bytes && inode.staging.synced.load(Ordering::Relaxed)
+    }
+
+    /// Record that `inode` has staged pages (once until the next
+    /// destaging pass takes it).
+    pub(crate) fn note_staged(&self, inode: &Inode) {
+        let s = &inode.staging;
+        if !s.listed.load(Ordering::Relaxed) && !s.listed.swap(true, Ordering::AcqRel) {
+            self.files.lock().push(inode.ino);
+        }
+    }
+
+    /// The commit thread's pass: when the pool is less than half free,
+    /// move every staged page of the listed files to the device. Returns
+    /// the pages moved. A file that fails stays listed for the next pass.
+    pub(crate) fn destage_if_low(&self, core: &FsCore) -> Result<u64> {
+        if !self.enabled() {
+            return Ok(0);
+        }
+        let pool = &core.blocks.pool;
+        if pool.free_blocks() * 2 >= pool.data_blocks() {
+            return Ok(0);
+        }
+        self.destage_all(core)
+    }
+
+    /// Move every staged page of the listed files to the device (the
+    /// entries written are made durable by the next sync).
+    pub fn destage_all(&self, core: &FsCore) -> Result<u64> {
+        let files = std::mem::take(&mut *self.files.lock());
+        let mut moved = 0;
+        let mut first_err = None;
+        for ino in files {
+            let Ok(inode) = core.get(ino) else { continue };
+            // Unlisted first: a write that stages after this point lists
+            // the file again.
+            inode.staging.listed.store(false, Ordering::Release);
+            match crate::file::destage(core, &inode) {
+                Ok(n) => moved += n,
+                Err(e) => {
+                    self.note_staged(&inode);
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(moved),
+        }
+    }
+}
+
+/// Per-file staging state ([`Inode::staging`]).
+#[derive(Default)]
+pub struct FileStaging {
+    /// The file was synced since it was loaded: its small writes are
+    /// staged.
+    synced: AtomicBool,
+    /// The file is on the mount's list of files to destage.
+    listed: AtomicBool,
+    /// Pool blocks of this file's pages that later writes of this file
+    /// superseded: free once this file's log up to those writes is
+    /// durable (taken before a sync's snapshot, freed after its marks).
+    superseded: Mutex<Vec<u64>>,
+}
+
+impl FileStaging {
+    /// Note an `fsync`/`fdatasync` of the file.
+    pub(crate) fn note_sync(&self) {
+        if !self.synced.load(Ordering::Relaxed) {
+            self.synced.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Queue a pool block a committed write of this file superseded.
+    pub(crate) fn supersede(&self, block: u64) {
+        self.superseded.lock().push(block);
+    }
+
+    /// Take the queued blocks (before a sync's snapshot of the log).
+    pub(crate) fn take_superseded(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.superseded.lock())
+    }
+}
