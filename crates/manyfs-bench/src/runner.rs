@@ -712,6 +712,7 @@ impl Series {
     /// `target` under its own name with `cfg.pool` (a `lib:` target with
     /// an index other than the default is named `lib:KIND index=INDEX`,
     /// one with a shard count per directory `... dir_shards=N`,
+    /// one on a data device with another staging limit `... stage_max=N`,
     /// one on a data device with another `device_io` than the default
     /// (or [`crate::target::PoolConfig::label_device_io`]) `... device_io=IO`;
     /// `... EMULATED` when `cfg.pool` turns the remote-cost model on).
@@ -724,6 +725,12 @@ impl Series {
         };
         if let (Target::Lib(_), Some(n)) = (target, cfg.pool.dir_shards) {
             label.push_str(&format!(" dir_shards={n}"));
+        }
+        if matches!(target, Target::Lib(_))
+            && cfg.pool.data.is_some()
+            && cfg.pool.stage_max != manyfs::DEFAULT_STAGE_MAX
+        {
+            label.push_str(&format!(" stage_max={}", cfg.pool.stage_max));
         }
         if matches!(target, Target::Lib(_))
             && cfg.pool.data.is_some()

@@ -91,6 +91,9 @@ pub struct PoolConfig {
     /// Name shards per directory ([`manyfs::MountOptions::dir_shards`];
     /// `None`: the mount's default).
     pub dir_shards: Option<usize>,
+    /// Largest write staged in the pool of a tiered `pm`/`dram` pool
+    /// ([`manyfs::MountOptions::stage_max`]; 0: none).
+    pub stage_max: u64,
     /// Block placement ([`manyfs::MountOptions::placement`]).
     pub placement: manyfs::Placement,
     /// Thread placement ([`manyfs::MountOptions::thread_placement`]).
@@ -135,6 +138,7 @@ impl PoolConfig {
             sublogs: self.sublogs,
             index: self.index,
             dir_shards: self.dir_shards,
+            stage_max: self.stage_max,
             placement: self.placement,
             topology: self.topology,
             remote_cost: self.remote_cost,
@@ -198,6 +202,7 @@ impl Default for PoolConfig {
             sublogs: manyfs::Sublogs::PerCpu,
             index: manyfs::IndexKind::Cas,
             dir_shards: None,
+            stage_max: manyfs::DEFAULT_STAGE_MAX,
             placement: manyfs::Placement::Local,
             thread_placement: manyfs::ThreadPlacement::Off,
             placement_policy: manyfs::PlacementPolicy::Full,

@@ -72,6 +72,12 @@ pub struct BenchArgs {
     /// are labelled `lib:LOCK dir_shards=N`.
     #[arg(long)]
     dir_shards: Option<usize>,
+    /// On a tiered pool whose pool is `pm` or `dram`: the largest write to
+    /// an fsync'd file that is staged in the pool instead of written to
+    /// the data device (e.g. 32K; 0 turns staging off) [default: 32K].
+    /// Other values label results `lib:LOCK stage_max=N`.
+    #[arg(long)]
+    stage_max: Option<String>,
     /// Distance between the blocks of neighbouring threads in DRBM and
     /// DWOM, e.g. 4K (the nCACHE paper's other stride) [default: 8M, FxMark's
     /// private region].
@@ -263,6 +269,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .parse()
         .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
     cfg.pool.dir_shards = args.dir_shards;
+    if let Some(s) = &args.stage_max {
+        cfg.pool.stage_max =
+            manyfs_bench::sys::parse_size(s).map_err(|e| anyhow::anyhow!("--stage-max: {e}"))?;
+    }
     apply_common(&mut cfg, args)?;
     cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
     cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;

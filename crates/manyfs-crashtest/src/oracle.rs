@@ -217,7 +217,7 @@ impl History {
                 .or_insert_with(|| path.unwrap_or_default().to_string());
         }
         let sync = match (op.inner(), id) {
-            (Op::Sync, _) => SyncOp::All,
+            (Op::Sync | Op::Destage, _) => SyncOp::All,
             (Op::Fsync(_) | Op::FsyncData(_), Some(id)) => SyncOp::File(id),
             _ => SyncOp::None,
         };

@@ -39,6 +39,9 @@ pub enum Op {
     FsyncData(&'static str),
     /// Sync the whole file system.
     Sync,
+    /// Move the data staged in the pool of a tiered pool onto the data
+    /// device, and sync everything (`Fs::destage`).
+    Destage,
     /// `mknod(path, mode, rdev)`: a FIFO, socket or device node.
     Mknod(&'static str, u32, u64),
     /// Swap two names (`renameat2(RENAME_EXCHANGE)`).
@@ -122,6 +125,7 @@ impl Op {
             Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
             Op::FsyncData(p) => OpenOptions::new().write(true).open(fs, p)?.sync_data(),
             Op::Sync => fs.sync(),
+            Op::Destage => fs.destage().map(|_| ()),
             Op::Mknod(p, mode, rdev) => {
                 let (dir, name) = parent_and_name(fs, p)?;
                 fs.mknod(dir, name, mode, rdev, 0, 0).map(|_| ())
@@ -754,6 +758,7 @@ pub fn tier_workloads() -> Vec<Workload> {
     };
     let mut out: Vec<Workload> = durability_workloads().into_iter().map(tiered).collect();
     out.extend(sync_tail_workloads().into_iter().map(tiered));
+    out.push(tiered(staged_workload()));
     out.extend(
         single_ops()
             .into_iter()
@@ -761,6 +766,30 @@ pub fn tier_workloads() -> Vec<Workload> {
             .map(|(i, op)| tiered(seq(&format!("ace1-{i}"), vec![op, Op::Fsync("/A")]))),
     );
     out
+}
+
+/// Small writes to a synced file, staged in the pool of a tiered `pm`
+/// pool (`tier/stage.rs`; the page model's `file`-mode pool writes them to
+/// the device): overwrites and a sub-page write, each `fsync`ed, an
+/// unsynced overwrite, a destaging pass that moves them all to the
+/// device, then staged writes again over destaged pages.
+fn staged_workload() -> Workload {
+    seq(
+        "staged",
+        vec![
+            Op::Write("/A", 0, 4096, 0x31),
+            Op::Fsync("/A"),
+            Op::Write("/A", 0, 4096, 0x32),
+            Op::Fsync("/A"),
+            Op::Write("/A", 4096 + 100, 300, 0x33),
+            Op::FsyncData("/A"),
+            Op::Write("/A", 0, 8192, 0x34),
+            Op::Destage,
+            Op::Write("/A", 2048, 4096, 0x35),
+            Op::Fsync("/A"),
+            Op::Write("/A", 0, 100, 0x36),
+        ],
+    )
 }
 
 /// Every tiered workload, ordered so that a run cut short by an image
@@ -818,7 +847,8 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
                     11 => Op::FsyncData(f),
                     12 => Op::Unlink(f),
                     13 => Op::Create(f),
-                    14 => Op::Sync,
+                    14 if next(2) == 0 => Op::Sync,
+                    14 => Op::Destage,
                     _ => Op::Rename(f, FILES[next(FILES.len() as u64) as usize]),
                 };
                 if matches!(op, Op::Write(..) | Op::Append(..)) {

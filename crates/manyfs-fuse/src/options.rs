@@ -106,7 +106,9 @@ impl FuseConfig {
     /// durable in `file` mode and on a tiered pool; 0 turns it off),
     /// `checkpoint=background|blocking` (whether writers wait for it),
     /// `device_io=sync|uring` (how the data device is read and written),
-    /// `dir_shards=N` (name shards per directory, a power of two), `ro`, `rw`,
+    /// `dir_shards=N` (name shards per directory, a power of two),
+    /// `stage_max=BYTES` (a tiered `pm`/`dram` pool: the largest write to an
+    /// fsync'd file staged in the pool; 0 turns staging off), `ro`, `rw`,
     /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
@@ -208,6 +210,11 @@ impl FuseConfig {
                         FuseError::bad_option(opt, "expected a power of two from 1 to 1024")
                     })?;
                 self.fs.dir_shards = Some(n);
+            }
+            "stage_max" => {
+                let v = need(opt, value)?;
+                self.fs.stage_max = parse_size(v)
+                    .map_err(|_| FuseError::bad_option(opt, "expected a size, e.g. 32K or 0"))?;
             }
             "checkpoint" => {
                 let v = need(opt, value)?;
@@ -437,6 +444,16 @@ mod tests {
         assert_eq!(cfg.fs.dir_shards, None);
         let shards = FuseConfig::parse_options(&["dir_shards=64"]).unwrap();
         assert_eq!(shards.fs.dir_shards, Some(64));
+        assert_eq!(cfg.fs.stage_max, manyfs::DEFAULT_STAGE_MAX);
+        let staged = FuseConfig::parse_options(&["stage_max=64K"]).unwrap();
+        assert_eq!(staged.fs.stage_max, 64 << 10);
+        assert_eq!(
+            FuseConfig::parse_options(&["stage_max=0"])
+                .unwrap()
+                .fs
+                .stage_max,
+            0
+        );
         let private = FuseConfig::parse_options(&["private"]).unwrap();
         assert!(private.private && !private.serves_everyone());
         // SAFETY: geteuid has no preconditions and cannot fail.
@@ -463,6 +480,7 @@ mod tests {
             "dir_shards=48",
             "dir_shards=2048",
             "dir_shards=0",
+            "stage_max=lots",
             "dir_shards",
             "checkpoint",
             "commit=-1",

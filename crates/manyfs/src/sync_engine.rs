@@ -251,7 +251,11 @@ impl FsCore {
         result
     }
 
-    fn sync_one_locked(&self, inode: &crate::inode::Inode, synced_incarnation: &mut u64) -> Result<()> {
+    fn sync_one_locked(
+        &self,
+        inode: &crate::inode::Inode,
+        synced_incarnation: &mut u64,
+    ) -> Result<()> {
         let incarnation = inode.log.incarnation();
         // Size changes counted now have their entries in the snapshot.
         let sizes = inode.size_changes.load(Ordering::Acquire);

@@ -633,7 +633,10 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
     f.write_at(&content(8, 64 << 10), 1 << 20).unwrap();
     f.sync_data().unwrap();
     let after = fs.device_stats().unwrap();
-    assert!(after.bytes_written >= mid.bytes_written + (64 << 10), "{after:?}");
+    assert!(
+        after.bytes_written >= mid.bytes_written + (64 << 10),
+        "{after:?}"
+    );
     assert!(after.flushes > mid.flushes, "{after:?}");
     let mut want = vec![0u8; (1 << 20) + (64 << 10)];
     want[..4096].copy_from_slice(&content(9_999, 4096));
@@ -644,9 +647,7 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
     fs.unmount().unwrap();
 
     let fs = Fs::mount(&pool, &o).unwrap();
-    let read_all = |fs: &Fs| {
-        fs.read("/dwsl").unwrap()
-    };
+    let read_all = |fs: &Fs| fs.read("/dwsl").unwrap();
     assert!(read_all(&fs) == want, "staged data after a remount");
     let d1 = fs.device_stats().unwrap();
     // One page at 0, eight at 4 KiB: nine pages moved, one device flush.

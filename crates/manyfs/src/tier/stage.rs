@@ -40,10 +40,10 @@
 //!
 //! [`MountOptions::stage_max`]: crate::MountOptions::stage_max
 
+use crate::Durability;
 use crate::core::FsCore;
 use crate::error::Result;
 use crate::inode::Inode;
-use crate::Durability;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
