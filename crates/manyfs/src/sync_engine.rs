@@ -210,9 +210,6 @@ impl FsCore {
         if !self.deferring() {
             return self.full_sync();
         }
-        if self.staging.enabled() {
-            inode.staging.note_sync();
-        }
         if with_metadata {
             crate::file::log_unlogged_mtime(self, inode, true)?;
         }
@@ -220,7 +217,8 @@ impl FsCore {
         // file even when this inode has nothing to sync.
         self.media.check_alive()?;
         self.media.check_size()?;
-        self.sync_one(inode)?;
+        let synced_blocks = self.sync_one(inode)?;
+        self.staging.note_sync(inode, synced_blocks);
         let mut child = inode.ino;
         // Each step goes to a directory named since the last full sync;
         // the bound only guards against a cycle left by concurrent renames.
@@ -236,7 +234,9 @@ impl FsCore {
         Ok(())
     }
 
-    fn sync_one(&self, inode: &crate::inode::Inode) -> Result<()> {
+    /// Sync one inode; returns the blocks its first barrier covered (its
+    /// data and log pages).
+    fn sync_one(&self, inode: &crate::inode::Inode) -> Result<u64> {
         let mut synced_incarnation = inode.log.sync_state.lock();
         // Pool blocks this file's writes superseded: taken before the
         // snapshot (the writes are in it), free once its marks are durable.
@@ -244,7 +244,7 @@ impl FsCore {
         let result = self.sync_one_locked(inode, &mut synced_incarnation);
         for b in superseded {
             match result {
-                Ok(()) => self.blocks.free(b, 1),
+                Ok(_) => self.blocks.free(b, 1),
                 Err(_) => self.free_later(b, 1),
             }
         }
@@ -255,7 +255,7 @@ impl FsCore {
         &self,
         inode: &crate::inode::Inode,
         synced_incarnation: &mut u64,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let incarnation = inode.log.incarnation();
         // Size changes counted now have their entries in the snapshot.
         let sizes = inode.size_changes.load(Ordering::Acquire);
@@ -263,6 +263,7 @@ impl FsCore {
         let mut ordered = false;
         let marks = inode.log.snapshot_for_sync(&mut blocks, &mut ordered);
         self.resolve_log_arrays(&mut blocks);
+        let covered = blocks.iter().map(|&(s, e)| e - s).sum();
         if incarnation != *synced_incarnation {
             ordered = true;
             // A compaction switched the inode record to a new log.
@@ -274,7 +275,7 @@ impl FsCore {
         }
         if marks.is_empty() && blocks.is_empty() {
             inode.size_changes_synced.fetch_max(sizes, Ordering::AcqRel);
-            return Ok(());
+            return Ok(0);
         }
         let mut written = Vec::new();
         if ordered {
@@ -308,7 +309,7 @@ impl FsCore {
         }
         *synced_incarnation = incarnation;
         inode.size_changes_synced.fetch_max(sizes, Ordering::AcqRel);
-        Ok(())
+        Ok(covered)
     }
 
     /// `file` mode: make what was appended so far to `child`, an inode no

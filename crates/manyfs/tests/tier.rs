@@ -712,3 +712,49 @@ fn the_commit_thread_destages_when_the_pool_fills() {
     drop(f);
     fs.unmount().unwrap();
 }
+
+/// Which writes are staged: only after a small sync of the file, at most
+/// four `stage_max` writes' worth between two syncs, never a write larger
+/// than `stage_max`; a sync that made much durable stops staging until a
+/// small one.
+#[test]
+fn staging_follows_the_files_sync_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_pool, _data, fs) = mkfs_tier(dir.path(), 16 * MIB, Durability::Dram);
+    let f = open_rw(&fs, "/f");
+    let written = || fs.device_stats().unwrap().bytes_written;
+    let page = |i: u64| content(i as usize, 4096);
+    // Never synced: to the device.
+    let d = written();
+    f.write_at(&page(0), 0).unwrap();
+    assert_eq!(written() - d, 4096);
+    f.sync_data().unwrap();
+    // After a small sync: 32 writes of 4 KiB staged (128 KiB), then the
+    // device.
+    let d = written();
+    for i in 0..50 {
+        f.write_at(&page(i), i * 4096).unwrap();
+    }
+    assert_eq!(written() - d, 18 * 4096, "the 18 writes past the budget");
+    // That sync covered 50 pages: staging stops...
+    f.sync_data().unwrap();
+    let d = written();
+    f.write_at(&page(1), 0).unwrap();
+    assert_eq!(written() - d, 4096);
+    // ...until a small sync.
+    f.sync_data().unwrap();
+    let d = written();
+    f.write_at(&page(2), 0).unwrap();
+    f.write_at(&content(3, 40 << 10), 8192).unwrap();
+    assert_eq!(written() - d, 40 << 10, "the 4 KiB staged, the 40 KiB not");
+    f.sync_data().unwrap();
+    let mut want = vec![0u8; 50 * 4096];
+    for i in 0..50 {
+        want[i * 4096..(i + 1) * 4096].copy_from_slice(&page(i as u64));
+    }
+    want[..4096].copy_from_slice(&page(2));
+    want[8192..8192 + (40 << 10)].copy_from_slice(&content(3, 40 << 10));
+    assert!(fs.read("/f").unwrap() == want);
+    drop(f);
+    fs.unmount().unwrap();
+}

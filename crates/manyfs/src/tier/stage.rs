@@ -13,10 +13,17 @@
 //! background, when the pool needs the space.
 //!
 //! **Which writes.** A write of at most [`MountOptions::stage_max`] bytes
-//! to a file that has been `fsync`ed (or `fdatasync`ed) since it was
-//! loaded: a file that is synced is likely synced again, and bulk writes
-//! (checkpoints, copies) are large or never synced, so they go to the
-//! device as before. A staged write is copy-on-write into pool blocks,
+//! to a file whose last `fsync` (or `fdatasync`) was small, up to four
+//! such writes' worth of bytes between two syncs of the file. A file
+//! synced in small steps (a log, a database's commits, FxMark's DWSL) is
+//! likely synced again soon; bulk writes (checkpoints, copies) are large,
+//! or many between two syncs, or never synced, so they go to the device
+//! as before: a write larger than `stage_max` is never staged, a file
+//! whose sync made more than the budget durable (its data and log pages,
+//! two pages of slack) stops staging until a small sync, and a file that
+//! is written much and synced rarely stages at most the budget after each
+//! sync. The first writes of a file after its load go to the device. A
+//! staged write is copy-on-write into pool blocks,
 //! never in place: persistent memory does not write 4 KiB atomically,
 //! so an overwrite in place could tear (a device or a page-cache file
 //! writes a page whole).
@@ -45,7 +52,7 @@ use crate::core::FsCore;
 use crate::error::Result;
 use crate::inode::Inode;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A mount's staging state: whether small synchronous writes are staged,
 /// and which files have staged pages to destage.
@@ -73,9 +80,46 @@ impl Staging {
         self.max_bytes > 0
     }
 
-    /// Whether a write of `len` bytes to `inode` should be staged.
+    /// Bytes staged per file between two of its syncs, at most.
+    fn budget(&self) -> u64 {
+        self.max_bytes * SYNC_BUDGET_WRITES
+    }
+
+    /// Whether a write of `len` bytes to `inode` should be staged; if so,
+    /// it is counted against the file's budget until its next sync.
     pub(crate) fn wants(&self, inode: &Inode, len: usize) -> bool {
-        len as u64 <= self.max_bytes && inode.staging.synced.load(Ordering::Relaxed)
+        let s = &inode.staging;
+        let len = len as u64;
+        if len > self.max_bytes
+            || !s.small_syncs.load(Ordering::Relaxed)
+            || s.staged_since_sync.load(Ordering::Relaxed) + len > self.budget()
+        {
+            return false;
+        }
+        s.staged_since_sync.fetch_add(len, Ordering::Relaxed);
+        true
+    }
+
+    /// Note an `fsync`/`fdatasync` of `inode` whose barrier covered
+    /// `blocks` blocks (its data and log pages): the file stages its small
+    /// writes from now on if this sync was small, and its budget starts
+    /// over.
+    pub(crate) fn note_sync(&self, inode: &Inode, blocks: u64) {
+        if !self.enabled() {
+            return;
+        }
+        let s = &inode.staging;
+        if blocks > 0 {
+            // Two blocks of slack: the log page and a linked new one.
+            let small =
+                blocks * crate::layout::BLOCK_SIZE <= self.budget() + 2 * crate::layout::BLOCK_SIZE;
+            if s.small_syncs.load(Ordering::Relaxed) != small {
+                s.small_syncs.store(small, Ordering::Relaxed);
+            }
+        }
+        if s.staged_since_sync.load(Ordering::Relaxed) != 0 {
+            s.staged_since_sync.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Record that `inode` has staged pages (once until the next
@@ -127,12 +171,18 @@ impl Staging {
     }
 }
 
+/// Writes of [`MountOptions::stage_max`](crate::MountOptions::stage_max)
+/// bytes a file may stage between two of its syncs.
+const SYNC_BUDGET_WRITES: u64 = 4;
+
 /// Per-file staging state ([`Inode::staging`]).
 #[derive(Default)]
 pub struct FileStaging {
-    /// The file was synced since it was loaded: its small writes are
-    /// staged.
-    synced: AtomicBool,
+    /// The file's last sync that had anything to persist was small (at
+    /// most the staging budget): its small writes are staged.
+    small_syncs: AtomicBool,
+    /// Bytes staged since the file's last sync.
+    staged_since_sync: AtomicU64,
     /// The file is on the mount's list of files to destage.
     listed: AtomicBool,
     /// Pool blocks of this file's pages that later writes of this file
@@ -142,13 +192,6 @@ pub struct FileStaging {
 }
 
 impl FileStaging {
-    /// Note an `fsync`/`fdatasync` of the file.
-    pub(crate) fn note_sync(&self) {
-        if !self.synced.load(Ordering::Relaxed) {
-            self.synced.store(true, Ordering::Relaxed);
-        }
-    }
-
     /// Queue a pool block a committed write of this file superseded.
     pub(crate) fn supersede(&self, block: u64) {
         self.superseded.lock().push(block);
