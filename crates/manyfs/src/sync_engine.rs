@@ -181,8 +181,8 @@ impl FsCore {
                 .apply_marks(&self.media, marks, MarkOrder::AfterBarrier, &mut written)?;
         }
         // Barrier 2: the marks.
-        self.media.sync_blocks(&mut written)?;
-        // `sync_blocks` left `written` sorted.
+        self.media.sync_mark_pages(&mut written)?;
+        // `sync_mark_pages` left `written` sorted.
         for (i, (marks, _)) in inodes.iter().zip(&snaps) {
             let confirmed: LogMarks = marks
                 .iter()
@@ -286,7 +286,7 @@ impl FsCore {
                 .log
                 .apply_marks(&self.media, &marks, order, &mut written)?;
             // Barrier 2: the marks.
-            self.media.sync_blocks(&mut written)?;
+            self.media.sync_mark_pages(&mut written)?;
             let confirmed: LogMarks = marks
                 .into_iter()
                 .filter(|m| written.binary_search(&m.1).is_ok())
@@ -298,8 +298,16 @@ impl FsCore {
             inode
                 .log
                 .apply_marks(&self.media, &marks, order, &mut written)?;
-            blocks.extend(written.iter().map(|&p| (p, p + 1)));
-            self.media.sync_block_ranges(&mut blocks)?;
+            if self.media.syncs_whole_pages() {
+                blocks.extend(written.iter().map(|&p| (p, p + 1)));
+                self.media.sync_block_ranges(&mut blocks)?;
+            } else {
+                // Flushes and a fence each: in one order or the other,
+                // what the marks cover and the marks are both durable
+                // when this returns.
+                self.media.sync_block_ranges(&mut blocks)?;
+                self.media.sync_mark_pages(&mut written)?;
+            }
             // Only the footers this barrier wrote are known durable now.
             let confirmed: LogMarks = marks
                 .into_iter()

@@ -305,7 +305,7 @@ impl InodeLog {
             }
             target
         };
-        media.sync_blocks(&mut vec![page])?;
+        media.sync_mark_pages(&mut vec![page])?;
         let mut sub = lock(self.sub(idx));
         if let Some(i) = Self::find_page(media, &sub, page) {
             let meta = &mut sub.meta[i];

@@ -54,6 +54,41 @@ impl Media {
         self.sync_block_ranges(&mut ranges)
     }
 
+    /// A durability point for log pages whose footers (durable marks,
+    /// checked counts) were stored without a flush; `pages` is left sorted
+    /// and deduplicated. In `file` mode the pages whole
+    /// ([`Media::sync_blocks`]: the page cache writes a page back whole). On
+    /// a tiered `pm` (or `dram`) pool only each page's footer line:
+    /// everything else on a log page (entries, link, zeroing) was flushed
+    /// when it was written, as every store is in `pm` mode, so an `fsync`
+    /// persists one line per mark page instead of 64. A no-op outside
+    /// `file` mode and tiered pools.
+    pub fn sync_mark_pages(&self, pages: &mut Vec<u64>) -> Result<()> {
+        if self.mode == Durability::File {
+            return self.sync_blocks(pages);
+        }
+        if !self.marked() || !self.writable || pages.is_empty() {
+            return Ok(());
+        }
+        self.check_alive()?;
+        pages.sort_unstable();
+        pages.dedup();
+        for &page in pages.iter() {
+            self.flush(
+                page * SYNC_UNIT + crate::layout::LOG_FOOTER_OFFSET,
+                super::CACHE_LINE,
+            )?;
+        }
+        self.fence();
+        Ok(())
+    }
+
+    /// Whether a durability point must cover whole pages: `file` mode,
+    /// where the page cache is the medium.
+    pub(crate) fn syncs_whole_pages(&self) -> bool {
+        self.mode == Durability::File
+    }
+
     /// A durability point for the given half-open block ranges only (merged
     /// in place). Every run is started with `sync_file_range(WRITE)`, then
     /// waited for; the last run goes through `msync(MS_SYNC)` of that range
