@@ -769,7 +769,7 @@ pub fn tier_workloads() -> Vec<Workload> {
 }
 
 /// Small writes to a synced file, staged in the pool of a tiered `pm`
-/// pool (`tier/stage.rs`; the page model's `file`-mode pool writes them to
+/// pool (`inode/staging.rs`; the page model's `file`-mode pool writes them to
 /// the device): overwrites and a sub-page write, each `fsync`ed, an
 /// unsynced overwrite, a destaging pass that moves them all to the
 /// device, then staged writes again over destaged pages.

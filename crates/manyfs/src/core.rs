@@ -94,7 +94,7 @@ pub struct FsCore {
     /// exclusively. Untouched with `checkpoint=background`.
     checkpoint_gate: parking_lot::RwLock<()>,
     /// Small synchronous writes staged in the pool of a tiered pool.
-    pub staging: crate::tier::Staging,
+    pub staging: crate::inode::Staging,
 }
 
 impl LogSpace for FsCore {
@@ -184,7 +184,7 @@ impl FsCore {
             })
             .collect();
         let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
-        let staging = crate::tier::Staging::new(&opts, media.device().is_some());
+        let staging = crate::inode::Staging::new(&opts, media.device().is_some());
         FsCore {
             placement,
             blocks: Blocks::pool_only(BlockAllocator::new(sb.data_start, sb.total_blocks, pools)),

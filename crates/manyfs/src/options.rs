@@ -81,7 +81,7 @@ pub struct MountOptions {
     /// it): writes of at most this many bytes to a file that has been
     /// `fsync`ed are staged in the pool, so that their `fsync` persists a
     /// few cache lines instead of flushing the device; they move to the
-    /// device later (`tier/stage.rs`). Default 32 KiB; 0 turns staging
+    /// device later (`inode/staging.rs`). Default 32 KiB; 0 turns staging
     /// off. Other pools ignore it.
     pub stage_max: u64,
 }

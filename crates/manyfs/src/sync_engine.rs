@@ -8,7 +8,9 @@
 //! 2. snapshots, per dirty inode and sub-log, the marks that would make
 //!    everything appended so far count (each sub-log's mutex briefly);
 //! 3. **barrier 1**: `msync` of the pool: every entry, data page, inode
-//!    record and log page those marks cover is durable;
+//!    record and log page those marks cover is durable (on a tiered `pm`
+//!    pool, where every other store was flushed when made: the device
+//!    flush and the blocks the appends recorded);
 //! 4. writes the marks, then **barrier 2** over the pages holding them;
 //! 5. only now frees what step 1 took: the state that no longer needs those
 //!    blocks, log entries and inode numbers is durable.
@@ -173,15 +175,17 @@ impl FsCore {
         if snaps.iter().all(|(m, _)| m.is_empty()) && pending.is_empty() && taken.is_empty() {
             return Ok(());
         }
-        // Barrier 1: everything the marks will cover.
-        self.media.sync_all()?;
+        // Barrier 1: everything the marks will cover (the whole pool in
+        // `file` mode; what the appends recorded on a tiered pm pool).
+        self.resolve_log_arrays(&mut taken);
+        self.media.sync_for_full_sync(&mut taken)?;
         let mut written = Vec::new();
         for (i, (marks, _)) in inodes.iter().zip(&snaps) {
             i.log
                 .apply_marks(&self.media, marks, MarkOrder::AfterBarrier, &mut written)?;
         }
         // Barrier 2: the marks.
-        self.media.sync_mark_pages(&mut written)?;
+        crate::log::durable::sync_mark_pages(&self.media, &mut written)?;
         // `sync_mark_pages` left `written` sorted.
         for (i, (marks, _)) in inodes.iter().zip(&snaps) {
             let confirmed: LogMarks = marks
@@ -286,7 +290,7 @@ impl FsCore {
                 .log
                 .apply_marks(&self.media, &marks, order, &mut written)?;
             // Barrier 2: the marks.
-            self.media.sync_mark_pages(&mut written)?;
+            crate::log::durable::sync_mark_pages(&self.media, &mut written)?;
             let confirmed: LogMarks = marks
                 .into_iter()
                 .filter(|m| written.binary_search(&m.1).is_ok())
@@ -306,7 +310,7 @@ impl FsCore {
                 // what the marks cover and the marks are both durable
                 // when this returns.
                 self.media.sync_block_ranges(&mut blocks)?;
-                self.media.sync_mark_pages(&mut written)?;
+                crate::log::durable::sync_mark_pages(&self.media, &mut written)?;
             }
             // Only the footers this barrier wrote are known durable now.
             let confirmed: LogMarks = marks
@@ -573,7 +577,7 @@ pub fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                     // the checkpoint below makes it durable and frees the
                     // pool blocks. A failure stays listed for next time.
                     if !core.media.has_failed()
-                        && let Err(e) = core.staging.destage_if_low(&core)
+                        && let Err(e) = crate::file::destage_if_low(&core)
                     {
                         tracing::warn!("destaging to the data device: {e}");
                     }

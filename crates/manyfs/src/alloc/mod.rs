@@ -29,7 +29,7 @@ pub enum Purpose {
     Data,
     /// Log pages and log arrays.
     Meta,
-    /// File data staged in the pool of a tiered pool (`tier/stage.rs`):
+    /// File data staged in the pool of a tiered pool (`inode/staging.rs`):
     /// never takes one of the pool's allocators below a quarter of its
     /// blocks, which stay for logs and inode records.
     Staged,

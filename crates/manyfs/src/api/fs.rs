@@ -215,7 +215,7 @@ impl Fs {
     /// less than half free. Elsewhere nothing to do (0).
     pub fn destage(&self) -> Result<u64> {
         self.core.check_writable()?;
-        let moved = self.core.staging.destage_all(&self.core)?;
+        let moved = crate::file::destage_listed(&self.core)?;
         self.core.checkpoint()?;
         Ok(moved)
     }

@@ -124,7 +124,7 @@ pub fn append(core: &FsCore, inode: &Inode, buf: &[u8]) -> Result<u64> {
 #[derive(Clone, Copy)]
 enum Target {
     /// A write's own choice: the data device on a tiered pool (or staged
-    /// in the pool, `tier/stage.rs`), else the pool.
+    /// in the pool, `inode/staging.rs`), else the pool.
     Auto,
     /// The data device, copy-on-write, logged with this mtime (destaging
     /// rewrites bytes the file already holds: its mtime does not move).
@@ -376,8 +376,46 @@ fn write_locked(
     Ok(buf.len())
 }
 
+/// The commit thread's destaging pass (`inode/staging.rs`): when the
+/// pool is less than half free, [`destage_listed`]. Returns the pages
+/// moved.
+pub(crate) fn destage_if_low(core: &FsCore) -> Result<u64> {
+    if !core.staging.enabled() {
+        return Ok(0);
+    }
+    let pool = &core.blocks.pool;
+    if pool.free_blocks() * 2 >= pool.data_blocks() {
+        return Ok(0);
+    }
+    destage_listed(core)
+}
+
+/// Move every staged page of the files that staged any onto the device
+/// ([`destage`] each; the entries written become durable with the next
+/// sync). A file that fails stays listed for the next pass; the first
+/// error is returned after the others were tried.
+pub(crate) fn destage_listed(core: &FsCore) -> Result<u64> {
+    let mut moved = 0;
+    let mut first_err = None;
+    for ino in core.staging.take_listed() {
+        let Ok(inode) = core.get(ino) else { continue };
+        core.staging.unlist(&inode);
+        match destage(core, &inode) {
+            Ok(n) => moved += n,
+            Err(e) => {
+                core.staging.note_staged(&inode);
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(moved),
+    }
+}
+
 /// Move every page of `inode` whose data is staged in the pool onto the
-/// data device (`tier/stage.rs`): each run of such pages is read and
+/// data device (`inode/staging.rs`): each run of such pages is read and
 /// written again as a device write, under its range lock, with the file's
 /// mtime unchanged. The new entries become durable with the next sync,
 /// which then frees the pool blocks. Returns the pages moved.

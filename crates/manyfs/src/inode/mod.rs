@@ -3,6 +3,7 @@
 mod dir_data;
 mod file_data;
 mod names;
+mod staging;
 
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use dir_data::hash_name;
@@ -13,6 +14,7 @@ pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use names::NameTable;
+pub(crate) use staging::{FileStaging, Staging};
 
 use crate::layout::FileKind;
 use crate::log::InodeLog;
@@ -119,8 +121,8 @@ pub struct Inode {
     /// Set once the inode's space has been returned.
     pub freed: std::sync::atomic::AtomicBool,
     /// Staging of small synchronous writes on a tiered pool
-    /// (`tier/stage.rs`).
-    pub staging: crate::tier::FileStaging,
+    /// (`inode/staging.rs`).
+    pub staging: FileStaging,
 }
 
 impl Inode {

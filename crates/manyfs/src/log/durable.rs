@@ -98,6 +98,15 @@ pub fn mark_offset(page: u64) -> u64 {
     page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_MARK
 }
 
+/// A durability point for the footers of `pages`, log pages whose marks
+/// or checked counts were stored (left sorted and deduplicated): their
+/// whole pages in `file` mode, their footer line alone on a tiered `pm`
+/// pool, where every other store to a log page was flushed when made (an
+/// `fsync` then persists one line per marked page instead of 64).
+pub fn sync_mark_pages(media: &Media, pages: &mut Vec<u64>) -> Result<()> {
+    media.sync_page_lines(pages, LOG_FOOTER_OFFSET)
+}
+
 /// Byte offset of the checked count of log page `page`.
 pub fn checked_offset(page: u64) -> u64 {
     page * BLOCK_SIZE + LOG_FOOTER_OFFSET + FOOTER_CHECKED
@@ -305,7 +314,7 @@ impl InodeLog {
             }
             target
         };
-        media.sync_mark_pages(&mut vec![page])?;
+        sync_mark_pages(media, &mut vec![page])?;
         let mut sub = lock(self.sub(idx));
         if let Some(i) = Self::find_page(media, &sub, page) {
             let meta = &mut sub.meta[i];

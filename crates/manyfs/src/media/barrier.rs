@@ -54,16 +54,14 @@ impl Media {
         self.sync_block_ranges(&mut ranges)
     }
 
-    /// A durability point for log pages whose footers (durable marks,
-    /// checked counts) were stored without a flush; `pages` is left sorted
-    /// and deduplicated. In `file` mode the pages whole
-    /// ([`Media::sync_blocks`]: the page cache writes a page back whole). On
-    /// a tiered `pm` (or `dram`) pool only each page's footer line:
-    /// everything else on a log page (entries, link, zeroing) was flushed
-    /// when it was written, as every store is in `pm` mode, so an `fsync`
-    /// persists one line per mark page instead of 64. A no-op outside
-    /// `file` mode and tiered pools.
-    pub fn sync_mark_pages(&self, pages: &mut Vec<u64>) -> Result<()> {
+    /// A durability point for the cache line at `line_offset` of each of
+    /// `pages` (left sorted and deduplicated), the only line of each page
+    /// stored without a flush (a log page's footer: `log::durable`). In
+    /// `file` mode the pages whole ([`Media::sync_blocks`]: the page cache
+    /// writes a page back whole). On a tiered `pm` (or `dram`) pool only
+    /// that line of each page: every other store was flushed when it was
+    /// made, as in `pm` mode. A no-op outside `file` mode and tiered pools.
+    pub fn sync_page_lines(&self, pages: &mut Vec<u64>, line_offset: u64) -> Result<()> {
         if self.mode == Durability::File {
             return self.sync_blocks(pages);
         }
@@ -74,11 +72,26 @@ impl Media {
         pages.sort_unstable();
         pages.dedup();
         for &page in pages.iter() {
-            self.flush(
-                page * SYNC_UNIT + crate::layout::LOG_FOOTER_OFFSET,
-                super::CACHE_LINE,
-            )?;
+            self.flush(page * SYNC_UNIT + line_offset, super::CACHE_LINE)?;
         }
+        self.fence();
+        Ok(())
+    }
+
+    /// A full sync's first barrier. In `file` mode the whole pool
+    /// ([`Media::sync_all`]: the page cache keeps no order, and not every
+    /// store is recorded). On a tiered `pm`/`dram` pool the device, then
+    /// only `ranges`, the blocks the appends since the last sync recorded:
+    /// every other store to the pool was flushed when it was made (as in
+    /// `pm` mode), so a full sync costs what changed, not a flush of every
+    /// line of the pool. Counted as one full sync either way.
+    pub fn sync_for_full_sync(&self, ranges: &mut Vec<(u64, u64)>) -> Result<()> {
+        if self.mode == Durability::File || self.device.is_none() {
+            return self.sync_all();
+        }
+        self.flush_device()?;
+        self.persisted.add([0, 0, 0, 1]);
+        self.sync_block_ranges(ranges)?;
         self.fence();
         Ok(())
     }

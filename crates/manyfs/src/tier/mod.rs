@@ -29,13 +29,11 @@
 //! io_uring).
 //!
 //! On a pool of persistent memory, small writes to files that are synced
-//! are staged in the pool and moved to the device later (`stage.rs`), so
-//! that their `fsync` needs no device flush.
+//! are staged in the pool and moved to the device later
+//! (`inode/staging.rs`), so that their `fsync` needs no device flush.
 
 pub(crate) mod device;
-mod stage;
 mod uring;
 
 pub(crate) use device::Device;
 pub use device::{DeviceIo, DeviceStats};
-pub use stage::{FileStaging, Staging};

@@ -38,7 +38,7 @@
 //!
 //! **Destaging.** When the pool's free blocks fall below half of its data
 //! blocks, the commit thread rewrites every staged page of the files that
-//! staged any onto the device ([`crate::file::destage`]: under the page's
+//! staged any onto the device (`file::destage`: under the page's
 //! range lock, the same bytes written as a device write, the file's mtime
 //! unchanged), just before its full sync, which makes the device copies
 //! and their entries durable and then frees the pool blocks. Staged data
@@ -47,10 +47,8 @@
 //!
 //! [`MountOptions::stage_max`]: crate::MountOptions::stage_max
 
-use crate::Durability;
-use crate::core::FsCore;
-use crate::error::Result;
-use crate::inode::Inode;
+use super::Inode;
+use crate::media::Durability;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -131,43 +129,15 @@ impl Staging {
         }
     }
 
-    /// The commit thread's pass: when the pool is less than half free,
-    /// move every staged page of the listed files to the device. Returns
-    /// the pages moved. A file that fails stays listed for the next pass.
-    pub(crate) fn destage_if_low(&self, core: &FsCore) -> Result<u64> {
-        if !self.enabled() {
-            return Ok(0);
-        }
-        let pool = &core.blocks.pool;
-        if pool.free_blocks() * 2 >= pool.data_blocks() {
-            return Ok(0);
-        }
-        self.destage_all(core)
+    /// Take the list of files with staged pages (a destaging pass); each
+    /// is unlisted, so that a write staging after this lists it again.
+    pub(crate) fn take_listed(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.files.lock())
     }
 
-    /// Move every staged page of the listed files to the device (the
-    /// entries written are made durable by the next sync).
-    pub fn destage_all(&self, core: &FsCore) -> Result<u64> {
-        let files = std::mem::take(&mut *self.files.lock());
-        let mut moved = 0;
-        let mut first_err = None;
-        for ino in files {
-            let Ok(inode) = core.get(ino) else { continue };
-            // Unlisted first: a write that stages after this point lists
-            // the file again.
-            inode.staging.listed.store(false, Ordering::Release);
-            match crate::file::destage(core, &inode) {
-                Ok(n) => moved += n,
-                Err(e) => {
-                    self.note_staged(&inode);
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(moved),
-        }
+    /// Unlist `inode` (its pass is about to run).
+    pub(crate) fn unlist(&self, inode: &Inode) {
+        inode.staging.listed.store(false, Ordering::Release);
     }
 }
 
@@ -175,16 +145,16 @@ impl Staging {
 /// bytes a file may stage between two of its syncs.
 const SYNC_BUDGET_WRITES: u64 = 4;
 
-/// Per-file staging state ([`Inode::staging`]).
+/// Per-file staging state ([`Inode::staging`](super::Inode::staging)).
 #[derive(Default)]
 pub struct FileStaging {
     /// The file's last sync that had anything to persist was small (at
     /// most the staging budget): its small writes are staged.
-    small_syncs: AtomicBool,
+    pub(crate) small_syncs: AtomicBool,
     /// Bytes staged since the file's last sync.
-    staged_since_sync: AtomicU64,
+    pub(crate) staged_since_sync: AtomicU64,
     /// The file is on the mount's list of files to destage.
-    listed: AtomicBool,
+    pub(crate) listed: AtomicBool,
     /// Pool blocks of this file's pages that later writes of this file
     /// superseded: free once this file's log up to those writes is
     /// durable (taken before a sync's snapshot, freed after its marks).
