@@ -83,8 +83,8 @@ pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;
 pub use media::{Durability, PersistStats};
 pub use options::{
-    BandwidthCap, Checkpoint, DEFAULT_STAGE_MAX, MAX_DIR_SHARDS, MkfsOptions, MountOptions,
-    Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
+    BandwidthCap, Checkpoint, DEFAULT_STAGE_MAX, MAX_DIR_SHARDS, MAX_STAGE_MAX, MkfsOptions,
+    MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
 };
 pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
 pub use tier::{DeviceIo, DeviceStats};

@@ -89,6 +89,9 @@ pub struct MountOptions {
 /// The default [`MountOptions::stage_max`].
 pub const DEFAULT_STAGE_MAX: u64 = 32 << 10;
 
+/// The largest [`MountOptions::stage_max`]: staging is for small writes.
+pub const MAX_STAGE_MAX: u64 = 64 << 20;
+
 /// The most name shards a directory may have ([`MountOptions::dir_shards`]).
 pub const MAX_DIR_SHARDS: usize = 1024;
 
@@ -241,6 +244,12 @@ impl MountOptions {
         {
             return Err(crate::Error::InvalidArgument(format!(
                 "{n} shards per directory: must be a power of two from 1 to {MAX_DIR_SHARDS}"
+            )));
+        }
+        if self.stage_max > MAX_STAGE_MAX {
+            return Err(crate::Error::InvalidArgument(format!(
+                "stage_max {} bytes: at most {MAX_STAGE_MAX}",
+                self.stage_max
             )));
         }
         self.placement_config.validate()?;

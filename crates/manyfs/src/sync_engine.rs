@@ -245,7 +245,7 @@ impl FsCore {
         // Pool blocks this file's writes superseded: taken before the
         // snapshot (the writes are in it), free once its marks are durable.
         let superseded = inode.staging.take_superseded();
-        let result = self.sync_one_locked(inode, &mut synced_incarnation);
+        let result = self.sync_one_locked(inode, &mut synced_incarnation, !superseded.is_empty());
         for b in superseded {
             match result {
                 Ok(_) => self.blocks.free(b, 1),
@@ -259,12 +259,18 @@ impl FsCore {
         &self,
         inode: &crate::inode::Inode,
         synced_incarnation: &mut u64,
+        frees_blocks: bool,
     ) -> Result<u64> {
         let incarnation = inode.log.incarnation();
         // Size changes counted now have their entries in the snapshot.
         let sizes = inode.size_changes.load(Ordering::Acquire);
         let mut blocks = Vec::new();
-        let mut ordered = false;
+        // Freeing superseded blocks needs the checked counts raised too
+        // (only the two-barrier order does that): recovery verifies the
+        // data of an entry above its page's checked count, and a reused
+        // block would fail it and end the sub-log there, dropping every
+        // later entry, synced ones included.
+        let mut ordered = frees_blocks;
         let marks = inode.log.snapshot_for_sync(&mut blocks, &mut ordered);
         self.resolve_log_arrays(&mut blocks);
         let covered = blocks.iter().map(|&(s, e)| e - s).sum();

@@ -758,3 +758,41 @@ fn staging_follows_the_files_sync_pattern() {
     drop(f);
     fs.unmount().unwrap();
 }
+
+/// Destaging skips a file that is unlinked but still open (its space is
+/// freed at the last close, not moved), and a `stage_max` beyond the
+/// bound is refused.
+#[test]
+fn destage_skips_unlinked_files_and_stage_max_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _data, fs) = mkfs_tier(dir.path(), 16 * MIB, Durability::Dram);
+    let f = open_rw(&fs, "/gone");
+    f.write_at(&content(1, 4096), 0).unwrap();
+    f.sync_data().unwrap();
+    f.write_at(&content(2, 4096), 0).unwrap();
+    f.sync_data().unwrap();
+    let kept = open_rw(&fs, "/kept");
+    kept.write_at(&content(3, 4096), 0).unwrap();
+    kept.sync_data().unwrap();
+    kept.write_at(&content(4, 4096), 0).unwrap();
+    kept.sync_data().unwrap();
+    fs.remove_file("/gone").unwrap();
+    // Only the linked file's staged page moves.
+    assert_eq!(fs.destage().unwrap(), 1);
+    let mut got = vec![0u8; 4096];
+    f.read_at(&mut got, 0).unwrap();
+    assert!(
+        got == content(2, 4096),
+        "the open, unlinked file still reads"
+    );
+    drop(f);
+    drop(kept);
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let too_big = MountOptions {
+        stage_max: manyfs::MAX_STAGE_MAX + 1,
+        ..opts(Durability::Dram)
+    };
+    assert!(matches!(too_big.validate(), Err(Error::InvalidArgument(_))));
+}

@@ -126,9 +126,10 @@ enum Target {
     /// A write's own choice: the data device on a tiered pool (or staged
     /// in the pool, `inode/staging.rs`), else the pool.
     Auto,
-    /// The data device, copy-on-write, logged with this mtime (destaging
-    /// rewrites bytes the file already holds: its mtime does not move).
-    Device { mtime_ns: u64 },
+    /// The data device, copy-on-write, logged with no mtime (destaging
+    /// rewrites bytes the file already holds: its mtime does not move, and
+    /// an mtime set meanwhile by `utimes` stays).
+    Device,
 }
 
 fn write_locked(
@@ -275,7 +276,7 @@ fn write_locked(
     let now = crate::time::now_ns();
     let mtime_ns = match target {
         Target::Auto => now,
-        Target::Device { mtime_ns } => mtime_ns,
+        Target::Device => 0,
     };
     let extends = end > size_now;
     let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
@@ -313,7 +314,7 @@ fn write_locked(
         }
     };
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch {
+    if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch && mtime_ns != 0 {
         // An attribute change was logged while this write was in flight:
         // recovery ignores this entry's mtime (its epoch is older), and the
         // attribute entry may predate it. Log the mtime the inode now shows.
@@ -346,13 +347,6 @@ fn write_locked(
         }
         core.release_later(inode, m.entry, 1);
     }
-    if extents
-        .iter()
-        .any(|&(b, _)| !core.media.on_data_device(b * PAGE))
-        && stage
-    {
-        core.staging.note_staged(inode);
-    }
     if extends {
         let last = *locs.last().expect("one entry per extent");
         f.size.fetch_max(end, Ordering::AcqRel);
@@ -372,6 +366,15 @@ fn write_locked(
                 }
             }
         }
+    }
+    // Listed after the size covers the pages: a destaging pass that
+    // unlisted the file before this reads a size that includes them.
+    if stage
+        && extents
+            .iter()
+            .any(|&(b, _)| !core.media.on_data_device(b * PAGE))
+    {
+        core.staging.note_staged(inode);
     }
     Ok(buf.len())
 }
@@ -398,10 +401,16 @@ pub(crate) fn destage_listed(core: &FsCore) -> Result<u64> {
     let mut moved = 0;
     let mut first_err = None;
     for ino in core.staging.take_listed() {
+        // A number freed (and perhaps reused by a directory) since it was
+        // listed has nothing staged to move.
         let Ok(inode) = core.get(ino) else { continue };
+        if inode.file.is_none() {
+            continue;
+        }
         core.staging.unlist(&inode);
         match destage(core, &inode) {
             Ok(n) => moved += n,
+            Err(crate::Error::NotFound(_)) => {}
             Err(e) => {
                 core.staging.note_staged(&inode);
                 first_err.get_or_insert(e);
@@ -423,45 +432,59 @@ pub(crate) fn destage(core: &FsCore, inode: &Inode) -> Result<u64> {
     /// The most pages one rewrite moves (one device transfer).
     const RUN_PAGES: u64 = MAX_RUN as u64 / PAGE;
     let f = inode.file()?;
+    // A user of the inode, as an open file is: its last close cannot free
+    // its blocks and log under the rewrite.
+    inode.pin()?;
+    struct Unpin<'a>(&'a FsCore, &'a Inode);
+    impl Drop for Unpin<'_> {
+        fn drop(&mut self) {
+            self.0.unpin(self.1);
+        }
+    }
+    let _pin = Unpin(core, inode);
+    if inode.attrs.lock().nlink == 0 {
+        return Ok(0);
+    }
     let _gate = core.writer_gate();
     let _t = f.truncate_lock.read();
-    let staged = |pg: u64| {
-        let b = f.index.lookup(pg).block;
-        b != 0 && !core.media.on_data_device(b * PAGE)
-    };
+    let on_pool = |b: u64| b != 0 && !core.media.on_data_device(b * PAGE);
+    // The staged pages (in page order), in runs of neighbours: the index's
+    // mapped pages, not every page up to the size (a sparse file).
+    let staged: Vec<u64> = (f.index.mapped().into_iter())
+        .filter(|&(_, m)| on_pool(m.block))
+        .map(|(pg, _)| pg)
+        .collect();
     let mut moved = 0;
-    let mut pg = 0;
-    // The size cannot shrink while the truncate lock is held shared.
-    let size = f.size();
-    let pages = size.div_ceil(PAGE);
-    while pg < pages {
-        if !staged(pg) {
-            pg += 1;
+    let mut i = 0;
+    while i < staged.len() {
+        let first = staged[i];
+        let mut next = first;
+        while i < staged.len() && staged[i] == next && next - first < RUN_PAGES {
+            next += 1;
+            i += 1;
+        }
+        // Whole pages locked (a byte-range lock must keep an append into
+        // the last page out); the size read under the lock (it only grows
+        // while the truncate lock is held shared).
+        let _r = RangeGuard::new(&*f.lock, first * PAGE, next * PAGE, Access::Write);
+        let (off, end) = (first * PAGE, (next * PAGE).min(f.size()));
+        if off >= end {
             continue;
         }
-        let first = pg;
-        while pg < pages && pg - first < RUN_PAGES && staged(pg) {
-            pg += 1;
-        }
-        let (off, end) = (first * PAGE, (pg * PAGE).min(size));
-        let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
         // Under the lock the pages cannot change; one may have been
         // rewritten (to the device or the pool) since the scan.
         let mut buf = vec![0u8; (end - off) as usize];
         let mut reads: SmallVec<[(u64, &mut [u8]); 4]> = SmallVec::new();
-        for (i, chunk) in buf.chunks_mut(PAGE as usize).enumerate() {
-            let b = f.index.lookup(first + i as u64).block;
+        for (k, chunk) in buf.chunks_mut(PAGE as usize).enumerate() {
+            let b = f.index.lookup(first + k as u64).block;
             if b != 0 {
                 reads.push((b * PAGE, chunk));
             }
         }
         core.media.read_batch(&mut reads)?;
         drop(reads);
-        // The mtime the file shows (as `stat` computes it).
-        let logged = inode.attrs.lock().mtime_ns;
-        let mtime_ns = logged.max(inode.log.last_mtime_ns());
-        write_locked(core, inode, f, &buf, off, end, Target::Device { mtime_ns })?;
-        moved += pg - first;
+        write_locked(core, inode, f, &buf, off, end, Target::Device)?;
+        moved += next - first;
     }
     Ok(moved)
 }
