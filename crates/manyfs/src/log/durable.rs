@@ -193,7 +193,17 @@ impl InodeLog {
             sub.unsynced.clear();
             *ordered |= std::mem::take(&mut sub.ordered_deps);
             let n = sub.pages.len();
-            for i in 0..n {
+            // Skip the settled prefix, and extend it (never to the tail).
+            while (sub.settled as usize) + 1 < n && {
+                let m = &sub.meta[sub.settled as usize];
+                m.marked == m.used as u32 | MARK_SEALED
+                    && m.footer_durable
+                    && m.checked == m.used as u32
+            } {
+                sub.settled += 1;
+            }
+            let first = (sub.settled as usize).min(n);
+            for i in first..n {
                 let mark = if i + 1 < n {
                     sub.meta[i].used as u32 | MARK_SEALED
                 } else {
@@ -334,7 +344,9 @@ impl InodeLog {
         while i < marks.len() {
             let idx = marks[i].0;
             let mut sub = lock(self.sub(idx));
-            let mut hint = 0;
+            // Marks name pages after the settled prefix (the snapshot
+            // skipped it): search from there, wrapping around.
+            let mut hint = (sub.settled as usize).min(sub.pages.len());
             while i < marks.len() && marks[i].0 == idx {
                 let (_, page, mark) = marks[i];
                 i += 1;

@@ -148,6 +148,12 @@ pub struct SubLog {
     /// Appends to let pass before looking at held pages again (amortises
     /// the retries over the appends).
     dead_skip: u32,
+    /// Leading pages of `pages` that need no mark any more: sealed, their
+    /// final mark and checked count stored and their footer durable. Such
+    /// a page never needs one again, so a sync's snapshot starts after
+    /// them instead of walking a chain that grows with every append until
+    /// a full sync lets the collector unlink dead pages.
+    pub(crate) settled: u32,
     /// Recovered chain not yet searched for pages that were dead at mount
     /// (searched once, at the first release of a page of this sub-log).
     scan_all: bool,
@@ -988,6 +994,7 @@ impl InodeLog {
         for g in guards.iter_mut() {
             old.append(&mut g.pages);
             g.meta.clear();
+            g.settled = 0;
             g.next_slot = 0;
             g.dead_held = 0;
             g.dead_skip = 0;
@@ -1156,6 +1163,9 @@ impl InodeLog {
         }
         sub.pages.remove(i);
         sub.meta.remove(i);
+        if i < sub.settled as usize {
+            sub.settled -= 1;
+        }
         space.retire_block(page);
         self.note_dirty(space);
         Ok(())
