@@ -577,18 +577,29 @@ pub fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 std::thread::sleep(step);
                 waited += step;
                 let Some(core) = weak.upgrade() else { return };
-                if waited >= interval {
+                if core.media.has_failed() {
+                    continue;
+                }
+                // A pool that staging fills is not left until the interval:
+                // a checkpoint first frees what waits for a sync (superseded
+                // blocks, dead log pages); staged data moves to the device
+                // only if that was not enough, and the next checkpoint
+                // makes the move durable and frees its pool blocks.
+                let low = crate::file::pool_low(&core);
+                if waited >= interval || low {
                     waited = std::time::Duration::ZERO;
-                    // Staged data onto the device when the pool runs low;
-                    // the checkpoint below makes it durable and frees the
-                    // pool blocks. A failure stays listed for next time.
-                    if !core.media.has_failed()
-                        && let Err(e) = crate::file::destage_if_low(&core)
-                    {
-                        tracing::warn!("destaging to the data device: {e}");
-                    }
-                    if core.sync_engine.has_work() && !core.media.has_failed() {
+                    if core.sync_engine.has_work() {
                         let _ = core.checkpoint();
+                    }
+                    if crate::file::pool_low(&core) {
+                        match crate::file::destage_listed(&core) {
+                            Ok(0) => {}
+                            Ok(_) => {
+                                let _ = core.checkpoint();
+                            }
+                            // A file that failed stays listed.
+                            Err(e) => tracing::warn!("destaging to the data device: {e}"),
+                        }
                     }
                 }
             }

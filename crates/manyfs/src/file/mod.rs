@@ -379,18 +379,12 @@ fn write_locked(
     Ok(buf.len())
 }
 
-/// The commit thread's destaging pass (`inode/staging.rs`): when the
-/// pool is less than half free, [`destage_listed`]. Returns the pages
-/// moved.
-pub(crate) fn destage_if_low(core: &FsCore) -> Result<u64> {
-    if !core.staging.enabled() {
-        return Ok(0);
-    }
+/// Whether staging has the pool less than half free: the commit thread
+/// then checkpoints, and destages ([`destage_listed`]) if that was not
+/// enough (`inode/staging.rs`).
+pub(crate) fn pool_low(core: &FsCore) -> bool {
     let pool = &core.blocks.pool;
-    if pool.free_blocks() * 2 >= pool.data_blocks() {
-        return Ok(0);
-    }
-    destage_listed(core)
+    core.staging.enabled() && pool.free_blocks() * 2 < pool.data_blocks()
 }
 
 /// Move every staged page of the files that staged any onto the device
