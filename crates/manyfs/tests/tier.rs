@@ -766,16 +766,17 @@ fn staging_follows_the_files_sync_pattern() {
 fn destage_skips_unlinked_files_and_stage_max_is_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let (pool, _data, fs) = mkfs_tier(dir.path(), 16 * MIB, Durability::Dram);
-    let f = open_rw(&fs, "/gone");
-    f.write_at(&content(1, 4096), 0).unwrap();
-    f.sync_data().unwrap();
-    f.write_at(&content(2, 4096), 0).unwrap();
-    f.sync_data().unwrap();
-    let kept = open_rw(&fs, "/kept");
-    kept.write_at(&content(3, 4096), 0).unwrap();
-    kept.sync_data().unwrap();
-    kept.write_at(&content(4, 4096), 0).unwrap();
-    kept.sync_data().unwrap();
+    // A page written to the device, synced, then staged and synced.
+    let staged_page = |path: &str, first: usize| {
+        let f = open_rw(&fs, path);
+        for i in [first, first + 1] {
+            f.write_at(&content(i, 4096), 0).unwrap();
+            f.sync_data().unwrap();
+        }
+        f
+    };
+    let f = staged_page("/gone", 1);
+    let kept = staged_page("/kept", 3);
     fs.remove_file("/gone").unwrap();
     // Only the linked file's staged page moves.
     assert_eq!(fs.destage().unwrap(), 1);
