@@ -86,7 +86,9 @@ pub use options::{
     BandwidthCap, Checkpoint, DEFAULT_STAGE_MAX, MAX_DIR_SHARDS, MAX_STAGE_MAX, MkfsOptions,
     MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
 };
-pub use placement::{PlacementConfig, PlacementDecision, PlacementPolicy, ThreadPlacement};
+pub use placement::{
+    PlacementConfig, PlacementDecision, PlacementPolicy, PlacementWindow, ThreadPlacement,
+};
 pub use tier::{DeviceIo, DeviceStats};
 pub use topology::{Topology, TopologySpec};
 pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};

@@ -1,12 +1,18 @@
 //! Thread placement on an emulated two-node machine (`topology=2x1`: real
 //! CPU 0 is node 0, real CPU 1 is node 1; member 1 of the pool is node 1's
 //! memory): a thread on node 0 that keeps reading data held by node 1 is
-//! moved to node 1's CPU within two windows, and gets its own mask back
-//! when the mount goes away; `advise` only reports.
+//! moved to node 1's CPU within two windows when its own mask (as the
+//! planner first saw it) has that CPU, and gets the mask it had back when
+//! the mount goes away; a thread whose own mask has no CPU of node 1 is
+//! not moved and the report says why; `advise` only reports.
+//!
+//! The tests that need real CPUs 0 and 1 are skipped with the reason
+//! printed where this process may not use both, except under `CI=true`,
+//! where they fail.
 
 mod common;
 
-use common::within;
+use common::{in_ci, within};
 use manyfs::{
     Fs, MkfsOptions, MountOptions, PlacementConfig, PlacementPolicy, PoolMember, ThreadPlacement,
     TopologySpec,
@@ -41,11 +47,15 @@ fn pin(cpu: usize) {
     assert_eq!(rc, 0, "pin to CPU {cpu}");
 }
 
-fn two_cpus() -> bool {
+/// Whether this process may use real CPUs 0 and 1; if not, the test is
+/// skipped with the reason printed, or fails under `CI=true`.
+fn two_cpus(test: &str) -> bool {
     let cpus = affinity();
     let ok = cpus.contains(&0) && cpus.contains(&1);
     if !ok {
-        eprintln!("skipped: needs real CPUs 0 and 1, have {cpus:?}");
+        let why = format!("needs real CPUs 0 and 1, have {cpus:?}");
+        assert!(!in_ci(), "{test}: {why} (CI=true: may not be skipped)");
+        eprintln!("SKIPPED {test}: {why}");
     }
     ok
 }
@@ -105,6 +115,24 @@ fn read_all(fs: &Fs, buf: &mut [u8]) {
     assert!(buf.iter().all(|&b| b == 7));
 }
 
+/// Read 4 KiB of `/data` with the mask the thread has (short of the
+/// read dominance), and wait until the planner has seen the thread (the
+/// end of the window the read was in): its own mask as first seen is
+/// then the one it has now.
+fn be_seen(fs: &Fs) {
+    let f = manyfs::OpenOptions::new()
+        .read(true)
+        .open(fs, "/data")
+        .unwrap();
+    let first = fs.placement_window();
+    assert_eq!(f.read_at(&mut [0u8; 4096], 0).unwrap(), 4096);
+    let start = Instant::now();
+    while fs.placement_window() <= first + 1 {
+        assert!(start.elapsed() < Duration::from_secs(30), "windows stalled");
+        std::thread::sleep(WINDOW / 10);
+    }
+}
+
 /// On node 0's CPU, read all of `/data` again and again until `done`
 /// (given the thread's id); returns that id and how long it took.
 fn read_from_node0_until(fs: &Fs, what: &str, done: impl Fn(&Fs, i32) -> bool) -> (i32, Duration) {
@@ -122,7 +150,7 @@ fn read_from_node0_until(fs: &Fs, what: &str, done: impl Fn(&Fs, i32) -> bool) -
 
 #[test]
 fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
-    if !two_cpus() {
+    if !two_cpus("a_remote_reader_moves_to_its_data_and_gets_its_mask_back") {
         return;
     }
     within(Duration::from_secs(60), "placement migrate", || {
@@ -132,6 +160,8 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
         let (dropped_tx, dropped_rx) = mpsc::channel::<()>();
         let reader_fs = fs.clone();
         let reader = std::thread::spawn(move || {
+            // First seen with both CPUs in its mask, then on node 0 only.
+            be_seen(&reader_fs);
             let first_window = reader_fs.placement_window();
             let (tid, took) = read_from_node0_until(&reader_fs, "moved", |_, _| affinity() == [1]);
             drop(reader_fs);
@@ -169,8 +199,56 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
 }
 
 #[test]
+fn a_reader_whose_own_mask_has_no_cpu_of_its_data_is_not_moved_and_told_why() {
+    if !two_cpus("a_reader_whose_own_mask_has_no_cpu_of_its_data_is_not_moved") {
+        return;
+    }
+    within(Duration::from_secs(60), "placement own mask", || {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Migrate);
+        let reader_fs = fs.clone();
+        let reader = std::thread::spawn(move || {
+            // Pinned to node 0 before its first read: first seen so.
+            let (tid, _) = read_from_node0_until(&reader_fs, "told", |fs, tid| {
+                fs.placement_report().iter().any(|d| d.tid == tid)
+            });
+            // Some more windows of remote reads: still not moved, told once.
+            let w = reader_fs.placement_window();
+            let _ = read_from_node0_until(&reader_fs, "past more windows", |fs, _| {
+                fs.placement_window() > w + 3
+            });
+            (tid, affinity())
+        });
+        let (tid, mask) = reader.join().unwrap();
+        assert_eq!(mask, [0], "not moved outside its own mask");
+        let report = fs.placement_report();
+        let mine: Vec<_> = report.iter().filter(|d| d.tid == tid).collect();
+        assert_eq!(mine.len(), 1, "told once: {report:?}");
+        let d = mine[0];
+        assert_eq!((d.from, d.to, d.applied), (0, 1, false), "{d:?}");
+        assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
+        let why = d.error.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("own CPU mask [0] has no CPU on node 1"),
+            "{d:?}"
+        );
+        // The window log shows it too.
+        let line = fs
+            .placement_windows_after(0)
+            .into_iter()
+            .find(|w| w.decisions.contains(d))
+            .expect("its window is kept")
+            .to_string();
+        assert!(
+            line.contains(&format!("tid {tid} node 0 -> 1 (read locality) not moved")),
+            "{line}"
+        );
+    });
+}
+
+#[test]
 fn advise_reports_and_moves_nothing() {
-    if !two_cpus() {
+    if !two_cpus("advise_reports_and_moves_nothing") {
         return;
     }
     within(Duration::from_secs(60), "placement advise", || {
@@ -178,6 +256,7 @@ fn advise_reports_and_moves_nothing() {
         let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Advise);
         let reader_fs = fs.clone();
         let reader = std::thread::spawn(move || {
+            be_seen(&reader_fs);
             let (tid, _) = read_from_node0_until(&reader_fs, "advised", |fs, tid| {
                 fs.placement_report().iter().any(|d| d.tid == tid)
             });

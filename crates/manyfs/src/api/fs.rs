@@ -166,6 +166,13 @@ impl Fs {
         self.core.placement.report()
     }
 
+    /// The thread-placement windows planned after window `after` (0: all
+    /// kept, the last [`crate::placement::REPORT_LEN`]), oldest first: what
+    /// each saw and decided, one [`std::fmt::Display`] line each.
+    pub fn placement_windows_after(&self, after: u64) -> Vec<crate::placement::PlacementWindow> {
+        self.core.placement.windows_after(after)
+    }
+
     /// With an observer attached ([`Fs::mount_observed`]): pass it the
     /// workload marker `tag` ([`crate::media::PersistObserver::on_note`]).
     /// Without one: nothing.

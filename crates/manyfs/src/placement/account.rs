@@ -2,35 +2,64 @@
 //! and which files it touched, with no cache line shared between threads
 //! on the I/O path.
 //!
-//! Each thread that does I/O on a mount gets one [`ThreadStats`] (its own
-//! cache lines), registered once in the mount's registry, which the planner
-//! reads. Only the owning thread writes its counters (Relaxed atomics with a
-//! single writer: plain stores, no locked instructions); the planner only
+//! Each thread that does I/O on a mount gets one [`ThreadStats`], registered
+//! once in the mount's registry, which the planner reads. Every line its
+//! owner writes is its own by construction: the struct is [`CachePadded`]
+//! (aligned to and a multiple of the padding), and the per-node counters
+//! live in a slice of [`CachePadded`] lines, [`COUNTERS_PER_LINE`] to a
+//! line, so no allocation of anyone else can share one of them. Only the
+//! owning thread writes its counters (Relaxed atomics with a single
+//! writer: a load and a store, no locked instructions); the planner only
 //! loads them. When thread placement is off, [`Tracker::read`] and
 //! [`Tracker::wrote`] cost one predictable branch.
+//!
+//! A thread that does I/O for another one (a FUSE daemon's worker serving
+//! a request) accounts it to that thread with [`on_behalf_of`]: it then
+//! owns a separate [`ThreadStats`] for each thread it serves, whose
+//! [`ThreadStats::tid`] is the served thread's, so the single-writer rule
+//! still holds; the planner adds up the stats of one thread id.
 
+use super::affinity;
 use crossbeam_utils::CachePadded;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// Files remembered per thread and window (the first ones touched).
 pub const FILES_PER_WINDOW: usize = 16;
 
-/// One thread's counters on one mount.
+/// Per-node counters on one padded line of a [`ThreadStats`].
+pub const COUNTERS_PER_LINE: usize = 8;
+
+/// Threads one thread keeps stats for on behalf of others, per mount: past
+/// it, the stats registered first are dropped.
+pub const SERVED_PER_THREAD: usize = 64;
+
+/// One padded line of counters.
+type Line = CachePadded<[AtomicU64; COUNTERS_PER_LINE]>;
+
+/// One thread's counters on one mount, written by one thread only.
 #[derive(Debug)]
 pub struct ThreadStats {
-    /// Kernel thread id.
+    /// Kernel thread id of the thread accounted.
     pub tid: i32,
-    /// Bytes read from data on each node, since registration.
-    read: Box<[AtomicU64]>,
-    /// Bytes written to each node, since registration.
-    written: Box<[AtomicU64]>,
+    /// When that thread started (`stat` field 22, clock ticks after boot),
+    /// if it could be read: tells it from a later thread given the same id.
+    pub start: Option<u64>,
+    /// Whether another thread writes these counters on its behalf
+    /// ([`on_behalf_of`]).
+    pub served: bool,
+    /// Nodes counted.
+    nodes: usize,
+    /// Bytes read from data on each node (counter `n`) and written to each
+    /// node (counter `nodes + n`), since registration.
+    lines: Box<[Line]>,
     /// The window the file set belongs to.
     files_window: AtomicU64,
     /// Files touched in `files_window` (0: empty slot).
     files: [AtomicU64; FILES_PER_WINDOW],
-    /// Cleared when the thread exits.
+    /// Cleared when the thread that writes these counters stops writing
+    /// them (it exited, or dropped them).
     alive: AtomicBool,
 }
 
@@ -46,25 +75,39 @@ pub struct Counters {
 }
 
 impl ThreadStats {
-    fn new(tid: i32, nodes: usize) -> ThreadStats {
+    fn new(tid: i32, start: Option<u64>, served: bool, nodes: usize) -> ThreadStats {
+        let lines = (2 * nodes).div_ceil(COUNTERS_PER_LINE);
         ThreadStats {
             tid,
-            read: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
-            written: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            start,
+            served,
+            nodes,
+            lines: (0..lines)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
             files_window: AtomicU64::new(0),
             files: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(true),
         }
     }
 
-    /// Whether the thread still runs.
+    /// Counter `i` (reads of node `i`, or writes of node `i - nodes`).
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        &self.lines[i / COUNTERS_PER_LINE][i % COUNTERS_PER_LINE]
+    }
+
+    /// Whether its writer still writes it.
     pub fn alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }
 
     /// Cumulative counters, and the files of window `window`.
     pub fn counters(&self, window: u64) -> Counters {
-        let load = |v: &[AtomicU64]| v.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let load = |from: usize| {
+            (from..from + self.nodes)
+                .map(|i| self.counter(i).load(Ordering::Relaxed))
+                .collect()
+        };
         let files = if self.files_window.load(Ordering::Acquire) == window {
             self.files
                 .iter()
@@ -75,8 +118,8 @@ impl ThreadStats {
             Vec::new()
         };
         Counters {
-            read: load(&self.read),
-            written: load(&self.written),
+            read: load(0),
+            written: load(self.nodes),
             files,
         }
     }
@@ -108,6 +151,19 @@ impl ThreadStats {
                 _ => {}
             }
         }
+    }
+
+    /// The 64-byte lines of every atomic the owner writes.
+    #[cfg(test)]
+    fn owner_lines(&self) -> Vec<usize> {
+        let line = |a: &AtomicU64| a.as_ptr() as usize / 64;
+        let mut v: Vec<usize> = (0..2 * self.nodes).map(|i| line(self.counter(i))).collect();
+        v.push(line(&self.files_window));
+        v.extend(self.files.iter().map(line));
+        v.push(self.alive.as_ptr() as usize / 64);
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 }
 
@@ -143,13 +199,15 @@ pub struct Registry {
     nodes: usize,
     /// The current window (bumped by the planner: read-mostly).
     window: CachePadded<AtomicU64>,
-    /// Every thread registered, in registration order.
+    /// Every stats registered, in registration order.
     threads: parking_lot::Mutex<Vec<Arc<CachePadded<ThreadStats>>>>,
     ranges: NodeRanges,
 }
 
 impl Registry {
-    /// The threads registered (those that exited are dropped from it).
+    /// The stats registered, in registration order (those no longer
+    /// written are dropped from it). A thread served by several threads
+    /// has one per server.
     pub fn threads(&self) -> Vec<Arc<CachePadded<ThreadStats>>> {
         let mut t = self.threads.lock();
         t.retain(|s| s.alive());
@@ -177,9 +235,13 @@ impl Registry {
     }
 }
 
-/// A thread's slot for one mount.
+/// A thread's stats for one mount and one thread it accounts for.
 struct Slot {
     mount: u64,
+    /// The thread served ([`on_behalf_of`]); 0: the slot's own thread.
+    served: i32,
+    /// The window a served thread's identity was last checked in.
+    checked: u64,
     registry: Weak<Registry>,
     stats: Arc<CachePadded<ThreadStats>>,
 }
@@ -192,6 +254,26 @@ impl Drop for Slot {
 
 thread_local! {
     static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
+    /// Whom the calling thread's I/O is accounted to: 0 itself, a thread
+    /// id another thread, -1 nobody.
+    static SERVING: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Account the file I/O the calling thread does in `f` to thread `caller`
+/// instead of itself (a FUSE worker serving a request of `caller`), or to
+/// nobody when `caller` is `None` or not a thread id (a request the kernel
+/// makes on its own). Nests; the previous accounting is back when `f`
+/// returns or unwinds.
+pub fn on_behalf_of<R>(caller: Option<i32>, f: impl FnOnce() -> R) -> R {
+    struct Restore(i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = SERVING.try_with(|s| s.set(self.0));
+        }
+    }
+    let who = caller.filter(|&t| t > 0).unwrap_or(-1);
+    let _restore = Restore(SERVING.try_with(|s| s.replace(who)).unwrap_or(0));
+    f()
 }
 
 /// The calling thread's kernel id.
@@ -258,36 +340,65 @@ impl Tracker {
         let r = &self.registry;
         let node = r.ranges.node_of(block).min(r.nodes - 1);
         let window = r.window();
-        self.with_stats(|s| {
+        self.with_stats(window, |s| {
             if block != 0 {
-                let c = if write {
-                    &s.written[node]
-                } else {
-                    &s.read[node]
-                };
-                ThreadStats::add(c, bytes as u64);
+                let i = if write { s.nodes + node } else { node };
+                ThreadStats::add(s.counter(i), bytes as u64);
             }
             s.touch(ino, window);
         });
     }
 
-    /// Run `f` on the calling thread's stats for this mount, registering
-    /// it on first use.
-    fn with_stats(&self, f: impl FnOnce(&ThreadStats)) {
+    /// Run `f` on the stats the calling thread keeps for whom it serves
+    /// ([`on_behalf_of`]) on this mount, registering them on first use.
+    fn with_stats(&self, window: u64, f: impl FnOnce(&ThreadStats)) {
         let r = &self.registry;
         // A thread being torn down has no slots any more: skip accounting.
+        let served = SERVING.try_with(Cell::get).unwrap_or(-1);
+        if served < 0 {
+            return;
+        }
         let _ = SLOTS.try_with(|slots| {
             let mut slots = slots.borrow_mut();
-            if let Some(s) = slots.iter().rev().find(|s| s.mount == r.id) {
-                return f(&s.stats);
+            let found = slots
+                .iter()
+                .rposition(|s| s.mount == r.id && s.served == served);
+            if let Some(i) = found {
+                let s = &mut slots[i];
+                if served == 0 || s.checked == window {
+                    return f(&s.stats);
+                }
+                // Once a window, a served thread is checked to be the one
+                // its stats were made for: its id may have been reused.
+                s.checked = window;
+                if affinity::start_time(served) == s.stats.start {
+                    return f(&s.stats);
+                }
+                slots.remove(i);
             }
             // Slots of mounts gone are dropped here, not on the I/O path.
             slots.retain(|s| s.registry.strong_count() > 0);
-            let stats = Arc::new(CachePadded::new(ThreadStats::new(gettid(), r.nodes)));
+            if served != 0 {
+                let mine = |s: &Slot| s.mount == r.id && s.served != 0;
+                if slots.iter().filter(|s| mine(s)).count() >= SERVED_PER_THREAD
+                    && let Some(oldest) = slots.iter().position(mine)
+                {
+                    slots.remove(oldest);
+                }
+            }
+            let tid = if served == 0 { gettid() } else { served };
+            let stats = Arc::new(CachePadded::new(ThreadStats::new(
+                tid,
+                affinity::start_time(tid),
+                served != 0,
+                r.nodes,
+            )));
             r.threads.lock().push(stats.clone());
             f(&stats);
             slots.push(Slot {
                 mount: r.id,
+                served,
+                checked: window,
                 registry: Arc::downgrade(r),
                 stats,
             });
@@ -324,6 +435,9 @@ mod tests {
         let threads = t.registry().threads();
         assert!((1..=2).contains(&threads.len()));
         let me = threads.iter().find(|s| s.tid == gettid()).unwrap();
+        assert!(!me.served);
+        assert_eq!(me.start, affinity::start_time(gettid()));
+        assert!(me.start.is_some());
         let w = t.registry().window();
         let c = me.counters(w);
         assert_eq!((c.read, c.written), (vec![100, 4096], vec![10, 0]));
@@ -334,6 +448,96 @@ mod tests {
         t.read(7, 150, 1);
         assert_eq!(me.counters(w + 1).files, vec![7]);
         assert_eq!(me.counters(w + 1).read, vec![100, 4097]);
+    }
+
+    #[test]
+    fn no_two_threads_write_one_cache_line() {
+        // Nine nodes: the counters span three padded lines.
+        let t = Tracker::new(true, 9, NodeRanges::default());
+        std::thread::scope(|s| {
+            for i in 0..32 {
+                let t = &t;
+                s.spawn(move || t.read(i + 1, 0, 1));
+            }
+        });
+        // Served stats are separate from the server's own.
+        t.read(100, 0, 1);
+        on_behalf_of(Some(1), || t.read(100, 0, 1));
+        let all = t.registry.threads.lock().clone();
+        assert_eq!(all.len(), 34);
+        let mut owner = std::collections::HashMap::new();
+        for (i, s) in all.iter().enumerate() {
+            assert!(s.lines.len() >= 3);
+            for l in s.owner_lines() {
+                if let Some(j) = owner.insert(l, i) {
+                    panic!("stats {i} and {j} write line {l:#x}");
+                }
+            }
+        }
+        // Nor does the planner's side of an Arc (its reference counts).
+        let align = std::mem::align_of::<CachePadded<ThreadStats>>();
+        for s in &all {
+            let counts = (Arc::as_ptr(s) as usize - align) / 64;
+            assert!(!s.owner_lines().contains(&counts));
+        }
+    }
+
+    #[test]
+    fn served_threads_are_accounted_apart_and_nobody_is_not() {
+        let t = Tracker::new(true, 2, NodeRanges::new(vec![(0, 100, 0), (100, 200, 1)]));
+        let me = gettid();
+        // Our own process's id stands in for a caller: a live thread.
+        let caller = std::process::id() as i32;
+        on_behalf_of(Some(caller), || {
+            t.read(5, 150, 1000);
+            // Nested: back to ourselves, then to the caller again.
+            on_behalf_of(Some(me), || t.read(6, 150, 1));
+            t.wrote(5, 10, || 150);
+        });
+        on_behalf_of(None, || t.read(5, 150, 1 << 20));
+        on_behalf_of(Some(0), || t.read(5, 150, 1 << 20));
+        let r = std::panic::catch_unwind(|| on_behalf_of(Some(caller), || panic!("in a request")));
+        assert!(r.is_err());
+        t.read(7, 150, 2);
+        let w = t.registry().window();
+        let stats = t.registry().threads();
+        let of = |tid: i32, served: bool| {
+            let s: Vec<_> = stats
+                .iter()
+                .filter(|s| s.tid == tid && s.served == served)
+                .collect();
+            assert_eq!(s.len(), 1, "{tid} served={served}: {stats:?}");
+            s[0].counters(w)
+        };
+        let c = of(caller, true);
+        assert_eq!(
+            (c.read, c.written, c.files),
+            (vec![0, 1000], vec![0, 10], vec![5])
+        );
+        // The nested call and the call after the unwinding were ours.
+        if caller != me {
+            let own = of(me, false);
+            assert_eq!((own.read, own.files), (vec![0, 2], vec![7]));
+            assert_eq!(of(me, true).read, vec![0, 1]);
+        }
+        assert_eq!(stats.len(), if caller == me { 2 } else { 3 });
+    }
+
+    #[test]
+    fn a_server_keeps_a_bounded_number_of_served_threads() {
+        let t = Tracker::new(true, 1, NodeRanges::default());
+        // Ids of no live thread: their start time is unknown (None), as is
+        // the one recorded, so the stats stay usable.
+        let ids: Vec<i32> = (0..SERVED_PER_THREAD as i32 + 5)
+            .map(|i| i32::MAX - i)
+            .collect();
+        for &id in &ids {
+            on_behalf_of(Some(id), || t.read(1, 0, 1));
+        }
+        let live = t.registry().threads();
+        assert_eq!(live.len(), SERVED_PER_THREAD);
+        let kept: Vec<i32> = live.iter().map(|s| s.tid).collect();
+        assert_eq!(kept, ids[5..], "the first registered are dropped");
     }
 
     #[test]
@@ -351,6 +555,7 @@ mod tests {
         let t = Tracker::new(false, 2, NodeRanges::default());
         t.read(1, 5, 10);
         t.wrote(1, 10, || panic!("not asked when off"));
+        on_behalf_of(Some(1), || t.read(1, 5, 10));
         assert!(t.registry().threads().is_empty());
     }
 }

@@ -1,6 +1,7 @@
-//! The kernel's view of a thread: its CPU mask (`sched_getaffinity`,
-//! `sched_setaffinity`), the CPU it last ran on and its CPU time
-//! (`/proc/self/task/TID/{stat,schedstat}`).
+//! The kernel's view of a thread, of this process or another: its CPU
+//! mask (`sched_getaffinity`, `sched_setaffinity`), the CPU it last ran
+//! on, when it started and its CPU time (`/proc/TID/task/TID/{stat,
+//! schedstat}`).
 
 use crate::error::{Error, Result};
 
@@ -50,25 +51,40 @@ fn io_error(context: String) -> Error {
     }
 }
 
-/// Nanoseconds thread `tid` of this process has run (first field of its
-/// `schedstat`), or None if it is gone.
+/// The `/proc` file `name` of thread `tid`, of this process or another:
+/// `/proc/TID/task/TID` names a thread whatever its process.
+fn read_task(tid: i32, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tid}/task/{tid}/{name}")).ok()
+}
+
+/// Nanoseconds thread `tid` has run (first field of its `schedstat`), or
+/// None if it is gone.
 pub fn cpu_ns(tid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
+    read_task(tid, "schedstat")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
-/// The CPU thread `tid` of this process last ran on (field 39 of its
-/// `stat`), or None if it is gone.
-pub fn last_cpu(tid: i32) -> Option<usize> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    parse_last_cpu(&s)
+/// When thread `tid` started (field 22 of its `stat`, clock ticks after
+/// boot), or None if it is gone: a thread id reused later gets another.
+pub fn start_time(tid: i32) -> Option<u64> {
+    stat_field(&read_task(tid, "stat")?, 22)
 }
 
-/// Field 39 of a `stat` line; the command name (field 2) may hold spaces
-/// and parentheses, so counting starts after its last `)`.
-fn parse_last_cpu(stat: &str) -> Option<usize> {
+/// When thread `tid` started and the CPU it last ran on, from one read of
+/// its `stat`; None if it is gone.
+pub fn start_and_cpu(tid: i32) -> Option<(u64, usize)> {
+    let stat = read_task(tid, "stat")?;
+    Some((stat_field(&stat, 22)?, stat_field(&stat, 39)?))
+}
+
+/// Field `n` (from 3) of a `stat` line; the command name (field 2) may
+/// hold spaces and parentheses, so counting starts after its last `)`.
+fn stat_field<T: std::str::FromStr>(stat: &str, n: usize) -> Option<T> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(39 - 3)?.parse().ok()
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -84,7 +100,7 @@ mod tests {
             assert_eq!(get(tid).unwrap(), all);
             set(tid, &all[..1]).unwrap();
             assert_eq!(get(0).unwrap(), &all[..1]);
-            assert_eq!(last_cpu(tid), Some(all[0]));
+            assert_eq!(start_and_cpu(tid).map(|s| s.1), Some(all[0]));
             set(0, &all).unwrap();
             assert_eq!(get(0).unwrap(), all);
             assert!(set(0, &[1 << 20]).is_err());
@@ -92,6 +108,17 @@ mod tests {
             assert!(get(-5).is_err());
             assert!(cpu_ns(tid).is_some());
             assert_eq!(cpu_ns(-1), None);
+            // Another thread's start time is its own, and stays put.
+            let other = std::thread::spawn(|| {
+                let tid = crate::placement::account::gettid();
+                (tid, start_time(tid))
+            });
+            let me = start_time(tid);
+            assert!(me.is_some() && me == start_time(tid));
+            let (other, at) = other.join().unwrap();
+            assert!(at.is_some());
+            assert_ne!(other, tid);
+            assert_eq!(start_time(-1), None);
         });
     }
 
@@ -99,8 +126,10 @@ mod tests {
     fn stat_lines_with_odd_names_parse() {
         let fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
         let line = format!("123 (a) b (c) {}", fields.join(" "));
-        assert_eq!(parse_last_cpu(&line), Some(39));
-        assert_eq!(parse_last_cpu("123 (x) 1 2"), None);
-        assert_eq!(parse_last_cpu("garbage"), None);
+        assert_eq!(stat_field(&line, 39), Some(39u64));
+        assert_eq!(stat_field(&line, 22), Some(22u64));
+        assert_eq!(stat_field::<u64>("123 (x) 1 2", 39), None);
+        assert_eq!(stat_field::<u64>("garbage", 39), None);
+        assert_eq!(stat_field::<u64>(&line, 2), None);
     }
 }

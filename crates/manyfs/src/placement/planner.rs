@@ -36,7 +36,13 @@
 //!    thread touched in the same window is never moved for contention
 //!    (it still goes to its read target: sharers reading the same data
 //!    then meet on the node that holds it).
-//! 5. **Hysteresis.** A thread moved is not moved again for
+//! 5. **Own masks.** A thread is only sent to a node on which its own
+//!    CPU mask ([`ThreadSample::allowed`]) has a CPU. A move a rule wants
+//!    but the thread's mask forbids is not made and is listed in
+//!    [`Plan::blocked`] instead (read locality: its data's node; a
+//!    contention rule: the node it would have gone to, when its mask has
+//!    no other node to go to), so a report can say why it stayed.
+//! 6. **Hysteresis.** A thread moved is not moved again for
 //!    [`PlacementConfig::hold_windows`] windows, so a thread near the
 //!    dominance threshold or a contention limit does not bounce; the
 //!    dominance threshold itself is the other half of it (a thread
@@ -53,7 +59,8 @@ pub struct ThreadSample {
     pub tid: i32,
     /// The node it runs on now.
     pub node: usize,
-    /// The nodes it may run on (those with a CPU it is allowed).
+    /// The nodes it may be moved to: those with a CPU in its own CPU mask
+    /// (as it was when first seen).
     pub allowed: Vec<usize>,
     /// Bytes it read from data on each node.
     pub read: Vec<u64>,
@@ -124,7 +131,7 @@ impl State {
 }
 
 /// Why a thread is moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// To the node it reads most from.
     ReadLocality,
@@ -164,6 +171,9 @@ pub struct Plan {
     pub window: u64,
     /// The moves, at most one per thread.
     pub moves: Vec<Move>,
+    /// Moves a rule wanted that the thread's own mask forbids (no CPU of
+    /// its mask on the target node): not made.
+    pub blocked: Vec<Move>,
     /// The node found NVMM-contended, if any.
     pub nvmm_contended: Option<usize>,
     /// The node found CPU-contended, if any.
@@ -194,10 +204,19 @@ pub fn plan(snap: &Snapshot, policy: &Policy, state: &State) -> Plan {
     if policy.rules.read_locality() {
         let mut what_if = WhatIf::new(snap, policy);
         for (i, t) in threads.iter().enumerate() {
-            let target = read_target(t, cfg).filter(|&n| may_move[i] && allowed(i, n));
+            let target = read_target(t, cfg).filter(|&n| may_move[i] && n < nodes);
             let Some(n) = target.filter(|&n| n != t.node) else {
                 continue;
             };
+            if !allowed(i, n) {
+                out.blocked.push(Move {
+                    tid: t.tid,
+                    from: t.node,
+                    to: n,
+                    reason: Reason::ReadLocality,
+                });
+                continue;
+            }
             // A move the contention rules would undo is not made (sharers
             // are never moved for contention, so they always go).
             if sharer[i] || what_if.admits(i, n) {
@@ -209,10 +228,10 @@ pub fn plan(snap: &Snapshot, policy: &Policy, state: &State) -> Plan {
     let movable = |i: usize| may_move[i] && !sharer[i];
 
     if policy.rules.nvmm() {
-        out.nvmm_contended = balance_nvmm(snap, cfg, &mut at, &movable, &allowed);
+        out.nvmm_contended = balance_nvmm(snap, cfg, &mut at, &movable, &allowed, &mut out.blocked);
     }
     if policy.rules.cpu() && out.nvmm_contended.is_none() {
-        out.cpu_contended = balance_cpu(snap, cfg, &mut at, &movable, &allowed);
+        out.cpu_contended = balance_cpu(snap, cfg, &mut at, &movable, &allowed, &mut out.blocked);
     }
     out.moves = threads
         .iter()
@@ -380,6 +399,18 @@ fn sharers(threads: &[ThreadSample]) -> Vec<bool> {
         .collect()
 }
 
+/// A contention move of `t` to `to` (if any) that its own mask forbids.
+fn note_blocked(blocked: &mut Vec<Move>, t: &ThreadSample, to: Option<usize>, reason: Reason) {
+    if let Some(to) = to {
+        blocked.push(Move {
+            tid: t.tid,
+            from: t.node,
+            to,
+            reason,
+        });
+    }
+}
+
 /// Eq. 1-4: move writers off an NVMM-contended node; returns that node.
 fn balance_nvmm(
     snap: &Snapshot,
@@ -387,6 +418,7 @@ fn balance_nvmm(
     at: &mut [(usize, Option<Reason>)],
     movable: &impl Fn(usize) -> bool,
     allowed: &impl Fn(usize, usize) -> bool,
+    blocked: &mut Vec<Move>,
 ) -> Option<usize> {
     let nodes = snap.node_cpus.len();
     let threads = &snap.threads;
@@ -413,14 +445,27 @@ fn balance_nvmm(
             break;
         }
         let w = threads[i].writes() as f64;
-        let target = (0..nodes)
-            .filter(|&m| m != hot && allowed(i, m))
-            .min_by(|&a, &b| load[a].total_cmp(&load[b]));
+        let target = |mask: bool| {
+            (0..nodes)
+                .filter(|&m| m != hot && (!mask || allowed(i, m)))
+                .min_by(|&a, &b| load[a].total_cmp(&load[b]))
+        };
         // Eq. 3-4 for the target: D_migrate_M + D_write_i <= 0.
-        if let Some(m) = target.filter(|&m| (load[m] - average) + w <= 0.0) {
-            at[i] = (m, Some(Reason::NvmmContention));
-            load[m] += w;
-            load[hot] -= w;
+        let fits = |m: &usize| (load[*m] - average) + w <= 0.0;
+        match target(true) {
+            Some(m) => {
+                if fits(&m) {
+                    at[i] = (m, Some(Reason::NvmmContention));
+                    load[m] += w;
+                    load[hot] -= w;
+                }
+            }
+            None => note_blocked(
+                blocked,
+                &threads[i],
+                target(false).filter(fits),
+                Reason::NvmmContention,
+            ),
         }
     }
     Some(hot)
@@ -434,6 +479,7 @@ fn balance_cpu(
     at: &mut [(usize, Option<Reason>)],
     movable: &impl Fn(usize) -> bool,
     allowed: &impl Fn(usize, usize) -> bool,
+    blocked: &mut Vec<Move>,
 ) -> Option<usize> {
     let nodes = snap.node_cpus.len();
     let threads = &snap.threads;
@@ -457,13 +503,27 @@ fn balance_cpu(
             .then(threads[a].tid.cmp(&threads[b].tid))
     });
     for i in candidates {
-        let target = (0..nodes)
-            .filter(|&m| m != hot && allowed(i, m))
-            .min_by(|&a, &b| used[a].total_cmp(&used[b]));
-        let Some(m) = target else { continue };
-        let (out, inn) = (share(i, hot), share(i, m));
+        let target = |mask: bool| {
+            (0..nodes)
+                .filter(|&m| m != hot && (!mask || allowed(i, m)))
+                .min_by(|&a, &b| used[a].total_cmp(&used[b]))
+        };
         // Eq. 5, and the stop rule: the move must not invert the imbalance.
-        if used[m] + inn <= limit && used[hot] - out >= used[m] + inn {
+        let fits = |m: &usize| {
+            let (out, inn) = (share(i, hot), share(i, *m));
+            used[*m] + inn <= limit && used[hot] - out >= used[*m] + inn
+        };
+        let Some(m) = target(true) else {
+            note_blocked(
+                blocked,
+                &threads[i],
+                target(false).filter(fits),
+                Reason::CpuContention,
+            );
+            continue;
+        };
+        let (out, inn) = (share(i, hot), share(i, m));
+        if fits(&m) {
             at[i] = (m, Some(Reason::CpuContention));
             used[hot] -= out;
             used[m] += inn;
@@ -797,6 +857,69 @@ mod tests {
         assert_eq!(p.moves[0].reason, Reason::ReadLocality);
     }
 
+    #[test]
+    fn a_thread_whose_own_mask_has_no_cpu_there_is_not_moved_and_the_plan_says_so() {
+        // Its data is on node 1, its own mask only has node 0's CPUs.
+        let mut t = p_thread(300);
+        t.allowed = vec![0];
+        for rules in [PlacementPolicy::Rl, PlacementPolicy::Full] {
+            let p = plan(
+                &snap(1, vec![4, 4], vec![t.clone()]),
+                &policy(rules),
+                &State::default(),
+            );
+            assert!(p.moves.is_empty(), "{rules}: {p:?}");
+            assert_eq!(
+                p.blocked,
+                vec![Move {
+                    tid: 1,
+                    from: 0,
+                    to: 1,
+                    reason: Reason::ReadLocality
+                }],
+                "{rules}"
+            );
+        }
+        // Eight busy threads on node 0, four of which may only run there:
+        // the other four move, and the four held by their masks are
+        // named (the stop rule would have let each go while the nodes
+        // were unbalanced).
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let mut t = thread(i, 0);
+                t.cpu_ns = 500_000_000;
+                t.read = vec![MB, 0];
+                if i < 4 {
+                    t.allowed = vec![0];
+                }
+                t
+            })
+            .collect();
+        let p = plan(
+            &snap(1, vec![4, 4], threads),
+            &policy(PlacementPolicy::Cpu),
+            &State::default(),
+        );
+        let mut moved: Vec<i32> = p.moves.iter().map(|m| m.tid).collect();
+        moved.sort();
+        assert_eq!(moved, [4, 5, 6, 7], "{p:?}");
+        let mut blocked: Vec<i32> = p.blocked.iter().map(|m| m.tid).collect();
+        blocked.sort();
+        assert_eq!(blocked, [0, 1, 2, 3], "{p:?}");
+        assert!(
+            p.blocked
+                .iter()
+                .all(|b| b.to == 1 && b.reason == Reason::CpuContention)
+        );
+        // A thread that may run on the target is never listed.
+        let p = plan(
+            &snap(1, vec![4, 4], vec![p_thread(300)]),
+            &policy(PlacementPolicy::Full),
+            &State::default(),
+        );
+        assert!(p.blocked.is_empty() && p.moves.len() == 1, "{p:?}");
+    }
+
     proptest! {
         #[test]
         fn never_outside_allowed_nodes_and_never_sharers_for_contention(
@@ -830,6 +953,11 @@ mod tests {
             let s = snap(1, vec![2, 2, 2], threads);
             let p = plan(&s, &policy(rules), &State::default());
             let shared = s.threads.iter().filter(|t| t.files == [0]).count() > 1;
+            for b in &p.blocked {
+                let t = &s.threads[b.tid as usize];
+                prop_assert!(!t.allowed.contains(&b.to), "{b:?} was allowed: {:?}", t.allowed);
+                prop_assert_eq!(b.from, t.node);
+            }
             for m in &p.moves {
                 let t = &s.threads[m.tid as usize];
                 prop_assert!(t.allowed.contains(&m.to), "{m:?} outside {:?}", t.allowed);

@@ -101,3 +101,10 @@ pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Erro
     assert!(!pool.exists(), "refused before mkfs");
     Some(err)
 }
+
+/// Whether the tests run in CI (`CI=true` or `CI=1`, as GitHub Actions and
+/// most CI systems set it): there a test may not skip for want of what the
+/// machine lacks.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
