@@ -22,6 +22,6 @@ pub mod target;
 pub mod workload;
 
 pub use error::{BenchError, Result};
-pub use runner::{Config, Record, Series, run, run_point, run_series};
+pub use runner::{Config, PlacementLog, Record, Series, run, run_point, run_series};
 pub use target::{PoolConfig, Target, TargetEnv};
 pub use workload::Workload;

@@ -293,6 +293,66 @@ pub struct Config {
     /// (FxMark's 8 MiB [`crate::workload::REGION`] by default; the nCACHE
     /// paper also runs 4 KiB). See [`crate::workload::check_stride`].
     pub stride: u64,
+    /// Where a line per thread-placement window goes while a point with
+    /// thread placement on runs (`--verbose`); `None`: nowhere.
+    pub placement_log: Option<PlacementLog>,
+}
+
+/// Where [`Config::placement_log`] sends its lines.
+#[derive(Clone)]
+pub struct PlacementLog(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl PlacementLog {
+    /// Lines go to `f`.
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> PlacementLog {
+        PlacementLog(Arc::new(f))
+    }
+
+    /// Lines go to standard error.
+    pub fn stderr() -> PlacementLog {
+        PlacementLog::new(|line| eprintln!("{line}"))
+    }
+}
+
+impl std::fmt::Debug for PlacementLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlacementLog")
+    }
+}
+
+/// How often a [`PlacementLog`] is fed the windows planned.
+const PLACEMENT_POLL: Duration = Duration::from_millis(20);
+
+/// Run `f`, meanwhile sending `log` one line per thread-placement window
+/// of `fs` (`prefix` first), from the mount's first window on.
+fn with_placement_log<T>(
+    fs: &manyfs::Fs,
+    log: &PlacementLog,
+    prefix: &str,
+    f: impl FnOnce() -> T,
+) -> T {
+    let (done, stop) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut last = 0;
+            loop {
+                let finished = !matches!(
+                    stop.recv_timeout(PLACEMENT_POLL),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                for w in fs.placement_windows_after(last) {
+                    last = w.window;
+                    (log.0)(&format!("{prefix} placement {w}"));
+                }
+                if finished {
+                    return;
+                }
+            }
+        });
+        let out = f();
+        drop(done);
+        out
+    })
 }
 
 impl Default for Config {
@@ -309,6 +369,7 @@ impl Default for Config {
             pin: true,
             repeats: 1,
             stride: crate::workload::REGION,
+            placement_log: None,
         }
     }
 }
@@ -427,7 +488,12 @@ pub fn measure_on(
                 let (phase, gate, counted, cpus) = (&phase, &gate, &counted, cpus.clone());
                 s.spawn(move || -> Result<(Histogram, u64, u64, u64)> {
                     if let Some(cpus) = &cpus {
-                        pin_current_thread(cpus[i % cpus.len()]);
+                        // Started there, not pinned: thread placement may
+                        // move it within the process's CPUs.
+                        let cpu = cpus[i % cpus.len()];
+                        if manyfs::placement::start_on(cpu).is_err() {
+                            pin_current_thread(cpu);
+                        }
                     }
                     let mut hist = latency_histogram();
                     let (mut count, mut bytes, mut all) = (0u64, 0u64, 0u64);
@@ -615,6 +681,7 @@ pub fn run_point(
     cfg: &Config,
     series: &Series,
 ) -> Result<Record> {
+    let prefix = format!("{workload} {} {threads} threads:", env.label());
     let point = env.point()?;
     let be = point.backend();
     let cpus = series.cpus(cfg);
@@ -628,7 +695,12 @@ pub fn run_point(
     )?;
     drop(be);
     let before = point.fs().map(persist_snapshot);
-    let m = measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref())?;
+    let measure = || measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref());
+    let placement = series.pool.thread_placement != manyfs::ThreadPlacement::Off;
+    let m = match (point.fs(), &cfg.placement_log) {
+        (Some(fs), Some(log)) if placement => with_placement_log(fs, log, &prefix, measure)?,
+        _ => measure()?,
+    };
     let persist = point
         .fs()
         .zip(before)

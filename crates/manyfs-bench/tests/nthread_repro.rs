@@ -97,3 +97,87 @@ fn fig2_labels_exactly_the_model_on_results_emulated() {
     let table = manyfs_bench::reproduce::nthread::fig2_table(&recs);
     assert!(table.contains("RW (PMIX:1:1)"), "{table}");
 }
+
+/// `--verbose`: while a point with thread placement runs, one line per
+/// placement window, each naming the point, the window (counting up) and
+/// what the planner saw and did; none for a point without placement.
+#[test]
+fn the_placement_log_has_a_line_per_window_while_a_point_runs() {
+    let (Ok(cpu0), Ok(_)) = (cpu_of_node(0), cpu_of_node(1)) else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+            "CI=true: needs a CPU of each emulated node"
+        );
+        eprintln!("SKIPPED: this process may not use a CPU of each emulated node");
+        return;
+    };
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let cfg = Config {
+        workloads: vec![mix(100)],
+        threads: vec![2],
+        duration: Duration::from_millis(400),
+        warmup: Duration::from_millis(50),
+        pool: base(),
+        progress: false,
+        membw: false,
+        placement_log: Some(manyfs_bench::PlacementLog::new(move |l| {
+            sink.lock().unwrap().push(l.to_string())
+        })),
+        ..Config::default()
+    };
+    let rl = fig5_series(&cfg.pool, MODELS, cpu0)
+        .into_iter()
+        .find(|s| s.label == "rl model off")
+        .unwrap();
+    let recs = manyfs_bench::run_series(&cfg, &[rl]).unwrap();
+    let lines = lines.lock().unwrap().clone();
+    // 450 ms of 100 ms windows (and the preparation before).
+    assert!(lines.len() >= 3, "{lines:?}");
+    let prefix = "PMIX:5:0 rl model off 2 threads: placement window ";
+    let mut windows = Vec::new();
+    for l in &lines {
+        let rest = l.strip_prefix(prefix).unwrap_or_else(|| panic!("{l}"));
+        let (n, rest) = rest.split_once(": ").unwrap();
+        windows.push(n.parse::<u64>().unwrap());
+        assert!(rest.contains(" threads, NVMM contended "), "{l}");
+    }
+    assert!(windows.windows(2).all(|w| w[0] < w[1]), "{windows:?}");
+    assert!(
+        lines.iter().any(|l| l.contains(": 2 threads, ")),
+        "both workers seen in a window: {lines:?}"
+    );
+    // Every move the point counted is on a line.
+    let moved = recs[0].moves.as_deref().unwrap();
+    let n: usize = moved.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l.matches(") moved").count())
+            .sum::<usize>(),
+        n,
+        "{moved}: {lines:?}"
+    );
+    // No placement, no lines.
+    let quiet = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let q = quiet.clone();
+    let cfg = Config {
+        duration: Duration::from_millis(50),
+        placement_log: Some(manyfs_bench::PlacementLog::new(move |_| {
+            q.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })),
+        ..cfg
+    };
+    let off = fig2_series_off(&cfg.pool, cpu0);
+    manyfs_bench::run_series(&cfg, &[off]).unwrap();
+    assert_eq!(quiet.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+/// Figure 2's "data's node" series without the models: no thread placement.
+fn fig2_series_off(base: &PoolConfig, cpu0: usize) -> manyfs_bench::Series {
+    let cpu1 = cpu_of_node(1).unwrap();
+    manyfs_bench::reproduce::nthread::fig2_series(base, MODELS, cpu0, cpu1)
+        .into_iter()
+        .find(|s| s.label == "data's node model off")
+        .unwrap()
+}

@@ -25,6 +25,7 @@ fn tiny(workloads: Vec<Workload>, targets: Vec<Target>, threads: Vec<usize>) -> 
         pin: true,
         repeats: 1,
         stride: manyfs_bench::workload::REGION,
+        placement_log: None,
     }
 }
 

@@ -175,6 +175,11 @@ pub struct BenchArgs {
     /// Do not pin threads to CPUs.
     #[arg(long)]
     no_pin: bool,
+    /// While a point runs with thread placement on, print one line per
+    /// placement window to stderr: threads seen, contended nodes, and each
+    /// decision (moved, advised, or not moved and why).
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 fn parse_workloads(list: &[String]) -> Result<Vec<Workload>> {
@@ -379,6 +384,9 @@ fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
         bail!("--repeat must be at least 1");
     }
     cfg.repeats = args.repeat;
+    cfg.placement_log = args
+        .verbose
+        .then(manyfs_bench::runner::PlacementLog::stderr);
     Ok(())
 }
 

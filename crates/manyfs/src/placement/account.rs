@@ -49,6 +49,9 @@ pub struct ThreadStats {
     /// Whether another thread writes these counters on its behalf
     /// ([`on_behalf_of`]).
     pub served: bool,
+    /// The mask the thread declared its own with [`start_on`] before its
+    /// first I/O on the mount, if it did.
+    pub own_mask: Option<Box<[usize]>>,
     /// Nodes counted.
     nodes: usize,
     /// Bytes read from data on each node (counter `n`) and written to each
@@ -77,10 +80,16 @@ pub struct Counters {
 impl ThreadStats {
     fn new(tid: i32, start: Option<u64>, served: bool, nodes: usize) -> ThreadStats {
         let lines = (2 * nodes).div_ceil(COUNTERS_PER_LINE);
+        let own_mask = if served {
+            None
+        } else {
+            OWN_MASK.try_with(|m| m.borrow().clone()).ok().flatten()
+        };
         ThreadStats {
             tid,
             start,
             served,
+            own_mask,
             nodes,
             lines: (0..lines)
                 .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
@@ -257,6 +266,23 @@ thread_local! {
     /// Whom the calling thread's I/O is accounted to: 0 itself, a thread
     /// id another thread, -1 nobody.
     static SERVING: Cell<i32> = const { Cell::new(0) };
+    /// The mask the thread declared its own ([`start_on`]).
+    static OWN_MASK: RefCell<Option<Box<[usize]>>> = const { RefCell::new(None) };
+}
+
+/// Run the calling thread on CPU `cpu` alone for now, while thread
+/// placement keeps taking the mask it had before the first such call as
+/// its own: a move may take it to any CPU of that mask (a program that
+/// places its threads to start with, as `manyfs bench` does, says so with
+/// this instead of pinning them). Returns the error of reading or setting
+/// the mask.
+pub fn start_on(cpu: usize) -> crate::Result<()> {
+    let mask = affinity::get(0)?;
+    affinity::set(0, &[cpu])?;
+    OWN_MASK.with(|m| {
+        m.borrow_mut().get_or_insert_with(|| mask.into());
+    });
+    Ok(())
 }
 
 /// Account the file I/O the calling thread does in `f` to thread `caller`
@@ -538,6 +564,28 @@ mod tests {
         assert_eq!(live.len(), SERVED_PER_THREAD);
         let kept: Vec<i32> = live.iter().map(|s| s.tid).collect();
         assert_eq!(kept, ids[5..], "the first registered are dropped");
+    }
+
+    #[test]
+    fn a_thread_started_on_a_cpu_keeps_its_mask_as_its_own() {
+        let all = affinity::get(0).unwrap();
+        let t = Tracker::new(true, 1, NodeRanges::default());
+        let (mask, own) = std::thread::spawn(move || {
+            start_on(all[0]).unwrap();
+            start_on(all[all.len() - 1]).unwrap();
+            t.read(1, 0, 1);
+            let own = t.registry().threads()[0].own_mask.clone();
+            (affinity::get(0).unwrap(), own)
+        })
+        .join()
+        .unwrap();
+        let all = affinity::get(0).unwrap();
+        assert_eq!(mask, [all[all.len() - 1]]);
+        assert_eq!(own.as_deref(), Some(&all[..]), "the first call's mask");
+        // Others declare nothing.
+        let t = Tracker::new(true, 1, NodeRanges::default());
+        t.read(1, 0, 1);
+        assert_eq!(t.registry().threads()[0].own_mask, None);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod calibrate;
 pub mod config;
 pub mod planner;
 
-pub use account::on_behalf_of;
+pub use account::{on_behalf_of, start_on};
 pub use config::{PlacementConfig, PlacementPolicy, ThreadPlacement};
 pub use planner::{Move, Plan, Policy, Reason, Snapshot, State, ThreadSample};
 
@@ -304,6 +304,14 @@ struct Previous {
     written: Vec<u64>,
 }
 
+/// One thread id's stats added up over a window.
+struct Sum {
+    start: u64,
+    cpu: usize,
+    own_mask: Option<Vec<usize>>,
+    sample: ThreadSample,
+}
+
 /// What the planner knows of a thread since it first saw it.
 struct Seen {
     /// When it started (tells it from a later thread with its id).
@@ -389,7 +397,7 @@ impl Worker {
             .collect();
         // Per thread id, in the order their first stats registered.
         let mut order: Vec<i32> = Vec::new();
-        let mut sums: HashMap<i32, (u64, usize, ThreadSample)> = HashMap::new();
+        let mut sums: HashMap<i32, Sum> = HashMap::new();
         let mut gone: HashSet<i32> = HashSet::new();
         let mut prev = HashMap::new();
         for s in &stats {
@@ -397,7 +405,7 @@ impl Worker {
                 continue;
             }
             let (start, cpu) = match sums.get(&s.tid) {
-                Some(&(start, cpu, _)) => (start, cpu),
+                Some(sum) => (sum.start, sum.cpu),
                 None => match affinity::start_and_cpu(s.tid) {
                     Some(x) => x,
                     None => {
@@ -426,9 +434,17 @@ impl Worker {
                     cpu_ns: 0,
                     files: Vec::new(),
                 };
-                (start, cpu, t)
+                Sum {
+                    start,
+                    cpu,
+                    own_mask: None,
+                    sample: t,
+                }
             });
-            let t = &mut entry.2;
+            if entry.own_mask.is_none() {
+                entry.own_mask = s.own_mask.as_deref().map(<[usize]>::to_vec);
+            }
+            let t = &mut entry.sample;
             add_delta(&mut t.read, &c.read, &pr);
             add_delta(&mut t.written, &c.written, &pw);
             for f in &c.files {
@@ -451,7 +467,13 @@ impl Worker {
         // move to, and their CPU time is not the file system's to balance.
         let mut threads = Vec::new();
         for tid in order {
-            let Some((start, _, mut t)) = sums.remove(&tid) else {
+            let Some(Sum {
+                start,
+                own_mask,
+                sample: mut t,
+                ..
+            }) = sums.remove(&tid)
+            else {
                 continue;
             };
             let seen = match book.seen.get_mut(&tid) {
@@ -460,7 +482,8 @@ impl Worker {
                     // A new thread (or a new one with an old id: its mask
                     // to give back is not this one's).
                     self.shared.moved.lock().remove(&tid);
-                    let mask = affinity::get(tid).unwrap_or_default();
+                    // The mask it declared its own, else the one it has.
+                    let mask = own_mask.unwrap_or_else(|| affinity::get(tid).unwrap_or_default());
                     book.seen.insert(
                         tid,
                         Seen {
