@@ -6,6 +6,13 @@
 //! data lives in the mapped pool), and writes that do not extend a file are
 //! sent to the daemon under a shared inode lock, so several processes writing
 //! disjoint ranges of one file reach the library's range lock concurrently.
+//!
+//! Thread placement accounts the file data a `read` or `write` request
+//! moves to the request's caller, not to the worker serving it
+//! ([`manyfs::placement::on_behalf_of`]): the planner sees the programs'
+//! threads, and `thread_placement=migrate` moves them (see
+//! `docs/mount.md` for what that achieves per transport). Page-cache
+//! writeback (`-o writeback_cache`) is accounted to nobody.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -24,6 +31,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use manyfs::placement::on_behalf_of;
 use manyfs::{DirEntry, File, FileKind, Fs, Metadata, Rename, SetAttr, XattrSet};
 use parking_lot::{Mutex, RwLock};
 
@@ -624,6 +632,14 @@ fn creation_mode(fs: &Fs, parent: u64, mode: u32, umask: u32) -> u32 {
 }
 
 /// Map a library error to its errno (and log it: `-o debug`).
+/// The thread a request's file I/O is accounted to for thread placement:
+/// its caller (a request header's `pid` is the calling thread's id, in
+/// the daemon's pid namespace), or nobody for a request without one (the
+/// kernel's own, or from a pid namespace the daemon cannot see: 0).
+fn caller(req: &Request) -> Option<i32> {
+    i32::try_from(req.pid()).ok().filter(|&tid| tid > 0)
+}
+
 fn errno(e: manyfs::Error) -> Errno {
     let n = e.errno();
     tracing::debug!(errno = n, "request failed: {e}");
@@ -1024,7 +1040,7 @@ impl Filesystem for ManyFuse {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1034,15 +1050,14 @@ impl Filesystem for ManyFuse {
         reply: ReplyData,
     ) {
         self.serve("read", reply, |reply| {
-            reply_with(reply, self.do_read(fh, offset, size), |reply, buf| {
-                reply.data(&buf)
-            });
+            let r = on_behalf_of(caller(req), || self.do_read(fh, offset, size));
+            reply_with(reply, r, |reply, buf| reply.data(&buf));
         });
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1053,7 +1068,10 @@ impl Filesystem for ManyFuse {
         reply: ReplyWrite,
     ) {
         self.serve("write", reply, |reply| {
-            let r = self.do_write(fh, offset, data, write_flags);
+            // Page-cache writeback is the kernel's, not the caller's I/O.
+            let caller =
+                caller(req).filter(|_| !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
+            let r = on_behalf_of(caller, || self.do_write(fh, offset, data, write_flags));
             reply_with(reply, r, |reply, n| reply.written(n));
         });
     }

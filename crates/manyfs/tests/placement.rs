@@ -25,26 +25,11 @@ const DATA: usize = 4 << 20;
 const WINDOW: Duration = Duration::from_millis(100);
 
 fn affinity() -> Vec<usize> {
-    // SAFETY: all zeros is a valid, empty cpu_set_t.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is live and its size is the size passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    assert_eq!(rc, 0, "sched_getaffinity");
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: every index is below CPU_SETSIZE.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    manyfs::placement::affinity::get(0).expect("sched_getaffinity")
 }
 
 fn pin(cpu: usize) {
-    // SAFETY: all zeros is a valid, empty cpu_set_t.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE; `set` is live and initialised.
-    let rc = unsafe {
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set)
-    };
-    assert_eq!(rc, 0, "pin to CPU {cpu}");
+    manyfs::placement::affinity::set(0, &[cpu]).expect("pin");
 }
 
 /// Whether this process may use real CPUs 0 and 1; if not, the test is

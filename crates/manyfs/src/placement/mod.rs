@@ -16,7 +16,7 @@
 //! through [`calibrate::ScratchBlocks`]) and `file` (which calls its hooks).
 
 pub mod account;
-pub(crate) mod affinity;
+pub mod affinity;
 pub mod calibrate;
 pub mod config;
 pub mod planner;
