@@ -88,8 +88,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "local")]
     placement: String,
     /// Thread placement (NThread) of lib: pools: `off`, `advise` (report
-    /// only) or `migrate` (move the worker threads to their data; this
-    /// overrides the bench's own pinning within the process's CPUs).
+    /// only) or `migrate` (move the worker threads to their data, within
+    /// the process's CPUs: the bench starts each thread on its CPU without
+    /// making that CPU its own mask).
     #[arg(long, default_value = "off")]
     thread_placement: String,
     /// Rules of thread placement: `off`, `rl` (read locality), `cpu` (+ CPU

@@ -13,8 +13,9 @@ pub enum ThreadPlacement {
     Off,
     /// Account and plan every window; report the decisions, move nothing.
     Advise,
-    /// Account, plan, and move threads with `sched_setaffinity` (their
-    /// original masks are restored when the mount goes away).
+    /// Account, plan, and move threads with `sched_setaffinity`, each only
+    /// within its own mask as first seen (the masks they had before their
+    /// first move are restored when the mount goes away).
     Migrate,
 }
 
