@@ -303,7 +303,23 @@ pub fn fig6_system_header(threads: &[usize]) -> Result<String> {
         "pinning: {} (round-robin over the nodes)",
         desc.join(", ")
     );
+    out.push_str(&load_line("start"));
     Ok(out)
+}
+
+/// `load average (1 min) at WHEN: L`, with a warning when other work was
+/// running (1 or more: the configurations then differ by the CPU each
+/// point got, at 2 threads most; docs/benchmarks.md); empty where the
+/// load cannot be read.
+pub fn load_line(when: &str) -> String {
+    match crate::sys::load_average() {
+        Some(l) if l >= 1.0 => format!(
+            "load average (1 min) at {when}: {l:.2}: other work is running; points may differ by \
+             the CPU they got rather than by configuration\n"
+        ),
+        Some(l) => format!("load average (1 min) at {when}: {l:.2}\n"),
+        None => String::new(),
+    }
 }
 
 /// Which node each of the first `threads` bench threads runs on under
@@ -371,6 +387,7 @@ pub fn fig6_header(cost: RemoteCost, threads: &[usize]) -> String {
         .map(|(t, c, n)| format!("thread {t} -> CPU {c} -> node {n}"))
         .collect();
     let _ = writeln!(out, "pinning: {} (round-robin)", desc.join(", "));
+    out.push_str(&load_line("start"));
     if max > 1 && nodes.iter().all(|n| n.2 == nodes[0].2) {
         let _ = writeln!(
             out,

@@ -624,6 +624,7 @@ fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>>
         println!();
         println!("GiB/s per configuration (system: the machine's own nodes, no model):");
         print!("{}", reproduce::fig6_table(&records));
+        print!("{}", reproduce::load_line("end"));
         return Ok(records);
     }
     if topology != reproduce::FIG6_TOPOLOGY {
@@ -648,6 +649,7 @@ fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>>
     println!();
     println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
     print!("{}", reproduce::fig6_table(&records));
+    print!("{}", reproduce::load_line("end"));
     Ok(records)
 }
 
