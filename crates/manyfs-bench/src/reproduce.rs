@@ -10,7 +10,10 @@
 //! node 0: placement alone differs), on an emulated two-node topology
 //! (`2x1`) with a pool of one member per node; once with the emulated remote-access cost model on
 //! (every such figure labelled EMULATED) and once with it off, as the
-//! control, in one run.
+//! control, in one run. With `--topology system` ([`run_fig6_system`]) the
+//! same four configurations run on the machine's own nodes instead: one
+//! member per real node, bound to it, threads spread over the nodes, no
+//! model (the remote accesses are real); a machine of one node is refused.
 //!
 //! `ncache-fig7`: the nCACHE paper's Figures 7 and 8 (DirectIO DWOM and
 //! DRBM): both workloads with FxMark's 8 MiB stride and with 4 KiB, on each
@@ -60,7 +63,8 @@ pub const FIGURES: &[Figure] = &[
         name: "numa-fig6",
         title: "NUMA-aware NOVA, Fig. 6 (b)-(d): DWOM, DWOL, DRBL on NOVA, NOVA with a range lock \
                 and the NUMA-aware design (plus a placement-only control), emulated 2-node \
-                topology, remote-cost model on (EMULATED) and off",
+                topology, remote-cost model on (EMULATED) and off; `--topology system`: the \
+                machine's own nodes, no model",
     },
     Figure {
         name: "ncache-fig7",
@@ -153,6 +157,8 @@ pub const FIG6_CONFIGS: [(&str, LockKind, Sublogs, Placement); 4] = [
 const ON: &str = "EMULATED";
 /// Label suffix of the control series.
 const OFF: &str = "model off";
+/// Label suffix of the series run on the machine's own topology.
+const SYSTEM: &str = "system";
 
 /// The six series of `numa-fig6`: each configuration with the cost model
 /// `cost` on, then each with it off; pools of one member per node of
@@ -178,6 +184,142 @@ pub fn fig6_series(base: &PoolConfig, cost: RemoteCost) -> Vec<Series> {
         }
     }
     out
+}
+
+/// The CPUs `numa-fig6 --topology system` pins its threads to, round-robin:
+/// the first allowed CPU of each node in node order, then the second of
+/// each, and so on, so that thread `t` runs on node `t mod nodes` (while
+/// that node has allowed CPUs left). Refused, with a one-line reason,
+/// unless `topology` is the machine's own with at least two nodes on which
+/// this process may run.
+pub fn fig6_system_cpus(topology: &Topology, allowed: &[usize]) -> Result<Vec<usize>> {
+    let refuse = |why: String| {
+        BenchError::InvalidArgument(format!(
+            "numa-fig6 --topology system: {why}; run it without --topology for the emulated \
+             2-node figure"
+        ))
+    };
+    if topology.is_emulated() {
+        return Err(refuse(format!(
+            "MANYFS_TOPOLOGY names an emulated topology ({topology}), not the machine's"
+        )));
+    }
+    if topology.node_count() < 2 {
+        return Err(refuse(format!(
+            "this machine has one NUMA node ({} CPUs), so no access is remote",
+            topology.cpu_count()
+        )));
+    }
+    let per_node: Vec<Vec<usize>> = (0..topology.node_count())
+        .map(|n| {
+            topology
+                .cpus_of(n)
+                .iter()
+                .copied()
+                .filter(|c| allowed.contains(c))
+                .collect()
+        })
+        .filter(|cpus: &Vec<usize>| !cpus.is_empty())
+        .collect();
+    if per_node.len() < 2 {
+        return Err(refuse(format!(
+            "this process may run on the CPUs of one of the {} NUMA nodes only (allowed: {allowed:?})",
+            topology.node_count()
+        )));
+    }
+    let deepest = per_node.iter().map(Vec::len).max().unwrap_or(0);
+    Ok((0..deepest)
+        .flat_map(|i| per_node.iter().filter_map(move |cpus| cpus.get(i).copied()))
+        .collect())
+}
+
+/// The four series of `numa-fig6 --topology system`: each configuration
+/// of [`FIG6_CONFIGS`] on the machine's own topology, with a pool of one
+/// member per node (bound to it: `docs/layout.md`, "Binding to the node"),
+/// no remote-cost model, threads pinned round-robin to `cpus`
+/// ([`fig6_system_cpus`]), each thread's data written from its own CPU.
+pub fn fig6_system_series(base: &PoolConfig, cpus: &[usize]) -> Vec<Series> {
+    FIG6_CONFIGS
+        .iter()
+        .map(|&(name, lock, sublogs, placement)| Series {
+            label: format!("{name} {SYSTEM}"),
+            target: Target::Lib(lock),
+            pool: PoolConfig {
+                sublogs,
+                placement,
+                topology: TopologySpec::System,
+                remote_cost: None,
+                bandwidth_cap: None,
+                member_per_node: true,
+                ..base.clone()
+            },
+            pinning: Pinning::Cpus(cpus.to_vec()),
+            prefill_cpu: None,
+        })
+        .collect()
+}
+
+/// Run `numa-fig6` on the machine's own topology with `cfg`'s threads,
+/// durations and repeats (see [`fig6_system_series`]); refused as
+/// [`fig6_system_cpus`] says.
+pub fn run_fig6_system(cfg: &Config) -> Result<Vec<Record>> {
+    let topology = Topology::resolve(TopologySpec::System)
+        .map_err(|e| BenchError::InvalidArgument(format!("numa-fig6 --topology system: {e}")))?;
+    let cpus = fig6_system_cpus(&topology, &allowed_cpus())?;
+    let mut cfg = cfg.clone();
+    cfg.workloads = FIG6_WORKLOADS.to_vec();
+    cfg.membw = false;
+    run_series(&cfg, &fig6_system_series(&cfg.pool, &cpus))
+}
+
+/// The parameters of a `numa-fig6 --topology system` run, printed above its
+/// results; refused as [`fig6_system_cpus`] says.
+pub fn fig6_system_header(threads: &[usize]) -> Result<String> {
+    let topology = Topology::resolve(TopologySpec::System)
+        .map_err(|e| BenchError::InvalidArgument(format!("numa-fig6 --topology system: {e}")))?;
+    let cpus = fig6_system_cpus(&topology, &allowed_cpus())?;
+    let nodes = topology.node_count();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "numa-fig6: topology system ({topology}), pool of {nodes} members (member i on node i, \
+         bound to it where it is on tmpfs), no remote-cost model: remote accesses are real"
+    );
+    let _ = writeln!(
+        out,
+        "configurations: NOVA(V) = lib:inode, sublogs=one, placement=node0; NOVA(RL) = \
+         lib:srl-tree, sublogs=one, placement=node0; NOVA(RL+NUMA) = lib:srl-tree, sublogs=cpu, \
+         placement=local; control:node0 = lib:srl-tree, sublogs=cpu, placement=node0"
+    );
+    let max = threads.iter().copied().max().unwrap_or(1);
+    let desc: Vec<String> = (0..max.min(2 * nodes))
+        .map(|t| {
+            let c = cpus[t % cpus.len()];
+            format!("thread {t} -> CPU {c} -> node {}", topology.node_of(c))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "pinning: {} (round-robin over the nodes)",
+        desc.join(", ")
+    );
+    out.push_str(&load_line("start"));
+    Ok(out)
+}
+
+/// `load average (1 min) at WHEN: L`, with a warning when other work was
+/// running (1 or more: the configurations then differ by the CPU each
+/// point got, at 2 threads most; docs/benchmarks.md); empty where the
+/// load cannot be read.
+pub fn load_line(when: &str) -> String {
+    match crate::sys::load_average() {
+        Some(l) if l >= 1.0 => format!(
+            "load average (1 min) at {when}: {l:.2}: other work is running; points may differ by \
+             the CPU they got rather than by configuration\n"
+        ),
+        Some(l) => format!("load average (1 min) at {when}: {l:.2}\n"),
+        None => String::new(),
+    }
 }
 
 /// Which node each of the first `threads` bench threads runs on under
@@ -245,6 +387,7 @@ pub fn fig6_header(cost: RemoteCost, threads: &[usize]) -> String {
         .map(|(t, c, n)| format!("thread {t} -> CPU {c} -> node {n}"))
         .collect();
     let _ = writeln!(out, "pinning: {} (round-robin)", desc.join(", "));
+    out.push_str(&load_line("start"));
     if max > 1 && nodes.iter().all(|n| n.2 == nodes[0].2) {
         let _ = writeln!(
             out,
@@ -266,7 +409,12 @@ pub fn fig6_table(records: &[Record]) -> String {
             .unwrap_or_else(|| "-".into())
     };
     let mut header: Vec<String> = vec!["workload".into(), "threads".into()];
-    for suffix in [ON, OFF] {
+    // The emulated run's two halves, or the system run's one.
+    let suffixes: Vec<&str> = [ON, OFF, SYSTEM]
+        .into_iter()
+        .filter(|s| records.iter().any(|r| r.target.ends_with(&format!(" {s}"))))
+        .collect();
+    for &suffix in &suffixes {
         for (name, ..) in FIG6_CONFIGS {
             header.push(format!("{name} {suffix}"));
         }
@@ -281,7 +429,7 @@ pub fn fig6_table(records: &[Record]) -> String {
         let w = w.to_string();
         for &n in &threads {
             let mut row = vec![w.clone(), n.to_string()];
-            for suffix in [ON, OFF] {
+            for &suffix in &suffixes {
                 let find = |name: &str| {
                     let label = format!("{name} {suffix}");
                     records
@@ -511,6 +659,56 @@ mod tests {
         assert_eq!(get(&inode).cores, FIG7_CORES);
         let t = fig7_table(&recs);
         assert!(t.contains("cascade+srl-tree") && t.contains("8MiB"), "{t}");
+    }
+
+    /// A sysfs tree (`/sys/devices/system`) of nodes with these CPU lists.
+    fn sysfs(nodes: &[&str]) -> (tempfile::TempDir, Topology) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cpu")).unwrap();
+        std::fs::write(dir.path().join("cpu/possible"), "0-7\n").unwrap();
+        for (i, cpus) in nodes.iter().enumerate() {
+            let n = dir.path().join(format!("node/node{i}"));
+            std::fs::create_dir_all(&n).unwrap();
+            std::fs::write(n.join("cpulist"), format!("{cpus}\n")).unwrap();
+        }
+        let t = Topology::from_sysfs(dir.path());
+        (dir, t)
+    }
+
+    #[test]
+    fn the_system_figure_refuses_one_node_and_spreads_threads_over_nodes() {
+        let (_d, one) = sysfs(&["0-7"]);
+        let e = fig6_system_cpus(&one, &[0, 1]).unwrap_err().to_string();
+        assert!(e.contains("one NUMA node") && !e.contains('\n'), "{e}");
+        let e = fig6_system_cpus(&Topology::emulated(2, 1), &[0, 1])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("emulated"), "{e}");
+        let (_d, two) = sysfs(&["0-3", "4-7"]);
+        // Thread t on node t mod 2 while both have CPUs left.
+        assert_eq!(
+            fig6_system_cpus(&two, &[0, 1, 2, 4, 5]).unwrap(),
+            vec![0, 4, 1, 5, 2]
+        );
+        // Allowed on one node only: nothing would be remote either.
+        let e = fig6_system_cpus(&two, &[0, 1]).unwrap_err().to_string();
+        assert!(e.contains("one of the 2 NUMA nodes"), "{e}");
+        let s = fig6_system_series(&PoolConfig::default(), &[0, 4]);
+        assert_eq!(s.len(), FIG6_CONFIGS.len());
+        for x in &s {
+            assert!(x.label.ends_with(SYSTEM), "{}", x.label);
+            assert_eq!(x.pool.topology, TopologySpec::System);
+            assert!(x.pool.remote_cost.is_none() && x.pool.member_per_node);
+            assert_eq!(x.pinning, Pinning::Cpus(vec![0, 4]));
+        }
+        // Its table has the system columns only.
+        let recs = vec![
+            crate::runner::test_record("DRBL", "NOVA(RL) system", 2, 1e6),
+            crate::runner::test_record("DRBL", "NOVA(RL+NUMA) system", 2, 2e6),
+        ];
+        let t = fig6_table(&recs);
+        assert!(t.contains("NOVA(RL+NUMA) system") && !t.contains(ON), "{t}");
+        assert!(t.contains("2.00x"), "{t}");
     }
 
     #[test]

@@ -190,9 +190,28 @@ pub fn parse_size(s: &str) -> crate::Result<u64> {
     })
 }
 
+/// The 1-minute load average of the machine (`/proc/loadavg`), if it can
+/// be read: printed beside results that other work on the machine skews.
+pub fn load_average() -> Option<f64> {
+    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The first field of a `/proc/loadavg` line.
+fn parse_loadavg(s: &str) -> Option<f64> {
+    s.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_average_is_the_first_field() {
+        assert_eq!(parse_loadavg("1.06 2.68 3.11 2/301 10412\n"), Some(1.06));
+        assert_eq!(parse_loadavg(""), None);
+        assert_eq!(parse_loadavg("x 1 2"), None);
+        assert!(load_average().is_none_or(|l| l >= 0.0));
+    }
 
     #[test]
     fn aligned() {

@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// [default /var/tmp/manyfs-tier-fig6.pool], the dram pool in /dev/shm;
     /// all removed afterwards; the write and fsync latency CDFs go to
     /// NAME.cdf.svg beside the plot) [threads 1,2; 2 s per point].
+    /// `numa-fig6 --topology system` runs its four configurations on the
+    /// machine's own NUMA nodes instead (one member per node, bound to it,
+    /// threads spread over the nodes, no model; refused on a machine of
+    /// one node).
     /// `tier-checkpoint` (the same paper's checkpoint without stalls: 4 KiB
     /// appends on the tier, data on --data [default
     /// /var/tmp/manyfs-tier-checkpoint.data], logs in a dram pool in
@@ -608,6 +612,37 @@ fn run_tier_checkpoint(args: &BenchArgs) -> Result<ExitCode> {
 /// `--reproduce numa-fig6`: its header, records and comparison table.
 fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>> {
     use manyfs_bench::reproduce;
+    let topology = match &args.topology {
+        Some(t) => t
+            .parse::<manyfs::TopologySpec>()
+            .map_err(|e| anyhow::anyhow!("--topology: {e}"))?,
+        None => reproduce::FIG6_TOPOLOGY,
+    };
+    if topology == manyfs::TopologySpec::System {
+        if args.remote_cost != "off" {
+            bail!(
+                "--remote-cost {}: numa-fig6 --topology system runs without the model (the \
+                 machine's remote accesses are real)",
+                args.remote_cost
+            );
+        }
+        print!("{}", reproduce::fig6_system_header(&cfg.threads)?);
+        let records = reproduce::run_fig6_system(cfg)?;
+        println!();
+        print!("{}", table(&records));
+        println!();
+        println!("GiB/s per configuration (system: the machine's own nodes, no model):");
+        print!("{}", reproduce::fig6_table(&records));
+        print!("{}", reproduce::load_line("end"));
+        return Ok(records);
+    }
+    if topology != reproduce::FIG6_TOPOLOGY {
+        bail!(
+            "--topology {topology}: numa-fig6 runs on the emulated {} topology (the default) or \
+             on `system`, the machine's own",
+            reproduce::FIG6_TOPOLOGY
+        );
+    }
     let cost = match parse_remote_cost(&args.remote_cost)? {
         Some(c) => c,
         None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
@@ -623,6 +658,7 @@ fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>>
     println!();
     println!("GiB/s per configuration (EMULATED: remote-cost model on; model off: control):");
     print!("{}", reproduce::fig6_table(&records));
+    print!("{}", reproduce::load_line("end"));
     Ok(records)
 }
 

@@ -446,7 +446,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("members         {}", members.len());
             for m in &members {
                 println!(
-                    "  member {:<3} node {:<3} blocks {}..{} ({} blocks, {} bytes), {} used  {}",
+                    "  member {:<3} node {:<3} blocks {}..{} ({} blocks, {} bytes), {} used, {} spills  {}",
                     m.index,
                     m.node,
                     m.first_block,
@@ -454,6 +454,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     m.blocks,
                     m.blocks * manyfs::layout::BLOCK_SIZE,
                     m.used_blocks,
+                    m.spills,
                     m.path.display()
                 );
             }

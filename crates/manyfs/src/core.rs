@@ -95,6 +95,45 @@ pub struct FsCore {
     checkpoint_gate: parking_lot::RwLock<()>,
     /// Small synchronous writes staged in the pool of a tiered pool.
     pub staging: crate::inode::Staging,
+    /// Node spills per member as of the last write of the spill records
+    /// (read at mount, then what [`FsCore::persist_spills`] last wrote).
+    spills: Spills,
+}
+
+/// The persisted side of the node spill counts (`layout::members`, "Spill
+/// record"): per mapped member, the count its records held at mount, the
+/// count last written, and the member each topology node's spills since
+/// the mount are added to (the node's first member).
+struct Spills {
+    at_mount: Box<[u64]>,
+    written: Mutex<Box<[u64]>>,
+    /// Per topology node: its first member, if any member is on it.
+    home: Box<[Option<usize>]>,
+    /// Per mapped member: its topology node.
+    node: Box<[usize]>,
+}
+
+impl Spills {
+    fn new(media: &Media, topology: &Topology) -> Spills {
+        let at_mount: Box<[u64]> = members::read_spills(media).into();
+        let nodes = topology.node_count();
+        // A member on a node the topology lacks counts as node
+        // `node % nodes`, as the allocator places it.
+        let node: Box<[usize]> = media
+            .members()
+            .iter()
+            .map(|m| m.node as usize % nodes)
+            .collect();
+        let home = (0..nodes)
+            .map(|n| node.iter().position(|&m| m == n))
+            .collect();
+        Spills {
+            written: Mutex::new(at_mount.clone()),
+            at_mount,
+            home,
+            node,
+        }
+    }
 }
 
 impl LogSpace for FsCore {
@@ -185,7 +224,9 @@ impl FsCore {
             .collect();
         let placement = crate::placement::Placement::new(opts.thread_placement, &topology, ranges);
         let staging = crate::inode::Staging::new(&opts, media.device().is_some());
+        let spills = Spills::new(&media, &topology);
         FsCore {
+            spills,
             placement,
             blocks: Blocks::pool_only(BlockAllocator::new(sb.data_start, sb.total_blocks, pools)),
             inode_numbers: InodeAllocator::new(std::iter::empty(), pools),
@@ -247,6 +288,52 @@ impl FsCore {
     /// Every live inode (fsck comparison, statistics).
     pub fn all_inodes(&self) -> Vec<Arc<Inode>> {
         self.table.pin().values().cloned().collect()
+    }
+
+    /// Per mapped member: blocks the CPUs of its node had to take from
+    /// another node's members, over every writable mount of the pool (as
+    /// its spill records held them at this mount, plus this mount's; a
+    /// node's spills go to its first member, the others keep theirs).
+    pub fn member_spills(&self) -> Vec<u64> {
+        let since = self.blocks.spills();
+        let mut out = self.spills.at_mount.to_vec();
+        for (n, home) in self.spills.home.iter().enumerate() {
+            if let (Some(m), Some(&s)) = (home, since.get(n)) {
+                out[*m] += s;
+            }
+        }
+        out
+    }
+
+    /// Per node of the topology: blocks its CPUs had to take from another
+    /// node, over every writable mount (what the spill records of the
+    /// node's members held at this mount, plus this mount's).
+    pub fn node_spills(&self) -> Vec<u64> {
+        let mut out = self.blocks.spills();
+        for (m, &n) in self.spills.node.iter().enumerate() {
+            if let Some(o) = out.get_mut(n) {
+                *o += self.spills.at_mount[m];
+            }
+        }
+        out
+    }
+
+    /// Write the spill record of every member whose count changed since
+    /// it was last written (a full sync and unmount call this; a crash
+    /// loses the spills counted since). Nothing on a read-only mount.
+    pub fn persist_spills(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        let now = self.member_spills();
+        let mut written = self.spills.written.lock();
+        for (i, (&n, w)) in now.iter().zip(written.iter_mut()).enumerate() {
+            if n != *w {
+                members::write_spills(&self.media, i, n)?;
+                *w = n;
+            }
+        }
+        Ok(())
     }
 
     /// Replace the allocator contents (recovery).
@@ -474,6 +561,8 @@ impl Drop for FsCore {
     fn drop(&mut self) {
         if self.deferring() && !self.media.has_failed() {
             let _ = self.full_sync();
+        } else if !self.media.has_failed() {
+            let _ = self.persist_spills();
         }
     }
 }

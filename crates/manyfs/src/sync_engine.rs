@@ -124,12 +124,16 @@ impl FsCore {
     /// Make everything done so far durable (see the module comment).
     pub fn full_sync(&self) -> Result<()> {
         if !self.deferring() {
+            if self.media.check_alive().is_ok() {
+                self.persist_spills()?;
+            }
             return self.media.sync_all();
         }
         // A failed media (an earlier failed sync, a pool file that shrank)
         // makes nothing durable: say so even when there is nothing to write.
         self.media.check_alive()?;
         self.media.check_size()?;
+        self.persist_spills()?;
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
         let mut pending = eng.take_pending();

@@ -509,11 +509,66 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
             assert!(spilled_at >= 6, "spilled at file {spilled_at}");
             assert!(fs.members()[0].used_blocks > start[0].used_blocks);
             assert!(fs.verify().unwrap().is_empty());
+            // The spills are our node's, counted on its member (1).
+            let spills = fs.node_spills()[node];
+            assert_eq!(fs.node_spills()[other], 0);
+            let m = fs.members();
+            assert_eq!((m[0].spills, m[1].spills), (0, spills));
             fs.unmount().unwrap();
-        });
+            spills
+        })
+        .join()
+        .map(|spills| {
+            assert_clean(&pool);
+            // The count is in member 1's spill record: a remount starts
+            // from it.
+            let fs = Fs::mount(&pool, &opts).unwrap();
+            check_back(&fs, 12, MIB as usize);
+            assert!(fs.verify().unwrap().is_empty());
+            let m = fs.members();
+            assert_eq!((m[0].spills, m[1].spills), (0, spills));
+            assert_eq!(fs.node_spills().iter().sum::<u64>(), spills);
+        })
+        .unwrap();
     });
-    assert_clean(&pool);
-    let fs = Fs::mount(&pool, &opts).unwrap();
-    check_back(&fs, 12, MIB as usize);
-    assert!(fs.verify().unwrap().is_empty());
+}
+
+/// A spill record torn by a crash (its primary copy damaged) falls back
+/// to the backup copy; both damaged count from 0 and never stop a mount.
+#[test]
+fn a_damaged_spill_record_falls_back_to_its_copy_then_to_zero() {
+    use manyfs::layout::members::{MEMBER_SPILL_OFFSET, SPILL_RECORD_LEN, SpillRecord};
+    use std::os::unix::fs::FileExt;
+    let (dir, pool) = three_member_pool();
+    let _keep = &dir;
+    let m1 = dir.path().join("m1");
+    // Records as a mount writes them: member 1 has 7 spills.
+    let rec = SpillRecord {
+        index: 1,
+        spills: 7,
+    }
+    .encode();
+    let f = std::fs::OpenOptions::new().write(true).open(&m1).unwrap();
+    f.write_all_at(&rec, MEMBER_SPILL_OFFSET).unwrap();
+    f.write_all_at(&rec, MEMBER_SPILL_OFFSET + SPILL_RECORD_LEN as u64)
+        .unwrap();
+    let spills = |pool: &std::path::Path| {
+        let fs = Fs::mount(pool, &MountOptions::default()).unwrap();
+        let s: Vec<u64> = fs.members().iter().map(|m| m.spills).collect();
+        fs.unmount().unwrap();
+        s
+    };
+    assert_eq!(spills(&pool), vec![0, 7, 0]);
+    // Member 2's record in member 1's place fails its checksum.
+    let other = SpillRecord {
+        index: 2,
+        spills: 9,
+    }
+    .encode();
+    f.write_all_at(&other, MEMBER_SPILL_OFFSET).unwrap();
+    assert_eq!(spills(&pool), vec![0, 7, 0]);
+    f.write_all_at(&[0xff; 4], MEMBER_SPILL_OFFSET + SPILL_RECORD_LEN as u64)
+        .unwrap();
+    assert_eq!(spills(&pool), vec![0, 0, 0]);
+    assert!(manyfs::fsck::check(&pool).is_ok());
 }

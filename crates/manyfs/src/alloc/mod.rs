@@ -6,7 +6,8 @@
 //! pool (an uncontended mutex in the common case: user space cannot pin
 //! itself to a CPU), then from the other pools of its node, and only when
 //! the node is full from the other nodes, nearest first by distance; such
-//! a *spill* is counted per node. Freed blocks return to the pool whose
+//! a *spill* is counted per node (since the mount: `FsCore::node_spills`
+//! adds what earlier mounts recorded in the members' spill records). Freed blocks return to the pool whose
 //! range holds them, so pools do not fragment into each other. There is no
 //! global free counter: each pool counts its own, and `statfs` sums them.
 //!
@@ -365,7 +366,8 @@ impl BlockAllocator {
         Err(Error::NoSpace("no free blocks"))
     }
 
-    /// Blocks each node's allocations had to take from another node.
+    /// Blocks each node's allocations had to take from another node since
+    /// this allocator was made (the mount).
     pub fn spills(&self) -> Vec<u64> {
         self.spills
             .iter()

@@ -31,6 +31,12 @@ pub struct MemberUsage {
     pub blocks: u64,
     /// Its blocks in use.
     pub used_blocks: u64,
+    /// Blocks the CPUs of its node had to take from other nodes' members
+    /// because the node's were full, over every writable mount of the
+    /// pool: on disk as of the last full sync or unmount (a crash loses
+    /// the spills counted since), plus this mount's. A node's spills are
+    /// counted on its first member; a node without a member has none.
+    pub spills: u64,
 }
 
 /// A mounted manyfs pool. Cheap to clone; `Send + Sync`.
@@ -570,6 +576,7 @@ impl Fs {
         let members = self.core.media.members();
         let mut free = self.core.blocks.free_extents();
         free.sort_unstable();
+        let spills = self.core.member_spills();
         members
             .iter()
             .enumerate()
@@ -588,15 +595,18 @@ impl Fs {
                     first_block: first,
                     blocks,
                     used_blocks: blocks - free_here.min(blocks),
+                    spills: spills.get(i).copied().unwrap_or(0),
                 }
             })
             .collect()
     }
 
     /// Per NUMA node of the mount's topology: blocks its CPUs had to
-    /// allocate on another node because theirs was full (since the mount).
+    /// allocate on another node because theirs was full, over every
+    /// writable mount of the pool (the counts its members' spill records
+    /// held at this mount, plus this mount's; see [`MemberUsage::spills`]).
     pub fn node_spills(&self) -> Vec<u64> {
-        self.core.blocks.spills()
+        self.core.node_spills()
     }
 
     /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).

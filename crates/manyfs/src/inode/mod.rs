@@ -14,7 +14,7 @@ pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use names::NameTable;
-pub(crate) use staging::{FileStaging, Staging};
+pub(crate) use staging::{LazyStaging, Staging};
 
 use crate::layout::FileKind;
 use crate::log::InodeLog;
@@ -121,8 +121,8 @@ pub struct Inode {
     /// Set once the inode's space has been returned.
     pub freed: std::sync::atomic::AtomicBool,
     /// Staging of small synchronous writes on a tiered pool
-    /// (`inode/staging.rs`).
-    pub staging: FileStaging,
+    /// (`inode/staging.rs`), made on first use.
+    pub staging: LazyStaging,
 }
 
 impl Inode {

@@ -86,10 +86,15 @@ impl Staging {
     /// Whether a write of `len` bytes to `inode` should be staged; if so,
     /// it is counted against the file's budget until its next sync.
     pub(crate) fn wants(&self, inode: &Inode, len: usize) -> bool {
-        let s = &inode.staging;
         let len = len as u64;
-        if len > self.max_bytes
-            || !s.small_syncs.load(Ordering::Relaxed)
+        if len > self.max_bytes {
+            return false;
+        }
+        // A file that never synced has no staging state, and no small syncs.
+        let Some(s) = inode.staging.get() else {
+            return false;
+        };
+        if !s.small_syncs.load(Ordering::Relaxed)
             || s.staged_since_sync.load(Ordering::Relaxed) + len > self.budget()
         {
             return false;
@@ -106,7 +111,7 @@ impl Staging {
         if !self.enabled() {
             return;
         }
-        let s = &inode.staging;
+        let s = inode.staging.get_or_init();
         if blocks > 0 {
             // Two blocks of slack: the log page and a linked new one.
             let small =
@@ -123,7 +128,7 @@ impl Staging {
     /// Record that `inode` has staged pages (once until the next
     /// destaging pass takes it).
     pub(crate) fn note_staged(&self, inode: &Inode) {
-        let s = &inode.staging;
+        let s = inode.staging.get_or_init();
         if !s.listed.load(Ordering::Relaxed) && !s.listed.swap(true, Ordering::AcqRel) {
             self.files.lock().push(inode.ino);
         }
@@ -137,7 +142,9 @@ impl Staging {
 
     /// Unlist `inode` (its pass is about to run).
     pub(crate) fn unlist(&self, inode: &Inode) {
-        inode.staging.listed.store(false, Ordering::Release);
+        if let Some(s) = inode.staging.get() {
+            s.listed.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -145,7 +152,37 @@ impl Staging {
 /// bytes a file may stage between two of its syncs.
 const SYNC_BUDGET_WRITES: u64 = 4;
 
-/// Per-file staging state ([`Inode::staging`](super::Inode::staging)).
+/// Per-file staging state ([`Inode::staging`](super::Inode::staging)),
+/// made on the file's first use of it: a file of a mount that never
+/// stages (every pool but a tiered `pm`/`dram` one) holds 16 bytes for it
+/// instead of 48, none of them on a line a read or a write touches.
+#[derive(Default)]
+pub struct LazyStaging(std::sync::OnceLock<Box<FileStaging>>);
+
+impl LazyStaging {
+    /// The state, if the file has used it.
+    pub(crate) fn get(&self) -> Option<&FileStaging> {
+        self.0.get().map(|b| &**b)
+    }
+
+    /// The state, made now if the file had none.
+    pub(crate) fn get_or_init(&self) -> &FileStaging {
+        self.0.get_or_init(Box::default)
+    }
+
+    /// Queue a pool block a committed write of this file superseded.
+    pub(crate) fn supersede(&self, block: u64) {
+        self.get_or_init().supersede(block);
+    }
+
+    /// Take the queued blocks (before a sync's snapshot of the log).
+    pub(crate) fn take_superseded(&self) -> Vec<u64> {
+        self.get()
+            .map_or_else(Vec::new, FileStaging::take_superseded)
+    }
+}
+
+/// Per-file staging state ([`LazyStaging`]).
 #[derive(Default)]
 pub struct FileStaging {
     /// The file's last sync that had anything to persist was small (at

@@ -44,6 +44,21 @@
 //! | 32 | 16 | the pool's uuid |
 //! | 48 | 12 | zero |
 //! | 60 | 4 | crc32 of bytes 0..60 |
+//!
+//! Spill record, two copies per member: for member 0 at byte
+//! [`POOL_SPILL_OFFSET`] of block 1 (written first) and of block 0 (between
+//! the superblock and the member table); for every other mapped member at
+//! bytes [`MEMBER_SPILL_OFFSET`] + 16 (written first) and
+//! [`MEMBER_SPILL_OFFSET`] of its header block (after the header). Written
+//! by a writable mount at every full sync and unmount when the count
+//! changed; all zero (pools before the record, or a member whose node never
+//! spilled) reads as 0.
+//!
+//! | off | size | field |
+//! |----:|----:|---|
+//! | 0 | 8 | blocks the member's node took from other nodes' members ([`crate::Fs::node_spills`]), summed over mounts |
+//! | 8 | 4 | magic `SPIL` |
+//! | 12 | 4 | crc32 of bytes 0..12 and the member index (u32) |
 
 use super::*;
 use crate::error::{Error, MemberProblem, Result};
@@ -61,6 +76,17 @@ pub const MEMBER_TABLE_MAGIC: [u8; 8] = *b"MFSMEMBS";
 pub const MEMBER_HEADER_MAGIC: [u8; 8] = *b"MFSMEMBR";
 /// Encoded size of a member header.
 pub const MEMBER_HEADER_LEN: usize = 64;
+/// Byte offset of member 0's spill record in blocks 0 and 1: after the
+/// superblock (at most 108 bytes), before the member table. Every pool
+/// ever made has these bytes zero until a mount writes the record.
+pub const POOL_SPILL_OFFSET: u64 = 112;
+/// Byte offset of a member's spill record (primary copy) in its header
+/// block, after the header; the second copy follows it.
+pub const MEMBER_SPILL_OFFSET: u64 = MEMBER_HEADER_LEN as u64;
+/// Encoded size of a spill record.
+pub const SPILL_RECORD_LEN: usize = 16;
+/// Magic of a spill record.
+pub const SPILL_MAGIC: [u8; 4] = *b"SPIL";
 const TABLE_HEAD: usize = 24;
 const TABLE_MAX: usize = (BLOCK_SIZE - MEMBER_TABLE_OFFSET) as usize;
 
@@ -288,6 +314,118 @@ impl MemberHeader {
             uuid,
         })
     }
+}
+
+/// A member's spill count as stored in its spill records: how many blocks
+/// the CPUs of the member's node had to take from other nodes' members,
+/// as of the last full sync or unmount (see the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillRecord {
+    /// Index of the member the record belongs to (part of its checksum,
+    /// so a copy of another member's record does not pass).
+    pub index: u32,
+    /// The count.
+    pub spills: u64,
+}
+
+impl SpillRecord {
+    fn crc(&self, b: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..12]);
+        h.update(&self.index.to_le_bytes());
+        h.finalize()
+    }
+
+    /// Encode to bytes.
+    pub fn encode(&self) -> [u8; SPILL_RECORD_LEN] {
+        let mut b = [0u8; SPILL_RECORD_LEN];
+        put_u64(&mut b, 0, self.spills);
+        b[8..12].copy_from_slice(&SPILL_MAGIC);
+        let crc = self.crc(&b);
+        put_u32(&mut b, 12, crc);
+        b
+    }
+
+    /// The count in `b`, a record of member `index`: `Some(0)` when all of
+    /// it is zero (never written), `None` when it is damaged (torn or
+    /// overwritten).
+    pub fn decode(b: &[u8], index: u32) -> Option<u64> {
+        let b = b.get(..SPILL_RECORD_LEN)?;
+        if b.iter().all(|&x| x == 0) {
+            return Some(0);
+        }
+        let rec = SpillRecord {
+            index,
+            spills: le_u64(b, 0),
+        };
+        (b[8..12] == SPILL_MAGIC && rec.crc(b) == le_u32(b, 12)).then_some(rec.spills)
+    }
+
+    /// Pool offsets of the two copies of member `index`'s record, the one
+    /// to write first (the backup) first; `member_start` is the member's
+    /// first byte in the pool.
+    pub fn offsets(index: usize, member_start: u64) -> [u64; 2] {
+        if index == 0 {
+            [
+                BACKUP_SUPERBLOCK_BLOCK * BLOCK_SIZE + POOL_SPILL_OFFSET,
+                SUPERBLOCK_BLOCK * BLOCK_SIZE + POOL_SPILL_OFFSET,
+            ]
+        } else {
+            [
+                member_start + MEMBER_SPILL_OFFSET + SPILL_RECORD_LEN as u64,
+                member_start + MEMBER_SPILL_OFFSET,
+            ]
+        }
+    }
+}
+
+/// Every mapped member's spill count as its records hold it: the primary
+/// copy, or the backup where the primary is damaged (a write torn by a
+/// crash), or 0 where both are (the count is statistics: it never stops
+/// a mount).
+pub(crate) fn read_spills(media: &Media) -> Vec<u64> {
+    media
+        .members()
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let [backup, primary] = SpillRecord::offsets(i, m.start);
+            [primary, backup]
+                .into_iter()
+                .find_map(|off| {
+                    let mut b = [0u8; SPILL_RECORD_LEN];
+                    media.read(off, &mut b).ok()?;
+                    SpillRecord::decode(&b, i as u32)
+                })
+                .unwrap_or_else(|| {
+                    tracing::warn!(
+                        "member {i}: both spill records damaged; counting its spills from 0"
+                    );
+                    0
+                })
+        })
+        .collect()
+}
+
+/// Write member `index`'s spill record (backup copy first, each made
+/// durable before the next) with `spills`.
+pub(crate) fn write_spills(media: &Media, index: usize, spills: u64) -> Result<()> {
+    let Some(m) = media.members().into_iter().nth(index) else {
+        return Err(Error::InvalidArgument(format!(
+            "no pool member {index} to record spills in"
+        )));
+    };
+    let rec = SpillRecord {
+        index: index as u32,
+        spills,
+    }
+    .encode();
+    for off in SpillRecord::offsets(index, m.start) {
+        media.store(off, &rec)?;
+        media.persist(off, rec.len())?;
+        media.sync_range(off, rec.len())?;
+    }
+    Ok(())
 }
 
 /// The path a member's recorded `path` names for the pool file `pool`.

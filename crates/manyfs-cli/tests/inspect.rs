@@ -1,0 +1,122 @@
+//! `manyfs inspect` shows each member's node spills as of the last unmount.
+
+use manyfs::{Durability, Fs, MkfsOptions, MountOptions, PoolMember, TopologySpec};
+use std::path::Path;
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+/// `manyfs inspect POOL`'s stdout (it must succeed).
+fn inspect(pool: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("inspect")
+        .arg(pool)
+        .output()
+        .expect("run manyfs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The spill count on `member N`'s line of `text`.
+fn spills_of(text: &str, member: usize) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("member {member} ")))
+        .unwrap_or_else(|| panic!("no member {member} in:\n{text}"));
+    let (before, _) = line
+        .split_once(" spills")
+        .unwrap_or_else(|| panic!("no spills on {line:?}"));
+    before
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count before `spills` on {line:?}"))
+}
+
+/// Write `files` files of 1 MiB from the calling thread.
+fn write_files(fs: &Fs, from: usize, files: usize) {
+    for i in from..from + files {
+        fs.write(format!("/f{i}"), &vec![i as u8; MIB as usize])
+            .unwrap();
+    }
+}
+
+/// On an emulated 2x1 topology, a thread fills its node's 8 MiB member
+/// and spills onto the other; after the unmount, `inspect` (a read-only
+/// mount on the machine's own topology) shows the spills on the member of
+/// the thread's node and none on the other, and a later mount adds to the
+/// count rather than starting again.
+#[test]
+fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    let opts = MountOptions {
+        durability: Durability::File,
+        topology: TopologySpec::Emulated {
+            nodes: 2,
+            cpus_per_node: 1,
+        },
+        ..MountOptions::default()
+    };
+    let cpus = manyfs_bench::sys::allowed_cpus();
+    let cpu = *cpus.last().expect("an allowed CPU");
+    let (node, first) = std::thread::scope(|s| {
+        s.spawn(|| {
+            manyfs_bench::sys::pin_current_thread(cpu);
+            // Configured CPU = real CPU mod 2, and node = configured CPU.
+            let node = cpu % 2;
+            // Member 0 (the pool file) on the other node, member 1 on ours.
+            let fs = Fs::mkfs(
+                &pool,
+                &MkfsOptions {
+                    size: 24 * MIB,
+                    node: (1 - node) as u32,
+                    members: vec![PoolMember {
+                        path: dir.path().join("m1"),
+                        node: node as u32,
+                        size: 8 * MIB,
+                    }],
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .unwrap();
+            write_files(&fs, 0, 10);
+            let spills = fs.node_spills()[node];
+            assert!(spills > 0, "10 MiB did not spill out of an 8 MiB member");
+            fs.unmount().unwrap();
+            (node, spills)
+        })
+        .join()
+        .unwrap()
+    });
+    let text = inspect(&pool);
+    assert_eq!(spills_of(&text, 1), first, "{text}");
+    assert_eq!(spills_of(&text, 0), 0, "{text}");
+
+    // A second mount on the same node starts from the recorded count.
+    let second = std::thread::scope(|s| {
+        s.spawn(|| {
+            manyfs_bench::sys::pin_current_thread(cpu);
+            let fs = Fs::mount(&pool, &opts).unwrap();
+            assert_eq!(fs.members()[1].spills, first);
+            assert_eq!(fs.node_spills()[node], first);
+            write_files(&fs, 10, 2);
+            let spills = fs.members()[1].spills;
+            assert!(spills > first, "{spills} after {first}");
+            fs.unmount().unwrap();
+            spills
+        })
+        .join()
+        .unwrap()
+    });
+    let text = inspect(&pool);
+    assert_eq!(spills_of(&text, 1), second, "{text}");
+    assert_eq!(spills_of(&text, 0), 0, "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("fsck")
+        .arg(&pool)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
