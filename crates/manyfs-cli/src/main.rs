@@ -243,10 +243,26 @@ const FSCK_UNCORRECTED: u8 = 4;
 /// fsck exit status: operational error.
 const FSCK_OPERATIONAL: u8 = 8;
 
+/// Let a closed stdout end the process quietly, as it ends `ls | head`:
+/// Rust ignores `SIGPIPE`, so the next `println!` after the reader went
+/// away would panic instead. Not for `mount`, whose daemon must outlive
+/// the terminal or pipe it was started from.
+fn die_on_closed_stdout() {
+    // SAFETY: resetting a signal's disposition to its default touches no
+    // memory of this process; it runs before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     // fsck reports operational errors (bad arguments included) as 8, like
     // e2fsck; other commands keep clap's and anyhow's statuses.
-    let is_fsck = std::env::args_os().nth(1).is_some_and(|a| a == "fsck");
+    let first = std::env::args_os().nth(1);
+    let is_fsck = first.as_deref().is_some_and(|a| a == "fsck");
+    if first.as_deref().is_none_or(|a| a != "mount") {
+        die_on_closed_stdout();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if is_fsck && e.use_stderr() => {

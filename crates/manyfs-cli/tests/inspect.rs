@@ -120,3 +120,34 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+/// A reader that goes away (`manyfs inspect POOL | head -1`) ends the
+/// command by `SIGPIPE`, as it ends `ls`, not by a panic.
+#[test]
+fn inspect_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("pool");
+    Fs::mkfs(
+        &pool,
+        &MkfsOptions {
+            size: 8 * MIB,
+            ..Default::default()
+        },
+        &MountOptions::default(),
+    )
+    .unwrap()
+    .unmount()
+    .unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("inspect")
+        .arg(&pool)
+        .stdout(writer)
+        .output()
+        .expect("run manyfs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
+}
