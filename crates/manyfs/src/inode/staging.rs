@@ -161,18 +161,20 @@ impl Staging {
     }
 
     /// Note an `fsync`/`fdatasync` of `inode` whose barrier covered
-    /// `blocks` blocks (its data and log pages): the file stages its small
-    /// writes from now on if this sync was small, and its budget starts
-    /// over.
+    /// `blocks` blocks (its device data and log pages): the file stages
+    /// its small writes from now on if this sync was small, counting the
+    /// bytes staged since its last sync too (they were made durable when
+    /// written, so no barrier covers them), and its budget starts over.
     pub(crate) fn note_sync(&self, inode: &Inode, blocks: u64) {
         if !self.enabled() {
             return;
         }
         let s = &inode.staging;
-        if blocks > 0 {
+        let made_durable =
+            blocks * crate::layout::BLOCK_SIZE + s.staged_since_sync.load(Ordering::Relaxed);
+        if made_durable > 0 {
             // Two blocks of slack: the log page and a linked new one.
-            let small =
-                blocks * crate::layout::BLOCK_SIZE <= self.budget() + 2 * crate::layout::BLOCK_SIZE;
+            let small = made_durable <= self.budget() + 2 * crate::layout::BLOCK_SIZE;
             if s.small_syncs.load(Ordering::Relaxed) != small {
                 s.small_syncs.store(small, Ordering::Relaxed);
             }
