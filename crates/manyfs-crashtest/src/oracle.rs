@@ -171,8 +171,6 @@ fn same_tree(a: &Tree, b: &Tree) -> bool {
         })
 }
 
-/// Subsets of `n` items to try, as bit masks (every one up to 2^10, else
-/// prefixes only).
 /// What a file's content violation says when the content is, 512-byte
 /// sector by sector, a combination of whole unsynced writes over what its
 /// last sync made durable, but not as a whole: an unsynced write torn at
@@ -206,6 +204,8 @@ fn torn_at_sectors(base: &[u8], pending: &[&ContentOp], got: &[u8]) -> bool {
         })
 }
 
+/// Subsets of `n` items to try, as bit masks (every one up to 2^10, else
+/// prefixes only).
 fn subsets(n: usize) -> Vec<u32> {
     if n <= 10 {
         (0..1u32 << n).collect()

@@ -880,15 +880,14 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
 
 /// Random tiered workloads that stage: `count` sequences of `len`
 /// operations over the three files of the populated tree (`/A`, `/B`,
-/// `/D/x`; renames may also name `/C`) that start with a small write and
-/// an `fsync` of one file
-/// (after which its small writes are staged in the pool of a `pm` pool,
-/// `inode/staging.rs`), then stay on the file of the operation before
-/// three times in four, so that small writes, `fsync`s and `fdatasync`s
-/// of one file follow each other: staged writes over staged and over
-/// device pages, their superseded pool blocks freed by the next sync and
-/// reused, destaging, and between them appends, truncates, unlinks,
-/// re-creates, renames and full syncs.
+/// `/D/x`; renames may also name `/C`). Each starts with a small write
+/// and an `fsync` of one file (after which its small writes are staged in
+/// the pool of a `pm` pool, `inode/staging.rs`), then stays on the file of
+/// the operation before three times in four, so that small writes,
+/// `fsync`s and `fdatasync`s of one file follow each other: staged writes
+/// over staged and over device pages, their superseded pool blocks freed
+/// by the next sync and reused, destaging, and between them appends,
+/// truncates, unlinks, re-creates, renames and full syncs.
 pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     // The files of the populated tree (`/C` only after a create or a
     // rename).
