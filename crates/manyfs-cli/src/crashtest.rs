@@ -25,9 +25,11 @@ pub struct CrashtestArgs {
     #[arg(long, default_value = "pm")]
     model: String,
     /// Plant a bug to see the explorer catch it: dropped-flush (pm: every
-    /// sub-cache-line flush is dropped) or forgotten-sync (page models: the
-    /// first sync of each workload does nothing). Without a value, the
-    /// model's own.
+    /// sub-cache-line flush is dropped), forgotten-sync (page models: the
+    /// first sync of each workload does nothing), skipped-device-flush
+    /// (tiered pools: the data device is never flushed) or
+    /// staged-block-freed-early (tiered pm pools; builds with the
+    /// `planted-bugs` feature only). Without a value, the model's own.
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     planted_bug: Option<String>,
     /// Keep exploring after a workload with violations (to survey them).

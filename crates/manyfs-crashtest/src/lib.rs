@@ -39,7 +39,8 @@ pub use workloads::{
     MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload, ace_workloads,
     concurrent_workloads, durability_workloads, member_setup, member_workloads, pattern,
     posix_workloads, random_workloads, regression_workloads, sync_tail_workloads,
-    tier_concurrent_workloads, tier_random_workloads, tier_standard_workloads, tier_workloads,
+    tier_concurrent_workloads, tier_random_workloads, tier_staged_random_workloads,
+    tier_standard_workloads, tier_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -73,6 +74,13 @@ pub enum PlantedBug {
     /// be in the device's volatile cache (an fsync that persists the log
     /// without flushing the device).
     SkippedDeviceFlush,
+    /// Tiered `pm` pools that stage small synchronous writes: a pool block
+    /// that a staged write superseded is freed at once instead of after
+    /// the file's next sync, so a later write may reuse it while the
+    /// superseded entry still counts after a crash. Planted in the engine
+    /// (`manyfs::Fs::plant_bug`): needs this crate's `planted-bugs`
+    /// feature (its tests have it).
+    StagedBlockFreedEarly,
 }
 
 impl std::str::FromStr for PlantedBug {
@@ -85,6 +93,10 @@ impl std::str::FromStr for PlantedBug {
                 ("dropped-flush", PlantedBug::DroppedFlush),
                 ("forgotten-sync", PlantedBug::ForgottenSync),
                 ("skipped-device-flush", PlantedBug::SkippedDeviceFlush),
+                (
+                    "staged-block-freed-early",
+                    PlantedBug::StagedBlockFreedEarly,
+                ),
             ],
         )
     }
@@ -197,6 +209,12 @@ pub struct Stats {
     pub images: u64,
     /// Images of crashes during recovery checked.
     pub recovery_images: u64,
+    /// Pages the workloads staged in the pool of a tiered pool
+    /// (`manyfs::StagingStats::pages_staged`; only a tiered pool under the
+    /// pm model stages).
+    pub staged_pages: u64,
+    /// Workloads that staged at least one page.
+    pub staging_workloads: u64,
     /// What broke.
     pub violations: Vec<Violation>,
 }
@@ -214,7 +232,15 @@ impl std::fmt::Display for Stats {
             self.images,
             self.recovery_images,
             self.violations.len()
-        )
+        )?;
+        if self.staged_pages > 0 {
+            write!(
+                f,
+                ", {} pages staged by {} workloads",
+                self.staged_pages, self.staging_workloads
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -1087,6 +1113,14 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             w.name
         )));
     }
+    if cfg.planted_bug == Some(PlantedBug::StagedBlockFreedEarly) && !cfg!(feature = "planted-bugs")
+    {
+        return Err(Error::InvalidArgument(
+            "the planted bug staged-block-freed-early needs manyfs-crashtest's \
+             planted-bugs feature"
+                .into(),
+        ));
+    }
     if w.member_bytes > 0 && cfg.model.is_paged() {
         return Err(Error::InvalidArgument(format!(
             "{}: pools of several members are explored under the pm model only",
@@ -1146,6 +1180,10 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         // whose data may still be in the device's cache.
         rec.forget_syncs_from(w.pool_size);
     }
+    #[cfg(feature = "planted-bugs")]
+    if cfg.planted_bug == Some(PlantedBug::StagedBlockFreedEarly) {
+        fs.plant_bug(manyfs::EngineBug::StagedBlockFreedEarly);
+    }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
     let mut models = Vec::new();
@@ -1163,7 +1201,23 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     if let Some(c) = &w.concurrent {
         stats.operations += c.run(&fs)?;
     }
+    let staged = fs.staging_stats().pages_staged;
     drop(fs);
+    stats.staged_pages += staged;
+    stats.staging_workloads += u64::from(staged > 0);
+    // A tiered pool stages under the pm model only (the page model's
+    // `file`-mode pool writes every page to the device).
+    if w.must_stage && w.data_bytes > 0 && !cfg.model.is_paged() && staged == 0 {
+        stats.violations.push(Violation {
+            model: cfg.model,
+            workload: w.name.clone(),
+            crash_point: 0,
+            image: 0,
+            detail: "no page was staged in the pool: the workload's crash states \
+                     do not cover staging"
+                .into(),
+        });
+    }
     let events = rec.take_events();
     // A tiered pool's writes are durable only once synced, in every mode.
     let paged = cfg.model.is_paged() || w.data_bytes > 0;

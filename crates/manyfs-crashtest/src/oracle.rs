@@ -171,6 +171,39 @@ fn same_tree(a: &Tree, b: &Tree) -> bool {
         })
 }
 
+/// What a file's content violation says when the content is, 512-byte
+/// sector by sector, a combination of whole unsynced writes over what its
+/// last sync made durable, but not as a whole: an unsynced write torn at
+/// device sectors (only a device that tears writes may show it).
+pub const TORN_AT_SECTORS: &str = "TORN AT SECTORS";
+
+/// Bytes of a device sector, the unit a tearing device writes whole.
+const SECTOR: usize = 512;
+
+/// Whether `got` has the length of some combination of whole `pending`
+/// writes over `base` and each of its 512-byte sectors is the same sector
+/// of one such combination (not necessarily the same for every sector).
+fn torn_at_sectors(base: &[u8], pending: &[&ContentOp], got: &[u8]) -> bool {
+    let combos: Vec<Vec<u8>> = subsets(pending.len())
+        .into_iter()
+        .map(|mask| {
+            let mut c = base.to_vec();
+            for (k, op) in pending.iter().enumerate() {
+                if mask & (1 << k) != 0 {
+                    apply_content(&mut c, op);
+                }
+            }
+            c
+        })
+        .filter(|c| c.len() == got.len())
+        .collect();
+    !combos.is_empty()
+        && got.chunks(SECTOR).enumerate().all(|(i, sector)| {
+            let at = i * SECTOR..i * SECTOR + sector.len();
+            combos.iter().any(|c| c[at.clone()] == *sector)
+        })
+}
+
 /// Subsets of `n` items to try, as bit masks (every one up to 2^10, else
 /// prefixes only).
 fn subsets(n: usize) -> Vec<u32> {
@@ -418,6 +451,13 @@ impl History {
                 }
                 c == *got
             });
+            if !ok && torn_at_sectors(&base, &pending, got) {
+                return Err(format!(
+                    "{p}: {TORN_AT_SECTORS}: content is no combination of whole writes since its last sync, but each 512-byte sector is the same sector of one ({} bytes, {} pending writes)",
+                    got.len(),
+                    pending.len()
+                ));
+            }
             if !ok {
                 let mut latest = base.clone();
                 for op in &pending {

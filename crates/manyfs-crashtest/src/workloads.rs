@@ -165,6 +165,10 @@ pub struct Workload {
     /// Bytes of a data device (file `data` beside the pool): a tiered
     /// pool, its file data on the device; 0: none.
     pub data_bytes: u64,
+    /// The workload exists to stage small synchronous writes in the pool
+    /// (`inode/staging.rs`): where the pool stages (a tiered pool under
+    /// the pm model), a run that staged no page is a violation.
+    pub must_stage: bool,
 }
 
 fn populated() -> Vec<Op> {
@@ -217,6 +221,7 @@ fn seq(name: &str, ops: Vec<Op>) -> Workload {
         concurrent: None,
         member_bytes: 0,
         data_bytes: 0,
+        must_stage: false,
     }
 }
 
@@ -469,6 +474,7 @@ pub fn ace_workloads() -> Vec<Workload> {
             concurrent: None,
             member_bytes: 0,
             data_bytes: 0,
+            must_stage: false,
         });
     }
     for (i, a) in ops.iter().enumerate() {
@@ -481,6 +487,7 @@ pub fn ace_workloads() -> Vec<Workload> {
                 concurrent: None,
                 member_bytes: 0,
                 data_bytes: 0,
+                must_stage: false,
             });
         }
     }
@@ -502,6 +509,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         concurrent: None,
         member_bytes: 0,
         data_bytes: 0,
+        must_stage: false,
     });
     let mut churn = populated();
     // The shard of `k` (alone in it) then counts 65 log entries for its one
@@ -524,6 +532,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         concurrent: None,
         member_bytes: 0,
         data_bytes: 0,
+        must_stage: false,
     });
     // From an empty pool: create, write, rename over, unlink.
     out.push(Workload {
@@ -539,6 +548,7 @@ pub fn ace_workloads() -> Vec<Workload> {
         concurrent: None,
         member_bytes: 0,
         data_bytes: 0,
+        must_stage: false,
     });
     out
 }
@@ -565,6 +575,7 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
                 concurrent: None,
                 member_bytes: 0,
                 data_bytes: 0,
+                must_stage: false,
             }
         })
         .collect()
@@ -704,6 +715,7 @@ pub fn concurrent_workloads() -> Vec<Workload> {
             }),
             member_bytes: 0,
             data_bytes: 0,
+            must_stage: false,
         })
         .collect()
 }
@@ -738,6 +750,7 @@ pub fn member_workloads() -> Vec<Workload> {
             concurrent: None,
             member_bytes: MEMBER1_BYTES,
             data_bytes: 0,
+            must_stage: false,
         })
         .collect()
 }
@@ -758,7 +771,10 @@ pub fn tier_workloads() -> Vec<Workload> {
     };
     let mut out: Vec<Workload> = durability_workloads().into_iter().map(tiered).collect();
     out.extend(sync_tail_workloads().into_iter().map(tiered));
-    out.push(tiered(staged_workload()));
+    out.push(tiered(Workload {
+        must_stage: true,
+        ..staged_workload()
+    }));
     out.extend(
         single_ops()
             .into_iter()
@@ -770,9 +786,10 @@ pub fn tier_workloads() -> Vec<Workload> {
 
 /// Small writes to a synced file, staged in the pool of a tiered `pm`
 /// pool (`inode/staging.rs`; the page model's `file`-mode pool writes them to
-/// the device): overwrites and a sub-page write, each `fsync`ed, an
-/// unsynced overwrite, a destaging pass that moves them all to the
-/// device, then staged writes again over destaged pages.
+/// the device): overwrites and a sub-page write, each `fsync`ed, unsynced
+/// overwrites (the second one's new block may be one the first superseded,
+/// were that freed before a sync), a destaging pass that moves them all to
+/// the device, then staged writes again over destaged pages.
 fn staged_workload() -> Workload {
     seq(
         "staged",
@@ -784,6 +801,7 @@ fn staged_workload() -> Workload {
             Op::Write("/A", 4096 + 100, 300, 0x33),
             Op::FsyncData("/A"),
             Op::Write("/A", 0, 8192, 0x34),
+            Op::Write("/A", 100, 200, 0x37),
             Op::Destage,
             Op::Write("/A", 2048, 4096, 0x35),
             Op::Fsync("/A"),
@@ -794,15 +812,24 @@ fn staged_workload() -> Workload {
 
 /// Every tiered workload, ordered so that a run cut short by an image
 /// budget still covers each kind: [`tier_workloads`], concurrent writers,
-/// then random sequences of six and of ten operations
-/// ([`tier_random_workloads`]).
+/// then random sequences of six operations alternating with random
+/// sequences of eight that stage ([`tier_staged_random_workloads`]), then
+/// random sequences of ten operations ([`tier_random_workloads`]).
 pub fn tier_standard_workloads(seed: u64) -> Vec<Workload> {
     let mut out = tier_workloads();
     out.extend(tier_concurrent_workloads());
-    out.extend(tier_random_workloads(seed, 400, 6));
+    let plain = tier_random_workloads(seed, 400, 6);
+    let staged = tier_staged_random_workloads(seed.wrapping_add(2), 400, 8);
+    for (a, b) in plain.into_iter().zip(staged) {
+        out.push(a);
+        out.push(b);
+    }
     out.extend(tier_random_workloads(seed.wrapping_add(1), 2000, 10));
     out
 }
+
+/// The files of the random tiered workloads.
+const TIER_FILES: [&str; 4] = ["/A", "/B", "/C", "/D/x"];
 
 /// Random tiered workloads: `count` sequences of `len` operations over four
 /// files of the populated tree (`/A`, `/B`, `/C`, `/D/x`), mixing
@@ -812,15 +839,8 @@ pub fn tier_standard_workloads(seed: u64) -> Vec<Workload> {
 /// writes reuse after a full sync) and full syncs. Every write has a tag
 /// of its own, so bytes of any other write, of any file, are foreign.
 pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
-    const FILES: [&str; 4] = ["/A", "/B", "/C", "/D/x"];
     const SIZES: [u64; 6] = [0, 100, 1000, 4096, 5000, 12288];
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = xorshift(seed);
     (0..count)
         .map(|k| {
             // Tags 0x30.. are this workload's own: the setup uses 0xA1,
@@ -828,15 +848,12 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
             let mut tag = 0x30u8;
             let mut ops = Vec::with_capacity(len);
             while ops.len() < len {
-                let f = FILES[next(FILES.len() as u64) as usize];
+                let f = TIER_FILES[next(TIER_FILES.len() as u64) as usize];
                 let page = next(4) * 4096;
                 let op = match next(16) {
                     // A small overwrite inside one page (in place where
                     // the page is settled), or a whole page.
-                    0..=2 => {
-                        let off = page + next(4000);
-                        Op::Write(f, off, 1 + next(4096 - off % 4096) as usize, tag)
-                    }
+                    0..=2 => small_write(&mut next, f, page, tag),
                     3 => Op::Write(f, page, 4096, tag),
                     // Across pages, or past the end (a hole before it).
                     4 => Op::Write(f, page + next(4096), 4096 + next(8192) as usize, tag),
@@ -849,24 +866,98 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
                     13 => Op::Create(f),
                     14 if next(2) == 0 => Op::Sync,
                     14 => Op::Destage,
-                    _ => Op::Rename(f, FILES[next(FILES.len() as u64) as usize]),
+                    _ => Op::Rename(f, TIER_FILES[next(TIER_FILES.len() as u64) as usize]),
                 };
                 if matches!(op, Op::Write(..) | Op::Append(..)) {
                     tag += 1;
                 }
                 ops.push(op);
             }
-            Workload {
-                name: format!("tier-random{len}-{seed}-{k}"),
-                pool_size: 512 << 10,
-                setup: populated(),
-                ops,
-                concurrent: None,
-                member_bytes: 0,
-                data_bytes: TIER_DATA_BYTES,
-            }
+            tier_random(format!("tier-random{len}-{seed}-{k}"), ops)
         })
         .collect()
+}
+
+/// Random tiered workloads that stage: `count` sequences of `len`
+/// operations over the three files of the populated tree (`/A`, `/B`,
+/// `/D/x`; renames may also name `/C`). Each starts with a small write
+/// and an `fsync` of one file (after which its small writes are staged in
+/// the pool of a `pm` pool, `inode/staging.rs`), then stays on the file of
+/// the operation before three times in four, so that small writes,
+/// `fsync`s and `fdatasync`s of one file follow each other: staged writes
+/// over staged and over device pages, their superseded pool blocks freed
+/// by the next sync and reused, destaging, and between them appends,
+/// truncates, unlinks, re-creates, renames and full syncs.
+pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
+    // The files of the populated tree (`/C` only after a create or a
+    // rename).
+    const FILES: [&str; 3] = ["/A", "/B", "/D/x"];
+    let mut next = xorshift(seed);
+    (0..count)
+        .map(|k| {
+            let mut tag = 0x30u8;
+            let mut f = FILES[next(FILES.len() as u64) as usize];
+            let page = next(2) * 4096;
+            let mut ops = vec![small_write(&mut next, f, page, tag), Op::Fsync(f)];
+            tag += 1;
+            while ops.len() < len {
+                if next(4) == 0 {
+                    f = FILES[next(FILES.len() as u64) as usize];
+                }
+                let page = next(3) * 4096;
+                let op = match next(16) {
+                    0..=3 => small_write(&mut next, f, page, tag),
+                    4 => Op::Write(f, page, 4096, tag),
+                    5 => Op::Write(f, page + next(4096), 4096 + next(4096) as usize, tag),
+                    6 => Op::Append(f, 1 + next(3000) as usize, tag),
+                    7..=9 => Op::Fsync(f),
+                    10 => Op::FsyncData(f),
+                    11 => Op::Truncate(f, next(3) * 2000),
+                    12 => Op::Destage,
+                    13 if next(2) == 0 => Op::Sync,
+                    13 => Op::Unlink(f),
+                    14 => Op::Create(f),
+                    _ => Op::Rename(f, TIER_FILES[next(TIER_FILES.len() as u64) as usize]),
+                };
+                if matches!(op, Op::Write(..) | Op::Append(..)) {
+                    tag += 1;
+                }
+                ops.push(op);
+            }
+            tier_random(format!("tier-staged-random{len}-{seed}-{k}"), ops)
+        })
+        .collect()
+}
+
+/// A generator of random numbers below `n` (xorshift, from `seed`).
+fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
+/// A write of 1 to 4096 bytes inside the page at `page` of `f`.
+fn small_write(next: &mut impl FnMut(u64) -> u64, f: &'static str, page: u64, tag: u8) -> Op {
+    let off = page + next(4000);
+    Op::Write(f, off, 1 + next(4096 - off % 4096) as usize, tag)
+}
+
+/// A random tiered workload on the populated tree.
+fn tier_random(name: String, ops: Vec<Op>) -> Workload {
+    Workload {
+        name,
+        pool_size: 512 << 10,
+        setup: populated(),
+        ops,
+        concurrent: None,
+        member_bytes: 0,
+        data_bytes: TIER_DATA_BYTES,
+        must_stage: false,
+    }
 }
 
 /// Concurrent writers on a tiered pool: the writers of

@@ -78,6 +78,9 @@ pub use api::{
 };
 pub use error::{Error, MemberProblem, Result};
 pub use index::IndexKind;
+#[cfg(feature = "planted-bugs")]
+pub use inode::EngineBug;
+pub use inode::StagingStats;
 pub use layout::members::{DataDevice, PoolMember};
 pub use layout::{FileKind, ROOT_INO};
 pub use lock::LockKind;

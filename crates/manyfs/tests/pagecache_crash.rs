@@ -719,18 +719,25 @@ fn synced_with_one_barrier(before: &[u8], after: &[u8], ino: u64) -> bool {
         })
 }
 
+/// On this CPU ([`stay_on_this_cpu`]), a fresh observed pool in `dir`
+/// with `/a` of three pages written and fsync'd: the mount, its observer,
+/// the open file, its inode number and its content.
+fn three_synced_pages(dir: &Path) -> (Fs, Arc<Durable>, manyfs::File, u64, Vec<u8>) {
+    stay_on_this_cpu();
+    let (fs, obs) = fresh_observed(dir);
+    let f = write_file(&fs, "/a", &pattern(1, 0, 3 * PAGE), 0);
+    f.sync_all().unwrap();
+    let ino = f.metadata().unwrap().ino;
+    (fs, obs, f, ino, pattern(1, 0, 3 * PAGE))
+}
+
 /// (a) A one-barrier fsync (an overwrite of a synced file, some of them
 /// linking a new log page) keeps its data in every image a later power cut
 /// can leave.
 #[test]
 fn one_barrier_fsync_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
-    stay_on_this_cpu();
-    let (fs, obs) = fresh_observed(dir.path());
-    let f = write_file(&fs, "/a", &pattern(1, 0, 3 * PAGE), 0);
-    f.sync_all().unwrap();
-    let ino = f.metadata().unwrap().ino;
-    let mut want = pattern(1, 0, 3 * PAGE);
+    let (fs, obs, f, ino, mut want) = three_synced_pages(dir.path());
     // 70 fsync'd overwrites of two pages each (copy-on-write: only
     // single-page writes go in place): the log's tail page fills and a new
     // one is linked on the way. Only the first append to a sub-log (a new
@@ -1096,4 +1103,131 @@ fn stay_on_this_cpu() {
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
     pin_to(&[cpu % libc::CPU_SETSIZE as usize]);
+}
+
+/// The log pages of inode `ino` in `image` that its log reaches (from the
+/// record's log word, through each sub-log's chain of links), as
+/// [`log_pages`] gives them, oldest first: pages unlinked earlier keep
+/// their footers until reused, so [`log_pages`] may still list them.
+fn linked_log_pages(image: &[u8], ino: u64) -> Vec<(usize, u64, u32, u32)> {
+    use manyfs::layout::*;
+    let u64_at = |at: usize| u64::from_le_bytes(image[at..at + 8].try_into().unwrap());
+    let sb = Superblock::decode(&image[..96], image.len() as u64).unwrap();
+    let record = (sb.inode_table_start * BLOCK_SIZE + ino * INODE_SIZE) as usize;
+    let heads: Vec<u64> = match LogWord::decode(u64_at(record + INODE_LOG_ARRAY_OFFSET as usize)) {
+        LogWord::Empty => Vec::new(),
+        LogWord::Direct { head, .. } => vec![head],
+        LogWord::Array(a) => (0..MAX_SUBLOGS)
+            .map(|i| u64_at(a as usize * PAGE + i * 8))
+            .filter(|&h| h != 0)
+            .collect(),
+    };
+    let mut linked = BTreeSet::new();
+    for head in heads {
+        let mut page = head as usize;
+        while page != 0 && page < image.len() / PAGE && linked.insert(page) {
+            page = u64_at(page * PAGE + LOG_FOOTER_OFFSET as usize) as usize;
+        }
+    }
+    log_pages(image, ino)
+        .into_iter()
+        .filter(|p| linked.contains(&p.0))
+        .collect()
+}
+
+/// Whether a log page (from [`log_pages`]) is settled: sealed with its final
+/// mark, and its checked count raised to it, both durable in the image.
+fn settled(page: &(usize, u64, u32, u32)) -> bool {
+    let (_, _, mark, checked) = *page;
+    mark & manyfs::layout::MARK_SEALED != 0 && checked == mark & !manyfs::layout::MARK_SEALED
+}
+
+/// A sync's snapshot starts after each sub-log's settled prefix (its
+/// leading pages sealed, their final marks and checked counts durable:
+/// `InodeLog::snapshot_for_sync`), and the collector may unlink dead pages
+/// of that prefix after a full sync (`settled` shrinks with them). A file
+/// whose log has several settled pages, then loses some of them, then
+/// takes more fsync'd overwrites and appends (new pages linked after the
+/// prefix) keeps every fsync'd byte in every image a power cut leaves
+/// after each of those fsyncs.
+#[test]
+fn fsyncs_after_a_settled_prefix_keep_their_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fs, obs, f, ino, mut want) = three_synced_pages(dir.path());
+    // fsync'd two-page overwrites (copy-on-write, one entry each): the log
+    // grows a page every 63 of them, and each page that fills is sealed and
+    // settled by the syncs after it.
+    let overwrite = |i: usize, want: &mut Vec<u8>| {
+        let data = pattern(1, 1 + (i % 14) as u8, 2 * PAGE);
+        let off = (i % 2) * PAGE;
+        f.write_all_at(&data, off as u64).unwrap();
+        f.sync_data().unwrap();
+        want[off..off + 2 * PAGE].copy_from_slice(&data);
+    };
+    for i in 0..260 {
+        overwrite(i, &mut want);
+    }
+    let before = linked_log_pages(&obs.image(), ino);
+    let prefix: Vec<usize> = before
+        .iter()
+        .take_while(|p| settled(p))
+        .map(|p| p.0)
+        .collect();
+    assert!(
+        prefix.len() >= 3 && prefix.len() < before.len(),
+        "settled prefix of {} pages in a log of {}",
+        prefix.len(),
+        before.len()
+    );
+    // A full sync releases the superseded entries: the collector then
+    // unlinks the dead pages of the prefix as later appends pass.
+    fs.sync().unwrap();
+    let mut expect = Expect::default();
+    expect.owners.insert("/a".into(), [1].into());
+    for round in 0..4 {
+        for i in 0..40 {
+            if i % 5 == 4 {
+                // An append: a new page of data past the end.
+                let data = pattern(1, (round * 40 + i) as u8, PAGE);
+                let end = want.len();
+                f.write_all_at(&data, end as u64).unwrap();
+                f.sync_data().unwrap();
+                want.extend_from_slice(&data);
+            } else {
+                overwrite(round * 40 + i, &mut want);
+            }
+        }
+        expect.exact.insert("/a".into(), want.clone());
+        power_cuts_n(
+            &obs.image(),
+            &read_pool(dir.path()),
+            &expect,
+            60 + round as u64,
+            300,
+        );
+    }
+    // The pool as written (the unlinks' new links reach the durable image
+    // with the next sync of their pages; until then the old chain, whose
+    // pages wait for a full sync before reuse, is what recovery follows).
+    let after = linked_log_pages(&read_pool(dir.path()), ino);
+    let gone = prefix
+        .iter()
+        .filter(|b| !after.iter().any(|p| p.0 == **b))
+        .count();
+    let newest = before.iter().map(|p| p.1).max().unwrap_or(0);
+    let linked = after.iter().filter(|p| p.1 > newest).count();
+    assert!(
+        gone > 0 && linked > 0,
+        "{gone} of the {} settled pages unlinked, {linked} linked; log of {} pages, then {}",
+        prefix.len(),
+        before.len(),
+        after.len()
+    );
+    // An unsynced overwrite after the last fsync: old or new.
+    let mut later = want.clone();
+    f.write_all_at(&pattern(1, 3, 100), 10).unwrap();
+    later[10..110].copy_from_slice(&pattern(1, 3, 100));
+    expect.exact.clear();
+    expect.one_of.insert("/a".into(), vec![want, later]);
+    power_cuts(&obs.image(), &read_pool(dir.path()), &expect, 64);
 }

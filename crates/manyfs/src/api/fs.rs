@@ -233,6 +233,25 @@ impl Fs {
         Ok(moved)
     }
 
+    /// What staging did since the mount ([`MountOptions::stage_max`]):
+    /// pages small synchronous writes placed in the pool, and staged pages
+    /// moved onto the data device. Both 0 where nothing is staged (no data
+    /// device, a `file`-mode pool, `stage_max=0`).
+    pub fn staging_stats(&self) -> crate::StagingStats {
+        self.core.staging.stats()
+    }
+
+    /// Plant `bug` in this mount (test builds with the `planted-bugs`
+    /// feature only): the crash explorer's tests show that it finds it.
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant_bug(&self, bug: crate::EngineBug) {
+        match bug {
+            crate::EngineBug::StagedBlockFreedEarly => {
+                self.core.staging.plant_free_superseded_at_once()
+            }
+        }
+    }
+
     /// The data device's counters (writes, flushes issued and skipped,
     /// whether it is direct), on a tiered pool.
     pub fn device_stats(&self) -> Option<crate::DeviceStats> {

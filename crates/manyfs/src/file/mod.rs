@@ -339,9 +339,15 @@ fn write_locked(
     }
     for m in old.iter().filter(|m| m.block != 0) {
         if core.staging.enabled() && !core.media.on_data_device(m.block * PAGE) {
-            // A pool block (staged): free once this file's next sync made
-            // this write durable, not only at the next full sync.
-            inode.staging.supersede(m.block);
+            if core.staging.frees_superseded_at_once() {
+                // Planted bug (test builds only): reusable while the entry
+                // that superseded it may still not count after a crash.
+                core.blocks.free(m.block, 1);
+            } else {
+                // A pool block (staged): free once this file's next sync
+                // made this write durable, not only at the next full sync.
+                inode.staging.supersede(m.block);
+            }
         } else {
             core.free_later(m.block, 1);
         }
@@ -369,12 +375,16 @@ fn write_locked(
     }
     // Listed after the size covers the pages: a destaging pass that
     // unlisted the file before this reads a size that includes them.
-    if stage
-        && extents
+    if stage {
+        let staged_pages: u64 = extents
             .iter()
-            .any(|&(b, _)| !core.media.on_data_device(b * PAGE))
-    {
-        core.staging.note_staged(inode);
+            .filter(|&&(b, _)| !core.media.on_data_device(b * PAGE))
+            .map(|&(_, n)| n)
+            .sum();
+        if staged_pages > 0 {
+            core.staging.count_staged(staged_pages);
+            core.staging.note_staged(inode);
+        }
     }
     Ok(buf.len())
 }
@@ -478,6 +488,7 @@ pub(crate) fn destage(core: &FsCore, inode: &Inode) -> Result<u64> {
         core.media.read_batch(&mut reads)?;
         drop(reads);
         write_locked(core, inode, f, &buf, off, end, Target::Device)?;
+        core.staging.count_destaged(next - first);
         moved += next - first;
     }
     Ok(moved)

@@ -378,6 +378,23 @@ impl Walker<'_> {
         Ok(Ok(node))
     }
 
+    /// Why a name expecting `generation` of inode `ino` does not name the
+    /// inode its record holds (another generation), if it does not. A
+    /// record that cannot be read or decoded is left to [`Self::inspect`].
+    fn stale_generation(&self, ino: u64, generation: u32) -> Option<String> {
+        let raw = self
+            .media
+            .read_vec(self.sb.inode_offset(ino), INODE_SIZE as usize)
+            .ok()?;
+        let record = InodeRecord::decode(ino, &raw).ok()?;
+        (record.generation != generation).then(|| {
+            format!(
+                "the entry expects generation {generation}, the record has {}",
+                record.generation
+            )
+        })
+    }
+
     /// Queue the children of a directory, checking each name.
     fn children(&mut self, ino: u64, node: &RebuiltInode) {
         let Some(d) = &node.dir else { return };
@@ -392,6 +409,15 @@ impl Walker<'_> {
                     "inode number out of range",
                     src.fix(),
                 ));
+                continue;
+            }
+            // Checked for every name, not only the one that queues the
+            // inode: a name left from before its number was freed and
+            // reused (the entry that removed it lost) names another file,
+            // which a current name may reach first.
+            if let Some(detail) = self.stale_generation(c.ino, c.generation) {
+                self.problems
+                    .push(Problem::new(src.place(c.ino), detail, src.fix()));
                 continue;
             }
             if !self.queued.insert(c.ino) {

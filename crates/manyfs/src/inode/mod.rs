@@ -14,6 +14,9 @@ pub(crate) use file_data::FileData;
 pub(crate) use names::NameGuard;
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use names::NameTable;
+#[cfg(feature = "planted-bugs")]
+pub use staging::EngineBug;
+pub use staging::StagingStats;
 pub(crate) use staging::{LazyStaging, Staging};
 
 use crate::layout::FileKind;

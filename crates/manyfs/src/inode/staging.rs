@@ -60,6 +60,25 @@ pub struct Staging {
     max_bytes: u64,
     /// Files that staged pages since the last destaging pass.
     files: Mutex<Vec<u64>>,
+    /// Pages staged and pages destaged since the mount, per CPU
+    /// ([`StagingStats`]).
+    counts: crate::cpu::Counters<2>,
+    /// Planted bug ([`crate::EngineBug::StagedBlockFreedEarly`]).
+    #[cfg(feature = "planted-bugs")]
+    free_superseded_at_once: AtomicBool,
+}
+
+/// What staging did since the mount (`Fs::staging_stats`): how many pages
+/// small synchronous writes placed in pool blocks, and how many staged
+/// pages destaging moved onto the data device. Both 0 where staging is
+/// off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StagingStats {
+    /// Pages written into pool blocks by staged writes (a page written
+    /// twice counts twice).
+    pub pages_staged: u64,
+    /// Staged pages rewritten onto the data device by destaging.
+    pub pages_destaged: u64,
 }
 
 impl Staging {
@@ -70,7 +89,50 @@ impl Staging {
         Staging {
             max_bytes: if on { opts.stage_max } else { 0 },
             files: Mutex::new(Vec::new()),
+            counts: crate::cpu::Counters::new(),
+            #[cfg(feature = "planted-bugs")]
+            free_superseded_at_once: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a superseded staged block is freed when the write that
+    /// superseded it returns instead of after the file's next sync: never,
+    /// but in a test build that planted that bug.
+    #[inline]
+    pub(crate) fn frees_superseded_at_once(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        {
+            self.free_superseded_at_once.load(Ordering::Relaxed)
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        {
+            false
+        }
+    }
+
+    /// Plant [`crate::EngineBug::StagedBlockFreedEarly`] (test builds).
+    #[cfg(feature = "planted-bugs")]
+    pub(crate) fn plant_free_superseded_at_once(&self) {
+        self.free_superseded_at_once.store(true, Ordering::Relaxed);
+    }
+
+    /// What staging did since the mount.
+    pub fn stats(&self) -> StagingStats {
+        let [pages_staged, pages_destaged] = self.counts.sum();
+        StagingStats {
+            pages_staged,
+            pages_destaged,
+        }
+    }
+
+    /// Count `pages` pages written into pool blocks by a staged write.
+    pub(crate) fn count_staged(&self, pages: u64) {
+        self.counts.add([pages, 0]);
+    }
+
+    /// Count `pages` staged pages moved onto the data device.
+    pub(crate) fn count_destaged(&self, pages: u64) {
+        self.counts.add([0, pages]);
     }
 
     /// Whether this mount stages writes at all.
@@ -104,18 +166,20 @@ impl Staging {
     }
 
     /// Note an `fsync`/`fdatasync` of `inode` whose barrier covered
-    /// `blocks` blocks (its data and log pages): the file stages its small
-    /// writes from now on if this sync was small, and its budget starts
-    /// over.
+    /// `blocks` blocks (its device data and log pages): the file stages
+    /// its small writes from now on if this sync was small, counting the
+    /// bytes staged since its last sync too (they were made durable when
+    /// written, so no barrier covers them), and its budget starts over.
     pub(crate) fn note_sync(&self, inode: &Inode, blocks: u64) {
         if !self.enabled() {
             return;
         }
         let s = inode.staging.get_or_init();
-        if blocks > 0 {
+        let made_durable =
+            blocks * crate::layout::BLOCK_SIZE + s.staged_since_sync.load(Ordering::Relaxed);
+        if made_durable > 0 {
             // Two blocks of slack: the log page and a linked new one.
-            let small =
-                blocks * crate::layout::BLOCK_SIZE <= self.budget() + 2 * crate::layout::BLOCK_SIZE;
+            let small = made_durable <= self.budget() + 2 * crate::layout::BLOCK_SIZE;
             if s.small_syncs.load(Ordering::Relaxed) != small {
                 s.small_syncs.store(small, Ordering::Relaxed);
             }
@@ -146,6 +210,19 @@ impl Staging {
             s.listed.store(false, Ordering::Release);
         }
     }
+}
+
+/// A bug a test build plants in a mount (`Fs::plant_bug`, the
+/// `planted-bugs` feature) to show that the crash explorer finds it.
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineBug {
+    /// A pool block that a staged write superseded is freed (and may be
+    /// reused) as soon as that write returns, instead of after the file's
+    /// next sync made the superseding entry durable: a crash before that
+    /// sync leaves the old entry counting with its block reused.
+    StagedBlockFreedEarly,
 }
 
 /// Writes of [`MountOptions::stage_max`](crate::MountOptions::stage_max)

@@ -601,7 +601,17 @@ impl InodeLog {
             for (e, _) in entries {
                 let mut crc = None;
                 if let Entry::FileWrite { block, npages, .. } = e {
-                    deps.push((*block, *block + *npages as u64));
+                    // The data must be durable before a mark counts the
+                    // entry: on the page cache or the data device, by the
+                    // sync's first barrier. A pool block of a tiered
+                    // `pm`/`dram` pool (staged data) needs none: its
+                    // writer copied it non-temporally (or stored and
+                    // flushed it) before appending the entry, and that
+                    // append's fence made it durable (step 2 above), so
+                    // the barrier would only write its lines back again.
+                    if media.syncs_whole_pages() || media.on_data_device(*block * BLOCK_SIZE) {
+                        deps.push((*block, *block + *npages as u64));
+                    }
                     crc = match known.as_mut().and_then(Iterator::next) {
                         Some(c) => {
                             debug_assert_eq!(
