@@ -263,7 +263,7 @@ pub fn header(name: &str, models: Models, cfg: &Config) -> String {
         );
         let _ = writeln!(
             out,
-            "threads start pinned round-robin over CPUs {cpus:?}; thread_placement=migrate, \
+            "threads start round-robin on CPUs {cpus:?} (each may move within them); thread_placement=migrate, \
              window {:?}, node maximum {} B/s weighted (NVMM-contended above {} %), read \
              dominance {} B per window, hold {} windows",
             pc.window,
