@@ -398,3 +398,71 @@ fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
         ));
     }
 }
+
+/// Threads racing to create the same names (`O_CREAT | O_EXCL`): each name
+/// is created by exactly one of them, the others get `EEXIST`, and the
+/// inodes the losers made before they saw the name taken are freed again:
+/// once every name is removed and a sync has run, as many inodes are free
+/// as before, memory and media agree, and fsck is clean.
+#[test]
+fn racing_exclusive_creates_of_one_name_make_one_file_and_leak_no_inode() {
+    use manyfs::Error;
+    const THREADS: usize = 4;
+    const NAMES: usize = 64;
+    const ROUNDS: usize = 40;
+    let (_dir, pool, fs) = common::fresh(64 << 20);
+    fs.create_dir("/d").unwrap();
+    fs.sync().unwrap();
+    let free_before = fs.statfs().free_inodes;
+    for round in 0..ROUNDS {
+        let won: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let fs = &fs;
+                    s.spawn(move || {
+                        let mut won = Vec::new();
+                        // Each thread walks the names from its own start,
+                        // so that every name is contended at some point.
+                        for i in 0..NAMES {
+                            let k = (i + t * NAMES / THREADS) % NAMES;
+                            let tag = [t as u8, round as u8];
+                            match create_with(fs, &format!("/d/x{k}"), &tag) {
+                                Ok(()) => won.push(k),
+                                Err(Error::Exists(_)) => {}
+                                Err(e) => panic!("create /d/x{k}: {e}"),
+                            }
+                        }
+                        won
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut winners = vec![0usize; NAMES];
+        for (t, names) in won.iter().enumerate() {
+            for &k in names {
+                winners[k] += 1;
+                assert_eq!(
+                    fs.read(format!("/d/x{k}")).unwrap(),
+                    [t as u8, round as u8],
+                    "/d/x{k} holds what its creator wrote"
+                );
+            }
+        }
+        assert!(
+            winners.iter().all(|&n| n == 1),
+            "round {round}: {winners:?}"
+        );
+        for k in 0..NAMES {
+            fs.remove_file(format!("/d/x{k}")).unwrap();
+        }
+    }
+    // Freed inode numbers come back once a sync made their removal durable.
+    fs.sync().unwrap();
+    assert_eq!(fs.statfs().free_inodes, free_before);
+    let diffs = fs.verify().unwrap();
+    assert!(diffs.is_empty(), "{diffs:?}");
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+}

@@ -297,13 +297,22 @@ fn compact_dir(core: &FsCore, dir: &Inode, all: &mut AllShardsMut<'_>) -> Result
 /// directory removed while holding every shard, so no entry can be added
 /// to a removed directory) or the name is taken.
 fn check_free_name(parent: &Inode, st: &DirShard, name: &[u8]) -> Result<()> {
-    if parent.dir()?.removed() {
+    let _ = st;
+    check_free_name_now(parent, name)
+}
+
+/// [`check_free_name`] without the shard: what holds at this instant (a
+/// create's early refusal; the answer can change before the shard is
+/// taken).
+fn check_free_name_now(parent: &Inode, name: &[u8]) -> Result<()> {
+    let d = parent.dir()?;
+    if d.removed() {
         return Err(Error::NotFound(format!(
             "directory inode {} was removed",
             parent.ino
         )));
     }
-    if held_get(parent, st, name)?.is_some() {
+    if d.get(name, &NameGuard::new()).is_some() {
         return Err(Error::Exists(show(name)));
     }
     Ok(())
@@ -480,9 +489,20 @@ fn create_node(
     } else {
         mode
     };
-    let mut st = d.shard(d.shard_of(name)).write();
-    check_free_name(parent, &st, name)?;
+    // The inode is made before the name's shard is taken: writing and
+    // persisting its record is most of a create, and nothing reaches the
+    // inode before its name is logged, so creates of other names in the
+    // shard need not wait for it. A name already taken is refused first
+    // (read without the lock); one taken meanwhile frees the inode again.
+    check_free_name_now(parent, name)?;
     let child = core.new_inode(kind, mode, uid, gid, rdev)?;
+    let mut st = d.shard(d.shard_of(name)).write();
+    if let Err(e) = check_free_name(parent, &st, name) {
+        drop(st);
+        child.attrs.lock().nlink = 0;
+        core.release_if_unused(&child);
+        return Err(e);
+    }
     let made = (|| {
         if pin {
             // Nothing else reaches the new inode yet: it cannot be freed.

@@ -231,7 +231,16 @@ pub fn plan(snap: &Snapshot, policy: &Policy, state: &State) -> Plan {
         out.nvmm_contended = balance_nvmm(snap, cfg, &mut at, &movable, &allowed, &mut out.blocked);
     }
     if policy.rules.cpu() && out.nvmm_contended.is_none() {
-        out.cpu_contended = balance_cpu(snap, cfg, &mut at, &movable, &allowed, &mut out.blocked);
+        let nvmm_rule = policy.rules.nvmm();
+        out.cpu_contended = balance_cpu(
+            snap,
+            cfg,
+            nvmm_rule,
+            &mut at,
+            &movable,
+            &allowed,
+            &mut out.blocked,
+        );
     }
     out.moves = threads
         .iter()
@@ -472,10 +481,17 @@ fn balance_nvmm(
 }
 
 /// Eq. 5-6 with the stop rule: move threads off a CPU-contended node;
-/// returns that node.
+/// returns that node. With the NVMM rule in force (`nvmm_rule`), a writer
+/// is not moved to a node the NVMM rule would then find contended: that
+/// rule takes precedence (the CPU rule runs only when no node is
+/// NVMM-contended), so such a move would be undone by an NVMM move in a
+/// later window and redone once its hold expired, over and over (on nodes
+/// of one CPU: an NVMM move puts two threads on one CPU, the CPU rule sends
+/// one back into the contention the NVMM move relieved).
 fn balance_cpu(
     snap: &Snapshot,
     cfg: &PlacementConfig,
+    nvmm_rule: bool,
     at: &mut [(usize, Option<Reason>)],
     movable: &impl Fn(usize) -> bool,
     allowed: &impl Fn(usize, usize) -> bool,
@@ -486,6 +502,7 @@ fn balance_cpu(
     // Eq. 6 on node n: Time_i / (Time_W * cores_n).
     let share = |i: usize, n: usize| cpu_share(snap, i, n);
     let mut used = cpu_use(snap, |i| at[i].0);
+    let mut load = nvmm_rule.then(|| nvmm_load(snap, cfg, |i| at[i].0));
     let limit = f64::from(cfg.cpu_limit_pct) / 100.0;
     let hot = (0..nodes)
         .filter(|&n| used[n] > limit)
@@ -508,10 +525,19 @@ fn balance_cpu(
                 .filter(|&m| m != hot && (!mask || allowed(i, m)))
                 .min_by(|&a, &b| used[a].total_cmp(&used[b]))
         };
-        // Eq. 5, and the stop rule: the move must not invert the imbalance.
+        // Eq. 5, and the stop rule: the move must not invert the imbalance;
+        // nor may it make the target NVMM-contended (see above).
+        let w = threads[i].writes() as f64;
         let fits = |m: &usize| {
             let (out, inn) = (share(i, hot), share(i, *m));
-            used[*m] + inn <= limit && used[hot] - out >= used[*m] + inn
+            let nvmm_ok = w == 0.0
+                || load.as_ref().is_none_or(|l| {
+                    let mut after = l.clone();
+                    after[hot] -= w;
+                    after[*m] += w;
+                    !nvmm_hot(snap, cfg, &after, *m)
+                });
+            used[*m] + inn <= limit && used[hot] - out >= used[*m] + inn && nvmm_ok
         };
         let Some(m) = target(true) else {
             note_blocked(
@@ -527,6 +553,10 @@ fn balance_cpu(
             at[i] = (m, Some(Reason::CpuContention));
             used[hot] -= out;
             used[m] += inn;
+            if let Some(l) = &mut load {
+                l[hot] -= w;
+                l[m] += w;
+            }
         }
     }
     Some(hot)
@@ -821,6 +851,46 @@ mod tests {
         for rules in [PlacementPolicy::Cpu, PlacementPolicy::Full] {
             let moves = one_cpu_nodes(rules, 12);
             assert!(moves.is_empty(), "{rules}: {moves:?}");
+        }
+    }
+
+    #[test]
+    fn the_cpu_rule_does_not_move_a_writer_back_into_nvmm_contention() {
+        // Two busy writers share node 1's one CPU (an NVMM move put the
+        // second there) and read node 0's data. Node 0 carries their reads
+        // (1,800 / 3 = 600 MB) and node 1 their writes (600 MB): neither
+        // is NVMM-contended (800 of a 1,000 MB maximum), node 1's CPU is.
+        // Moving a writer back would put its 300 MB of writes on node 0
+        // (900 MB, node 1 at 300): contended again, so under `full` the
+        // CPU rule leaves both where they are; the CPU rule alone moves
+        // one. (Read locality is kept out of it: no read target.)
+        let two_on_node_1 = || {
+            (0..2)
+                .map(|i| {
+                    let mut t = thread(i, 1);
+                    t.cpu_ns = 500_000_000;
+                    t.read = vec![900 * MB, 0];
+                    t.written = vec![0, 300 * MB];
+                    t
+                })
+                .collect::<Vec<_>>()
+        };
+        for rules in [PlacementPolicy::Full, PlacementPolicy::Cpu] {
+            let mut pol = policy(rules);
+            pol.config.node_max_bw = vec![1_000 * MB, 1_000 * MB];
+            pol.config.read_dominance_bytes = u64::MAX / 4;
+            let p = plan(
+                &snap(1, vec![1, 1], two_on_node_1()),
+                &pol,
+                &State::default(),
+            );
+            assert_eq!(p.nvmm_contended, None, "{rules}: {p:?}");
+            assert_eq!(p.cpu_contended, Some(1), "{rules}: {p:?}");
+            let expected = usize::from(rules == PlacementPolicy::Cpu);
+            assert_eq!(p.moves.len(), expected, "{rules}: {p:?}");
+            if let Some(m) = p.moves.first() {
+                assert_eq!((m.to, m.reason), (0, Reason::CpuContention));
+            }
         }
     }
 
