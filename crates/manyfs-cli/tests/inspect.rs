@@ -1,6 +1,9 @@
 //! `manyfs inspect` shows each member's node spills as of the last unmount.
 
-use manyfs::{Durability, Fs, MkfsOptions, MountOptions, PoolMember, TopologySpec};
+#[path = "../../manyfs/tests/common/mod.rs"]
+mod common;
+
+use manyfs::{Durability, Fs, MkfsOptions, MountOptions, TopologySpec};
 use std::path::Path;
 use std::process::Command;
 
@@ -58,29 +61,12 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
         },
         ..MountOptions::default()
     };
-    let cpus = manyfs_bench::sys::allowed_cpus();
-    let cpu = *cpus.last().expect("an allowed CPU");
     let (node, first) = std::thread::scope(|s| {
         s.spawn(|| {
-            manyfs_bench::sys::pin_current_thread(cpu);
             // Configured CPU = real CPU mod 2, and node = configured CPU.
-            let node = cpu % 2;
+            let node = common::pin_to_an_allowed_cpu() % 2;
             // Member 0 (the pool file) on the other node, member 1 on ours.
-            let fs = Fs::mkfs(
-                &pool,
-                &MkfsOptions {
-                    size: 24 * MIB,
-                    node: (1 - node) as u32,
-                    members: vec![PoolMember {
-                        path: dir.path().join("m1"),
-                        node: node as u32,
-                        size: 8 * MIB,
-                    }],
-                    ..Default::default()
-                },
-                &opts,
-            )
-            .unwrap();
+            let fs = common::mkfs_spilling_pair(&pool, node, &opts);
             write_files(&fs, 0, 10);
             let spills = fs.node_spills()[node];
             assert!(spills > 0, "10 MiB did not spill out of an 8 MiB member");
@@ -97,7 +83,7 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
     // A second mount on the same node starts from the recorded count.
     let second = std::thread::scope(|s| {
         s.spawn(|| {
-            manyfs_bench::sys::pin_current_thread(cpu);
+            common::pin_to_an_allowed_cpu();
             let fs = Fs::mount(&pool, &opts).unwrap();
             assert_eq!(fs.members()[1].spills, first);
             assert_eq!(fs.node_spills()[node], first);

@@ -469,21 +469,7 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
             let node = common::pin_to_an_allowed_cpu() % 2;
             let other = 1 - node;
             // Member 0 (the pool file) on the other node, member 1 on ours.
-            let fs = Fs::mkfs(
-                &pool,
-                &MkfsOptions {
-                    size: 24 * MIB,
-                    node: other as u32,
-                    members: vec![PoolMember {
-                        path: dir.path().join("m1"),
-                        node: node as u32,
-                        size: 8 * MIB,
-                    }],
-                    ..Default::default()
-                },
-                &opts,
-            )
-            .unwrap();
+            let fs = common::mkfs_spilling_pair(&pool, node, &opts);
             let start = fs.members();
             let mut spilled_at = None;
             for i in 0..12 {

@@ -108,3 +108,26 @@ pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Erro
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
+
+/// A pool at `pool` for a thread of emulated node `node` (of a `2x1`
+/// topology, in `opts`) to spill from: member 0, the pool file (24 MiB),
+/// on the other node, and member 1 (`m1` beside it, 8 MiB) on `node`, so
+/// that the thread fills member 1 first and then takes blocks of member 0.
+pub fn mkfs_spilling_pair(pool: &Path, node: usize, opts: &MountOptions) -> Fs {
+    const MIB: u64 = 1 << 20;
+    Fs::mkfs(
+        pool,
+        &MkfsOptions {
+            size: 24 * MIB,
+            node: (1 - node) as u32,
+            members: vec![manyfs::PoolMember {
+                path: pool.with_file_name("m1"),
+                node: node as u32,
+                size: 8 * MIB,
+            }],
+            ..Default::default()
+        },
+        opts,
+    )
+    .unwrap()
+}
