@@ -1,4 +1,5 @@
-//! Threads racing create, link, unlink, rename, mkdir and rmdir over a few
+//! Threads racing create, link, unlink, rename (within and across
+//! directories, onto files and onto empty directories), mkdir and rmdir over a few
 //! shared directories. Errors such as EEXIST or ENOENT are expected; what
 //! must hold is that memory and media agree afterwards, before and after a
 //! remount, and that fsck is clean.
@@ -26,14 +27,18 @@ fn racing_namespace_operations_stay_consistent() {
                     let d2 = dirs[rng.random_range(0..dirs.len())];
                     let n1 = format!("{d1}/n{}", rng.random_range(0..6));
                     let n2 = format!("{d2}/n{}", rng.random_range(0..6));
-                    let _ = match rng.random_range(0..8) {
+                    let _ = match rng.random_range(0..9) {
                         0 | 1 => fs.write(&n1, &rng.random::<u64>().to_le_bytes()),
                         2 => fs.hard_link(&n1, &n2),
                         3 => fs.remove_file(&n1),
                         4 => fs.rename(&n1, &n2),
                         5 => fs.create_dir(format!("{d1}/sub")),
                         6 => fs.remove_dir(format!("{d1}/sub")),
-                        _ => fs.rename(format!("{d1}/sub"), format!("{d2}/moved{}", t % 2)),
+                        7 => fs.rename(format!("{d1}/sub"), format!("{d2}/moved{}", t % 2)),
+                        // Within one directory onto a directory (the
+                        // replaced one must be empty): the one same-directory
+                        // rename that locks a second directory.
+                        _ => fs.rename(format!("{d1}/moved{}", t % 2), format!("{d1}/sub")),
                     };
                 }
             });

@@ -5,6 +5,7 @@ mod file_data;
 mod names;
 mod staging;
 
+pub(crate) use dir_data::RwLockWriteGuard as ShardWriteGuard;
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use dir_data::hash_name;
 pub(crate) use dir_data::{

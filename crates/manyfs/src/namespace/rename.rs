@@ -191,9 +191,31 @@ pub fn rename(
             "cannot rename \".\" or \"..\"".into(),
         ));
     }
-    let _ns = core.namespace_lock.lock();
     let same = src.ino == dst.ino;
-    let mut held = Held::lock(&[(src, src_name), (dst, dst_name)])?;
+    let names: [(&Inode, &[u8]); 2] = [(src, src_name), (dst, dst_name)];
+    // A rename within one directory that replaces no directory locks that
+    // directory's shards only and changes no directory's ancestry, so it
+    // runs without the namespace mutex (the kernel, too, takes its rename
+    // mutex for cross-directory renames only): renames in one shared
+    // directory then scale like creates. Replacing a directory also locks
+    // the replaced one (to keep it empty), which is a second directory:
+    // that takes the mutex like every other two-directory operation.
+    let (_ns, mut held) = if same {
+        let mut held = Held::lock(&names)?;
+        if held
+            .get(dst, dst_name)
+            .is_some_and(|t| t.kind == FileKind::Dir)
+        {
+            drop(held);
+            let ns = core.namespace_lock.lock();
+            (Some(ns), Held::lock(&names)?)
+        } else {
+            (None, held)
+        }
+    } else {
+        let ns = core.namespace_lock.lock();
+        (Some(ns), Held::lock(&names)?)
+    };
     let moving = named(held.get(src, src_name), src_name)?;
     let moving_inode = core.get(moving.ino)?;
     check_sticky(src, &moving_inode, caller_uid)?;
@@ -218,6 +240,12 @@ pub fn rename(
             (true, false) => return Err(Error::NotDir(show(dst_name))),
             (false, true) => return Err(Error::IsDir(show(dst_name))),
             (true, true) => {
+                // Held since the target was seen to be a directory (it
+                // cannot have changed: its shard is held).
+                debug_assert!(
+                    _ns.is_some(),
+                    "a replaced directory is locked under the mutex"
+                );
                 let td = target_keep.as_ref().expect("target inode").dir()?;
                 target_dir = Some((td, empty_dir(td, dst_name)?));
             }
