@@ -88,3 +88,59 @@ fn background_checkpoints_do_not_stop_writers() {
 fn blocking_checkpoints_hold_writers_until_done() {
     assert!(!write_finishes_during_checkpoint(Checkpoint::Blocking));
 }
+
+/// Appends to one sub-log racing checkpoints that each mark many of its
+/// pages (a checkpoint lets the appender in between runs of marked pages):
+/// every record is there after a remount, in order, and fsck is clean.
+#[test]
+fn appends_racing_checkpoints_that_mark_many_pages_survive_remount() {
+    const RECORDS: u64 = 20_000;
+    const RECORD: usize = 100;
+    let opts = MountOptions {
+        commit_interval: Duration::ZERO,
+        ..Default::default()
+    };
+    let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
+    let record = |i: u64| {
+        let mut r = [0u8; RECORD];
+        for (j, b) in r.iter_mut().enumerate() {
+            *b = (i as usize * 31 + j) as u8;
+        }
+        r
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let syncs = std::thread::scope(|s| {
+        let syncer = s.spawn(|| {
+            let mut n = 0u32;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                // Long enough between checkpoints for a thousand appends
+                // or more, i.e. dozens of log pages to mark.
+                std::thread::sleep(Duration::from_millis(20));
+                fs.sync().unwrap();
+                n += 1;
+            }
+            n
+        });
+        // One CPU: every append goes to one sub-log.
+        common::pin_to_an_allowed_cpu();
+        let f = common::open_rw(&fs, "/appended");
+        for i in 0..RECORDS {
+            f.write_all_at(&record(i), i * RECORD as u64).unwrap();
+        }
+        f.sync_all().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        syncer.join().unwrap()
+    });
+    assert!(syncs > 0, "no checkpoint ran during the appends");
+    assert!(fs.verify().unwrap().is_empty());
+    fs.unmount().unwrap();
+    let report = manyfs::fsck::check(&pool).unwrap();
+    assert!(report.is_clean(), "{:?}", report.errors);
+    let fs = Fs::mount(&pool, &opts).unwrap();
+    let back = fs.read("/appended").unwrap();
+    assert_eq!(back.len() as u64, RECORDS * RECORD as u64);
+    for (i, chunk) in back.chunks(RECORD).enumerate() {
+        assert_eq!(chunk, &record(i as u64)[..], "record {i}");
+    }
+    fs.unmount().unwrap();
+}

@@ -347,9 +347,23 @@ impl InodeLog {
             // Marks name pages after the settled prefix (the snapshot
             // skipped it): search from there, wrapping around.
             let mut hint = (sub.settled as usize).min(sub.pages.len());
+            let mut done_here = 0;
             while i < marks.len() && marks[i].0 == idx {
+                if done_here == MARKS_PER_HOLD {
+                    // A checkpoint marks every page appended since the
+                    // last one (hundreds under a steady appender): let the
+                    // appender of this sub-log in between. Each page's
+                    // mark is applied whole under the mutex, which is all
+                    // an append needs; pages unlinked meanwhile are not
+                    // found and skipped, as below.
+                    drop(sub);
+                    sub = lock(self.sub(idx));
+                    hint = hint.min(sub.pages.len());
+                    done_here = 0;
+                }
                 let (_, page, mark) = marks[i];
                 i += 1;
+                done_here += 1;
                 let Some(j) = (hint..sub.pages.len())
                     .chain(0..hint)
                     .find(|&j| sub.pages[j] == page)
@@ -384,3 +398,7 @@ impl InodeLog {
         }
     }
 }
+
+/// Pages a sync marks (or confirms) per hold of a sub-log's mutex before it
+/// lets that sub-log's appenders in.
+const MARKS_PER_HOLD: usize = 16;
