@@ -200,26 +200,25 @@ pub fn rename(
     // directory then scale like creates. Replacing a directory also locks
     // the replaced one (to keep it empty), which is a second directory:
     // that takes the mutex like every other two-directory operation.
-    let (_ns, mut held) = if same {
+    // (The target, when already looked up under the held shards.)
+    let (_ns, mut held, seen_target) = if same {
         let mut held = Held::lock(&names)?;
-        if held
-            .get(dst, dst_name)
-            .is_some_and(|t| t.kind == FileKind::Dir)
-        {
+        let target = held.get(dst, dst_name);
+        if target.is_some_and(|t| t.kind == FileKind::Dir) {
             drop(held);
             let ns = core.namespace_lock.lock();
-            (Some(ns), Held::lock(&names)?)
+            (Some(ns), Held::lock(&names)?, None)
         } else {
-            (None, held)
+            (None, held, Some(target))
         }
     } else {
         let ns = core.namespace_lock.lock();
-        (Some(ns), Held::lock(&names)?)
+        (Some(ns), Held::lock(&names)?, None)
     };
     let moving = named(held.get(src, src_name), src_name)?;
     let moving_inode = core.get(moving.ino)?;
     check_sticky(src, &moving_inode, caller_uid)?;
-    let target = held.get(dst, dst_name);
+    let target = seen_target.unwrap_or_else(|| held.get(dst, dst_name));
     let target_inode = target.map(|t| core.get(t.ino)).transpose()?;
     // A directory replaced must stay empty until it is marked removed.
     let target_keep = target_inode.clone();
