@@ -75,6 +75,41 @@ impl<N, T: Default> Slots<N, T> {
         self.0[i].get_or_insert_with(|| make_child(level, node))
     }
 
+    /// Whether the slot array is still unallocated (no child yet).
+    pub(super) fn is_unallocated(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// [`Slots::fill`] with what it may need made beforehand, outside the
+    /// exclusive lock: `child` for the slot and, if this node has no slot
+    /// array yet, `array`. Returns the slot's child and whatever was not
+    /// used (the slot was filled meanwhile), for the caller to drop after
+    /// it releases the lock.
+    pub(super) fn fill_prepared(
+        &mut self,
+        i: usize,
+        child: Child<N, T>,
+        array: Option<SlotArray<N, T>>,
+    ) -> (&Child<N, T>, Unused<N, T>) {
+        let mut unused_array = None;
+        if self.0.is_empty() {
+            self.0 = array.unwrap_or_else(empty_array);
+        } else {
+            unused_array = array;
+        }
+        let slot = &mut self.0[i & (FANOUT - 1)];
+        let unused_child = if slot.is_none() {
+            *slot = Some(child);
+            None
+        } else {
+            Some(child)
+        };
+        (
+            slot.as_ref().expect("filled above"),
+            (unused_child, unused_array),
+        )
+    }
+
     /// The planted bug of the model checks: insert at `i` without looking
     /// again, as a thread that skipped the second check would. The child it
     /// replaces is leaked, not freed (another thread may still be inside
@@ -102,7 +137,20 @@ impl<N, T: Default> Slots<N, T> {
     }
 }
 
-fn make_child<N, T: Default>(level: u32, node: impl FnOnce() -> N) -> Child<N, T> {
+/// A node's array of [`FANOUT`] child slots.
+pub(super) type SlotArray<N, T> = Box<[Option<Child<N, T>>]>;
+
+/// What [`Slots::fill_prepared`] did not use: a child, a slot array.
+pub(super) type Unused<N, T> = (Option<Child<N, T>>, Option<SlotArray<N, T>>);
+
+/// A slot array with every slot empty.
+pub(super) fn empty_array<N, T>() -> SlotArray<N, T> {
+    (0..FANOUT).map(|_| None).collect()
+}
+
+/// The child a node at `level` gets in an empty slot: a leaf under the last
+/// interior level, else `node()`.
+pub(super) fn make_child<N, T: Default>(level: u32, node: impl FnOnce() -> N) -> Child<N, T> {
     if level + 1 == INTERIOR_LEVELS {
         Child::Leaf(Box::new(std::array::from_fn(|_| T::default())))
     } else {
@@ -222,4 +270,47 @@ fn memory_bytes<N: LockedNode<T>, T: Default>(node: &N) -> usize {
         }
         total
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot of the last interior level: leaves, so no node type is made.
+    const LEAF_LEVEL: u32 = INTERIOR_LEVELS - 1;
+
+    fn leaf(v: u64) -> Child<(), u64> {
+        Child::Leaf(Box::new([v; FANOUT]))
+    }
+
+    fn value(c: &Child<(), u64>) -> u64 {
+        match c {
+            Child::Leaf(l) => l[0],
+            Child::Node(_) => unreachable!("leaves only"),
+        }
+    }
+
+    #[test]
+    fn a_prepared_fill_uses_what_it_needs_and_hands_back_the_rest() {
+        let mut slots: Slots<(), u64> = Slots::empty();
+        assert!(slots.is_unallocated());
+        // First child of the node: the prepared array and child are used.
+        let (c, unused) = slots.fill_prepared(3, leaf(1), Some(empty_array()));
+        assert_eq!(value(c), 1);
+        assert!(unused.0.is_none() && unused.1.is_none());
+        assert!(!slots.is_unallocated());
+        // The slot was filled meanwhile: the existing child stays, and both
+        // prepared parts come back to be dropped outside the lock.
+        let (c, unused) = slots.fill_prepared(3, leaf(2), Some(empty_array()));
+        assert_eq!(value(c), 1);
+        assert!(matches!(unused.0, Some(Child::Leaf(ref l)) if l[0] == 2));
+        assert!(unused.1.is_some());
+        // Another slot of an allocated node: the child is used, no array
+        // is needed.
+        let (c, unused) = slots.fill_prepared(4, leaf(3), None);
+        assert_eq!(value(c), 3);
+        assert!(unused.0.is_none() && unused.1.is_none());
+        // And the plain fill agrees with what is there.
+        assert_eq!(value(slots.fill(3, LEAF_LEVEL, || ())), 1);
+    }
 }

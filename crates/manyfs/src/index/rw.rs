@@ -12,7 +12,7 @@
 //! 8-17; here with parking_lot's atomic downgrade). Lookups that find a
 //! hole return `None` without writing anything.
 
-use super::locked::{LockedNode, LockedRadix, Slots, Step};
+use super::locked::{LockedNode, LockedRadix, Slots, Step, empty_array, make_child};
 use super::radix::{INTERIOR_LEVELS, slot_index};
 use super::{NoProbe, SerialProbe};
 use crate::sync::node::{RwLock, RwLockReadGuard, downgrade};
@@ -74,19 +74,30 @@ impl<T: Default + Send + Sync> RwNode<T> {
                 Some(child) => unsafe { child.step() },
                 None => {
                     // Lines 8-17: read lock out, write lock in, look again,
-                    // insert, back to a read lock.
+                    // insert, back to a read lock. The new child (and the
+                    // node's slot array, if it has none) is made before the
+                    // write lock, so that what excludes the other threads
+                    // is the second look and a store; one made in vain
+                    // (another thread filled the slot meanwhile) is dropped
+                    // after the lock is back to a read lock.
+                    let array = guard.is_unallocated().then(empty_array);
                     drop(guard);
+                    let fresh = make_child(level, RwNode::empty);
                     let mut w = node.0.write();
                     let held = P::enter();
-                    let child = match recheck {
-                        Recheck::Yes => w.fill(i, level, RwNode::empty),
+                    let (child, unused) = match recheck {
+                        Recheck::Yes => w.fill_prepared(i, fresh, array),
                         #[cfg(all(test, feature = "shuttle"))]
-                        Recheck::PlantedBugSkip => w.fill_unchecked(i, level, RwNode::empty),
+                        Recheck::PlantedBugSkip => (
+                            w.fill_unchecked(i, level, RwNode::empty),
+                            (Some(fresh), array),
+                        ),
                     };
                     // SAFETY: a slot of the tree `self` roots (see `Child::step`).
                     let step = unsafe { child.step() };
                     P::exit(held);
                     guard = downgrade(&node.0, w);
+                    drop(unused);
                     step
                 }
             };
