@@ -14,6 +14,45 @@ pub use shuttle::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 #[cfg(feature = "shuttle")]
 pub use shuttle::sync::{Mutex, MutexGuard};
 
+/// A reader-writer lock of `$lib` with parking_lot's interface: `read` and
+/// `write` hand out the guard even if a holder panicked (a panic in a
+/// request is handled above the lock; the guard still releases on unwind).
+macro_rules! poison_free_rwlock {
+    ($($lib:ident)::+, $whose:literal) => {
+        #[doc = concat!($whose, " reader-writer lock with parking_lot's interface.")]
+        #[derive(Debug, Default)]
+        pub struct RwLock<T>($($lib)::+::RwLock<T>);
+        /// Read guard of [`RwLock`].
+        pub type RwLockReadGuard<'a, T> = $($lib)::+::RwLockReadGuard<'a, T>;
+        /// Write guard of [`RwLock`].
+        pub type RwLockWriteGuard<'a, T> = $($lib)::+::RwLockWriteGuard<'a, T>;
+
+        impl<T> RwLock<T> {
+            /// A new lock holding `v`.
+            pub fn new(v: T) -> Self {
+                RwLock($($lib)::+::RwLock::new(v))
+            }
+            /// Shared access (a panicked holder does not poison it).
+            pub fn read(&self) -> RwLockReadGuard<'_, T> {
+                self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+            /// Exclusive access.
+            pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+                self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+        }
+    };
+}
+
+/// std's reader-writer lock (a futex: it waits in the kernel after a short
+/// spin, where parking_lot's yields the CPU first) with parking_lot's
+/// interface: the directory shards' locks. With 64 threads renaming on 2
+/// cores, parking_lot's `sched_yield`s while a preempted holder kept its
+/// shard cost a third of the renames (docs/benchmarks.md).
+pub mod futex {
+    poison_free_rwlock!(std::sync, "std's");
+}
+
 /// Per-node locks of the locked index trees (`index/rw.rs`,
 /// `index/cascade.rs`): parking_lot's (no poisoning, an atomic
 /// write-to-read downgrade) normally, shuttle's under the model checker.
@@ -40,28 +79,7 @@ pub mod node {
     mod shuttle_locks {
         use std::sync::PoisonError;
 
-        /// shuttle's reader-writer lock with parking_lot's interface.
-        #[derive(Debug, Default)]
-        pub struct RwLock<T>(shuttle::sync::RwLock<T>);
-        /// Read guard of [`RwLock`].
-        pub type RwLockReadGuard<'a, T> = shuttle::sync::RwLockReadGuard<'a, T>;
-        /// Write guard of [`RwLock`].
-        pub type RwLockWriteGuard<'a, T> = shuttle::sync::RwLockWriteGuard<'a, T>;
-
-        impl<T> RwLock<T> {
-            /// A new lock holding `v`.
-            pub fn new(v: T) -> Self {
-                RwLock(shuttle::sync::RwLock::new(v))
-            }
-            /// Shared access (a panicked holder does not poison it).
-            pub fn read(&self) -> RwLockReadGuard<'_, T> {
-                self.0.read().unwrap_or_else(PoisonError::into_inner)
-            }
-            /// Exclusive access.
-            pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-                self.0.write().unwrap_or_else(PoisonError::into_inner)
-            }
-        }
+        poison_free_rwlock!(shuttle::sync, "shuttle's");
 
         /// Release the write lock, then take the read lock (see the
         /// parking_lot version of this function).

@@ -24,34 +24,8 @@
 use super::names::{NameGuard, NameTable};
 use crate::layout::FileKind;
 use crate::sync::Ordering;
+pub use crate::sync::futex::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crossbeam_utils::CachePadded;
-pub use shard_lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// The lock of a directory shard.
-mod shard_lock {
-    use std::sync::PoisonError;
-    pub use std::sync::{RwLockReadGuard, RwLockWriteGuard};
-
-    /// A reader-writer lock that waits in the kernel after a short spin
-    /// (std's futex lock).
-    #[derive(Debug, Default)]
-    pub struct RwLock<T>(std::sync::RwLock<T>);
-
-    impl<T> RwLock<T> {
-        /// A new lock holding `v`.
-        pub fn new(v: T) -> Self {
-            RwLock(std::sync::RwLock::new(v))
-        }
-        /// Shared access.
-        pub fn read(&self) -> RwLockReadGuard<'_, T> {
-            self.0.read().unwrap_or_else(PoisonError::into_inner)
-        }
-        /// Exclusive access.
-        pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-            self.0.write().unwrap_or_else(PoisonError::into_inner)
-        }
-    }
-}
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
