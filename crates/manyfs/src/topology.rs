@@ -85,6 +85,10 @@ pub struct Topology {
     node_cpus: Vec<Vec<usize>>,
     /// `distance[a][b]`, as `/sys/devices/system/node/nodeA/distance`.
     distance: Vec<Vec<u32>>,
+    /// The kernel's id of each node (`/sys/devices/system/node/nodeN`):
+    /// manyfs numbers nodes densely, the kernel's ids may have holes.
+    /// The dense numbers themselves in an emulated topology.
+    os_ids: Vec<u32>,
     /// Whether this is an emulated topology.
     emulated: bool,
 }
@@ -121,6 +125,7 @@ impl Topology {
             distance: (0..nodes)
                 .map(|a| (0..nodes).map(|b| if a == b { 10 } else { 20 }).collect())
                 .collect(),
+            os_ids: (0..nodes as u32).collect(),
             emulated: true,
         }
     }
@@ -199,6 +204,7 @@ impl Topology {
             node_of_cpu,
             node_cpus,
             distance,
+            os_ids: ids,
             emulated: false,
         }
     }
@@ -227,6 +233,18 @@ impl Topology {
     /// Whether the topology is emulated.
     pub fn is_emulated(&self) -> bool {
         self.emulated
+    }
+
+    /// The kernel's id of node `node` (what `mbind` and sysfs name; equal
+    /// to `node` unless the machine's node ids have holes).
+    pub fn os_node_id(&self, node: usize) -> u32 {
+        self.os_ids.get(node).copied().unwrap_or(node as u32)
+    }
+
+    /// manyfs's number of the node the kernel calls `os_id`, if it is one
+    /// of this topology's.
+    pub fn node_of_os_id(&self, os_id: u32) -> Option<usize> {
+        self.os_ids.iter().position(|&id| id == os_id)
     }
 
     /// The node of CPU `cpu` (ids past the count wrap, as
@@ -373,6 +391,12 @@ mod tests {
         assert_eq!((t.node_count(), t.cpu_count()), (2, 8));
         assert_eq!((t.node_of(2), t.node_of(6)), (0, 1));
         assert_eq!((t.distance(0, 1), t.distance(1, 1)), (21, 10));
+        // The kernel calls the second node 2: that is what mbind needs.
+        assert_eq!((t.os_node_id(0), t.os_node_id(1)), (0, 2));
+        assert_eq!(
+            (t.node_of_os_id(2), t.node_of_os_id(1), t.node_of_os_id(0)),
+            (Some(1), None, Some(0))
+        );
         assert!(!t.is_emulated());
     }
 

@@ -30,7 +30,8 @@ const MPOL_DEFAULT: libc::c_int = 0;
 /// `MPOL_BIND` of `<linux/mempolicy.h>`.
 const MPOL_BIND: libc::c_int = 2;
 
-/// What [`bind_plan`] decided for one member.
+/// What [`bind_plan`] decided for one member (a bind names the kernel's
+/// node id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Plan {
     /// Bind it to this kernel node.
@@ -82,15 +83,20 @@ pub(crate) fn bind_plan(path: &Path, node: u32, topology: &Topology) -> Plan {
         );
         return Plan::Skip;
     }
-    if !node_exists(Path::new("/sys/devices/system"), node) {
+    // `node` is manyfs's dense number; the kernel's id may differ where its
+    // node ids have holes (nodes 0 and 2, say).
+    let os_id = ((node as usize) < topology.node_count())
+        .then(|| topology.os_node_id(node as usize))
+        .filter(|&id| node_exists(Path::new("/sys/devices/system"), id));
+    let Some(os_id) = os_id else {
         tracing::debug!(
             member = %path.display(),
             node,
             "member on tmpfs not bound: the machine has no such NUMA node"
         );
         return Plan::Skip;
-    }
-    Plan::Bind(node)
+    };
+    Plan::Bind(os_id)
 }
 
 /// The NUMA node the kernel reports for the block device `major:minor`
@@ -140,7 +146,10 @@ pub(crate) fn check_device_node(
     if topology.is_emulated() {
         return Ok(());
     }
-    match file_device_node(sys, file) {
+    // The kernel reports its own node id; members carry manyfs's dense
+    // number (an id the topology does not know stays as the kernel's).
+    let dense = |os_id: u32| topology.node_of_os_id(os_id).map_or(os_id, |n| n as u32);
+    match file_device_node(sys, file).map(|(device, os_id)| (device, dense(os_id))) {
         Some((device, found)) if found != given => Err(Error::Member {
             path: path.to_path_buf(),
             index,
@@ -359,6 +368,31 @@ mod tests {
         // Where the kernel reports no node, nothing to check.
         let empty = tempfile::tempdir().unwrap();
         check_device_node(empty.path(), &file, &path, 1, 0, system).unwrap();
+
+        // A machine whose node ids have a hole (nodes 0 and 2): the device
+        // on the kernel's node 2 is manyfs's node 1.
+        std::fs::write(d.join("numa_node"), "2").unwrap();
+        let nodes = tempfile::tempdir().unwrap();
+        for (id, cpus) in [(0, "0-3"), (2, "4-7")] {
+            let n = nodes.path().join(format!("node/node{id}"));
+            std::fs::create_dir_all(&n).unwrap();
+            std::fs::write(n.join("cpulist"), cpus).unwrap();
+        }
+        std::fs::create_dir_all(nodes.path().join("cpu")).unwrap();
+        std::fs::write(nodes.path().join("cpu/possible"), "0-7").unwrap();
+        let holes = Topology::from_sysfs(nodes.path());
+        check_device_node(sys.path(), &file, &path, 1, 1, &holes).unwrap();
+        let err = check_device_node(sys.path(), &file, &path, 1, 0, &holes).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Member {
+                    problem: crate::error::MemberProblem::WrongNode { found: 1, .. },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     /// A directory on tmpfs, where this machine has one with NUMA node 0
