@@ -187,34 +187,60 @@ impl InodeLog {
     pub fn snapshot_for_sync(&self, blocks: &mut Vec<(u64, u64)>, ordered: &mut bool) -> LogMarks {
         let mut out = Vec::new();
         for (idx, slot) in self.existing() {
-            let mut sub = lock(&slot.log);
-            // Keep the sub-log's capacity: the next append reuses it.
-            blocks.extend_from_slice(&sub.unsynced);
-            sub.unsynced.clear();
-            *ordered |= std::mem::take(&mut sub.ordered_deps);
-            let n = sub.pages.len();
-            // Skip the settled prefix, and extend it (never to the tail).
-            while (sub.settled as usize) + 1 < n && {
-                let m = &sub.meta[sub.settled as usize];
-                m.marked == m.used as u32 | MARK_SEALED
-                    && m.footer_durable
-                    && m.checked == m.used as u32
-            } {
-                sub.settled += 1;
-            }
-            let first = (sub.settled as usize).min(n);
-            for i in first..n {
-                let mark = if i + 1 < n {
-                    sub.meta[i].used as u32 | MARK_SEALED
-                } else {
-                    sub.next_slot as u32
-                };
-                if sub.meta[i].marked != mark
-                    || !sub.meta[i].footer_durable
-                    || sub.meta[i].checked != mark & !MARK_SEALED
-                {
-                    out.push((idx, sub.pages[i], mark));
+            // Sealed pages in runs, the mutex released between runs (a
+            // checkpoint under a steady appender has hundreds to look at):
+            // a sealed page's count never changes, so its mark read in an
+            // earlier run is final. The tail's mark and the block ranges
+            // the marks depend on are read last, in one hold: every entry
+            // a mark read earlier covers was appended before, so its
+            // ranges are in `unsynced` by then. Runs resume after the last
+            // page seen, by sequence: pages unlinked meanwhile shift the
+            // indices, and new pages only come after.
+            let mut seen: Option<u64> = None;
+            loop {
+                let mut sub = lock(&slot.log);
+                let n = sub.pages.len();
+                // Skip the settled prefix, and extend it (never to the tail).
+                while (sub.settled as usize) + 1 < n && {
+                    let m = &sub.meta[sub.settled as usize];
+                    m.marked == m.used as u32 | MARK_SEALED
+                        && m.footer_durable
+                        && m.checked == m.used as u32
+                } {
+                    sub.settled += 1;
                 }
+                let first = (sub.settled as usize).min(n);
+                let start = seen
+                    .map_or(first, |seq| sub.meta.partition_point(|m| m.seq <= seq))
+                    .max(first);
+                let sealed = n.saturating_sub(1);
+                let last = if sealed > start + MARKS_PER_HOLD {
+                    start + MARKS_PER_HOLD
+                } else {
+                    n
+                };
+                for i in start..last {
+                    let mark = if i + 1 < n {
+                        sub.meta[i].used as u32 | MARK_SEALED
+                    } else {
+                        sub.next_slot as u32
+                    };
+                    if sub.meta[i].marked != mark
+                        || !sub.meta[i].footer_durable
+                        || sub.meta[i].checked != mark & !MARK_SEALED
+                    {
+                        out.push((idx, sub.pages[i], mark));
+                    }
+                }
+                if last < n {
+                    seen = Some(sub.meta[last - 1].seq);
+                    continue;
+                }
+                // Keep the sub-log's capacity: the next append reuses it.
+                blocks.extend_from_slice(&sub.unsynced);
+                sub.unsynced.clear();
+                *ordered |= std::mem::take(&mut sub.ordered_deps);
+                break;
             }
         }
         out
