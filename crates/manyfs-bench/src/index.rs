@@ -8,12 +8,18 @@
 //!   `(i * n + t) * 64` for `i` in `0..INSERTS`: every insertion makes a
 //!   new leaf (and every 64th a new interior node) under nodes the threads
 //!   share, like a file grown by several writers.
-//! * Serial time: one thread, with the tree's [`SerialProbe`] timing what
-//!   excludes other threads on disjoint keys: nothing for `cas` (no lock),
-//!   the write-locked insertion for `rw` (a lookup takes read locks only),
-//!   the hold of the root's mutex for `cascade` (every operation passes it
+//! * Serial time: the tree's [`SerialProbe`] timing what excludes other
+//!   threads on disjoint keys: nothing for `cas` (no lock), the
+//!   write-locked insertion for `rw` (a lookup takes read locks only), the
+//!   hold of the root's mutex for `cascade` (every operation passes it
 //!   hand over hand): the median interval less the timer overhead, times
-//!   the intervals per operation.
+//!   the intervals per operation. Measured twice: with one thread (the
+//!   section's own length) and with two threads pinned to two CPUs
+//!   (contended: a `cascade` root holder waits there for the next node's
+//!   mutex, which the thread ahead holds, and every thread behind waits
+//!   for the root meanwhile; an `rw` write lock waits for nothing while
+//!   held). On many cores every operation meets others, so the contended
+//!   time is the one `ncache-fig7` projects with.
 //!
 //! Trees hold `AtomicU64` values and are called through
 //! `dyn PageIndex`, the same indirection for every kind.
@@ -85,9 +91,13 @@ pub struct IndexReport {
     /// Rates vs threads.
     pub rates: Vec<IndexRate>,
     /// Per index kind and operation (`workload` = `lookup 8MiB`, `insert`;
-    /// `lock` = the index kind): serial time per operation and its
-    /// projection.
+    /// `lock` = the index kind): serial time per operation with one
+    /// thread, and its projection.
     pub serial: Vec<FsProjection>,
+    /// The same with two threads on two CPUs (contended; see the module
+    /// comment), and its projection.
+    #[serde(default)]
+    pub serial_contended: Vec<FsProjection>,
     /// Timer overhead subtracted per timed interval, ns.
     pub timer_ns: u64,
     /// File-system points projected with these serial times (filled by
@@ -101,8 +111,12 @@ pub struct IndexReport {
 const MAX_INTERVALS: usize = 1 << 20;
 
 thread_local! {
-    /// This thread's hold intervals (ns) since the last [`take_held`].
+    /// This thread's hold intervals (ns) since the last [`take_held`], the
+    /// first [`MAX_INTERVALS`] of them.
     static HELD: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// Every hold since the last [`take_held`], kept or not: the holds per
+    /// operation are counted from this, not from the kept intervals.
+    static HOLDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The probe that records, per thread, how long each exclusive section
@@ -116,6 +130,7 @@ impl SerialProbe for HoldClock {
     }
     fn exit(t: Instant) {
         let ns = t.elapsed().as_nanos().min(u32::MAX as u128) as u32;
+        HOLDS.with(|n| n.set(n.get() + 1));
         HELD.with(|h| {
             let mut h = h.borrow_mut();
             if h.len() < MAX_INTERVALS {
@@ -125,9 +140,13 @@ impl SerialProbe for HoldClock {
     }
 }
 
-/// This thread's hold intervals so far; clears them.
-fn take_held() -> Vec<u32> {
-    HELD.with(|h| std::mem::take(&mut *h.borrow_mut()))
+/// This thread's kept hold intervals and its count of holds so far;
+/// clears both.
+fn take_held() -> (Vec<u32>, u64) {
+    (
+        HELD.with(|h| std::mem::take(&mut *h.borrow_mut())),
+        HOLDS.with(|n| n.replace(0)),
+    )
 }
 
 /// A tree of `kind` whose locked sections `P` times.
@@ -144,12 +163,14 @@ fn lookup_key(t: usize, stride: u64) -> u64 {
     (t as u64 * (stride / crate::workload::BLOCK as u64)) % KEY_LIMIT
 }
 
-/// Totals of one run: operations, seconds, hold intervals (ns).
+/// Totals of one run: operations, seconds, hold intervals (ns) as kept
+/// (at most [`MAX_INTERVALS`] per thread) and the count of all holds.
 #[derive(Debug, Default, Clone)]
 struct Run {
     ops: u64,
     secs: f64,
     held: Vec<u32>,
+    holds: u64,
 }
 
 impl Run {
@@ -157,8 +178,13 @@ impl Run {
         self.ops as f64 / self.secs.max(1e-9)
     }
 
+    /// Holds per operation, all of them counted.
+    fn holds_per_op(&self) -> f64 {
+        self.holds as f64 / self.ops.max(1) as f64
+    }
+
     /// Serial ns per operation: the median hold interval less `timer_ns`,
-    /// times the intervals per operation. The median, not the mean: on a
+    /// times the holds per operation. The median, not the mean: on a
     /// shared machine a holder preempted by someone else's process would
     /// otherwise count a whole time slice.
     fn serial_ns(&self, timer_ns: u64) -> f64 {
@@ -168,7 +194,7 @@ impl Run {
         let mut v = self.held.clone();
         let mid = v.len() / 2;
         let (_, median, _) = v.select_nth_unstable(mid);
-        let per_op = self.held.len() as f64 / self.ops as f64;
+        let per_op = self.holds_per_op();
         (*median as u64).saturating_sub(timer_ns) as f64 * per_op
     }
 }
@@ -209,9 +235,10 @@ fn run_threads(
         let mut run = Run::default();
         for h in handles {
             // A panicking worker is a bug in the bench: count nothing.
-            if let Ok((ops, held)) = h.join() {
+            if let Ok((ops, (held, holds))) = h.join() {
                 run.ops += ops;
                 run.held.extend(held);
+                run.holds += holds;
             }
         }
         run.secs = t0.elapsed().as_secs_f64();
@@ -297,15 +324,19 @@ pub fn run_index(cfg: &IndexConfig, mut progress: impl FnMut(&str)) -> IndexRepo
                 });
             }
             progress(&format!("index {kind} lookup stride {stride} serial time"));
-            let timed = lookups(&*tree::<HoldClock>(kind), 1, stride, cfg);
-            rep.serial.push(project_point(
-                &format!("lookup {}", stride_label(stride)),
-                kind.name(),
-                x[0],
-                x[1],
-                timed.serial_ns(timer),
-                cfg.cores,
-            ));
+            let workload = format!("lookup {}", stride_label(stride));
+            for (n, out) in [(1, &mut rep.serial), (2, &mut rep.serial_contended)] {
+                let timed = lookups(&*tree::<HoldClock>(kind), n, stride, cfg);
+                let serial = timed.serial_ns(timer);
+                out.push(project_point(
+                    &workload,
+                    kind.name(),
+                    x[0],
+                    x[1],
+                    serial,
+                    cfg.cores,
+                ));
+            }
         }
         let mut x = [0.0f64; 2];
         for &n in &threads {
@@ -323,15 +354,17 @@ pub fn run_index(cfg: &IndexConfig, mut progress: impl FnMut(&str)) -> IndexRepo
             });
         }
         progress(&format!("index {kind} insert serial time"));
-        let timed = insert_run::<HoldClock>(kind, 1, cfg.pin);
-        rep.serial.push(project_point(
-            "insert",
-            kind.name(),
-            x[0],
-            x[1],
-            timed.serial_ns(timer),
-            cfg.cores,
-        ));
+        for (n, out) in [(1, &mut rep.serial), (2, &mut rep.serial_contended)] {
+            let serial = insert_run::<HoldClock>(kind, n, cfg.pin).serial_ns(timer);
+            out.push(project_point(
+                "insert",
+                kind.name(),
+                x[0],
+                x[1],
+                serial,
+                cfg.cores,
+            ));
+        }
     }
     rep
 }
@@ -348,13 +381,19 @@ pub fn stride_label(stride: u64) -> String {
 }
 
 impl IndexReport {
-    /// Serial ns per lookup of `index` at `stride` (0 if not measured).
+    /// Serial ns per lookup of `index` at `stride`: the contended time
+    /// (two threads), or the one-thread time where a report has none (0 if
+    /// neither was measured).
     pub fn lookup_serial_ns(&self, index: IndexKind, stride: u64) -> f64 {
         let w = format!("lookup {}", stride_label(stride));
-        self.serial
-            .iter()
-            .find(|r| r.workload == w && r.lock == index.name())
-            .map_or(0.0, |r| r.serial_ns)
+        let find = |v: &[FsProjection]| {
+            v.iter()
+                .find(|r| r.workload == w && r.lock == index.name())
+                .map(|r| r.serial_ns)
+        };
+        find(&self.serial_contended)
+            .or_else(|| find(&self.serial))
+            .unwrap_or(0.0)
     }
 
     /// Render the rates and the serial-time table.
@@ -394,6 +433,11 @@ impl IndexReport {
             self.timer_ns
         );
         out += &crate::locks::projection_rows(&self.serial, "index");
+        if !self.serial_contended.is_empty() {
+            out += "\nThe same with two threads pinned to two CPUs (contended: a cascade root \
+                    holder waits for the next node's mutex; ncache-fig7 projects with these)\n";
+            out += &crate::locks::projection_rows(&self.serial_contended, "index");
+        }
         out
     }
 
@@ -420,42 +464,78 @@ mod tests {
         assert_eq!(rep.rates.len(), 3 * 3 * 3);
         assert!(rep.rates.iter().all(|r| r.ops_per_sec > 0.0), "{rep:?}");
         assert_eq!(rep.serial.len(), 3 * 3);
-        let serial = |w: &str, k: &str| {
-            rep.serial
-                .iter()
+        assert_eq!(rep.serial_contended.len(), 3 * 3);
+        let find = |v: &[FsProjection], w: &str, k: &str| {
+            v.iter()
                 .find(|r| r.workload == w && r.lock == k)
                 .unwrap()
                 .serial_ns
         };
+        let contended = |w: &str, k: &str| find(&rep.serial_contended, w, k);
         // No lock, no serial part; rw lookups take read locks only.
-        assert_eq!(serial("lookup 8MiB", "cas"), 0.0);
-        assert_eq!(serial("insert", "cas"), 0.0);
-        assert_eq!(serial("lookup 8MiB", "rw"), 0.0);
-        for r in &rep.serial {
+        for v in [&rep.serial, &rep.serial_contended] {
+            assert_eq!(find(v, "lookup 8MiB", "cas"), 0.0);
+            assert_eq!(find(v, "insert", "cas"), 0.0);
+            assert_eq!(find(v, "lookup 8MiB", "rw"), 0.0);
+        }
+        for r in rep.serial.iter().chain(&rep.serial_contended) {
             assert!(r.serial_ns >= 0.0, "{r:?}");
         }
         // Which operations hold something exclusive, counted (how long is
         // at the timer's resolution for a cascade lookup on a fast CPU, so
         // the times above may round to 0): every cascade operation holds
         // the root, every rw insert the write lock of the leaf's parent.
-        let holds_per_op = |r: Run| r.held.len() as f64 / r.ops.max(1) as f64;
-        let lookup = |kind| holds_per_op(lookups(&*tree::<HoldClock>(kind), 1, 4096, &cfg));
-        let insert = |kind| holds_per_op(insert_run::<HoldClock>(kind, 1, false));
+        let lookup = |kind| lookups(&*tree::<HoldClock>(kind), 1, 4096, &cfg).holds_per_op();
+        let insert = |kind| insert_run::<HoldClock>(kind, 1, false).holds_per_op();
         assert_eq!(lookup(IndexKind::Cas), 0.0);
         assert_eq!(lookup(IndexKind::Rw), 0.0);
         assert!(lookup(IndexKind::Cascade) >= 1.0);
         assert_eq!(insert(IndexKind::Cas), 0.0);
         assert!(insert(IndexKind::Rw) > 0.0);
         assert!(insert(IndexKind::Cascade) >= 1.0);
+        // The file-system projection takes the contended time.
         assert_eq!(
             rep.lookup_serial_ns(IndexKind::Cascade, 4096),
-            serial("lookup 4KiB", "cascade")
+            contended("lookup 4KiB", "cascade")
         );
         let t = rep.table();
         assert!(t.contains("cascade") && t.contains("Amdahl@120"), "{t}");
+        assert!(t.contains("two threads pinned"), "{t}");
         let back: IndexReport =
             serde_json::from_str(&serde_json::to_string(&rep).unwrap()).unwrap();
         assert_eq!(back.serial.len(), rep.serial.len());
+    }
+
+    #[test]
+    fn holds_past_the_kept_intervals_still_count_per_operation() {
+        // A long lookup run keeps the first MAX_INTERVALS intervals per
+        // thread; the holds per operation must count every hold.
+        let held_run = || {
+            take_held();
+            for _ in 0..MAX_INTERVALS + 1000 {
+                HoldClock::exit(HoldClock::enter());
+            }
+            take_held()
+        };
+        let (held, holds) = held_run();
+        assert_eq!(held.len(), MAX_INTERVALS);
+        assert_eq!(holds, MAX_INTERVALS as u64 + 1000);
+        let run = Run {
+            ops: holds,
+            secs: 1.0,
+            held,
+            holds,
+        };
+        assert_eq!(run.holds_per_op(), 1.0);
+        // Intervals of at least 0 ns: the serial time is the median times
+        // one hold per operation, never scaled down by the cap.
+        let median = {
+            let mut v = run.held.clone();
+            v.sort_unstable();
+            v[v.len() / 2] as f64
+        };
+        assert_eq!(run.serial_ns(0), median);
+        assert_eq!(take_held().1, 0, "take_held clears the count");
     }
 
     #[test]
