@@ -162,6 +162,14 @@ pub mod wait {
     #[cfg(feature = "shuttle")]
     pub fn unpark_all(_word: &AtomicU32) {}
 
+    /// Give the CPU to another runnable thread, if any.
+    pub fn yield_cpu() {
+        #[cfg(feature = "shuttle")]
+        shuttle::thread::yield_now();
+        #[cfg(not(feature = "shuttle"))]
+        std::thread::yield_now();
+    }
+
     /// Pause between spins.
     pub fn spin_hint() {
         #[cfg(feature = "shuttle")]

@@ -234,6 +234,8 @@ impl InodeLog {
                 }
                 if last < n {
                     seen = Some(sub.meta[last - 1].seq);
+                    drop(sub);
+                    slot.let_waiters_in();
                     continue;
                 }
                 // Keep the sub-log's capacity: the next append reuses it.
@@ -383,6 +385,7 @@ impl InodeLog {
                     // an append needs; pages unlinked meanwhile are not
                     // found and skipped, as below.
                     drop(sub);
+                    self.slot(idx).let_waiters_in();
                     sub = lock(self.sub(idx));
                     hint = hint.min(sub.pages.len());
                     done_here = 0;

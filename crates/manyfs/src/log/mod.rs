@@ -228,10 +228,22 @@ pub(crate) struct SubLogSlot {
     /// The sub-log's index ([`UNCLAIMED`] for a first slot no sub-log has
     /// claimed yet).
     index: AtomicU32,
+    /// Appenders waiting for `log` ([`SubLogSlot::lock_to_append`]): a
+    /// sync that holds the mutex in runs lets them in between runs.
+    waiting: AtomicU32,
     /// Log pages whose live count dropped to zero and await unlinking
     /// (made by the first such page: most logs never have one).
     dead: OnceBox<crossbeam_utils::CachePadded<DeadList>>,
 }
+
+/// Checks of [`SubLogSlot::let_waiters_in`] that spin before it yields the
+/// CPU between checks.
+const HANDOFF_SPINS: u32 = 256;
+
+/// Checks of [`SubLogSlot::let_waiters_in`] in all: a waiter that was
+/// parked in the kernel needs a wake-up (microseconds), and a bound keeps
+/// a steady stream of appenders from holding a sync up for long.
+const HANDOFF_CHECKS: u32 = HANDOFF_SPINS + 64;
 
 /// CPUs per group of sub-log slots.
 const SLOT_GROUP: usize = 8;
@@ -290,6 +302,7 @@ impl SubLogSlot {
         SubLogSlot {
             log: Mutex::new(SubLog::default()),
             index: AtomicU32::new(UNCLAIMED),
+            waiting: AtomicU32::new(0),
             dead: OnceBox::new(),
         }
     }
@@ -298,6 +311,7 @@ impl SubLogSlot {
         Box::new(SubLogSlot {
             log: Mutex::new(sub),
             index: AtomicU32::new(index as u32),
+            waiting: AtomicU32::new(0),
             dead: OnceBox::new(),
         })
     }
@@ -305,6 +319,39 @@ impl SubLogSlot {
     /// The sub-log's index (`UNCLAIMED as usize` if none claimed it).
     fn index(&self) -> usize {
         self.index.load(Ordering::Acquire) as usize
+    }
+
+    /// Take the sub-log's mutex to append. An appender that finds it held
+    /// counts itself in `waiting` until it has it.
+    fn lock_to_append(&self) -> MutexGuard<'_, SubLog> {
+        match self.log.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let g = lock(&self.log);
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                g
+            }
+        }
+    }
+
+    /// Called by a sync between two runs under this sub-log's mutex, with
+    /// the mutex released: wait (boundedly) until the appenders that were
+    /// waiting for it have had it. Without this the sync takes the mutex
+    /// straight back: a waiter woken by the release finds it held again
+    /// and sleeps once more, and waits out every run of the sync.
+    fn let_waiters_in(&self) {
+        for i in 0..HANDOFF_CHECKS {
+            if self.waiting.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            if i < HANDOFF_SPINS {
+                crate::sync::wait::spin_hint();
+            } else {
+                crate::sync::wait::yield_cpu();
+            }
+        }
     }
 
     /// The dead-page list, made if needed.
@@ -641,7 +688,7 @@ impl InodeLog {
             .collect();
         let idx = sublog % usize::from(self.nsublogs);
         let slot = self.slot(idx);
-        let mut sub = lock(&slot.log);
+        let mut sub = slot.lock_to_append();
         if sub.pages.is_empty()
             && !std::ptr::eq(slot, self.first.get())
             && self.array_block().is_none()
@@ -1249,6 +1296,48 @@ mod tests {
     /// head goes in the record's word; a second sub-log gets its own slot
     /// and makes a log array naming both heads; compaction keeps the array.
     /// The storage is dropped after the log.
+    #[test]
+    fn an_appender_waiting_for_the_sublog_is_counted_until_it_has_it() {
+        let slot = SubLogSlot::empty();
+        let held = lock(&slot.log);
+        let got = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _g = slot.lock_to_append();
+                got.store(true, Ordering::SeqCst);
+            });
+            let t0 = std::time::Instant::now();
+            while slot.waiting.load(Ordering::SeqCst) == 0 {
+                assert!(t0.elapsed().as_secs() < 10, "the appender never waited");
+                std::thread::yield_now();
+            }
+            assert!(!got.load(Ordering::SeqCst));
+            drop(held);
+            // What a sync does between two runs: wait for the appender.
+            while !got.load(Ordering::SeqCst) {
+                slot.let_waiters_in();
+                assert!(t0.elapsed().as_secs() < 10, "the appender never got in");
+            }
+        });
+        assert_eq!(slot.waiting.load(Ordering::SeqCst), 0);
+        // Uncontended, nothing is counted.
+        drop(slot.lock_to_append());
+        assert_eq!(slot.waiting.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn letting_waiters_in_is_bounded_when_they_cannot_get_in() {
+        // A waiter that another holder keeps out: the sync goes on after
+        // its bounded checks instead of waiting for it.
+        let slot = SubLogSlot::empty();
+        let _other = lock(&slot.log);
+        slot.waiting.store(1, Ordering::SeqCst);
+        let t0 = std::time::Instant::now();
+        slot.let_waiters_in();
+        assert!(t0.elapsed().as_secs() < 5);
+        assert_eq!(slot.waiting.load(Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn a_first_slot_outside_the_log_and_the_change_to_an_array() {
         let dir = tempfile::tempdir().unwrap();
