@@ -429,5 +429,7 @@ impl InodeLog {
 }
 
 /// Pages a sync marks (or confirms) per hold of a sub-log's mutex before it
-/// lets that sub-log's appenders in.
-const MARKS_PER_HOLD: usize = 16;
+/// lets that sub-log's appenders in: the most an appender waits for. Four
+/// pages hold it for 0.5-0.7 us at the 90th percentile, 16 for 1.4-1.8 us
+/// (docs/benchmarks.md); more runs cost the sync a lock round trip each.
+const MARKS_PER_HOLD: usize = 4;
