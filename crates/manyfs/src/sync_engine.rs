@@ -366,10 +366,31 @@ impl FsCore {
     fn release_pending(&self, mut pending: Vec<Vec<Pending>>) {
         // References first: a page they point into is freed by a later item
         // of the same batch at the earliest. Items of one inode come in
-        // runs (an append queues one): one look-up per run.
+        // runs (an append queues one): one look-up per run. Consecutive
+        // items of one inode's log page are released together, one atomic
+        // subtraction for the run: its counter is the one that inode's
+        // appender increments, so each subtraction is a cache line taken
+        // from that writer. The sum reaches zero exactly when the last
+        // of the run's items would have: every item is a live reference.
         let mut owner: Option<Arc<Inode>> = None;
+        // (inode, generation, incarnation, an entry of the page, references)
+        let mut run: Option<(u64, u32, u64, EntryLoc, u32)> = None;
+        let release_run = |owner: &mut Option<Arc<Inode>>, run: (u64, u32, u64, EntryLoc, u32)| {
+            let (ino, generation, incarnation, loc, n) = run;
+            if owner.as_ref().is_none_or(|i| i.ino != ino) {
+                *owner = self.get(ino).ok();
+            }
+            if let Some(i) = owner
+                && i.ino == ino
+                && i.generation == generation
+                && i.log.incarnation() == incarnation
+                && !i.freed.load(Ordering::Acquire)
+            {
+                i.log.release(self, loc, n);
+            }
+        };
         for p in pending.iter().flatten() {
-            let Pending::Release {
+            let &Pending::Release {
                 ino,
                 generation,
                 incarnation,
@@ -379,17 +400,22 @@ impl FsCore {
             else {
                 continue;
             };
-            if owner.as_ref().is_none_or(|i| i.ino != *ino) {
-                owner = self.get(*ino).ok();
+            match &mut run {
+                Some(r)
+                    if (r.0, r.1, r.2) == (ino, generation, incarnation)
+                        && crate::log::loc_page(r.3) == crate::log::loc_page(loc) =>
+                {
+                    r.4 += n;
+                }
+                _ => {
+                    if let Some(done) = run.replace((ino, generation, incarnation, loc, n)) {
+                        release_run(&mut owner, done);
+                    }
+                }
             }
-            if let Some(i) = &owner
-                && i.ino == *ino
-                && i.generation == *generation
-                && i.log.incarnation() == *incarnation
-                && !i.freed.load(Ordering::Acquire)
-            {
-                i.log.release(self, *loc, *n);
-            }
+        }
+        if let Some(done) = run {
+            release_run(&mut owner, done);
         }
         drop(owner);
         for p in pending.iter_mut().flat_map(|l| l.drain(..)) {

@@ -144,3 +144,66 @@ fn appends_racing_checkpoints_that_mark_many_pages_survive_remount() {
     }
     fs.unmount().unwrap();
 }
+
+/// Extending writes each supersede the entry that set the size before
+/// them, and a truncate to zero supersedes them all: each full sync
+/// releases those references (many per log page, released together), and
+/// the pages they kept are unlinked and freed again. What stays is the
+/// truncates' own attribute entries, one per truncate, each keeping its
+/// page until the file's log is compacted after 64 of them.
+#[test]
+fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
+    let opts = MountOptions {
+        durability: manyfs::Durability::File,
+        commit_interval: Duration::ZERO,
+        ..Default::default()
+    };
+    let (_d, pool, fs) = common::fresh_with(64 << 20, &opts);
+    let f = manyfs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&fs, "/grown")
+        .unwrap();
+    fs.sync().unwrap();
+    let base_pages = fs.usage().1;
+    let base_free = fs.statfs().free_blocks;
+    // 64 attribute entries' pages, and slack.
+    let bound = base_pages + 64 + 16;
+    let mut most = 0;
+    for round in 0..100u64 {
+        for i in 0..500u64 {
+            f.write_at(&[round as u8 + 1; 100], i * 100).unwrap();
+        }
+        assert_eq!(f.metadata().unwrap().len(), 50_000);
+        f.set_len(0).unwrap();
+        fs.sync().unwrap();
+        // An append after the sync unlinks the pages its releases left
+        // dead (their successors' footers are durable by then).
+        f.write_at(b"x", 0).unwrap();
+        fs.sync().unwrap();
+        let pages = fs.usage().1;
+        most = most.max(pages);
+        assert!(
+            pages < bound,
+            "round {round}: {pages} log pages (started with {base_pages})"
+        );
+        f.set_len(0).unwrap();
+    }
+    // 1,000 truncates were compacted away as they came: nothing grew.
+    assert!(most < bound, "{most} log pages at most");
+    fs.sync().unwrap();
+    let free = fs.statfs().free_blocks;
+    assert!(
+        free + bound > base_free,
+        "{} blocks not given back",
+        base_free.saturating_sub(free)
+    );
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    drop(f);
+    fs.unmount().unwrap();
+    let fs = Fs::mount(&pool, &opts).unwrap();
+    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert_eq!(fs.metadata("/grown").unwrap().len(), 0);
+    fs.unmount().unwrap();
+}
