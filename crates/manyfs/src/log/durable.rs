@@ -196,8 +196,14 @@ impl InodeLog {
             // ranges are in `unsynced` by then. Runs resume after the last
             // page seen, by sequence: pages unlinked meanwhile shift the
             // indices, and new pages only come after.
+            // Vectors grow outside the mutex, never under it: a grown
+            // vector's fresh memory is faulted in (and zeroed, up to a 2 MiB
+            // huge page at a time) on its first store, hundreds of
+            // microseconds an appender would wait.
             let mut seen: Option<u64> = None;
             loop {
+                // A run pushes at most MARKS_PER_HOLD + 1 marks (below).
+                out.reserve(MARKS_PER_HOLD + 1);
                 let mut sub = lock(&slot.log);
                 let n = sub.pages.len();
                 // Skip the settled prefix, and extend it (never to the tail).
@@ -219,6 +225,14 @@ impl InodeLog {
                 } else {
                     n
                 };
+                let unsynced = sub.unsynced.len();
+                if last == n && blocks.capacity() - blocks.len() < unsynced {
+                    // The final run takes the recorded ranges: make room
+                    // first, then run it again (nothing was taken yet).
+                    drop(sub);
+                    blocks.reserve(unsynced);
+                    continue;
+                }
                 for i in start..last {
                     let mark = if i + 1 < n {
                         sub.meta[i].used as u32 | MARK_SEALED
@@ -259,6 +273,8 @@ impl InodeLog {
         order: MarkOrder,
         written: &mut Vec<u64>,
     ) -> Result<()> {
+        // Grown here, not under a sub-log's mutex (see `snapshot_for_sync`).
+        written.reserve(marks.len());
         self.each_marked_page(marks, |meta, page, mark| {
             let before = meta.marked;
             // Marks only grow: a page's final count, sealed, is above
