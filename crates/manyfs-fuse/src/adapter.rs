@@ -71,6 +71,9 @@ pub struct FuseStats {
     max_inflight_writes: AtomicU32,
     /// Requests whose handler panicked (answered with EIO instead).
     panics: AtomicU64,
+    /// `getxattr` requests received.
+    #[cfg(feature = "test-probes")]
+    getxattrs: AtomicU64,
 }
 
 impl FuseStats {
@@ -84,6 +87,14 @@ impl FuseStats {
     #[cfg(feature = "test-probes")]
     pub fn max_concurrent_writes(&self) -> u32 {
         self.max_inflight_writes.load(Ordering::Relaxed)
+    }
+
+    /// Number of `getxattr` requests the kernel sent (`test-probes` builds
+    /// only: with extended attributes on, the kernel sends one before every
+    /// buffered write, so the count is a shared line on that path).
+    #[cfg(feature = "test-probes")]
+    pub fn getxattr_requests(&self) -> u64 {
+        self.getxattrs.load(Ordering::Relaxed)
     }
 
     /// Number of requests whose handler panicked; each was answered with
@@ -249,6 +260,8 @@ pub struct ManyFuse {
     ttl: Duration,
     /// Kernel write-back caching of file data (`-o writeback_cache`).
     writeback_cache: bool,
+    /// Extended attributes served (`false` with `-o noxattr`).
+    xattrs: bool,
     /// Ask for FUSE over io_uring at `INIT` (`-o uring`).
     uring: bool,
     handles: HandleTable,
@@ -280,6 +293,7 @@ impl ManyFuse {
             read_only,
             ttl: DEFAULT_TTL,
             writeback_cache: false,
+            xattrs: true,
             uring: false,
             handles: HandleTable::new(),
             #[cfg(feature = "test-probes")]
@@ -309,6 +323,31 @@ impl ManyFuse {
     pub fn with_writeback_cache(mut self, on: bool) -> ManyFuse {
         self.writeback_cache = on;
         self
+    }
+
+    /// Serve extended attributes (the default), or answer every xattr
+    /// request `ENOSYS` (`-o noxattr`): the kernel then fails `getxattr`,
+    /// `setxattr`, `listxattr` and `removexattr` on the mount with
+    /// `EOPNOTSUPP` without asking again, as a file system without xattr
+    /// support does. Attributes already in the pool stay there, unseen.
+    ///
+    /// Why: before every buffered write the kernel asks a FUSE file system
+    /// for the file's `security.capability` (the check whether a write must
+    /// drop file capabilities; FUSE inodes never remember that they have
+    /// none). With `writeback_cache` that question is the only round trip a
+    /// small write makes, and without xattrs it is not asked at all.
+    pub fn with_xattrs(mut self, on: bool) -> ManyFuse {
+        self.xattrs = on;
+        self
+    }
+
+    /// `Err(ENOSYS)` when extended attributes are off (`-o noxattr`).
+    fn xattrs_served(&self) -> Result<(), Errno> {
+        if self.xattrs {
+            Ok(())
+        } else {
+            Err(Errno::ENOSYS)
+        }
     }
 
     /// Ask the kernel at `INIT` for FUSE over io_uring (see
@@ -1226,6 +1265,7 @@ impl Filesystem for ManyFuse {
                     libc::XATTR_REPLACE => XattrSet::Replace,
                     _ => return Err(Errno::EINVAL),
                 };
+                self.xattrs_served()?;
                 self.writable()?;
                 self.fs()?.setxattr(ino.0, name, value, how).map_err(errno)
             })();
@@ -1234,9 +1274,12 @@ impl Filesystem for ManyFuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        #[cfg(feature = "test-probes")]
+        self.shared.stats.getxattrs.fetch_add(1, Ordering::Relaxed);
         self.serve("getxattr", reply, |reply| {
             let r = self
-                .fs()
+                .xattrs_served()
+                .and_then(|()| self.fs())
                 .and_then(|fs| fs.getxattr(ino.0, name).map_err(errno));
             reply_xattr(reply, size, r);
         });
@@ -1246,8 +1289,8 @@ impl Filesystem for ManyFuse {
         self.serve("listxattr", reply, |reply| {
             // NUL-terminated names, one after another. As ext4, `trusted.`
             // names are listed only to the privileged (root here).
-            let r = self.fs().and_then(|fs| {
-                let names = fs.listxattr(ino.0).map_err(errno)?;
+            let r = self.xattrs_served().and_then(|()| {
+                let names = self.fs()?.listxattr(ino.0).map_err(errno)?;
                 let mut out = Vec::new();
                 let shown = |n: &std::ffi::OsString| {
                     req.uid() == 0 || !n.as_encoded_bytes().starts_with(b"trusted.")
@@ -1265,7 +1308,8 @@ impl Filesystem for ManyFuse {
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.serve("removexattr", reply, |reply| {
             let r = self
-                .writable()
+                .xattrs_served()
+                .and_then(|()| self.writable())
                 .and_then(|()| self.fs()?.removexattr(ino.0, name).map_err(errno));
             reply_empty(reply, r);
         });

@@ -31,6 +31,9 @@ pub struct FuseConfig {
     /// Kernel write-back caching of file data (`-o writeback_cache`; see
     /// [`crate::adapter::ManyFuse::with_writeback_cache`] for the trade).
     pub writeback_cache: bool,
+    /// Serve extended attributes (`false` with `-o noxattr`; see
+    /// [`crate::adapter::ManyFuse::with_xattrs`] for why one would not).
+    pub xattrs: bool,
     /// Whether requests travel over io_uring (see [`crate::uring`] and
     /// [`UringMode`]).
     pub uring: UringMode,
@@ -61,6 +64,7 @@ impl Default for FuseConfig {
             debug: false,
             ttl: crate::adapter::DEFAULT_TTL,
             writeback_cache: false,
+            xattrs: true,
             uring: UringMode::Auto,
         }
     }
@@ -109,7 +113,7 @@ impl FuseConfig {
     /// `dir_shards=N` (name shards per directory, a power of two),
     /// `stage_max=BYTES` (a tiered `pm`/`dram` pool: the largest write to an
     /// fsync'd file staged in the pool; 0 turns staging off), `ro`, `rw`,
-    /// `allow_other`, `private`, `debug`, `writeback_cache`, `uring[=on|off|auto]`. `allow_other` and
+    /// `allow_other`, `private`, `debug`, `writeback_cache`, `noxattr`, `uring[=on|off|auto]`. `allow_other` and
     /// `private` exclude each other.
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
@@ -322,6 +326,10 @@ impl FuseConfig {
                 flag(opt, value)?;
                 self.writeback_cache = true;
             }
+            "noxattr" => {
+                flag(opt, value)?;
+                self.xattrs = false;
+            }
             "uring" => {
                 self.uring = match value {
                     None | Some("on") => UringMode::On,
@@ -333,7 +341,7 @@ impl FuseConfig {
             _ => {
                 return Err(FuseError::bad_option(
                     opt,
-                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, data, ro, rw, allow_other, private, debug, writeback_cache, uring)",
+                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, data, ro, rw, allow_other, private, debug, writeback_cache, noxattr, uring)",
                 ));
             }
         }

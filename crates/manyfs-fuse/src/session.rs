@@ -156,6 +156,7 @@ impl ReadySession {
         let fuse = ManyFuse::new(fs, cfg.fs.read_only)
             .with_ttl(cfg.ttl)
             .with_writeback_cache(cfg.writeback_cache)
+            .with_xattrs(cfg.xattrs)
             .with_uring(cfg.uring != crate::options::UringMode::Off);
         let shared = fuse.shared();
         let config = session_config(cfg, pool);

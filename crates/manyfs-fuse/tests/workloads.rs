@@ -443,3 +443,97 @@ fn writeback_cache_small_writes_reach_the_pool() {
     unmount(m);
     s.fsck();
 }
+
+/// `errno` of an xattr call on `path` through libc (`op`: get, set,
+/// list, remove), or `None` when it succeeded.
+fn xattr_errno(path: &std::path::Path, op: &str) -> Option<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let name = c"user.kept";
+    let mut buf = [0u8; 64];
+    // SAFETY: NUL-terminated path and name; `buf` is live and as long as
+    // the size passed; the value passed is a 2-byte literal.
+    let rc = unsafe {
+        match op {
+            "get" => libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 64),
+            "set" => {
+                libc::setxattr(p.as_ptr(), name.as_ptr(), b"v1".as_ptr().cast(), 2, 0) as isize
+            }
+            "list" => libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), 64),
+            "remove" => libc::removexattr(p.as_ptr(), name.as_ptr()) as isize,
+            _ => unreachable!("xattr op {op}"),
+        }
+    };
+    (rc < 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap())
+}
+
+/// `-o noxattr`: with kernel write-back caching, small buffered writes
+/// reach the daemon with no `getxattr` (the kernel's `security.capability`
+/// check, one round trip per write with xattrs on); xattr calls fail with
+/// `EOPNOTSUPP` as on a file system without them; an attribute set before
+/// survives in the pool and is served again by a mount without the option.
+#[test]
+fn noxattr_buffered_writes_ask_no_getxattr_and_xattrs_are_unsupported() {
+    if !fuse_available("noxattr_buffered_writes_ask_no_getxattr_and_xattrs_are_unsupported") {
+        return;
+    }
+    use std::io::Write;
+    let s = Scratch::new();
+    let appends = 1_000u32;
+    // `appends` records of 100 bytes, appended one `write` each; returns
+    // the getxattr requests the daemon received meanwhile.
+    let append_log = |m: &manyfs_fuse::MountedFs, name: &str| -> (u64, Vec<u8>) {
+        let before = m.stats().getxattr_requests();
+        let mut expect = Vec::new();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(s.mnt.join(name))
+            .unwrap();
+        for i in 0..appends {
+            let rec = format!("{i:09}-{}\n", "y".repeat(89));
+            f.write_all(rec.as_bytes()).unwrap();
+            expect.extend_from_slice(rec.as_bytes());
+        }
+        drop(f);
+        (m.stats().getxattr_requests() - before, expect)
+    };
+
+    // xattrs on (the default): an attribute set; the kernel asks before
+    // every buffered write, which is what the option removes.
+    let m = s.mount(&["writeback_cache"]);
+    let kept = s.mnt.join("kept");
+    fs::write(&kept, b"data").unwrap();
+    assert_eq!(xattr_errno(&kept, "set"), None);
+    let (asked_with_xattrs, expect) = append_log(&m, "log-with");
+    assert_eq!(fs::read(s.mnt.join("log-with")).unwrap(), expect);
+    assert!(
+        asked_with_xattrs >= u64::from(appends),
+        "{asked_with_xattrs} getxattr requests for {appends} buffered writes with xattrs on"
+    );
+    unmount(m);
+
+    let m = s.mount(&["writeback_cache,noxattr"]);
+    let (asked_without, expect) = append_log(&m, "log-without");
+    assert_eq!(fs::read(s.mnt.join("log-without")).unwrap(), expect);
+    // The first one may still come (answered ENOSYS); none after it.
+    assert!(
+        asked_without <= 1,
+        "{asked_without} getxattr requests for {appends} buffered writes with noxattr"
+    );
+    for op in ["get", "set", "list", "remove"] {
+        assert_eq!(
+            xattr_errno(&kept, op),
+            Some(libc::EOPNOTSUPP),
+            "{op}xattr with noxattr"
+        );
+    }
+    assert_eq!(m.stats().handler_panics(), 0);
+    unmount(m);
+
+    // The attribute is still in the pool.
+    let m = s.mount(&[]);
+    assert_eq!(xattr_errno(&kept, "get"), None);
+    unmount(m);
+    s.fsck();
+}
