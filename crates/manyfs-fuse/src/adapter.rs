@@ -336,9 +336,30 @@ impl ManyFuse {
     /// drop file capabilities; FUSE inodes never remember that they have
     /// none). With `writeback_cache` that question is the only round trip a
     /// small write makes, and without xattrs it is not asked at all.
+    ///
+    /// POSIX ACLs go with them (`FUSE_POSIX_ACL` is not asked for, so the
+    /// kernel checks mode bits only, as ext4 with `noacl`); mount the
+    /// library with [`manyfs::MountOptions::inherit_acls`] off to match, so
+    /// that new inodes inherit no ACL that nobody would enforce (`-o
+    /// noxattr` does both).
     pub fn with_xattrs(mut self, on: bool) -> ManyFuse {
         self.xattrs = on;
         self
+    }
+
+    /// The mode to create with: `mode` less `umask`, unless directory
+    /// `parent` has a default ACL that new inodes inherit, which then
+    /// decides (the kernel leaves the umask to the file system:
+    /// `FUSE_DONT_MASK`). With `-o noxattr` nothing is inherited and the
+    /// umask always applies.
+    fn creation_mode(&self, parent: u64, mode: u32, umask: u32) -> Result<u32, Errno> {
+        let fs = self.fs()?;
+        let default_acl = std::os::unix::ffi::OsStrExt::from_bytes(manyfs::acl::DEFAULT);
+        if self.xattrs && fs.getxattr(parent, default_acl).is_ok() {
+            Ok(mode)
+        } else {
+            Ok(mode & !(umask & 0o777))
+        }
     }
 
     /// `Err(ENOSYS)` when extended attributes are off (`-o noxattr`).
@@ -533,7 +554,7 @@ impl ManyFuse {
     ) -> Result<Metadata, Errno> {
         self.writable()?;
         let fs = self.fs()?;
-        let mode = creation_mode(fs, parent, mode, umask);
+        let mode = self.creation_mode(parent, mode, umask)?;
         fs.mknod(parent, name, mode, u64::from(rdev), req.uid(), req.gid())
             .map_err(errno)
     }
@@ -655,18 +676,6 @@ impl ManyFuse {
             }
         }
         Ok(())
-    }
-}
-
-/// The mode to create with: `mode` less `umask`, unless directory `parent`
-/// has a default ACL, which then decides (the kernel leaves the umask to
-/// the file system: `FUSE_DONT_MASK`).
-fn creation_mode(fs: &Fs, parent: u64, mode: u32, umask: u32) -> u32 {
-    let default_acl = std::os::unix::ffi::OsStrExt::from_bytes(manyfs::acl::DEFAULT);
-    if fs.getxattr(parent, default_acl).is_ok() {
-        mode
-    } else {
-        mode & !(umask & 0o777)
     }
 }
 
@@ -823,13 +832,15 @@ impl Filesystem for ManyFuse {
             // by lookups (`ls -l`, `cp -a`, `find`); the kernel decides.
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
-            // POSIX ACLs (kept as attributes): the kernel caches and
-            // enforces them; the library keeps them in step with the mode.
-            InitFlags::FUSE_POSIX_ACL,
             // The umask is ours to apply: not where a default ACL decides.
             InitFlags::FUSE_DONT_MASK,
         ] {
             let _ = config.add_capabilities(cap);
+        }
+        if self.xattrs {
+            // POSIX ACLs (kept as attributes): the kernel caches and
+            // enforces them; the library keeps them in step with the mode.
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
         }
         if self.writeback_cache {
             // The kernel buffers writes and sends them page-wise; with it
@@ -1342,7 +1353,7 @@ impl Filesystem for ManyFuse {
                 #[cfg(feature = "test-probes")]
                 poison::test_panic_probe(name);
                 let fs = self.fs()?;
-                let mode = creation_mode(fs, parent.0, libc::S_IFREG | (mode & 0o7777), umask);
+                let mode = self.creation_mode(parent.0, libc::S_IFREG | (mode & 0o7777), umask)?;
                 let md = match fs.mknod(parent.0, name, mode, 0, req.uid(), req.gid()) {
                     Ok(md) => md,
                     // Lost a race with another creator: without O_EXCL,

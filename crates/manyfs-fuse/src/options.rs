@@ -98,7 +98,7 @@ impl FuseConfig {
     ///
     /// Known options: `lock=inode|interval|srl-array|srl-tree`,
     /// `index=cas|rw|cascade` (the file index's tree),
-    /// `segment=BYTES` (see [`parse_size`]), `threads=N`, `ttl=SECONDS`,
+    /// `segment=BYTES` (see [`parse_size()`]), `threads=N`, `ttl=SECONDS`,
     /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
     /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
     /// `thread_placement=off|advise|migrate`,
@@ -329,6 +329,8 @@ impl FuseConfig {
             "noxattr" => {
                 flag(opt, value)?;
                 self.xattrs = false;
+                // Nobody enforces ACLs without xattrs: none are inherited.
+                self.fs.inherit_acls = false;
             }
             "uring" => {
                 self.uring = match value {

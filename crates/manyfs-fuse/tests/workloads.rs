@@ -499,12 +499,21 @@ fn noxattr_buffered_writes_ask_no_getxattr_and_xattrs_are_unsupported() {
         (m.stats().getxattr_requests() - before, expect)
     };
 
-    // xattrs on (the default): an attribute set; the kernel asks before
+    // xattrs on (the default): an attribute set, and a directory whose
+    // default ACL would give new files mode 0640 and an access ACL; the
+    // kernel asks before
     // every buffered write, which is what the option removes.
     let m = s.mount(&["writeback_cache"]);
     let kept = s.mnt.join("kept");
     fs::write(&kept, b"data").unwrap();
     assert_eq!(xattr_errno(&kept, "set"), None);
+    let acl_dir = s.mnt.join("acl-dir");
+    fs::create_dir(&acl_dir).unwrap();
+    run_ok(
+        Command::new("setfacl")
+            .args(["-d", "-m", "u::rw,u:1234:r,g::-,o::-"])
+            .arg(&acl_dir),
+    );
     let (asked_with_xattrs, expect) = append_log(&m, "log-with");
     assert_eq!(fs::read(s.mnt.join("log-with")).unwrap(), expect);
     assert!(
@@ -528,12 +537,33 @@ fn noxattr_buffered_writes_ask_no_getxattr_and_xattrs_are_unsupported() {
             "{op}xattr with noxattr"
         );
     }
+    // No ACL is inherited where none is enforced: the new file's mode is
+    // the one asked for less the umask, as on a file system without ACLs.
+    let umask = fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+        .unwrap();
+    let new_file = acl_dir.join("new");
+    fs::write(&new_file, b"x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&new_file).unwrap().permissions().mode() & 0o777,
+        0o666 & !umask
+    );
     assert_eq!(m.stats().handler_panics(), 0);
     unmount(m);
 
-    // The attribute is still in the pool.
+    // The attribute is still in the pool; the file made under noxattr
+    // has no ACL there.
     let m = s.mount(&[]);
     assert_eq!(xattr_errno(&kept, "get"), None);
+    let acl = run_ok(Command::new("getfacl").args(["-c", "-E"]).arg(&new_file));
+    assert!(
+        !acl.contains("mask::"),
+        "an ACL was inherited under noxattr: {acl}"
+    );
     unmount(m);
     s.fsck();
 }

@@ -84,6 +84,13 @@ pub struct MountOptions {
     /// device later (`inode/staging.rs`). Default 32 KiB; 0 turns staging
     /// off. Other pools ignore it.
     pub stage_max: u64,
+    /// Whether a new inode inherits its directory's default POSIX ACL (as
+    /// its access ACL, and its mode from it; the default). Off for a
+    /// mount on which nobody enforces ACLs (the FUSE mount's `noxattr`):
+    /// new inodes then take the mode they are created with, as on a file
+    /// system without ACLs, and nothing unseen is stored for a later mount
+    /// to enforce.
+    pub inherit_acls: bool,
 }
 
 /// The default [`MountOptions::stage_max`].
@@ -223,6 +230,7 @@ impl Default for MountOptions {
             device_io: crate::tier::DeviceIo::Uring,
             dir_shards: None,
             stage_max: DEFAULT_STAGE_MAX,
+            inherit_acls: true,
         }
     }
 }

@@ -469,4 +469,29 @@ fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
     assert_eq!(fs.getxattr(sub.ino, os(DEFAULT)).unwrap(), default);
     assert_eq!(fs.stat(f).unwrap().mode, 0o4751);
     fs.unmount().unwrap();
+
+    // A mount that inherits no ACLs (nobody enforces them there): the
+    // mode asked for, no access list, no default list on a subdirectory.
+    let opts = MountOptions {
+        inherit_acls: false,
+        ..MountOptions::default()
+    };
+    let fs = Fs::mount(&pool, &opts).unwrap();
+    let plain = fs.mknod(d, os("plain"), S_IFREG | 0o666, 0, 0, 0).unwrap();
+    assert_eq!(plain.mode & 0o7777, 0o666);
+    assert_eq!(
+        fs.getxattr(plain.ino, os(ACCESS)).unwrap_err().errno(),
+        libc::ENODATA
+    );
+    let plain_sub = fs
+        .mknod(d, os("plain-sub"), S_IFDIR | 0o700, 0, 0, 0)
+        .unwrap();
+    assert_eq!(plain_sub.mode & 0o7777, 0o700);
+    assert_eq!(
+        fs.getxattr(plain_sub.ino, os(DEFAULT)).unwrap_err().errno(),
+        libc::ENODATA
+    );
+    // The directory's own default list is untouched.
+    assert_eq!(fs.getxattr(d, os(DEFAULT)).unwrap(), default);
+    fs.unmount().unwrap();
 }

@@ -76,6 +76,7 @@ impl Fs {
         // umask does not apply then) and becomes its access ACL.
         let acl = match node {
             NewNode::Symlink(_) => None,
+            _ if !self.core.opts.inherit_acls => None,
             _ => crate::xattr::inherited(&dir, mode),
         };
         let mode = acl.as_ref().map_or(mode, |(_, m)| *m);
