@@ -32,12 +32,27 @@ pub struct CrashtestArgs {
     /// `planted-bugs` feature only). Without a value, the model's own.
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     planted_bug: Option<String>,
+    /// Page models: let a pool page reach the disk torn, in pieces of this
+    /// many bytes (512: a drive with 512-byte sectors; 64: a store racing
+    /// the page's write-back). Unsynced in-place overwrites may then show
+    /// torn (reported as TORN AT SECTORS / TORN AT LINES); nothing else may.
+    #[arg(long, value_parser = parse_torn_unit)]
+    torn_pages: Option<usize>,
     /// Keep exploring after a workload with violations (to survey them).
     #[arg(long)]
     keep_going: bool,
     /// Violations to report per workload before moving on.
     #[arg(long, default_value_t = 20)]
     max_violations: usize,
+}
+
+/// A tear unit: 64 or 512 bytes.
+fn parse_torn_unit(s: &str) -> std::result::Result<usize, String> {
+    match s {
+        "64" => Ok(64),
+        "512" => Ok(512),
+        _ => Err(format!("{s:?}: a page tears in pieces of 64 or 512 bytes")),
+    }
 }
 
 /// Run the explorer.
@@ -71,6 +86,7 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
             model,
             planted_bug,
             keep_going: args.keep_going,
+            torn_pages: args.torn_pages,
             max_violations: args.max_violations,
             ..Config::default()
         };

@@ -28,6 +28,7 @@
 //! may hold bytes it was never given (workloads write a pattern distinct per
 //! write and offset).
 
+pub mod blackbox;
 pub mod oracle;
 pub mod pagecache;
 pub mod recorder;
@@ -37,10 +38,10 @@ pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
     MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload, ace_workloads,
-    concurrent_workloads, durability_workloads, member_setup, member_workloads, pattern,
-    posix_workloads, random_workloads, regression_workloads, sync_tail_workloads,
-    tier_concurrent_workloads, tier_random_workloads, tier_staged_random_workloads,
-    tier_standard_workloads, tier_workloads,
+    concurrent_workloads, durability_workloads, member_setup, member_workloads,
+    migrating_random_workloads, pattern, posix_workloads, random_workloads, regression_workloads,
+    sync_tail_workloads, tier_concurrent_workloads, tier_random_workloads,
+    tier_staged_random_workloads, tier_standard_workloads, tier_workloads,
 };
 
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
@@ -145,6 +146,12 @@ pub struct Config {
     /// choice for an in-flight device block mixes its durable and its
     /// latest contents sector by sector.
     pub torn_sectors: bool,
+    /// Page models: a pool page may reach the disk torn, `unit` bytes at a
+    /// time (512: a drive with 512-byte sectors; 64: a store racing the
+    /// page's write-back, which the kernel does not hold stable): half the
+    /// random version choices for an in-flight pool page mix two of the
+    /// versions it held (its durable one included) piece by piece.
+    pub torn_pages: Option<usize>,
     /// The medium.
     pub model: MediaModel,
     /// Plant a bug.
@@ -165,6 +172,7 @@ impl Default for Config {
             keep_going: false,
             extremes_only: false,
             torn_sectors: false,
+            torn_pages: None,
             model: MediaModel::Pm,
             planted_bug: None,
         }
@@ -602,6 +610,35 @@ fn mixed_sectors(old: &[u8], new: &[u8], sectors: u8) -> Vec<u8> {
     b
 }
 
+/// A page torn by write-back racing stores: two of the versions it held
+/// (`old`, the durable one, then `versions`), chosen by `choice`, mixed
+/// `unit` bytes at a time (each piece from one of the two, by a hash of
+/// `choice`, the page's offset and the piece).
+fn torn_page(old: &[u8], versions: &[PageData], choice: u8, off: u64, unit: usize) -> Vec<u8> {
+    let chain: Vec<&[u8]> = std::iter::once(old)
+        .chain(versions.iter().map(|v| &v[..]))
+        .collect();
+    let mut h = u64::from(choice).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ off;
+    let mut next = move || {
+        h ^= h >> 31;
+        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 29;
+        h
+    };
+    let n = chain.len();
+    let a = (next() % (n as u64 - 1)) as usize;
+    let b = a + 1 + (next() % (n - a - 1) as u64) as usize;
+    let (older, newer) = (chain[a], chain[b]);
+    let mut page = older.to_vec();
+    let len = page.len().min(newer.len());
+    for (piece, src) in page[..len].chunks_mut(unit).zip(newer[..len].chunks(unit)) {
+        if next() % 2 == 1 {
+            piece.copy_from_slice(src);
+        }
+    }
+    page
+}
+
 fn mixed_line(old: &[u8], new: &[u8], words: u8) -> Vec<u8> {
     let mut l = old.to_vec();
     for w in 0..8 {
@@ -895,6 +932,11 @@ fn explore_events<'m>(
                                 PageData::from(mixed_line(&u.old, last, choice))
                             } else if cfg.torn_sectors && files.is_device(u.off) {
                                 PageData::from(mixed_sectors(&u.old, last, choice))
+                            } else if let Some(unit) = cfg.torn_pages
+                                && choice % 2 == 1
+                                && !files.is_device(u.off)
+                            {
+                                PageData::from(torn_page(&u.old, &u.versions, choice, u.off, unit))
                             } else {
                                 u.versions[choice as usize % u.versions.len()].clone()
                             };
@@ -1029,7 +1071,8 @@ fn check_recovery_crashes(
 
 /// Every workload, ordered so that a run cut short by an image budget still
 /// covers each kind: concurrent writers, the durability workloads (writes,
-/// overwrites and creates around fsyncs), every single operation and the
+/// overwrites and creates around fsyncs), random sequences whose thread
+/// moves between CPUs, every single operation and the
 /// compaction workloads, random three-operation sequences, every ordered
 /// pair of operations, then random six-operation sequences.
 pub fn standard_workloads(seed: u64) -> Vec<Workload> {
@@ -1038,6 +1081,7 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
         .partition(|w| w.name.starts_with("ace2-"));
     let mut out = concurrent_workloads();
     out.extend(durability_workloads());
+    out.extend(migrating_random_workloads(seed, 40, 10));
     out.extend(rest);
     out.extend(random_workloads(seed, 150, 3));
     out.extend(pairs);

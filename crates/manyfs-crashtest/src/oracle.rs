@@ -177,13 +177,26 @@ fn same_tree(a: &Tree, b: &Tree) -> bool {
 /// device sectors (only a device that tears writes may show it).
 pub const TORN_AT_SECTORS: &str = "TORN AT SECTORS";
 
+/// What a file's content violation says when the content is, 64-byte
+/// piece by piece (a cache line), a combination of whole unsynced writes
+/// over what its last sync made durable, but not as a whole, nor sector by
+/// sector: an unsynced write into a page that the kernel was writing back
+/// at the same time (the page reached the disk with some lines of each
+/// version).
+pub const TORN_AT_LINES: &str = "TORN AT LINES";
+
 /// Bytes of a device sector, the unit a tearing device writes whole.
 const SECTOR: usize = 512;
 
+/// Bytes of a cache line: a store racing the write-back of its page
+/// reaches the disk line by line at worst (manyfs never relies on stores
+/// below 8 bytes being seen whole across a line).
+const LINE: usize = 64;
+
 /// Whether `got` has the length of some combination of whole `pending`
-/// writes over `base` and each of its 512-byte sectors is the same sector
-/// of one such combination (not necessarily the same for every sector).
-fn torn_at_sectors(base: &[u8], pending: &[&ContentOp], got: &[u8]) -> bool {
+/// writes over `base` and each of its `unit`-byte pieces is the same piece
+/// of one such combination (not necessarily the same for every piece).
+fn torn_at(unit: usize, base: &[u8], pending: &[&ContentOp], got: &[u8]) -> bool {
     let combos: Vec<Vec<u8>> = subsets(pending.len())
         .into_iter()
         .map(|mask| {
@@ -198,8 +211,8 @@ fn torn_at_sectors(base: &[u8], pending: &[&ContentOp], got: &[u8]) -> bool {
         .filter(|c| c.len() == got.len())
         .collect();
     !combos.is_empty()
-        && got.chunks(SECTOR).enumerate().all(|(i, sector)| {
-            let at = i * SECTOR..i * SECTOR + sector.len();
+        && got.chunks(unit).enumerate().all(|(i, sector)| {
+            let at = i * unit..i * unit + sector.len();
             combos.iter().any(|c| c[at.clone()] == *sector)
         })
 }
@@ -451,9 +464,16 @@ impl History {
                 }
                 c == *got
             });
-            if !ok && torn_at_sectors(&base, &pending, got) {
+            if !ok && torn_at(SECTOR, &base, &pending, got) {
                 return Err(format!(
                     "{p}: {TORN_AT_SECTORS}: content is no combination of whole writes since its last sync, but each 512-byte sector is the same sector of one ({} bytes, {} pending writes)",
+                    got.len(),
+                    pending.len()
+                ));
+            }
+            if !ok && torn_at(LINE, &base, &pending, got) {
+                return Err(format!(
+                    "{p}: {TORN_AT_LINES}: content is no combination of whole writes since its last sync, nor sector by sector, but each 64-byte line is the same line of one ({} bytes, {} pending writes)",
                     got.len(),
                     pending.len()
                 ));

@@ -581,6 +581,54 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
         .collect()
 }
 
+/// Random sequences of `len` operations whose thread moves between CPUs:
+/// each operation runs on a CPU drawn at random (modulo the CPUs this
+/// process may use), so a write after a sync often comes from a CPU the
+/// file's log has not seen yet (a new sub-log, a log array, a new slot
+/// group) or from one whose sub-log holds synced entries. Four files of
+/// the populated tree are created, written in whole pages (1 to 3) and in
+/// part, synced, unlinked and re-created; every write has a tag of its
+/// own.
+pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
+    let mut next = xorshift(seed ^ 0x6d69_6772);
+    (0..count)
+        .map(|k| {
+            let mut tag = 0x30u8;
+            let mut ops = Vec::with_capacity(len);
+            while ops.len() < len {
+                let f = TIER_FILES[next(TIER_FILES.len() as u64) as usize];
+                let op = match next(12) {
+                    0..=3 => Op::Write(f, next(4) * 4096, 4096 * (1 + next(3) as usize), tag),
+                    4 => {
+                        let page = next(4) * 4096;
+                        small_write(&mut next, f, page, tag)
+                    }
+                    5 => Op::Append(f, 1 + next(6000) as usize, tag),
+                    6 | 7 => Op::Fsync(f),
+                    8 => Op::FsyncData(f),
+                    9 => Op::Unlink(f),
+                    10 => Op::Create(f),
+                    _ => Op::Sync,
+                };
+                if matches!(op, Op::Write(..) | Op::Append(..)) {
+                    tag += 1;
+                }
+                ops.push(Op::on_cpu(next(8) as usize, op));
+            }
+            Workload {
+                name: format!("migrating{len}-{seed}-{k}"),
+                pool_size: 512 << 10,
+                setup: populated(),
+                ops,
+                concurrent: None,
+                member_bytes: 0,
+                data_bytes: 0,
+                must_stage: false,
+            }
+        })
+        .collect()
+}
+
 /// Concurrent writers on one file, each in its own region of blocks.
 #[derive(Debug, Clone)]
 pub struct Concurrent {

@@ -634,3 +634,19 @@ fn the_second_sublog_workload_makes_a_log_array() {
     // its earlier names came from the CPU of the second writes.
     assert!(fs.log_arrays() > before, "{} arrays", fs.log_arrays());
 }
+
+/// Workloads whose thread moves between CPUs between operations (a write
+/// after a sync from a CPU the log has not seen, sub-logs and log arrays
+/// made while synced entries exist), in every media model.
+#[test]
+fn migrating_workloads_recover_in_every_model() {
+    let workloads = crashtest::migrating_random_workloads(5, 40, 10);
+    for model in MediaModel::ALL {
+        let cfg = Config {
+            model,
+            ..Config::default()
+        };
+        let stats = run(&workloads, &cfg, 0);
+        assert_clean(&stats, 1000);
+    }
+}

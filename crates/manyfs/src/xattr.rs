@@ -22,13 +22,18 @@
 //! sets the mode's permission bits from it (a list the mode says all of is
 //! not stored), `chmod` rewrites the list's owner, mask and other entries,
 //! and a new inode under a directory with a default list inherits it. The
-//! kernel enforces them (the FUSE adapter asks for `FUSE_POSIX_ACL`). Every
-//! other `system.` name is refused with `EOPNOTSUPP`.
+//! kernel enforces them (the FUSE adapter asks for `FUSE_POSIX_ACL`), so a
+//! mode and the access list it shows never reach the log apart: setfacl
+//! and chmod log the attribute entry and the `Xattr` entry as one atomic
+//! group, and a new inode's inherited lists are in its log before the
+//! entry that names it. Every other `system.` name is refused with
+//! `EOPNOTSUPP`.
 
 use crate::acl::{self, Acl};
 use crate::core::FsCore;
 use crate::error::{Error, Result};
-use crate::inode::Inode;
+use crate::file::{AttrChange, XattrEdit};
+use crate::inode::{Inode, Xattrs};
 use crate::layout::*;
 
 /// Longest extended-attribute name, namespace prefix included.
@@ -153,62 +158,138 @@ fn set_acl(core: &FsCore, inode: &Inode, name: &[u8], value: &[u8], how: XattrSe
     let keep = parsed
         .as_ref()
         .is_some_and(|a| name == acl::DEFAULT || !a.is_minimal());
-    if keep {
-        change(core, inode, name, Some(value), how)?;
-    } else if inode.xattrs.lock().map.contains_key(name) {
-        change(core, inode, name, None, XattrSet::Replace)?;
-    }
-    if let (Some(a), true) = (&parsed, name == acl::ACCESS) {
-        let mode = inode.attrs.lock().mode;
-        let next = (mode & !0o777) | a.mode_bits();
-        if next != mode {
-            let change = crate::file::AttrChange {
-                mode: Some(next),
-                ..Default::default()
-            };
-            crate::file::set_attrs(core, inode, &change)?;
+    if name == acl::DEFAULT {
+        // A default list says nothing about the mode: one entry.
+        if keep {
+            return change(core, inode, name, Some(value), how);
         }
+        if inode.xattrs.lock().map.contains_key(name) {
+            return change(core, inode, name, None, XattrSet::Replace);
+        }
+        return Ok(());
+    }
+    // The access list and the mode bits it sets are one atomic group: a
+    // crash between two entries would leave a list the mode disagrees with.
+    let _pin = crate::core::PinGuard::new(core, inode)?;
+    crate::file::set_attrs_and_xattr(core, inode, |attrs, x| {
+        let edit = if keep {
+            check_change(inode, x, name, Some(value), how)?;
+            Some(XattrEdit {
+                name: name.to_vec(),
+                value: Some(value.to_vec()),
+            })
+        } else {
+            x.map.contains_key(name).then(|| XattrEdit {
+                name: name.to_vec(),
+                value: None,
+            })
+        };
+        let mode = parsed
+            .as_ref()
+            .map(|a| (attrs.mode & !0o777) | a.mode_bits())
+            .filter(|&m| m != attrs.mode)
+            .map(|m| AttrChange {
+                mode: Some(m),
+                ..Default::default()
+            });
+        Ok((mode, edit))
+    })?;
+    if inode.dir.is_some() {
+        crate::namespace::maybe_compact_dir_attrs(core, inode);
     }
     Ok(())
 }
 
-/// After a `chmod` to `mode`: the access list's owner, mask (or group)
-/// and other entries take its bits.
-pub(crate) fn chmod_acl(core: &FsCore, inode: &Inode, mode: u32) -> Result<()> {
-    let Some(value) = inode.xattrs.lock().map.get(acl::ACCESS).cloned() else {
-        return Ok(());
+/// chmod, chown, utimes: log `attr` and, when it sets the mode of an
+/// inode with an access list, the list's owner, mask (or owning group)
+/// and other entries taking the new bits, as one atomic group (a crash
+/// between two entries would leave the new mode with the old list, which
+/// the kernel enforces: access `ls -l` shows closed would stay open).
+pub(crate) fn set_attrs(core: &FsCore, inode: &Inode, attr: &AttrChange) -> Result<()> {
+    crate::file::set_attrs_and_xattr(core, inode, |_, x| {
+        let edit = match attr.mode {
+            Some(mode) => chmod_acl(x, mode)?,
+            None => None,
+        };
+        Ok((Some(attr.clone()), edit))
+    })
+}
+
+/// The access list after a `chmod` to `mode` (`None`: there is none, or
+/// it already agrees).
+fn chmod_acl(x: &Xattrs, mode: u32) -> Result<Option<XattrEdit>> {
+    let Some(value) = x.map.get(acl::ACCESS) else {
+        return Ok(None);
     };
-    let Some(mut a) = Acl::parse(&value)? else {
-        return Ok(());
+    let Some(mut a) = Acl::parse(value)? else {
+        return Ok(None);
     };
     a.chmod(mode);
-    change(core, inode, acl::ACCESS, Some(&a.encode()), XattrSet::Any)
+    let next = a.encode();
+    Ok((next != *value).then(|| XattrEdit {
+        name: acl::ACCESS.to_vec(),
+        value: Some(next),
+    }))
 }
 
-/// What a new inode asked for with `mode` under directory `dir` inherits:
-/// its access list and mode (`None` when `dir` has no default list).
-pub(crate) fn inherited(dir: &Inode, mode: u32) -> Option<(Acl, u32)> {
-    let value = dir.xattrs.lock().map.get(acl::DEFAULT).cloned()?;
-    Acl::parse(&value).ok()?.map(|d| d.inherit(mode))
-}
+/// The (name, value) pairs a new inode starts with.
+pub(crate) type Initial = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// Store what [`inherited`] gave `child` (created in `dir`): its access
-/// list unless the mode says all of it, and for a directory the default
-/// list too.
-pub(crate) fn inherit(core: &FsCore, dir: &Inode, child: &Inode, access: &Acl) -> Result<()> {
+/// What a new inode of `kind` asked for with `mode` under directory `dir`
+/// inherits (`None` when `dir` has no default list): its mode, and the
+/// attributes it starts with: its access list unless the mode says all of
+/// it, and for a directory the default list too.
+pub(crate) fn inherited(dir: &Inode, kind: FileKind, mode: u32) -> Option<(u32, Initial)> {
+    let default = dir.xattrs.lock().map.get(acl::DEFAULT).cloned()?;
+    let (access, mode) = Acl::parse(&default).ok()??.inherit(mode);
+    let mut xattrs = Vec::new();
     if !access.is_minimal() {
-        change(
-            core,
-            child,
-            acl::ACCESS,
-            Some(&access.encode()),
-            XattrSet::Any,
-        )?;
+        xattrs.push((acl::ACCESS.to_vec(), access.encode()));
     }
-    let default = dir.xattrs.lock().map.get(acl::DEFAULT).cloned();
-    if let (FileKind::Dir, Some(d)) = (child.kind, default) {
-        change(core, child, acl::DEFAULT, Some(&d), XattrSet::Any)?;
+    if kind == FileKind::Dir {
+        xattrs.push((acl::DEFAULT.to_vec(), default));
     }
+    Some((mode, xattrs))
+}
+
+/// Log the attributes a new inode starts with ([`inherited`]) as one
+/// atomic group. Called before any name reaches `child`
+/// (`namespace::create`), so the name never counts without them: in
+/// `pm` mode they are durable first; in `file` mode the caller has them
+/// marked with the name (`FsCore::premark_unnamed`).
+pub(crate) fn log_initial(
+    core: &FsCore,
+    child: &Inode,
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<()> {
+    if xattrs.is_empty() {
+        return Ok(());
+    }
+    let now = crate::time::now_ns();
+    let mut x = child.xattrs.lock();
+    let entries: Vec<(Entry, u32)> = (1..)
+        .zip(xattrs)
+        .map(|(i, (name, value))| {
+            let e = Entry::Xattr {
+                seq: x.seq + i,
+                ctime_ns: now,
+                name: name.clone(),
+                value: Some(value.clone()),
+            };
+            (e, 1)
+        })
+        .collect();
+    child
+        .log
+        .append(core, child.log.home_sublog(), &entries, 0)?;
+    child
+        .attr_entries
+        .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    x.seq += entries.len() as u64;
+    x.map.extend(xattrs.iter().cloned());
+    drop(x);
+    let mut a = child.attrs.lock();
+    a.ctime_ns = a.ctime_ns.max(now);
     Ok(())
 }
 
@@ -216,6 +297,45 @@ pub(crate) fn inherit(core: &FsCore, dir: &Inode, child: &Inode, access: &Acl) -
 pub(crate) fn remove(core: &FsCore, inode: &Inode, name: &[u8]) -> Result<()> {
     check_name(name)?;
     change(core, inode, name, None, XattrSet::Replace)
+}
+
+/// Whether `name` may become `value` (`None`: be removed) as `how` asks,
+/// with the inode's attributes `x`: `EEXIST`, `ENODATA`, or `ENOSPC` past
+/// [`XATTR_INODE_MAX`].
+fn check_change(
+    inode: &Inode,
+    x: &Xattrs,
+    name: &[u8],
+    value: Option<&[u8]>,
+    how: XattrSet,
+) -> Result<()> {
+    let old = x.map.get(name);
+    match (how, old) {
+        (XattrSet::Create, Some(_)) => {
+            return Err(Error::Exists(format!(
+                "inode {}: {}",
+                inode.ino,
+                show(name)
+            )));
+        }
+        (XattrSet::Replace, None) => {
+            return Err(Error::NoData(format!(
+                "inode {}: {}",
+                inode.ino,
+                show(name)
+            )));
+        }
+        _ => {}
+    }
+    if let Some(v) = value {
+        let old_len = old.map_or(0, |o| name.len() + o.len());
+        if x.bytes() - old_len + name.len() + v.len() > XATTR_INODE_MAX {
+            return Err(Error::NoSpace(
+                "extended attributes of one inode exceed 64 KiB",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn change(
@@ -230,32 +350,7 @@ fn change(
     let now = crate::time::now_ns();
     {
         let mut x = inode.xattrs.lock();
-        let old = x.map.get(name);
-        match (how, old) {
-            (XattrSet::Create, Some(_)) => {
-                return Err(Error::Exists(format!(
-                    "inode {}: {}",
-                    inode.ino,
-                    show(name)
-                )));
-            }
-            (XattrSet::Replace, None) => {
-                return Err(Error::NoData(format!(
-                    "inode {}: {}",
-                    inode.ino,
-                    show(name)
-                )));
-            }
-            _ => {}
-        }
-        if let Some(v) = value {
-            let old_len = old.map_or(0, |o| name.len() + o.len());
-            if x.bytes() - old_len + name.len() + v.len() > XATTR_INODE_MAX {
-                return Err(Error::NoSpace(
-                    "extended attributes of one inode exceed 64 KiB",
-                ));
-            }
-        }
+        check_change(inode, &x, name, value, how)?;
         let seq = x.seq + 1;
         let entry = Entry::Xattr {
             seq,

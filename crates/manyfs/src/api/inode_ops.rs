@@ -74,16 +74,20 @@ impl Fs {
         let dir = self.core.get(parent)?;
         // A directory's default ACL decides the new inode's mode (the
         // umask does not apply then) and becomes its access ACL.
-        let acl = match node {
+        let (mode, xattrs) = match node {
             NewNode::Symlink(_) => None,
             _ if !self.core.opts.inherit_acls => None,
-            _ => crate::xattr::inherited(&dir, mode),
-        };
-        let mode = acl.as_ref().map_or(mode, |(_, m)| *m);
-        let i = namespace::create(&self.core, &dir, name.as_bytes(), node, mode, uid, gid)?;
-        if let Some((access, _)) = &acl {
-            crate::xattr::inherit(&self.core, &dir, &i, access)?;
+            _ => crate::xattr::inherited(&dir, node.kind(), mode),
         }
+        .unwrap_or((mode, Vec::new()));
+        let i = namespace::create_with_xattrs(
+            &self.core,
+            &dir,
+            name.as_bytes(),
+            node,
+            (mode, uid, gid),
+            &xattrs,
+        )?;
         Ok(self.meta(&i))
     }
 
@@ -197,10 +201,8 @@ impl Fs {
             || change.atime_ns.is_some()
             || change.mtime_ns.is_some()
         {
-            file::set_attrs(&self.core, &inode, &change)?;
-            if let Some(mode) = change.mode {
-                crate::xattr::chmod_acl(&self.core, &inode, mode)?;
-            }
+            // With the access ACL the mode shows, in one atomic group.
+            crate::xattr::set_attrs(&self.core, &inode, &change)?;
             if inode.dir.is_some() {
                 namespace::maybe_compact_dir_attrs(&self.core, &inode);
             }

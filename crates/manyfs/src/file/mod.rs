@@ -559,64 +559,131 @@ pub struct AttrChange {
     pub mtime_ns: Option<u64>,
 }
 
+/// An extended-attribute change logged in the same atomic group as an
+/// attribute change ([`set_attrs_and_xattr`]): `name` set to `value`, or
+/// removed (`None`).
+pub(crate) struct XattrEdit {
+    /// The attribute's name, namespace prefix included.
+    pub name: Vec<u8>,
+    /// Its new value; `None` removes it.
+    pub value: Option<Vec<u8>>,
+}
+
 /// Log and apply an attribute change (chmod, chown, utimes).
 pub fn set_attrs(core: &FsCore, inode: &Inode, change: &AttrChange) -> Result<()> {
+    set_attrs_and_xattr(core, inode, |_, _| Ok((Some(change.clone()), None)))
+}
+
+/// Log and apply an attribute change and an extended-attribute change
+/// that must agree with it (a mode and the POSIX ACL it shows) as one
+/// atomic group, so that no crash, and no sync between two appends,
+/// leaves one without the other. `plan` decides both from the current
+/// attributes and extended attributes; it runs with both mutexes held
+/// (`attrs` before `xattrs`, as compaction takes them) until both are
+/// logged and applied. Either part may be `None`; an `Err` from `plan`
+/// changes nothing. Files are compacted here when due; directories by
+/// the caller (`namespace::maybe_compact_dir_attrs`), as for
+/// [`set_attrs`].
+pub(crate) fn set_attrs_and_xattr(
+    core: &FsCore,
+    inode: &Inode,
+    plan: impl FnOnce(
+        &crate::inode::Attrs,
+        &crate::inode::Xattrs,
+    ) -> Result<(Option<AttrChange>, Option<XattrEdit>)>,
+) -> Result<()> {
     core.check_writable()?;
     let mut attrs = inode.attrs.lock();
+    let mut xattrs = inode.xattrs.lock();
+    let (change, edit) = plan(&attrs, &xattrs)?;
+    if change.is_none() && edit.is_none() {
+        return Ok(());
+    }
     let now = crate::time::now_ns();
+    let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
     let mut next = attrs.clone();
-    if let Some(m) = change.mode {
-        next.mode = m & 0o7777;
-    }
-    if let Some(u) = change.uid {
-        next.uid = u;
-    }
-    if let Some(g) = change.gid {
-        next.gid = g;
-    }
-    if let Some(a) = change.atime_ns {
-        next.atime_ns = a;
-    }
-    // Without an explicit mtime, publish the new sequence before reading the
-    // writes' mtimes: a racing write whose mtime this misses sees the
-    // sequence change after its append and logs its mtime itself
-    // (`write_locked`). With one, the sequence is published after the
-    // sub-logs' mtimes are reset, so a write that starts from it keeps its
-    // mtime in memory exactly when recovery counts it.
     let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
-    if change.mtime_ns.is_none() {
-        inode.attr_seq.store(seq, Ordering::Release);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    if let Some(change) = &change {
+        if let Some(m) = change.mode {
+            next.mode = m & 0o7777;
+        }
+        if let Some(u) = change.uid {
+            next.uid = u;
+        }
+        if let Some(g) = change.gid {
+            next.gid = g;
+        }
+        if let Some(a) = change.atime_ns {
+            next.atime_ns = a;
+        }
+        // Without an explicit mtime, publish the new sequence before reading
+        // the writes' mtimes: a racing write whose mtime this misses sees the
+        // sequence change after its append and logs its mtime itself
+        // (`write_locked`). With one, the sequence is published after the
+        // sub-logs' mtimes are reset, so a write that starts from it keeps
+        // its mtime in memory exactly when recovery counts it.
+        if change.mtime_ns.is_none() {
+            inode.attr_seq.store(seq, Ordering::Release);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        }
+        next.mtime_ns = match change.mtime_ns {
+            Some(m) => m,
+            None => next.mtime_ns.max(inode.log.last_mtime_ns()),
+        };
+        next.ctime_ns = now;
+        let size = inode.file.as_deref().map_or(0, FileData::size);
+        entries.push((
+            Entry::SetAttr {
+                seq,
+                size_set: false,
+                size,
+                mode: next.mode,
+                uid: next.uid,
+                gid: next.gid,
+                atime_ns: next.atime_ns,
+                mtime_ns: next.mtime_ns,
+                ctime_ns: next.ctime_ns,
+            },
+            1,
+        ));
+    } else {
+        next.ctime_ns = next.ctime_ns.max(now);
     }
-    next.mtime_ns = match change.mtime_ns {
-        Some(m) => m,
-        None => next.mtime_ns.max(inode.log.last_mtime_ns()),
-    };
-    next.ctime_ns = now;
-    let size = inode.file.as_deref().map_or(0, FileData::size);
-    let entry = Entry::SetAttr {
-        seq,
-        size_set: false,
-        size,
-        mode: next.mode,
-        uid: next.uid,
-        gid: next.gid,
-        atime_ns: next.atime_ns,
-        mtime_ns: next.mtime_ns,
-        ctime_ns: next.ctime_ns,
-    };
+    if let Some(e) = &edit {
+        entries.push((
+            Entry::Xattr {
+                seq: xattrs.seq + 1,
+                ctime_ns: now,
+                name: e.name.clone(),
+                value: e.value.clone(),
+            },
+            1,
+        ));
+    }
     inode
         .log
-        .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
-    if change.mtime_ns.is_some() {
-        inode.log.reset_mtime();
+        .append(core, inode.log.home_sublog(), &entries, 0)?;
+    if let Some(change) = &change {
+        if change.mtime_ns.is_some() {
+            inode.log.reset_mtime();
+        }
+        inode.attr_seq.store(seq, Ordering::Release);
+        inode
+            .setid
+            .store(next.mode & (S_ISUID | S_ISGID) != 0, Ordering::Relaxed);
     }
-    inode.attr_seq.store(seq, Ordering::Release);
-    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
     inode
-        .setid
-        .store(next.mode & (S_ISUID | S_ISGID) != 0, Ordering::Relaxed);
+        .attr_entries
+        .fetch_add(entries.len() as u64, Ordering::Relaxed);
+    if let Some(e) = edit {
+        xattrs.seq += 1;
+        match e.value {
+            Some(v) => xattrs.map.insert(e.name, v),
+            None => xattrs.map.remove(&e.name),
+        };
+    }
     *attrs = next;
+    drop(xattrs);
     drop(attrs);
     // Each attribute change leaves an entry recovery needs until the log is
     // rewritten: compact once they dominate, so chmod loops stay bounded

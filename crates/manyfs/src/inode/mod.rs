@@ -92,8 +92,10 @@ pub struct Inode {
     /// Attributes.
     pub attrs: Mutex<Attrs>,
     /// Extended attributes. Lock order: `attrs` before `xattrs` (log
-    /// compaction holds both); a change of extended attributes takes
-    /// `xattrs` alone and updates `attrs` (the ctime) after dropping it.
+    /// compaction holds both, and so does an attribute change logged
+    /// with the access ACL it must agree with: chmod, setfacl); any
+    /// other change of extended attributes takes `xattrs` alone and
+    /// updates `attrs` (the ctime) after dropping it.
     pub xattrs: Mutex<Xattrs>,
     /// Sequence of the newest attribute entry (writes record it as their epoch).
     pub attr_seq: AtomicU64,

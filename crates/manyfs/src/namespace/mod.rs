@@ -423,7 +423,22 @@ pub fn create(
     uid: u32,
     gid: u32,
 ) -> Result<Arc<Inode>> {
-    create_node(core, parent, name, node, (mode, uid, gid), false)
+    create_node(core, parent, name, node, (mode, uid, gid), false, &[])
+}
+
+/// [`create`] of an inode that starts with extended attributes `xattrs`
+/// (the ACLs it inherits): logged in its own log, as one group, before
+/// the entry that names it, so that no crash leaves the name (and the
+/// mode the ACL decided) without them.
+pub fn create_with_xattrs(
+    core: &FsCore,
+    parent: &Arc<Inode>,
+    name: &[u8],
+    node: NewNode<'_>,
+    mode_uid_gid: (u32, u32, u32),
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<Arc<Inode>> {
+    create_node(core, parent, name, node, mode_uid_gid, false, xattrs)
 }
 
 /// [`create`] for an open: the new inode is returned pinned ([`Inode::pin`]:
@@ -439,7 +454,7 @@ pub fn create_pinned(
     uid: u32,
     gid: u32,
 ) -> Result<Arc<Inode>> {
-    create_node(core, parent, name, node, (mode, uid, gid), true)
+    create_node(core, parent, name, node, (mode, uid, gid), true, &[])
 }
 
 fn create_node(
@@ -449,6 +464,7 @@ fn create_node(
     node: NewNode<'_>,
     (mode, uid, gid): (u32, u32, u32),
     pin: bool,
+    xattrs: &[(Vec<u8>, Vec<u8>)],
 ) -> Result<Arc<Inode>> {
     core.check_writable()?;
     check_name(name)?;
@@ -509,11 +525,16 @@ fn create_node(
             child.pin()?;
         }
         let sublog = parent.log.home_sublog();
+        // What the new inode's own log must hold before a name reaches
+        // it: a symlink's target, or inherited ACLs (the mode in its
+        // record was decided by them). It counts wherever the name does:
+        // its blocks join the next barrier of the directory's sub-log that
+        // the name goes to (a sync snapshots one sub-log at a time).
+        crate::xattr::log_initial(core, &child, xattrs)?;
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
-            // The target counts wherever the name does: its blocks join
-            // the next barrier of the directory's sub-log that the name
-            // goes to (a sync snapshots one sub-log at a time).
+        }
+        if !xattrs.is_empty() || matches!(node, NewNode::Symlink(_)) {
             core.premark_unnamed(&child, parent, sublog)?;
         }
         let c = child_of(&child);
