@@ -38,6 +38,10 @@ pub struct CrashtestArgs {
     /// torn (reported as TORN AT SECTORS / TORN AT LINES); nothing else may.
     #[arg(long, value_parser = parse_torn_unit)]
     torn_pages: Option<usize>,
+    /// Random page-version choices per crash point (page models; more
+    /// finds rarer mixes, at more images per crash point).
+    #[arg(long, default_value_t = Config::default().version_mixes)]
+    version_mixes: usize,
     /// Keep exploring after a workload with violations (to survey them).
     #[arg(long)]
     keep_going: bool,
@@ -68,6 +72,12 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
         if workloads.is_empty() {
             bail!("no workload named {name:?}");
         }
+        for w in &workloads {
+            println!("workload {}: setup {:?}", w.name, w.setup);
+            for (i, op) in w.ops.iter().enumerate() {
+                println!("  op {i}: {op:?}");
+            }
+        }
     }
     let min = if args.only.is_some() {
         0
@@ -87,6 +97,7 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
             planted_bug,
             keep_going: args.keep_going,
             torn_pages: args.torn_pages,
+            version_mixes: args.version_mixes,
             max_violations: args.max_violations,
             ..Config::default()
         };

@@ -67,6 +67,9 @@ pub struct Config {
     /// could still be on disk: the check then reports states a real power
     /// cut cannot leave (kept to show what a checker blind to them says).
     pub sync_points: bool,
+    /// A bug to plant in the engine (`planted-bugs` feature), to show the
+    /// check finds it.
+    pub planted_bug: Option<crate::PlantedBug>,
     /// Keep each workload's first violating image here, with the image of
     /// the same crash point with every page at its newest value beside it
     /// (`NAME.bad`, `NAME.newest`), for `manyfs inspect` and `fsck`.
@@ -621,6 +624,13 @@ fn check_image(image: &Path, model: &Model) -> Result<(), String> {
 /// Run `cfg.workloads` workloads; `progress` sees the stats after each.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&Stats)) -> Result<Stats, Unavailable> {
     available(&cfg.dir)?;
+    if let Some(bug) = cfg.planted_bug
+        && (!bug.in_engine() || !cfg!(feature = "planted-bugs"))
+    {
+        return Err(Unavailable(format!(
+            "the planted bug {bug:?} is not one of the engine's, or this build lacks the planted-bugs feature"
+        )));
+    }
     let scratch = tempfile::Builder::new()
         .prefix("manyfs-blackbox")
         .tempdir_in(&cfg.dir)
@@ -666,6 +676,10 @@ fn workload(
         synced: Default::default(),
     });
     let fs = Fs::mount_observed(pool, &mount_opts(), points.clone()).map_err(|e| io("mount", e))?;
+    #[cfg(feature = "planted-bugs")]
+    if let Some(bug) = cfg.planted_bug.and_then(crate::PlantedBug::engine_bug) {
+        fs.plant_bug(bug);
+    }
     fs.sync().map_err(|e| io("sync", e))?;
     let file = File::open(pool).map_err(|e| io("open pool", e))?;
     file.sync_all().map_err(|e| io("fsync pool", e))?;

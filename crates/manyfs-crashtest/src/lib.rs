@@ -37,10 +37,10 @@ mod workloads;
 pub use pagecache::MediaModel;
 pub use recorder::Recorder;
 pub use workloads::{
-    MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload, ace_workloads,
-    concurrent_workloads, durability_workloads, member_setup, member_workloads,
-    migrating_random_workloads, pattern, posix_workloads, random_workloads, regression_workloads,
-    sync_tail_workloads, tier_concurrent_workloads, tier_random_workloads,
+    ACL_ACCESS, ACL_USER_1000_RW, MEMBER0_BYTES, MEMBER1_BYTES, Op, TIER_DATA_BYTES, Workload,
+    ace_workloads, attr_random_workloads, concurrent_workloads, durability_workloads, member_setup,
+    member_workloads, migrating_random_workloads, pattern, posix_workloads, random_workloads,
+    regression_workloads, sync_tail_workloads, tier_concurrent_workloads, tier_random_workloads,
     tier_staged_random_workloads, tier_standard_workloads, tier_workloads,
 };
 
@@ -82,6 +82,26 @@ pub enum PlantedBug {
     /// (`manyfs::Fs::plant_bug`): needs this crate's `planted-bugs`
     /// feature (its tests have it).
     StagedBlockFreedEarly,
+    /// Page models, a file written from a second CPU: the log array its
+    /// inode then gets is linked from the inode record without the barrier
+    /// that makes it durable first (`manyfs::EngineBug::ArrayLinkedBeforeDurable`):
+    /// the record may reach the disk naming an array that did not, and the
+    /// file's synced data is lost. Found by the workloads whose thread moves
+    /// between CPUs. Planted in the engine (`planted-bugs` feature).
+    ArrayLinkedBeforeDurable,
+    /// A chmod of a file with a POSIX access ACL logs the mode and the
+    /// rewritten ACL as two groups (`manyfs::EngineBug::ModeAndAclApart`):
+    /// a crash between them leaves the new mode with the old ACL. Found by
+    /// the pm model in the random attribute workloads. Planted in the
+    /// engine (`planted-bugs` feature).
+    ModeAndAclApart,
+    /// Recovery accepts a log entry whose checksum does not match
+    /// (`manyfs::RecoveryBug::EntryChecksumIgnored`, process-wide: it
+    /// affects every mount of the process while the exploration runs): a
+    /// log page torn inside a multi-slot entry then counts garbage. Only
+    /// the page models with torn pages ([`Config::torn_pages`]) can find
+    /// it. `planted-bugs` feature.
+    EntryChecksumIgnored,
 }
 
 impl std::str::FromStr for PlantedBug {
@@ -98,12 +118,43 @@ impl std::str::FromStr for PlantedBug {
                     "staged-block-freed-early",
                     PlantedBug::StagedBlockFreedEarly,
                 ),
+                (
+                    "array-linked-before-durable",
+                    PlantedBug::ArrayLinkedBeforeDurable,
+                ),
+                ("mode-and-acl-apart", PlantedBug::ModeAndAclApart),
+                ("entry-checksum-ignored", PlantedBug::EntryChecksumIgnored),
             ],
         )
     }
 }
 
 impl PlantedBug {
+    /// Whether it is planted in the engine (needs the `planted-bugs`
+    /// feature) rather than in the explorer's media models.
+    pub fn in_engine(self) -> bool {
+        matches!(
+            self,
+            PlantedBug::StagedBlockFreedEarly
+                | PlantedBug::ArrayLinkedBeforeDurable
+                | PlantedBug::ModeAndAclApart
+                | PlantedBug::EntryChecksumIgnored
+        )
+    }
+
+    /// The engine bug to plant in the workload's mount, if it is one.
+    #[cfg(feature = "planted-bugs")]
+    pub fn engine_bug(self) -> Option<manyfs::EngineBug> {
+        match self {
+            PlantedBug::StagedBlockFreedEarly => Some(manyfs::EngineBug::StagedBlockFreedEarly),
+            PlantedBug::ArrayLinkedBeforeDurable => {
+                Some(manyfs::EngineBug::ArrayLinkedBeforeDurable)
+            }
+            PlantedBug::ModeAndAclApart => Some(manyfs::EngineBug::ModeAndAclApart),
+            _ => None,
+        }
+    }
+
     /// The bug each model is shown catching.
     pub fn for_model(model: MediaModel) -> Self {
         if model.is_paged() {
@@ -269,6 +320,9 @@ pub enum Node {
     Special(FileKind, u64, u32),
     /// An extended attribute's value (keyed `path NUL name`).
     Xattr(Vec<u8>),
+    /// A file's or directory's mode, owner and group (keyed `path NUL`,
+    /// which no attribute name gives: names are never empty).
+    Attrs(u32, u32, u32),
 }
 
 /// Read the whole tree.
@@ -283,6 +337,10 @@ pub fn snapshot(fs: &Fs) -> Result<Snapshot> {
                 let value = fs.getxattr(e.ino, &name)?;
                 let k = format!("{key}\0{}", name.to_string_lossy());
                 out.insert(k, Node::Xattr(value));
+            }
+            if matches!(e.kind, FileKind::Dir | FileKind::File) {
+                let m = fs.symlink_metadata(&p)?;
+                out.insert(format!("{key}\0"), Node::Attrs(m.mode, m.uid, m.gid));
             }
             match e.kind {
                 FileKind::Dir => {
@@ -1069,10 +1127,21 @@ fn check_recovery_crashes(
     )
 }
 
+/// Clears the process-wide recovery bugs when dropped.
+#[cfg(feature = "planted-bugs")]
+struct RecoveryBugGuard;
+
+#[cfg(feature = "planted-bugs")]
+impl Drop for RecoveryBugGuard {
+    fn drop(&mut self) {
+        manyfs::clear_recovery_bugs();
+    }
+}
+
 /// Every workload, ordered so that a run cut short by an image budget still
 /// covers each kind: concurrent writers, the durability workloads (writes,
 /// overwrites and creates around fsyncs), random sequences whose thread
-/// moves between CPUs, every single operation and the
+/// moves between CPUs, random attribute changes, every single operation and the
 /// compaction workloads, random three-operation sequences, every ordered
 /// pair of operations, then random six-operation sequences.
 pub fn standard_workloads(seed: u64) -> Vec<Workload> {
@@ -1082,6 +1151,7 @@ pub fn standard_workloads(seed: u64) -> Vec<Workload> {
     let mut out = concurrent_workloads();
     out.extend(durability_workloads());
     out.extend(migrating_random_workloads(seed, 40, 10));
+    out.extend(attr_random_workloads(seed, 30, 8));
     out.extend(rest);
     out.extend(random_workloads(seed, 150, 3));
     out.extend(pairs);
@@ -1157,13 +1227,13 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
             w.name
         )));
     }
-    if cfg.planted_bug == Some(PlantedBug::StagedBlockFreedEarly) && !cfg!(feature = "planted-bugs")
+    if let Some(bug) = cfg.planted_bug
+        && bug.in_engine()
+        && !cfg!(feature = "planted-bugs")
     {
-        return Err(Error::InvalidArgument(
-            "the planted bug staged-block-freed-early needs manyfs-crashtest's \
-             planted-bugs feature"
-                .into(),
-        ));
+        return Err(Error::InvalidArgument(format!(
+            "the planted bug {bug:?} needs manyfs-crashtest's planted-bugs feature"
+        )));
     }
     if w.member_bytes > 0 && cfg.model.is_paged() {
         return Err(Error::InvalidArgument(format!(
@@ -1225,8 +1295,8 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         rec.forget_syncs_from(w.pool_size);
     }
     #[cfg(feature = "planted-bugs")]
-    if cfg.planted_bug == Some(PlantedBug::StagedBlockFreedEarly) {
-        fs.plant_bug(manyfs::EngineBug::StagedBlockFreedEarly);
+    if let Some(bug) = cfg.planted_bug.and_then(PlantedBug::engine_bug) {
+        fs.plant_bug(bug);
     }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
@@ -1314,6 +1384,12 @@ pub fn explore_all(
     stats: &mut Stats,
     mut progress: impl FnMut(&Stats),
 ) -> Result<()> {
+    // Recovery bugs are process-wide: planted for this exploration only.
+    #[cfg(feature = "planted-bugs")]
+    let _recovery_bug = (cfg.planted_bug == Some(PlantedBug::EntryChecksumIgnored)).then(|| {
+        manyfs::plant_recovery_bug(manyfs::RecoveryBug::EntryChecksumIgnored);
+        RecoveryBugGuard
+    });
     for w in workloads {
         explore(w, cfg, stats)?;
         progress(stats);

@@ -36,6 +36,127 @@ pub enum PNode {
 /// The name space: path to target.
 pub type Tree = BTreeMap<String, PNode>;
 
+/// What the attribute oracle compares of a file or directory: mode (with
+/// the setuid, setgid and sticky bits), owner, group, and every extended
+/// attribute (a POSIX ACL among them). Times are not compared: a write
+/// moves the mtime with the clock, and an overwrite in place logs it only
+/// at the next `fsync` or full sync (docs/guarantees.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrState {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// What an attribute operation writes whatever the current value is.
+#[derive(Debug, Clone, Default)]
+struct Forced {
+    mode: bool,
+    owner: bool,
+    xattr: Option<Vec<u8>>,
+}
+
+/// One operation's change to one object's [`AttrState`]: the fields it
+/// set, and the extended attributes it set (`Some`) or removed (`None`).
+#[derive(Debug, Clone, Default)]
+struct AttrDelta {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    xattrs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl AttrDelta {
+    fn between(a: &AttrState, b: &AttrState) -> AttrDelta {
+        let keys: BTreeSet<&Vec<u8>> = a.xattrs.keys().chain(b.xattrs.keys()).collect();
+        AttrDelta {
+            mode: (a.mode != b.mode).then_some(b.mode),
+            uid: (a.uid != b.uid).then_some(b.uid),
+            gid: (a.gid != b.gid).then_some(b.gid),
+            xattrs: keys
+                .into_iter()
+                .filter(|k| a.xattrs.get(*k) != b.xattrs.get(*k))
+                .map(|k| (k.clone(), b.xattrs.get(k).cloned()))
+                .collect(),
+        }
+    }
+
+    /// Add what the operation writes whatever the value was (`after` is
+    /// the object's state once it returned).
+    fn force(&mut self, f: &Forced, after: &AttrState) {
+        if f.mode {
+            self.mode = Some(after.mode);
+        }
+        if f.owner {
+            self.uid = Some(after.uid);
+            self.gid = Some(after.gid);
+        }
+        if let Some(name) = &f.xattr
+            && !self.xattrs.iter().any(|(k, _)| k == name)
+        {
+            self.xattrs
+                .push((name.clone(), after.xattrs.get(name).cloned()));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.mode.is_none() && self.uid.is_none() && self.gid.is_none() && self.xattrs.is_empty()
+    }
+
+    fn apply(&self, s: &mut AttrState) {
+        s.mode = self.mode.unwrap_or(s.mode);
+        s.uid = self.uid.unwrap_or(s.uid);
+        s.gid = self.gid.unwrap_or(s.gid);
+        for (k, v) in &self.xattrs {
+            match v {
+                Some(v) => s.xattrs.insert(k.clone(), v.clone()),
+                None => s.xattrs.remove(k),
+            };
+        }
+    }
+}
+
+impl std::fmt::Display for AttrState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mode {:o} owner {}:{}", self.mode, self.uid, self.gid)?;
+        for (k, v) in &self.xattrs {
+            write!(f, " {}={:02x?}", String::from_utf8_lossy(k), v)?;
+        }
+        Ok(())
+    }
+}
+
+/// The attributes of every file and directory, by identity.
+type Attrs = BTreeMap<Ident, AttrState>;
+
+/// Read the attributes of every file and directory of `tree` (the root
+/// too), keyed by path, with the identity of each.
+fn read_attrs(fs: &Fs, tree: &Tree) -> Result<BTreeMap<String, (Ident, AttrState)>> {
+    let mut out = BTreeMap::new();
+    let paths = std::iter::once("/".to_string()).chain(
+        tree.iter()
+            .filter(|(_, n)| matches!(n, PNode::File(_) | PNode::Dir(_)))
+            .map(|(p, _)| p.clone()),
+    );
+    for p in paths {
+        let m = fs.symlink_metadata(&p)?;
+        let mut xattrs = BTreeMap::new();
+        for name in fs.listxattr(m.ino)? {
+            let value = fs.getxattr(m.ino, &name)?;
+            xattrs.insert(name.as_encoded_bytes().to_vec(), value);
+        }
+        let state = AttrState {
+            mode: m.mode,
+            uid: m.uid,
+            gid: m.gid,
+            xattrs,
+        };
+        out.insert(p, ((m.ino, m.generation), state));
+    }
+    Ok(out)
+}
+
 /// The name space as directory entries: (directory inode, name) to target.
 pub type Entries = BTreeMap<(u64, String), PNode>;
 
@@ -72,7 +193,13 @@ pub struct History {
     entries: Vec<Entries>,
     root: u64,
     contents: Vec<BTreeMap<Ident, Vec<u8>>>,
+    attrs: Vec<Attrs>,
     ops: Vec<(Option<(Ident, ContentOp)>, SyncOp)>,
+    /// Per recorded operation: the object whose attributes it sets, and
+    /// what it sets whatever the value was ([`AttrDelta`] with those
+    /// fields `Some`): a chmod sets the mode even to the value it had, and
+    /// without an earlier unsynced change that value is a change.
+    attr_ops: Vec<Option<(Ident, Forced)>>,
     tags: BTreeMap<Ident, BTreeSet<u8>>,
     tag_paths: BTreeMap<u8, String>,
 }
@@ -284,9 +411,11 @@ impl History {
                 _ => None,
             })
             .collect();
+        let attrs = read_attrs(fs, &tree)?.into_values().collect();
         self.trees.push(tree);
         self.entries.push(entries);
         self.contents.push(contents);
+        self.attrs.push(attrs);
         Ok(())
     }
 
@@ -298,8 +427,38 @@ impl History {
 
     /// Run a recorded operation.
     pub fn op(&mut self, op: &Op, fs: &Fs) -> Result<()> {
+        let forced = match *op.inner() {
+            Op::Chmod(p, _) => Some((
+                p,
+                Forced {
+                    mode: true,
+                    ..Default::default()
+                },
+            )),
+            Op::Chown(p, ..) => Some((
+                p,
+                Forced {
+                    owner: true,
+                    ..Default::default()
+                },
+            )),
+            Op::SetXattr(p, name, _) | Op::RemoveXattr(p, name) => Some((
+                p,
+                Forced {
+                    xattr: Some(name.as_bytes().to_vec()),
+                    ..Default::default()
+                },
+            )),
+            _ => None,
+        }
+        .and_then(|(p, f)| {
+            fs.symlink_metadata(p)
+                .ok()
+                .map(|m| ((m.ino, m.generation), f))
+        });
         let r = self.run(op, fs);
         self.ops.push(r);
+        self.attr_ops.push(forced);
         self.push_state(fs)
     }
 
@@ -383,6 +542,7 @@ impl History {
         &self,
         tree: &Tree,
         data: &BTreeMap<String, Vec<u8>>,
+        attrs: &BTreeMap<String, (Ident, AttrState)>,
         w: Window,
         ignore_syncs: bool,
     ) -> std::result::Result<(), String> {
@@ -507,16 +667,74 @@ impl History {
                 ));
             }
         }
+        self.check_attrs(attrs, ns, &files, hi)
+    }
+
+    /// Each file's and directory's attributes must be the ones at its last
+    /// completed sync (a full sync, or for a file its own `fsync`) with
+    /// each later change of them whole or absent (a chmod and the ACL it
+    /// rewrites are one change).
+    fn check_attrs(
+        &self,
+        attrs: &BTreeMap<String, (Ident, AttrState)>,
+        ns: usize,
+        files: &BTreeMap<Ident, usize>,
+        hi: usize,
+    ) -> std::result::Result<(), String> {
+        for (p, (id, got)) in attrs {
+            let d = files.get(id).copied().unwrap_or(ns);
+            // The object's states from its durable point on (it may have
+            // been created since: then from its first).
+            let states: Vec<&AttrState> = (d..=hi)
+                .filter_map(|i| self.attrs.get(i).and_then(|a| a.get(id)))
+                .collect();
+            let Some(base) = states.first() else {
+                // An identity no recorded state has (a stale generation):
+                // the name space check judges it.
+                continue;
+            };
+            // Each operation's change: what differs, and what it writes
+            // whatever the value was.
+            let deltas: Vec<AttrDelta> = (d..hi)
+                .filter_map(|i| {
+                    let (a, b) = (self.attrs.get(i)?.get(id)?, self.attrs.get(i + 1)?.get(id)?);
+                    let mut delta = AttrDelta::between(a, b);
+                    if let Some(Some((target, f))) = self.attr_ops.get(i)
+                        && target == id
+                    {
+                        delta.force(f, b);
+                    }
+                    (!delta.is_empty()).then_some(delta)
+                })
+                .collect();
+            let ok = subsets(deltas.len()).into_iter().any(|mask| {
+                let mut s = (*base).clone();
+                for (k, delta) in deltas.iter().enumerate() {
+                    if mask & (1 << k) != 0 {
+                        delta.apply(&mut s);
+                    }
+                }
+                s == *got
+            });
+            if !ok {
+                return Err(format!(
+                    "{p}: attributes are no combination of whole changes since its last sync ({} unsynced): found {got}, synced {base}, latest {}",
+                    deltas.len(),
+                    states.last().expect("a state")
+                ));
+            }
+        }
         Ok(())
     }
 
     /// The durability oracle of the page models.
     pub fn check_durable(&self, fs: &Fs, w: Window) -> std::result::Result<(), String> {
         let (tree, data) = read_tree(fs).map_err(|e| format!("reading the tree: {e}"))?;
-        match self.check_window(&tree, &data, w, false) {
+        let attrs = read_attrs(fs, &tree).map_err(|e| format!("reading attributes: {e}"))?;
+        match self.check_window(&tree, &data, &attrs, w, false) {
             Ok(()) => Ok(()),
             Err(e) => {
-                if self.check_window(&tree, &data, w, true).is_ok() {
+                if self.check_window(&tree, &data, &attrs, w, true).is_ok() {
                     Err(format!("SYNCED CHANGE LOST: {e}"))
                 } else {
                     Err(e)

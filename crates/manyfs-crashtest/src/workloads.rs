@@ -3,7 +3,7 @@
 //! sequences, and concurrent writers to one file.
 
 use super::WRITE_RETURNED;
-use manyfs::{Fs, OpenOptions, Result, XattrSet};
+use manyfs::{Fs, OpenOptions, Result, SetAttr, XattrSet};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -33,6 +33,11 @@ pub enum Op {
     Symlink(&'static str, &'static str),
     /// Change permissions.
     Chmod(&'static str, u32),
+    /// `chown(path, uid, gid)`.
+    Chown(&'static str, u32, u32),
+    /// Set the access and modification times to this many seconds after
+    /// the epoch (`utimes`).
+    Utimes(&'static str, u64),
     /// fsync a file.
     Fsync(&'static str),
     /// fdatasync a file.
@@ -122,6 +127,25 @@ impl Op {
             Op::Rmdir(p) => fs.remove_dir(p),
             Op::Symlink(t, l) => fs.symlink(t, l),
             Op::Chmod(p, m) => fs.set_permissions(p, m),
+            Op::Chown(p, uid, gid) => {
+                let ino = fs.symlink_metadata(p)?.ino;
+                let change = SetAttr {
+                    uid: Some(uid),
+                    gid: Some(gid),
+                    ..Default::default()
+                };
+                fs.setattr(ino, &change).map(|_| ())
+            }
+            Op::Utimes(p, secs) => {
+                let ino = fs.symlink_metadata(p)?.ino;
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+                let change = SetAttr {
+                    atime: Some(t),
+                    mtime: Some(t),
+                    ..Default::default()
+                };
+                fs.setattr(ino, &change).map(|_| ())
+            }
             Op::Fsync(p) => OpenOptions::new().write(true).open(fs, p)?.sync_all(),
             Op::FsyncData(p) => OpenOptions::new().write(true).open(fs, p)?.sync_data(),
             Op::Sync => fs.sync(),
@@ -289,6 +313,20 @@ pub fn sync_tail_workloads() -> Vec<Workload> {
 /// a page cache may reorder.
 pub fn durability_workloads() -> Vec<Workload> {
     let mut out = vec![
+        // An extended attribute over several log slots, appended to a log
+        // page an earlier sync made durable and committed by a one-barrier
+        // fsync: a page torn in that barrier may hold part of the entry
+        // under the new mark, which only the entry's checksum rejects.
+        seq(
+            "dur-long-xattr-fsync",
+            vec![
+                Op::SetXattr("/A", "user.big", LONG_VALUES[0]),
+                Op::Fsync("/A"),
+                Op::SetXattr("/A", "user.big", LONG_VALUES[1]),
+                Op::Write("/A", 0, 100, 0x18),
+                Op::Fsync("/A"),
+            ],
+        ),
         seq(
             "dur-overwrite",
             vec![
@@ -393,6 +431,33 @@ pub fn durability_workloads() -> Vec<Workload> {
 /// among the durability workloads).
 pub fn regression_workloads() -> Vec<Workload> {
     vec![
+        // A long append from one CPU, then a small one into the same page
+        // from another, then an fsync: the second copies the first's bytes
+        // of the page it shares, and must not count without the first (it
+        // goes to the first's sub-log; a power cut inside the fsync could
+        // otherwise keep it alone and show the first write in part).
+        seq(
+            "dur-partial-page-from-two-cpus",
+            vec![
+                Op::on_cpu(0, Op::Append("/D/x", 5280, 0x40)),
+                Op::on_cpu(1, Op::Append("/D/x", 190, 0x41)),
+                Op::on_cpu(1, Op::Truncate("/D/x", 10000)),
+                Op::Fsync("/D/x"),
+            ],
+        ),
+        // A setfacl from one CPU, then a chown from another, then an fsync:
+        // the chown's attribute entry restates the mode the ACL set, so it
+        // must not count without the ACL (every attribute entry goes to one
+        // sub-log of the inode; a power cut inside the fsync could
+        // otherwise show that mode without its ACL).
+        seq(
+            "dur-setfacl-then-chown-from-two-cpus",
+            vec![
+                Op::on_cpu(0, Op::SetXattr("/D/x", ACL_ACCESS, ACL_USER_1000_RW)),
+                Op::on_cpu(1, Op::Chown("/D/x", 1001, 1001)),
+                Op::Fsync("/D/x"),
+            ],
+        ),
         // A symlink's target is in its own log, its name in the directory's:
         // a sync must never make the name count without the target.
         seq(
@@ -615,16 +680,67 @@ pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Wo
                 }
                 ops.push(Op::on_cpu(next(8) as usize, op));
             }
-            Workload {
-                name: format!("migrating{len}-{seed}-{k}"),
-                pool_size: 512 << 10,
-                setup: populated(),
-                ops,
-                concurrent: None,
-                member_bytes: 0,
-                data_bytes: 0,
-                must_stage: false,
+            seq(&format!("migrating{len}-{seed}-{k}"), ops)
+        })
+        .collect()
+}
+
+/// The POSIX access ACL attribute's name.
+pub const ACL_ACCESS: &str = "system.posix_acl_access";
+
+/// An access ACL (its `system.posix_acl_access` form: version 2, then
+/// tag, permissions and id per entry): owner rw, user 1000 rw, owning
+/// group r, mask rw, others nothing. Setting it sets the mode's group
+/// bits to the mask (rw); a chmod then rewrites the mask.
+pub const ACL_USER_1000_RW: &[u8] = &[
+    2, 0, 0, 0, // version
+    0x01, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, // owner: rw
+    0x02, 0, 6, 0, 0xe8, 0x03, 0, 0, // user 1000: rw
+    0x04, 0, 4, 0, 0xff, 0xff, 0xff, 0xff, // owning group: r
+    0x10, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, // mask: rw
+    0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, // others: none
+];
+
+/// Two extended-attribute values of 300 bytes (an entry of several log
+/// slots, which a torn page can split).
+const LONG_VALUES: [&[u8]; 2] = [&[0x5a; 300], &[0xa5; 300]];
+
+/// Random sequences of `len` attribute changes (mode, setuid and setgid
+/// bits, owner, POSIX ACL set and removed, user xattrs, times) mixed with
+/// small writes, `fsync`s and full syncs, over a file, a directory and a
+/// file in it, each on a random CPU. The oracles compare every file's and
+/// directory's mode, owner and extended attributes (the ACL among them)
+/// with what the syncs made durable, each later change whole or absent.
+pub fn attr_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
+    const PATHS: [&str; 3] = ["/A", "/D", "/D/x"];
+    const MODES: [u32; 6] = [0o600, 0o640, 0o4755, 0o2775, 0o755, 0o660];
+    let mut next = xorshift(seed ^ 0x6174_7472);
+    (0..count)
+        .map(|k| {
+            let mut tag = 0x60u8;
+            let mut ops = Vec::with_capacity(len);
+            while ops.len() < len {
+                let p = PATHS[next(PATHS.len() as u64) as usize];
+                let op = match next(14) {
+                    0..=2 => Op::Chmod(p, MODES[next(MODES.len() as u64) as usize]),
+                    3 => Op::Chown(p, 1000 + next(2) as u32, 1000 + next(2) as u32),
+                    4 | 5 => Op::SetXattr(p, ACL_ACCESS, ACL_USER_1000_RW),
+                    6 => Op::RemoveXattr(p, ACL_ACCESS),
+                    7 => Op::SetXattr(p, "user.k", if next(2) == 0 { b"v1" } else { b"v2" }),
+                    // A value over several 64-byte log slots.
+                    8 if next(2) == 0 => Op::SetXattr(p, "user.big", LONG_VALUES[next(2) as usize]),
+                    8 => Op::Utimes(p, 1_000_000 + next(1000)),
+                    9 if p != "/D" => {
+                        tag += 1;
+                        Op::Write(p, next(8000), 1 + next(200) as usize, tag)
+                    }
+                    9 | 10 => Op::Sync,
+                    _ if p == "/D" => Op::Sync,
+                    _ => Op::Fsync(p),
+                };
+                ops.push(Op::on_cpu(next(4) as usize, op));
             }
+            seq(&format!("attr{len}-{seed}-{k}"), ops)
         })
         .collect()
 }

@@ -95,6 +95,9 @@ pub struct FsCore {
     checkpoint_gate: parking_lot::RwLock<()>,
     /// Small synchronous writes staged in the pool of a tiered pool.
     pub staging: crate::inode::Staging,
+    /// Bugs a test planted in this mount (besides staging's).
+    #[cfg(feature = "planted-bugs")]
+    pub planted: PlantedBugs,
     /// Node spills per member as of the last write of the spill records
     /// (read at mount, then what [`FsCore::persist_spills`] last wrote).
     spills: Spills,
@@ -132,6 +135,31 @@ impl Spills {
             at_mount,
             home,
             node,
+        }
+    }
+}
+
+/// The engine bugs a test build planted in one mount (`Fs::plant_bug`)
+/// other than staging's ([`crate::EngineBug::StagedBlockFreedEarly`],
+/// which `Staging` keeps).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Default)]
+pub struct PlantedBugs {
+    /// [`crate::EngineBug::ArrayLinkedBeforeDurable`].
+    array_unsynced: std::sync::atomic::AtomicBool,
+    /// [`crate::EngineBug::ModeAndAclApart`].
+    mode_and_acl_apart: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBugs {
+    /// Plant `bug` (staging's is `Staging`'s, not planted here).
+    pub(crate) fn plant(&self, bug: crate::EngineBug) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match bug {
+            crate::EngineBug::ArrayLinkedBeforeDurable => self.array_unsynced.store(true, Relaxed),
+            crate::EngineBug::ModeAndAclApart => self.mode_and_acl_apart.store(true, Relaxed),
+            crate::EngineBug::StagedBlockFreedEarly => {}
         }
     }
 }
@@ -200,9 +228,32 @@ impl LogSpace for FsCore {
             self.named.note(*ino, owner);
         }
     }
+    #[cfg(feature = "planted-bugs")]
+    fn planted_array_unsynced(&self) -> bool {
+        self.planted
+            .array_unsynced
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl FsCore {
+    /// Whether a mode change of an inode with an access ACL logs the mode
+    /// and the rewritten list as two groups: never, but in a test build
+    /// that planted `EngineBug::ModeAndAclApart`.
+    #[inline]
+    pub(crate) fn mode_and_acl_apart(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        {
+            self.planted
+                .mode_and_acl_apart
+                .load(std::sync::atomic::Ordering::Relaxed)
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        {
+            false
+        }
+    }
+
     /// A core with every data block in use and no inodes (recovery fills it).
     pub fn new(media: Media, sb: Superblock, opts: MountOptions) -> FsCore {
         // `MountOptions::validate` already reported a bad topology.
@@ -245,6 +296,8 @@ impl FsCore {
             named: Default::default(),
             checkpoint_gate: parking_lot::RwLock::new(()),
             staging,
+            #[cfg(feature = "planted-bugs")]
+            planted: PlantedBugs::default(),
         }
     }
 

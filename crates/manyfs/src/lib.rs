@@ -83,6 +83,8 @@ pub use inode::EngineBug;
 pub use inode::StagingStats;
 pub use layout::members::{DataDevice, PoolMember};
 pub use layout::{FileKind, ROOT_INO};
+#[cfg(feature = "planted-bugs")]
+pub use layout::{RecoveryBug, clear_recovery_bugs, plant_recovery_bug};
 pub use lock::LockKind;
 pub use media::{Durability, PersistStats};
 pub use options::{

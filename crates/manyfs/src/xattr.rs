@@ -206,6 +206,18 @@ fn set_acl(core: &FsCore, inode: &Inode, name: &[u8], value: &[u8], how: XattrSe
 /// between two entries would leave the new mode with the old list, which
 /// the kernel enforces: access `ls -l` shows closed would stay open).
 pub(crate) fn set_attrs(core: &FsCore, inode: &Inode, attr: &AttrChange) -> Result<()> {
+    if core.mode_and_acl_apart() {
+        // Planted bug (test builds only): the attributes, then the list,
+        // as two groups.
+        crate::file::set_attrs_and_xattr(core, inode, |_, _| Ok((Some(attr.clone()), None)))?;
+        return crate::file::set_attrs_and_xattr(core, inode, |_, x| {
+            let edit = match attr.mode {
+                Some(mode) => chmod_acl(x, mode)?,
+                None => None,
+            };
+            Ok((None, edit))
+        });
+    }
     crate::file::set_attrs_and_xattr(core, inode, |_, x| {
         let edit = match attr.mode {
             Some(mode) => chmod_acl(x, mode)?,
@@ -281,7 +293,7 @@ pub(crate) fn log_initial(
         .collect();
     child
         .log
-        .append(core, child.log.home_sublog(), &entries, 0)?;
+        .append(core, child.log.attr_sublog(), &entries, 0)?;
     child
         .attr_entries
         .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -360,7 +372,7 @@ fn change(
         };
         inode
             .log
-            .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
+            .append(core, inode.log.attr_sublog(), &[(entry, 1)], 0)?;
         inode
             .attr_entries
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -249,6 +249,9 @@ impl Fs {
             crate::EngineBug::StagedBlockFreedEarly => {
                 self.core.staging.plant_free_superseded_at_once()
             }
+            crate::EngineBug::ArrayLinkedBeforeDurable | crate::EngineBug::ModeAndAclApart => {
+                self.core.planted.plant(bug)
+            }
         }
     }
 
@@ -793,5 +796,213 @@ mod tests {
             "the old name found inode {:?}",
             found.map(|i| (i.ino, i.generation))
         );
+    }
+}
+
+/// The planted engine bugs (`Fs::plant_bug`) do what they say, seen where
+/// they act; the crash explorer's tests show it finds them.
+#[cfg(all(test, feature = "planted-bugs"))]
+mod planted_bug_tests {
+    use super::*;
+    use crate::log::LogSpace;
+    use std::sync::Mutex;
+
+    /// The ranges of the durability points (`file` mode) since the last
+    /// `take`.
+    #[derive(Default)]
+    struct Syncs(Mutex<Vec<(u64, usize)>>);
+
+    impl crate::media::PersistObserver for Syncs {
+        fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+            self.0.lock().unwrap().push((off, len));
+            Ok(())
+        }
+    }
+
+    impl Syncs {
+        fn take(&self) -> Vec<(u64, usize)> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    fn opts(sublogs: crate::Sublogs) -> MountOptions {
+        MountOptions {
+            durability: crate::Durability::File,
+            // No commit thread: only the calls below sync anything.
+            commit_interval: std::time::Duration::ZERO,
+            sublogs,
+            ..Default::default()
+        }
+    }
+
+    /// A fresh `file`-mode pool in `dir`, mounted with `observer`.
+    fn mount_observed(
+        dir: &Path,
+        opts: &MountOptions,
+        observer: Arc<dyn crate::media::PersistObserver>,
+    ) -> Fs {
+        let pool = dir.join("pool");
+        let mkfs = MkfsOptions {
+            size: 8 << 20,
+            ..Default::default()
+        };
+        Fs::mkfs(&pool, &mkfs, opts).unwrap().unmount().unwrap();
+        Fs::mount_observed(&pool, opts, observer).unwrap()
+    }
+
+    /// Whether a durability point covered `/f`'s new log array while a
+    /// write from a second CPU made it (the record's word names it after
+    /// the write either way).
+    fn array_synced_when_made(planted: bool) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let syncs = Arc::new(Syncs::default());
+        let fs = mount_observed(dir.path(), &opts(crate::Sublogs::PerCpu), syncs.clone());
+        if planted {
+            fs.plant_bug(crate::EngineBug::ArrayLinkedBeforeDurable);
+        }
+        let write = |at: u64| {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open(&fs, "/f")
+                .unwrap();
+            f.write_at(b"x", at).unwrap();
+        };
+        crate::placement::run_on_cpu(0, || write(0)).unwrap();
+        let ino = fs.metadata("/f").unwrap().ino;
+        let inode = fs.core.get(ino).unwrap();
+        assert_eq!(inode.log.array_block(), None, "one CPU, one sub-log");
+        syncs.take();
+        crate::placement::run_on_cpu(1, || write(1)).unwrap();
+        let array = inode
+            .log
+            .array_block()
+            .expect("a second CPU's sub-log needs a log array");
+        let word = fs.core.media.load_u64(fs.core.log_word_at(ino)).unwrap();
+        assert_eq!(word, array, "the record names the array");
+        let (start, end) = (array * BLOCK_SIZE, (array + 1) * BLOCK_SIZE);
+        let covered = syncs
+            .take()
+            .iter()
+            .any(|&(off, len)| off <= start && end <= off + len as u64);
+        drop(inode);
+        fs.unmount().unwrap();
+        covered
+    }
+
+    /// [`crate::EngineBug::ArrayLinkedBeforeDurable`]: a `file`-mode log
+    /// array is synced before the record names it, but not with the bug.
+    #[test]
+    fn a_planted_unsynced_array_is_linked_without_a_sync() {
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            eprintln!("one CPU: no second sub-log, no log array to make");
+            return;
+        }
+        assert!(array_synced_when_made(false), "the array is synced first");
+        assert!(
+            !array_synced_when_made(true),
+            "with the bug planted no sync covers the array"
+        );
+    }
+
+    /// A POSIX ACL in attribute form: `(tag, perm, id)` entries.
+    fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut b = 2u32.to_le_bytes().to_vec();
+        for &(tag, perm, id) in entries {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&perm.to_le_bytes());
+            b.extend_from_slice(&id.to_le_bytes());
+        }
+        b
+    }
+
+    /// The entries of inode `ino`'s log pages, in log order, with their
+    /// flags.
+    fn logged(fs: &Fs, ino: u64) -> Vec<(Entry, u16)> {
+        let inode = fs.core.get(ino).unwrap();
+        let mut out = Vec::new();
+        for block in inode.log.owned_blocks() {
+            let page = fs
+                .core
+                .media
+                .read_vec(block * BLOCK_SIZE, BLOCK_SIZE as usize)
+                .unwrap();
+            let mut slot = 0;
+            while let Some((e, flags, n)) =
+                crate::log::scan::next_entry(&page, &mut slot, ENTRY_SLOTS_PER_PAGE)
+            {
+                out.push((e, flags));
+                slot += n as u64;
+            }
+        }
+        out
+    }
+
+    /// The flags of the `SetAttr` entry a chmod to 0o600 of a file with an
+    /// access ACL logged, and whether the rewritten list's entry follows.
+    fn chmod_with_acl(planted: bool) -> (u16, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = mount_observed(
+            dir.path(),
+            &opts(crate::Sublogs::One),
+            Arc::new(Syncs::default()),
+        );
+        let ino = fs
+            .mknod(ROOT_INO, OsStr::new("f"), 0o100644, 0, 0, 0)
+            .unwrap()
+            .ino;
+        // u::rw-, u:1000:rwx, g::r--, m::rwx, o::---
+        let list = acl(&[
+            (1, 6, u32::MAX),
+            (2, 7, 1000),
+            (4, 4, u32::MAX),
+            (0x10, 7, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ]);
+        let access = OsStr::from_bytes(crate::acl::ACCESS);
+        fs.setxattr(ino, access, &list, crate::XattrSet::Any)
+            .unwrap();
+        if planted {
+            fs.plant_bug(crate::EngineBug::ModeAndAclApart);
+        }
+        let md = fs
+            .setattr(
+                ino,
+                &SetAttr {
+                    mode: Some(0o600),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        // The same end state either way: the mask closed with the mode.
+        assert_eq!(md.mode & 0o7777, 0o600);
+        let now = fs.getxattr(ino, access).unwrap();
+        assert_eq!(now[4 + 3 * 8 + 2], 0, "the mask follows the mode");
+        let entries = logged(&fs, ino);
+        let at = entries
+            .iter()
+            .rposition(|(e, _)| matches!(e, Entry::SetAttr { mode: 0o600, .. }))
+            .expect("the chmod's attribute entry");
+        let list_follows = matches!(
+            entries.get(at + 1),
+            Some((Entry::Xattr { name, value: Some(v), .. }, _))
+                if name == crate::acl::ACCESS && *v == now
+        );
+        fs.unmount().unwrap();
+        (entries[at].1, list_follows)
+    }
+
+    /// [`crate::EngineBug::ModeAndAclApart`]: a chmod logs the mode and
+    /// the rewritten ACL as one group (the attribute entry says the group
+    /// continues), but as two with the bug.
+    #[test]
+    fn a_planted_chmod_logs_the_mode_and_the_acl_apart() {
+        let (flags, follows) = chmod_with_acl(false);
+        assert!(follows, "the list's entry follows the mode's");
+        assert_ne!(flags & FLAG_GROUP_CONTINUES, 0, "one group");
+        let (flags, follows) = chmod_with_acl(true);
+        assert!(follows, "the list's entry follows the mode's");
+        assert_eq!(flags & FLAG_GROUP_CONTINUES, 0, "two groups");
     }
 }

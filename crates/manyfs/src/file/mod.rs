@@ -297,12 +297,19 @@ fn write_locked(
         ));
         pg += n;
     }
-    let filled = fill();
-    let locs = filled.and_then(|_| {
+    // Partial pages copy the bytes of the entry that maps them now.
+    let copied = [first_pg, last_pg]
+        .into_iter()
+        .filter(|&pg| off > pg * PAGE || end < (pg + 1) * PAGE)
+        .map(|pg| old[(pg - first_pg) as usize])
+        .filter(|m| m.block != 0)
+        .map(|m| m.entry);
+    let filled = fill().and_then(|_| sublog_after(core, inode, None, copied));
+    let locs = filled.and_then(|sublog| {
         let crcs = want_crcs.then_some(&crcs[..]);
         inode
             .log
-            .append_with_crcs(core, inode.log.home_sublog(), &entries, mtime_ns, crcs)
+            .append_with_crcs(core, sublog, &entries, mtime_ns, crcs)
     });
     let locs = match locs {
         Ok(l) => l,
@@ -544,6 +551,37 @@ fn overwrite_in_place(
     Ok(true)
 }
 
+/// The sub-log a write or truncate appends to, given the entries whose
+/// bytes it copies (`copied`): it must count only with every one of them
+/// that a power cut may still drop ([`crate::log::InodeLog::unsynced_sublog`]).
+/// `fixed` is the sub-log the caller must use (a truncate's: the inode's
+/// attribute sub-log); `None` lets a write take the one it depends on, or
+/// its CPU's. Where the dependencies and the sub-log disagree (two unsynced
+/// entries in different sub-logs, or one outside the fixed sub-log: a
+/// thread that wrote a page from one CPU and comes back to it from
+/// another with nothing synced between), the inode is synced first, so
+/// nothing it copies can be dropped any more.
+fn sublog_after(
+    core: &FsCore,
+    inode: &Inode,
+    fixed: Option<usize>,
+    copied: impl Iterator<Item = crate::log::EntryLoc>,
+) -> Result<usize> {
+    let mut deps: SmallVec<[usize; 2]> = SmallVec::new();
+    for loc in copied {
+        if let Some(s) = inode.log.unsynced_sublog(core, loc)
+            && !deps.contains(&s)
+        {
+            deps.push(s);
+        }
+    }
+    let want = fixed.unwrap_or_else(|| deps.first().copied().unwrap_or(inode.log.home_sublog()));
+    if deps.iter().any(|&s| s != want) {
+        core.sync_inode(inode, false)?;
+    }
+    Ok(want)
+}
+
 /// Attribute changes for [`set_attrs`].
 #[derive(Debug, Clone, Default)]
 pub struct AttrChange {
@@ -662,7 +700,7 @@ pub(crate) fn set_attrs_and_xattr(
     }
     inode
         .log
-        .append(core, inode.log.home_sublog(), &entries, 0)?;
+        .append(core, inode.log.attr_sublog(), &entries, 0)?;
     if let Some(change) = &change {
         if change.mtime_ns.is_some() {
             inode.log.reset_mtime();
@@ -777,7 +815,7 @@ fn log_mtime_locked(
     };
     inode
         .log
-        .append(core, inode.log.home_sublog(), &[(entry, 1)], 0)?;
+        .append(core, inode.log.attr_sublog(), &[(entry, 1)], 0)?;
     inode.attr_seq.store(seq, Ordering::Release);
     inode.attr_entries.fetch_add(1, Ordering::Relaxed);
     attrs.mtime_ns = mtime;
@@ -822,6 +860,19 @@ pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
 
 fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
     let old_size = f.size();
+    // The size goes to the attribute sub-log; a zeroed tail page copies
+    // the bytes of the entry that maps that page (before the attribute
+    // mutex: the sync this may take logs the mtime under it).
+    let copied = (len < old_size && !len.is_multiple_of(PAGE))
+        .then(|| f.index.lookup(len / PAGE))
+        .filter(|m| m.block != 0)
+        .map(|m| m.entry);
+    let sublog = sublog_after(
+        core,
+        inode,
+        Some(inode.log.attr_sublog()),
+        copied.into_iter(),
+    )?;
     let mut attrs = inode.attrs.lock();
     let now = crate::time::now_ns();
     let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
@@ -871,10 +922,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
             tail = Some((prev, block));
         }
     }
-    let locs = match inode
-        .log
-        .append(core, inode.log.home_sublog(), &entries, now)
-    {
+    let locs = match inode.log.append(core, sublog, &entries, now) {
         Ok(l) => l,
         Err(e) => {
             if let Some((_, b)) = tail {

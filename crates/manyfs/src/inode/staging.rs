@@ -223,6 +223,36 @@ pub enum EngineBug {
     /// next sync made the superseding entry durable: a crash before that
     /// sync leaves the old entry counting with its block reused.
     StagedBlockFreedEarly,
+    /// `file` durability mode: when a log gets its log array (a file or
+    /// directory first appended to from a second CPU, so a second sub-log
+    /// starts), `InodeLog::make_array` skips the `sync_range` over the
+    /// fresh array block that must complete before the inode record's log
+    /// word is switched to name it. Through the page cache the record's
+    /// page may then reach the disk before the array's: a crash leaves the
+    /// record naming a block that is zeros (or an older log's array), and
+    /// the inode loses its log, or recovery follows stale heads.
+    ///
+    /// Found by the explorer's page models (`pagecache`, `blockdev`: they
+    /// persist any subset of the pages dirtied since their last sync)
+    /// with a workload that writes one file from two CPUs (`Op::OnCpu`),
+    /// at a crash point after that write and before the next sync of the
+    /// array. Invisible to the `pm` model: other modes never take this
+    /// barrier (their flushes and fences order the array first).
+    ArrayLinkedBeforeDurable,
+    /// A chmod (or any mode change) of an inode with a POSIX access ACL
+    /// logs the new mode and the ACL rewritten to agree with it as two
+    /// atomic groups, the attribute entry first, instead of one: a crash,
+    /// or a sync, between the two leaves the new mode with the old list,
+    /// which the kernel enforces (a named user keeps access that `ls -l`
+    /// shows closed).
+    ///
+    /// Found by the explorer's `pm` model (a crash point at every fence,
+    /// one of them between the two appends) with a workload that sets an
+    /// access ACL and then changes the mode so that its mask changes (the
+    /// attribute workloads, `ACL_ACCESS`): the image shows a state no
+    /// prefix of the operations left. The page models see it only if a
+    /// sync lands between the two appends.
+    ModeAndAclApart,
 }
 
 /// Writes of [`MountOptions::stage_max`](crate::MountOptions::stage_max)

@@ -318,13 +318,22 @@ impl Entry {
     /// claimed slot count times 64). Returns the entry and its flags, or
     /// `None` if it is not committed or fails its checksum.
     pub fn decode(bytes: &[u8]) -> Option<(Entry, u16)> {
+        Self::decode_checked(bytes, checksum_ignored())
+    }
+
+    /// [`Entry::decode`], accepting an entry whose checksum does not match
+    /// when `ignore_crc` (only ever true in a test build that planted
+    /// `RecoveryBug::EntryChecksumIgnored`; a constant `false` without
+    /// the `planted-bugs` feature).
+    #[inline]
+    fn decode_checked(bytes: &[u8], ignore_crc: bool) -> Option<(Entry, u16)> {
         let n = Self::claimed_slots(bytes)?;
         if bytes.len() != n * SLOT_SIZE as usize {
             return None;
         }
         let mut check = bytes.to_vec();
         check[56..64].fill(0);
-        if crc32fast::hash(&check) != le_u32(bytes, 56) {
+        if crc32fast::hash(&check) != le_u32(bytes, 56) && !ignore_crc {
             return None;
         }
         let h = &bytes[..64];
@@ -436,6 +445,73 @@ pub const MARK_SEALED: u32 = 1 << 31;
 /// sequence any page of this log may carry: pages left on media by an older
 /// log of the same inode carry lower ones.
 pub const ARRAY_BASE_SEQ_WORD: usize = MAX_SUBLOGS;
+
+/// A bug a test build plants in the whole process ([`plant_recovery_bug`],
+/// the `planted-bugs` feature) to show that the crash explorer finds it.
+///
+/// Unlike [`crate::EngineBug`], which is planted in one mount, a recovery
+/// bug must reach the mounts the explorer makes itself to check each crash
+/// image, so it is **process-wide**: every decode of a log entry in the
+/// process (every mount's recovery, `fsck`, a live mount's log scans) sees
+/// it until [`clear_recovery_bugs`]. A test that plants one must run in a
+/// test binary of its own (an integration-test file), not beside tests
+/// that decode entries in parallel threads.
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoveryBug {
+    /// [`Entry::decode`] accepts an entry whose CRC32 does not match its
+    /// slots as long as its commit mark (and claimed slot count) is right.
+    ///
+    /// The commit word is stored only after every other byte of the entry
+    /// is durable, so neither persistent memory's rules (the `pm` model,
+    /// flushed lines, 8-byte atomic words) nor whole-page versions (the
+    /// `pagecache` and `blockdev` models without tearing) leave a commit
+    /// mark over old slots. Only a page that reaches the disk torn does:
+    /// the explorer's page models with `Config::torn_pages` set (64 or
+    /// 512 bytes) can leave a multi-slot entry (an extended attribute, a
+    /// long name) with its header slot new and some later slot old, and
+    /// recovery then takes those bytes as a name or value that was never
+    /// written instead of ending the sub-log there.
+    EntryChecksumIgnored,
+}
+
+/// Whether [`RecoveryBug::EntryChecksumIgnored`] is planted.
+#[cfg(feature = "planted-bugs")]
+static ENTRY_CHECKSUM_IGNORED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Plant `bug` in the whole process (test builds with the `planted-bugs`
+/// feature only) until [`clear_recovery_bugs`]: see [`RecoveryBug`] for
+/// why it is process-wide and what that asks of the test planting it.
+#[cfg(feature = "planted-bugs")]
+pub fn plant_recovery_bug(bug: RecoveryBug) {
+    match bug {
+        RecoveryBug::EntryChecksumIgnored => {
+            ENTRY_CHECKSUM_IGNORED.store(true, std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+}
+
+/// Clear every bug [`plant_recovery_bug`] planted in this process.
+#[cfg(feature = "planted-bugs")]
+pub fn clear_recovery_bugs() {
+    ENTRY_CHECKSUM_IGNORED.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`Entry::decode`] ignores entry checksums: never, but in a test
+/// build that planted `RecoveryBug::EntryChecksumIgnored`.
+#[inline]
+fn checksum_ignored() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    {
+        ENTRY_CHECKSUM_IGNORED.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    {
+        false
+    }
+}
 
 /// Encode a fresh log page footer (next = 0, no durable entries).
 pub fn encode_log_footer(ino: u64, sublog: u32, generation: u32, seq: u64) -> [u8; 64] {
@@ -559,6 +635,29 @@ mod tests {
                 bad[i] ^= 1;
                 assert!(Entry::decode(&bad).is_none(), "flip at {i}");
             }
+        }
+    }
+
+    /// [`RecoveryBug::EntryChecksumIgnored`] at the level of one decode
+    /// (the process-wide switch itself is tested in its own process,
+    /// `tests/planted_recovery_bug.rs`): an entry with a body byte
+    /// flipped is taken when checksums are ignored, and refused when they
+    /// are not; an entry without its commit mark is refused either way.
+    #[cfg(feature = "planted-bugs")]
+    #[test]
+    fn an_ignored_checksum_accepts_a_damaged_committed_entry() {
+        for e in samples() {
+            let enc = e.encode(false);
+            let mut bad = committed(&enc);
+            // A byte of the payload: the last slot's first (a torn later
+            // slot), or the header's payload for one-slot entries.
+            let at = if bad.len() > 64 { bad.len() - 64 } else { 20 };
+            bad[at] ^= 0x40;
+            assert!(Entry::decode_checked(&bad, false).is_none(), "{e:?}");
+            let (back, _) = Entry::decode_checked(&bad, true)
+                .unwrap_or_else(|| panic!("taken with checksums ignored: {e:?}"));
+            assert_ne!(back, e, "the damaged bytes are in the entry");
+            assert!(Entry::decode_checked(&enc.body, true).is_none(), "no mark");
         }
     }
 }

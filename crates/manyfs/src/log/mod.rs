@@ -113,6 +113,30 @@ pub trait LogSpace {
     fn appended(&self, owner: u64, entry: &Entry) {
         let _ = (owner, entry);
     }
+    /// Whether a test build planted
+    /// [`crate::EngineBug::ArrayLinkedBeforeDurable`] in this mount: a
+    /// new log array is then linked without the sync that makes it
+    /// durable first (`file` mode).
+    #[cfg(feature = "planted-bugs")]
+    fn planted_array_unsynced(&self) -> bool {
+        false
+    }
+}
+
+/// Whether [`InodeLog::make_array`] skips the sync of a new array before
+/// linking it: never, but in a test build that planted
+/// `EngineBug::ArrayLinkedBeforeDurable`.
+#[inline]
+fn array_sync_skipped(space: &dyn LogSpace) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    {
+        space.planted_array_unsynced()
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    {
+        let _ = space;
+        false
+    }
 }
 
 /// Record that half-open block range `[start, end)` must be durable before
@@ -547,6 +571,60 @@ impl InodeLog {
         crate::cpu::current() % usize::from(self.nsublogs)
     }
 
+    /// The sub-log every attribute entry (`SetAttr`: mode, owner, times,
+    /// size) and extended-attribute entry of this inode goes to: the first
+    /// slot's (claimed for the calling CPU's sub-log if no append claimed
+    /// it yet). Each `SetAttr` restates every attribute, so two of them
+    /// in different sub-logs could be durable one without the other: a
+    /// chown logged from one CPU after a setfacl from another would carry
+    /// the mode the ACL set, and a power cut that kept the chown without
+    /// the setfacl would show that mode without its ACL (found by the
+    /// crash explorer's random attribute workloads). In one sub-log they
+    /// count in order: a later one only with every earlier one.
+    pub fn attr_sublog(&self) -> usize {
+        let first = self.first.get();
+        let home = self.home_sublog() as u32;
+        match first
+            .index
+            .compare_exchange(UNCLAIMED, home, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => home as usize,
+            Err(claimed) => claimed as usize,
+        }
+    }
+
+    /// The sub-log holding entry `loc` if a power cut may still drop it
+    /// (its page's durable mark does not cover it yet; only with durable
+    /// marks, `file` mode and tiered pools), else `None`.
+    ///
+    /// A write that copies bytes an unsynced entry wrote (the old part of a
+    /// partial page it writes copy-on-write, a truncate's zeroed tail page)
+    /// must count only together with that entry: appended to the same
+    /// sub-log it does, since a sub-log's entries count in order. Appended
+    /// to another, a sync cut short could keep the copy without the entry
+    /// it copied from, and the earlier write would show in part (found by
+    /// the crash explorer's workloads whose thread moves between CPUs: an
+    /// append from one CPU, then a small append from another into the
+    /// same page).
+    pub fn unsynced_sublog(&self, space: &dyn LogSpace, loc: EntryLoc) -> Option<usize> {
+        if !space.keeps_marks() || loc == 0 {
+            return None;
+        }
+        let page = loc_page(loc);
+        // The footer names the page's sub-log (bytes 16..20).
+        let word = space
+            .media()
+            .load_u64(page * BLOCK_SIZE + LOG_FOOTER_OFFSET + 16)
+            .ok()?;
+        let idx = (word & 0xffff_ffff) as usize;
+        let (_, slot) = self.existing().find(|(i, _)| *i == idx)?;
+        let sub = lock(&slot.log);
+        let k = sub.pages.iter().rposition(|&p| p == page)?;
+        let durable = sub.meta.get(k).map_or(0, |m| m.mark_durable);
+        let covered = durable & MARK_SEALED != 0 || loc_slot(loc) < u64::from(durable);
+        (!covered).then_some(idx)
+    }
+
     /// Newest write mtime over all sub-logs.
     pub fn last_mtime_ns(&self) -> u64 {
         self.existing()
@@ -896,7 +974,7 @@ impl InodeLog {
                 media.flush(head_at, 8)?;
             }
             media.fence();
-            if space.keeps_marks() {
+            if space.keeps_marks() && !array_sync_skipped(space) {
                 // Page cache: only a completed sync orders the array before
                 // the record that names it.
                 media.sync_range(array * BLOCK_SIZE, BLOCK_SIZE as usize)?;
