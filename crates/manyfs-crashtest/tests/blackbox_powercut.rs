@@ -11,7 +11,11 @@
 //! (default 6) and `MANYFS_BLACKBOX_OPS` (default 60); the release run
 //! recorded in docs/guarantees.md is
 //! `MANYFS_BLACKBOX_WORKLOADS=20 MANYFS_BLACKBOX_OPS=150 cargo test --release -p manyfs-crashtest --test blackbox_powercut -- --nocapture`.
-//! `MANYFS_BLACKBOX_KEEP=DIR` keeps each workload's first violating image.
+//! `MANYFS_BLACKBOX_KEEP=DIR` keeps each workload's first violating image;
+//! `MANYFS_BLACKBOX_PINNED=1` never moves the thread (run it under
+//! `taskset -c 0` to pin it), and `MANYFS_BLACKBOX_IGNORE_SYNC_POINTS=1`
+//! shows what a check blind to the engine's durability points reports
+//! (states a real power cut cannot leave: the test then fails).
 
 use manyfs_crashtest::PlantedBug;
 use manyfs_crashtest::blackbox::{self, Config, Stats};
@@ -35,8 +39,8 @@ fn config() -> Config {
         seed: env_or("MANYFS_BLACKBOX_SEED", 1) as u64,
         dir,
         pool_size: 4 << 20,
-        migrate: true,
-        sync_points: true,
+        migrate: std::env::var_os("MANYFS_BLACKBOX_PINNED").is_none(),
+        sync_points: std::env::var_os("MANYFS_BLACKBOX_IGNORE_SYNC_POINTS").is_none(),
         keep: std::env::var_os("MANYFS_BLACKBOX_KEEP").map(PathBuf::from),
         planted_bug: None,
     }

@@ -108,6 +108,11 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
         on(0, &|| fs.write("/f", b"a").unwrap());
         on(0, &|| fs.create_dir("/d").unwrap());
         on(0, &|| fs.write("/d/a", b"a").unwrap());
+        // Synced, so that the second CPU's partial-page write below copies
+        // no unsynced bytes: in `file` mode it would otherwise go to the
+        // sub-log of the write it copies (docs/guarantees.md, "What is
+        // atomic") and start no second sub-log.
+        fs.sync().unwrap();
         let before = used_blocks(&fs);
         let (ino, dir) = (
             fs.metadata("/f").unwrap().ino,
@@ -239,4 +244,47 @@ fn repair_reconnects_the_files_of_a_directory_with_a_direct_word() {
     let lf = fs.metadata("/lost+found").unwrap().ino;
     fs.unmount().unwrap();
     assert!(matches!(log_word(&pool, lf), LogWord::Array(_)));
+}
+
+/// In `file` mode a partial-page write copies the page's other bytes from
+/// the entry that wrote them; while that entry is unsynced, the write goes
+/// to that entry's sub-log (it must never count without it), even from
+/// another CPU. Once the entry is durable, the other CPU's own sub-log.
+#[test]
+fn a_partial_page_write_joins_the_unsynced_write_it_copies() {
+    if allowed_cpus() < 2 {
+        eprintln!("one CPU: no second sub-log to start");
+        return;
+    }
+    let (_dir, _pool, fs) = common::fresh_with(8 << 20, &opts(Durability::File));
+    let on = |cpu: usize, f: &(dyn Fn() + Sync)| manyfs::placement::run_on_cpu(cpu, f).unwrap();
+    let arrays = fs.log_arrays();
+    on(0, &|| fs.write("/f", b"aaaa").unwrap());
+    on(1, &|| {
+        common::open_rw(&fs, "/f")
+            .write_at(b"b", 1)
+            .map(|_| ())
+            .unwrap()
+    });
+    assert_eq!(
+        fs.log_arrays(),
+        arrays,
+        "the copy joined the first CPU's sub-log"
+    );
+    fs.sync().unwrap();
+    // Past the end: copy-on-write (an overwrite inside the file of a
+    // settled page would go in place and append nothing).
+    on(1, &|| {
+        common::open_rw(&fs, "/f")
+            .write_at(b"cc", 3)
+            .map(|_| ())
+            .unwrap()
+    });
+    assert_eq!(
+        fs.log_arrays(),
+        arrays + 1,
+        "synced: the second CPU's own sub-log"
+    );
+    assert_eq!(fs.read("/f").unwrap(), b"abacc");
+    assert!(fs.verify().unwrap().is_empty());
 }

@@ -298,8 +298,8 @@ fn write_locked(
         pg += n;
     }
     // Partial pages copy the bytes of the entry that maps them now.
-    let copied = [first_pg, last_pg]
-        .into_iter()
+    let copied = std::iter::once(first_pg)
+        .chain((last_pg != first_pg).then_some(last_pg))
         .filter(|&pg| off > pg * PAGE || end < (pg + 1) * PAGE)
         .map(|pg| old[(pg - first_pg) as usize])
         .filter(|m| m.block != 0)
