@@ -5,8 +5,8 @@
 //! checked with fsck, a mount and the workload's oracle.
 //!
 //! Needs root (page frame numbers and `/proc/kpageflags`) and a directory
-//! on a disk file system (`MANYFS_BLACKBOX_DIR`, default the system's
-//! temporary directory). Elsewhere it says why and passes, except under
+//! on a disk file system (`MANYFS_BLACKBOX_DIR`, default Cargo's scratch
+//! directory for tests, under `target/`). Elsewhere it says why and passes, except under
 //! `CI=true`, where it fails. Size it with `MANYFS_BLACKBOX_WORKLOADS`
 //! (default 6) and `MANYFS_BLACKBOX_OPS` (default 60); the release run
 //! recorded in docs/guarantees.md is
@@ -31,7 +31,9 @@ fn env_or(name: &str, default: usize) -> usize {
 fn config() -> Config {
     let dir = std::env::var_os("MANYFS_BLACKBOX_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+        // Cargo's scratch directory beside the build: on the checkout's
+        // disk, where `/tmp` may be tmpfs.
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
     Config {
         workloads: env_or("MANYFS_BLACKBOX_WORKLOADS", 6),
         ops: env_or("MANYFS_BLACKBOX_OPS", 60),
