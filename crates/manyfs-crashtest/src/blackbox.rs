@@ -16,7 +16,7 @@
 //! Each crash point (the state after an operation) gives images built from
 //! those values: every dirty page at its on-disk value, every one at its
 //! newest, and random mixes. Each image is checked with `fsck`, mounted and
-//! read back against the workload ([`Model`]): a file whose `sync_all`
+//! read back against the workload (its `Model`): a file whose `sync_all`
 //! returned holds at least what it held then (each page that content or a
 //! later write), names are only those of the workload, and no page holds
 //! bytes no write to that name produced.
@@ -62,7 +62,7 @@ pub struct Config {
     /// Move the workload thread to a random CPU before some operations.
     pub migrate: bool,
     /// Take the engine's durability points into account (see
-    /// [`SyncPoints`]). Off, a page that an operation synced and then
+    /// `SyncPoints`). Off, a page that an operation synced and then
     /// stored to again looks as if its value from before the operation
     /// could still be on disk: the check then reports states a real power
     /// cut cannot leave (kept to show what a checker blind to them says).

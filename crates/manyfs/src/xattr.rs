@@ -264,47 +264,6 @@ pub(crate) fn inherited(dir: &Inode, kind: FileKind, mode: u32) -> Option<(u32, 
     Some((mode, xattrs))
 }
 
-/// Log the attributes a new inode starts with ([`inherited`]) as one
-/// atomic group. Called before any name reaches `child`
-/// (`namespace::create`), so the name never counts without them: in
-/// `pm` mode they are durable first; in `file` mode the caller has them
-/// marked with the name (`FsCore::premark_unnamed`).
-pub(crate) fn log_initial(
-    core: &FsCore,
-    child: &Inode,
-    xattrs: &[(Vec<u8>, Vec<u8>)],
-) -> Result<()> {
-    if xattrs.is_empty() {
-        return Ok(());
-    }
-    let now = crate::time::now_ns();
-    let mut x = child.xattrs.lock();
-    let entries: Vec<(Entry, u32)> = (1..)
-        .zip(xattrs)
-        .map(|(i, (name, value))| {
-            let e = Entry::Xattr {
-                seq: x.seq + i,
-                ctime_ns: now,
-                name: name.clone(),
-                value: Some(value.clone()),
-            };
-            (e, 1)
-        })
-        .collect();
-    child
-        .log
-        .append(core, child.log.attr_sublog(), &entries, 0)?;
-    child
-        .attr_entries
-        .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    x.seq += entries.len() as u64;
-    x.map.extend(xattrs.iter().cloned());
-    drop(x);
-    let mut a = child.attrs.lock();
-    a.ctime_ns = a.ctime_ns.max(now);
-    Ok(())
-}
-
 /// Remove `name`.
 pub(crate) fn remove(core: &FsCore, inode: &Inode, name: &[u8]) -> Result<()> {
     check_name(name)?;

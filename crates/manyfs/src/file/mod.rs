@@ -1060,3 +1060,45 @@ fn compact_file(core: &FsCore, inode: &Inode, f: &FileData, a: &crate::inode::At
 pub fn allocated_bytes(f: &FileData) -> u64 {
     f.index.mapped().len() as u64 * PAGE
 }
+
+/// Log the extended attributes a new inode starts with (the ACLs it
+/// inherits, `xattr::inherited`) as one atomic group. Called before any
+/// name reaches `child` (`namespace::create`), so the name never counts
+/// without them: in
+/// `pm` mode they are durable first; in `file` mode the caller has them
+/// marked with the name (`FsCore::premark_unnamed`).
+pub(crate) fn log_initial_xattrs(
+    core: &FsCore,
+    child: &Inode,
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<()> {
+    if xattrs.is_empty() {
+        return Ok(());
+    }
+    let now = crate::time::now_ns();
+    let mut x = child.xattrs.lock();
+    let entries: Vec<(Entry, u32)> = (1..)
+        .zip(xattrs)
+        .map(|(i, (name, value))| {
+            let e = Entry::Xattr {
+                seq: x.seq + i,
+                ctime_ns: now,
+                name: name.clone(),
+                value: Some(value.clone()),
+            };
+            (e, 1)
+        })
+        .collect();
+    child
+        .log
+        .append(core, child.log.attr_sublog(), &entries, 0)?;
+    child
+        .attr_entries
+        .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    x.seq += entries.len() as u64;
+    x.map.extend(xattrs.iter().cloned());
+    drop(x);
+    let mut a = child.attrs.lock();
+    a.ctime_ns = a.ctime_ns.max(now);
+    Ok(())
+}

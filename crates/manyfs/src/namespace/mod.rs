@@ -530,7 +530,7 @@ fn create_node(
         // record was decided by them). It counts wherever the name does:
         // its blocks join the next barrier of the directory's sub-log that
         // the name goes to (a sync snapshots one sub-log at a time).
-        crate::xattr::log_initial(core, &child, xattrs)?;
+        crate::file::log_initial_xattrs(core, &child, xattrs)?;
         if let NewNode::Symlink(target) = node {
             crate::file::write(core, &child, target, 0)?;
         }
