@@ -874,7 +874,9 @@ mod planted_bug_tests {
         let inode = fs.core.get(ino).unwrap();
         assert_eq!(inode.log.array_block(), None, "one CPU, one sub-log");
         syncs.take();
-        crate::placement::run_on_cpu(1, || write(1)).unwrap();
+        // A page of its own: a write into the first CPU's unsynced page
+        // would join that CPU's sub-log (it copies that write's bytes).
+        crate::placement::run_on_cpu(1, || write(BLOCK_SIZE)).unwrap();
         let array = inode
             .log
             .array_block()
