@@ -468,7 +468,14 @@ impl ManyFuse {
         let fs = self.fs()?;
         let (read, write) = match flags & libc::O_ACCMODE {
             libc::O_RDONLY => (true, false),
-            libc::O_WRONLY => (false, true),
+            // With `writeback_cache` the kernel fills a page it is about to
+            // write partly by reading it through whatever handle the
+            // writer has, a write-only one included: without read access
+            // that READ failed with EBADF and the write with it (`echo >>`
+            // after a remount, a 6,000-byte `pwrite` returning 4,096). The
+            // kernel checked the caller's access at open; the handle's
+            // reads serve only its page cache.
+            libc::O_WRONLY => (self.writeback_cache, true),
             _ => (true, true),
         };
         if write {

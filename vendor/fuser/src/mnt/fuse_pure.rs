@@ -477,11 +477,22 @@ fn fuse_mount_sys(
         source = name;
     }
 
+    // manyfs: the type is `fuse.SUBTYPE` when a subtype is given, as
+    // libfuse mounts it, so /proc/mounts names the file system (the
+    // subtype option itself is only for fusermount).
+    #[cfg(target_os = "linux")]
+    let fstype = match options
+        .iter()
+        .find(|x| matches!(**x, MountOption::Subtype(_)))
+    {
+        Some(MountOption::Subtype(subtype)) => format!("fuse.{subtype}"),
+        _ => "fuse".to_string(),
+    };
     #[cfg(target_os = "linux")]
     let result = nix::mount::mount(
         Some(source),
         mountpoint,
-        Some("fuse"),
+        Some(fstype.as_str()),
         flags,
         Some(mount_options.as_str()),
     );
