@@ -1140,21 +1140,22 @@ impl Drop for RecoveryBugGuard {
 
 /// Every workload, ordered so that a run cut short by an image budget still
 /// covers each kind: concurrent writers, the durability workloads (writes,
-/// overwrites and creates around fsyncs), random sequences whose thread
-/// moves between CPUs, random attribute changes, every single operation and the
+/// overwrites and creates around fsyncs), every single operation and the
 /// compaction workloads, random three-operation sequences, every ordered
-/// pair of operations, then random six-operation sequences.
+/// pair of operations, random sequences whose thread moves between CPUs,
+/// random attribute changes, then random six-operation sequences (the
+/// migrating and attribute workloads also have tests of their own).
 pub fn standard_workloads(seed: u64) -> Vec<Workload> {
     let (pairs, rest): (Vec<Workload>, Vec<Workload>) = ace_workloads()
         .into_iter()
         .partition(|w| w.name.starts_with("ace2-"));
     let mut out = concurrent_workloads();
     out.extend(durability_workloads());
-    out.extend(migrating_random_workloads(seed, 40, 10));
-    out.extend(attr_random_workloads(seed, 30, 8));
     out.extend(rest);
     out.extend(random_workloads(seed, 150, 3));
     out.extend(pairs);
+    out.extend(migrating_random_workloads(seed, 40, 10));
+    out.extend(attr_random_workloads(seed, 30, 8));
     out.extend(random_workloads(seed.wrapping_add(1), 2000, 6));
     out
 }
