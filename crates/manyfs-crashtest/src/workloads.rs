@@ -656,31 +656,61 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
 /// own.
 pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     let mut next = xorshift(seed ^ 0x6d69_6772);
+    on_random_cpus(
+        "migrating",
+        seed,
+        count,
+        len,
+        8,
+        0x30,
+        &mut next,
+        |next, tag| {
+            let f = TIER_FILES[next(TIER_FILES.len() as u64) as usize];
+            let op = match next(12) {
+                0..=3 => Op::Write(f, next(4) * 4096, 4096 * (1 + next(3) as usize), *tag),
+                4 => {
+                    let page = next(4) * 4096;
+                    small_write(&mut &mut *next, f, page, *tag)
+                }
+                5 => Op::Append(f, 1 + next(6000) as usize, *tag),
+                6 | 7 => Op::Fsync(f),
+                8 => Op::FsyncData(f),
+                9 => Op::Unlink(f),
+                10 => Op::Create(f),
+                _ => Op::Sync,
+            };
+            if matches!(op, Op::Write(..) | Op::Append(..)) {
+                *tag += 1;
+            }
+            op
+        },
+    )
+}
+
+/// `count` workloads named `{kind}{len}-{seed}-{k}` of `len` operations
+/// each from `pick` (given the generator and the workload's next write
+/// tag, from `first_tag`), each run on one of `cpus` CPUs drawn after it.
+#[allow(clippy::too_many_arguments)]
+fn on_random_cpus(
+    kind: &str,
+    seed: u64,
+    count: usize,
+    len: usize,
+    cpus: u64,
+    first_tag: u8,
+    next: &mut impl FnMut(u64) -> u64,
+    mut pick: impl FnMut(&mut dyn FnMut(u64) -> u64, &mut u8) -> Op,
+) -> Vec<Workload> {
     (0..count)
         .map(|k| {
-            let mut tag = 0x30u8;
-            let mut ops = Vec::with_capacity(len);
-            while ops.len() < len {
-                let f = TIER_FILES[next(TIER_FILES.len() as u64) as usize];
-                let op = match next(12) {
-                    0..=3 => Op::Write(f, next(4) * 4096, 4096 * (1 + next(3) as usize), tag),
-                    4 => {
-                        let page = next(4) * 4096;
-                        small_write(&mut next, f, page, tag)
-                    }
-                    5 => Op::Append(f, 1 + next(6000) as usize, tag),
-                    6 | 7 => Op::Fsync(f),
-                    8 => Op::FsyncData(f),
-                    9 => Op::Unlink(f),
-                    10 => Op::Create(f),
-                    _ => Op::Sync,
-                };
-                if matches!(op, Op::Write(..) | Op::Append(..)) {
-                    tag += 1;
-                }
-                ops.push(Op::on_cpu(next(8) as usize, op));
-            }
-            seq(&format!("migrating{len}-{seed}-{k}"), ops)
+            let mut tag = first_tag;
+            let ops = (0..len)
+                .map(|_| {
+                    let op = pick(next, &mut tag);
+                    Op::on_cpu(next(cpus) as usize, op)
+                })
+                .collect();
+            seq(&format!("{kind}{len}-{seed}-{k}"), ops)
         })
         .collect()
 }
@@ -715,34 +745,26 @@ pub fn attr_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
     const PATHS: [&str; 3] = ["/A", "/D", "/D/x"];
     const MODES: [u32; 6] = [0o600, 0o640, 0o4755, 0o2775, 0o755, 0o660];
     let mut next = xorshift(seed ^ 0x6174_7472);
-    (0..count)
-        .map(|k| {
-            let mut tag = 0x60u8;
-            let mut ops = Vec::with_capacity(len);
-            while ops.len() < len {
-                let p = PATHS[next(PATHS.len() as u64) as usize];
-                let op = match next(14) {
-                    0..=2 => Op::Chmod(p, MODES[next(MODES.len() as u64) as usize]),
-                    3 => Op::Chown(p, 1000 + next(2) as u32, 1000 + next(2) as u32),
-                    4 | 5 => Op::SetXattr(p, ACL_ACCESS, ACL_USER_1000_RW),
-                    6 => Op::RemoveXattr(p, ACL_ACCESS),
-                    7 => Op::SetXattr(p, "user.k", if next(2) == 0 { b"v1" } else { b"v2" }),
-                    // A value over several 64-byte log slots.
-                    8 if next(2) == 0 => Op::SetXattr(p, "user.big", LONG_VALUES[next(2) as usize]),
-                    8 => Op::Utimes(p, 1_000_000 + next(1000)),
-                    9 if p != "/D" => {
-                        tag += 1;
-                        Op::Write(p, next(8000), 1 + next(200) as usize, tag)
-                    }
-                    9 | 10 => Op::Sync,
-                    _ if p == "/D" => Op::Sync,
-                    _ => Op::Fsync(p),
-                };
-                ops.push(Op::on_cpu(next(4) as usize, op));
+    on_random_cpus("attr", seed, count, len, 4, 0x60, &mut next, |next, tag| {
+        let p = PATHS[next(PATHS.len() as u64) as usize];
+        match next(14) {
+            0..=2 => Op::Chmod(p, MODES[next(MODES.len() as u64) as usize]),
+            3 => Op::Chown(p, 1000 + next(2) as u32, 1000 + next(2) as u32),
+            4 | 5 => Op::SetXattr(p, ACL_ACCESS, ACL_USER_1000_RW),
+            6 => Op::RemoveXattr(p, ACL_ACCESS),
+            7 => Op::SetXattr(p, "user.k", if next(2) == 0 { b"v1" } else { b"v2" }),
+            // A value over several 64-byte log slots.
+            8 if next(2) == 0 => Op::SetXattr(p, "user.big", LONG_VALUES[next(2) as usize]),
+            8 => Op::Utimes(p, 1_000_000 + next(1000)),
+            9 if p != "/D" => {
+                *tag += 1;
+                Op::Write(p, next(8000), 1 + next(200) as usize, *tag)
             }
-            seq(&format!("attr{len}-{seed}-{k}"), ops)
-        })
-        .collect()
+            9 | 10 => Op::Sync,
+            _ if p == "/D" => Op::Sync,
+            _ => Op::Fsync(p),
+        }
+    })
 }
 
 /// Concurrent writers on one file, each in its own region of blocks.

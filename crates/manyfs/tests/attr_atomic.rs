@@ -15,13 +15,13 @@
 
 mod common;
 
+use common::{Durable, acl};
+
 use manyfs::layout::*;
-use manyfs::media::PersistObserver;
 use manyfs::{Fs, MkfsOptions, MountOptions, SetAttr, Sublogs};
 use std::ffi::OsStr;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const PAGE: usize = BLOCK_SIZE as usize;
 const ACCESS: &str = "system.posix_acl_access";
@@ -39,27 +39,6 @@ fn opts() -> MountOptions {
     }
 }
 
-/// The durable image: at every durability point, the pages it covers are
-/// copied from the pool file (the page cache) into it.
-struct Durable {
-    pool: std::fs::File,
-    image: Mutex<Vec<u8>>,
-}
-
-impl PersistObserver for Durable {
-    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
-        let mut image = self.image.lock().unwrap();
-        let end = (off as usize + len).min(image.len());
-        self.pool.read_exact_at(&mut image[off as usize..end], off)
-    }
-}
-
-impl Durable {
-    fn image(&self) -> Vec<u8> {
-        self.image.lock().unwrap().clone()
-    }
-}
-
 /// A fresh `file`-mode pool in `dir`, mounted with a [`Durable`] observer.
 fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
     let pool = dir.join("pool");
@@ -68,39 +47,9 @@ fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
         ..Default::default()
     };
     Fs::mkfs(&pool, &mkfs, &opts()).unwrap().unmount().unwrap();
-    let obs = Arc::new(Durable {
-        pool: std::fs::File::open(&pool).unwrap(),
-        image: Mutex::new(std::fs::read(&pool).unwrap()),
-    });
+    let obs = Arc::new(Durable::new(&pool));
     let fs = Fs::mount_observed(&pool, &opts(), obs.clone()).unwrap();
     (fs, obs)
-}
-
-/// A POSIX ACL in attribute form from `setfacl`'s short text, e.g.
-/// `"u::rw-,u:1000:r-x,g::---,m::r-x,o::---"` (entries in sorted order).
-fn acl(text: &str) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for entry in text.split(',') {
-        let parts: Vec<&str> = entry.split(':').collect();
-        let (tag, id): (u16, u32) = match (parts[0], parts[1]) {
-            ("u", "") => (1, u32::MAX),
-            ("u", id) => (2, id.parse().unwrap()),
-            ("g", "") => (4, u32::MAX),
-            ("g", id) => (8, id.parse().unwrap()),
-            ("m", _) => (0x10, u32::MAX),
-            _ => (0x20, u32::MAX),
-        };
-        let perm = parts[2]
-            .chars()
-            .zip([4u16, 2, 1])
-            .filter(|(c, _)| *c != '-')
-            .map(|(_, bit)| bit)
-            .sum::<u16>();
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
 }
 
 fn u32_at(image: &[u8], at: usize) -> u32 {

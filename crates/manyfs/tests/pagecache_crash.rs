@@ -19,6 +19,8 @@
 
 mod common;
 
+use common::Durable;
+
 use manyfs::media::PersistObserver;
 use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
 use rand::{Rng, RngExt, SeedableRng};
@@ -36,31 +38,6 @@ fn opts() -> MountOptions {
     MountOptions {
         commit_interval: std::time::Duration::ZERO,
         ..Default::default()
-    }
-}
-
-/// The durable image: at every durability point, the pages it covers are
-/// copied from the pool file (the page cache) into it.
-struct Durable {
-    pool: std::fs::File,
-    image: Mutex<Vec<u8>>,
-    /// Durability points seen so far.
-    syncs: std::sync::atomic::AtomicUsize,
-}
-
-impl PersistObserver for Durable {
-    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
-        self.syncs
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut image = self.image.lock().unwrap();
-        let end = (off as usize + len).min(image.len());
-        self.pool.read_exact_at(&mut image[off as usize..end], off)
-    }
-}
-
-impl Durable {
-    fn image(&self) -> Vec<u8> {
-        self.image.lock().unwrap().clone()
     }
 }
 
@@ -88,11 +65,7 @@ fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
 }
 
 fn mount_observed(pool: &Path) -> (Fs, Arc<Durable>) {
-    let obs = Arc::new(Durable {
-        pool: std::fs::File::open(pool).unwrap(),
-        image: Mutex::new(std::fs::read(pool).unwrap()),
-        syncs: Default::default(),
-    });
+    let obs = Arc::new(Durable::new(pool));
     let fs = Fs::mount_observed(pool, &opts(), obs.clone()).unwrap();
     (fs, obs)
 }

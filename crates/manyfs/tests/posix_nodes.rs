@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::fresh;
+use common::{acl, fresh};
 use manyfs::{Error, FileKind, Fs, MountOptions, ROOT_INO, XATTR_VALUE_MAX, XattrSet};
 use std::ffi::OsStr;
 use std::path::Path;
@@ -375,35 +375,6 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
         err.to_string().contains("unsupported format version"),
         "{err}"
     );
-}
-
-/// A POSIX ACL in attribute form from `setfacl`'s short text, e.g.
-/// `"u::rw-,u:1000:r-x,g::---,m::r-x,o::---"` (entries in sorted order):
-/// version 2, then (tag, perm, id) entries; the id of other than named
-/// user and group entries is -1, as Linux writes it.
-fn acl(text: &str) -> Vec<u8> {
-    let mut b = 2u32.to_le_bytes().to_vec();
-    for entry in text.split(',') {
-        let parts: Vec<&str> = entry.split(':').collect();
-        let (tag, id): (u16, u32) = match (parts[0], parts[1]) {
-            ("u", "") => (1, u32::MAX),
-            ("u", id) => (2, id.parse().unwrap()),
-            ("g", "") => (4, u32::MAX),
-            ("g", id) => (8, id.parse().unwrap()),
-            ("m", _) => (0x10, u32::MAX),
-            _ => (0x20, u32::MAX),
-        };
-        let perm = parts[2]
-            .chars()
-            .zip([4u16, 2, 1])
-            .filter(|(c, _)| *c != '-')
-            .map(|(_, bit)| bit)
-            .sum::<u16>();
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&perm.to_le_bytes());
-        b.extend_from_slice(&id.to_le_bytes());
-    }
-    b
 }
 
 #[test]

@@ -131,3 +131,70 @@ pub fn mkfs_spilling_pair(pool: &Path, node: usize, opts: &MountOptions) -> Fs {
     )
     .unwrap()
 }
+
+/// The durable image of a `file`-mode pool: at every durability point the
+/// engine reports (before its `msync`), the pages it covers are copied
+/// from the pool file (the page cache) into it. What a power cut right
+/// after the last completed sync leaves on disk.
+pub struct Durable {
+    pool: std::fs::File,
+    image: std::sync::Mutex<Vec<u8>>,
+    /// Durability points seen so far.
+    pub syncs: std::sync::atomic::AtomicUsize,
+}
+
+impl Durable {
+    /// Start from the pool file at `pool` as it is (unmounted, synced).
+    pub fn new(pool: &Path) -> Durable {
+        Durable {
+            pool: std::fs::File::open(pool).unwrap(),
+            image: std::sync::Mutex::new(std::fs::read(pool).unwrap()),
+            syncs: Default::default(),
+        }
+    }
+
+    /// The durable image now.
+    pub fn image(&self) -> Vec<u8> {
+        self.image.lock().unwrap().clone()
+    }
+}
+
+impl manyfs::media::PersistObserver for Durable {
+    fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.syncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut image = self.image.lock().unwrap();
+        let end = (off as usize + len).min(image.len());
+        self.pool.read_exact_at(&mut image[off as usize..end], off)
+    }
+}
+
+/// A POSIX ACL in attribute form from `setfacl`'s short text, e.g.
+/// `"u::rw-,u:1000:r-x,g::---,m::r-x,o::---"` (entries in sorted order):
+/// version 2, then (tag, perm, id) entries; the id of other than named
+/// user and group entries is -1, as Linux writes it.
+pub fn acl(text: &str) -> Vec<u8> {
+    let mut b = 2u32.to_le_bytes().to_vec();
+    for entry in text.split(',') {
+        let parts: Vec<&str> = entry.split(':').collect();
+        let (tag, id): (u16, u32) = match (parts[0], parts[1]) {
+            ("u", "") => (1, u32::MAX),
+            ("u", id) => (2, id.parse().unwrap()),
+            ("g", "") => (4, u32::MAX),
+            ("g", id) => (8, id.parse().unwrap()),
+            ("m", _) => (0x10, u32::MAX),
+            _ => (0x20, u32::MAX),
+        };
+        let perm = parts[2]
+            .chars()
+            .zip([4u16, 2, 1])
+            .filter(|(c, _)| *c != '-')
+            .map(|(_, bit)| bit)
+            .sum::<u16>();
+        b.extend_from_slice(&tag.to_le_bytes());
+        b.extend_from_slice(&perm.to_le_bytes());
+        b.extend_from_slice(&id.to_le_bytes());
+    }
+    b
+}
