@@ -65,7 +65,6 @@ mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
 mod sync;
-mod sync_engine;
 #[cfg(test)]
 mod test_support;
 mod tier;

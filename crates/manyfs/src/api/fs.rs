@@ -123,7 +123,7 @@ impl Fs {
         }
         let rebuilt = recovery::rebuild(&media)?;
         let core = Arc::new(recovery::mount::build_core(media, rebuilt, opts.clone())?);
-        crate::sync_engine::start_commit_thread(&core);
+        super::commit_thread::start_commit_thread(&core);
         let config = crate::placement::calibrate::config_for_pool(
             pool,
             &opts.placement_config,
@@ -575,7 +575,7 @@ impl Fs {
     pub fn verify(&self) -> Result<Vec<String>> {
         if self.core.deferring() {
             for inode in self.core.all_inodes() {
-                crate::file::log_unlogged_mtime(&self.core, &inode, true)?;
+                crate::core::sync::log_unlogged_mtime(&self.core, &inode, true)?;
             }
         }
         let rebuilt =

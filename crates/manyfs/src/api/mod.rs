@@ -9,6 +9,7 @@
 //! - [`metadata`]: [`Metadata`], [`DirEntry`], [`StatFs`], [`SetAttr`];
 //! - [`xattr_ops`]: extended attributes by inode number.
 
+mod commit_thread;
 mod file;
 mod fs;
 mod inode_ops;

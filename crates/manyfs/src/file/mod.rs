@@ -771,55 +771,7 @@ pub fn kill_setid(core: &FsCore, inode: &Inode) -> Result<bool> {
 /// with it: one attribute entry carrying the current attributes and the
 /// mtime memory shows (the maximum over the sub-logs).
 fn log_write_mtime(core: &FsCore, inode: &Inode, mtime_ns: u64) -> Result<()> {
-    log_mtime_locked(core, inode, inode.attrs.lock(), mtime_ns)
-}
-
-/// Log the mtime that writes in place left unlogged, if any
-/// (`InodeLog::take_unlogged_mtime`). Without `wait`, an attribute mutex
-/// held elsewhere (a full sync run by an allocator that ran dry, perhaps
-/// under it) leaves the mtime for a later sync instead.
-pub(crate) fn log_unlogged_mtime(core: &FsCore, inode: &Inode, wait: bool) -> Result<()> {
-    if !inode.log.take_unlogged_mtime() {
-        return Ok(());
-    }
-    let attrs = if wait {
-        inode.attrs.lock()
-    } else if let Some(a) = inode.attrs.try_lock() {
-        a
-    } else {
-        inode.log.mark_mtime_unlogged();
-        return Ok(());
-    };
-    log_mtime_locked(core, inode, attrs, 0)
-}
-
-fn log_mtime_locked(
-    core: &FsCore,
-    inode: &Inode,
-    mut attrs: parking_lot::MutexGuard<'_, crate::inode::Attrs>,
-    mtime_ns: u64,
-) -> Result<()> {
-    let mtime = attrs.mtime_ns.max(inode.log.last_mtime_ns()).max(mtime_ns);
-    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
-    let size = inode.file.as_deref().map_or(0, FileData::size);
-    let entry = Entry::SetAttr {
-        seq,
-        size_set: false,
-        size,
-        mode: attrs.mode,
-        uid: attrs.uid,
-        gid: attrs.gid,
-        atime_ns: attrs.atime_ns,
-        mtime_ns: mtime,
-        ctime_ns: attrs.ctime_ns,
-    };
-    inode
-        .log
-        .append(core, inode.log.attr_sublog(), &[(entry, 1)], 0)?;
-    inode.attr_seq.store(seq, Ordering::Release);
-    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
-    attrs.mtime_ns = mtime;
-    Ok(())
+    crate::core::sync::log_mtime_locked(core, inode, inode.attrs.lock(), mtime_ns)
 }
 
 /// Set the file's size (truncate or extend with zeros).

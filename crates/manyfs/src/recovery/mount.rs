@@ -110,16 +110,128 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
             }
         }
         core.media.fence();
-        core.cut_undurable_links(&rebuilt)?;
+        cut_undurable_links(&core, &rebuilt)?;
         if let Some(rec) = &rebuilt.pending_rename {
             redo_rename(&core, rec)?;
         }
         core.media.sync_all()?;
-        core.finish_mount(&rebuilt)?;
+        finish_mount(&core, &rebuilt)?;
     }
     // Freeing what recovery read is a large part of a mount's time too.
     par::drop_map(rebuilt.inodes, threads);
     Ok(core)
+}
+
+/// First step of a writable `file`-mode mount, before anything is
+/// appended (a pending rename is redone after it): cut the links to
+/// pages that did not count and clear heads naming such pages, so that
+/// pages appended later are never cut by mistake. Before a rename is
+/// redone (which may allocate blocks that superseded write entries
+/// point to), the checked counts of the recovered pages are raised to
+/// what recovery accepted and made durable: such an entry is never
+/// verified against a reused block.
+fn cut_undurable_links(core: &FsCore, rebuilt: &Rebuilt) -> Result<()> {
+    if !core.media.marked() {
+        return Ok(());
+    }
+    let media = &core.media;
+    let settle = rebuilt.pending_rename.is_some()
+        && rebuilt.sb.commit_rule == CommitRule::Checked
+        && crate::log::durable::settle_checked(
+            media,
+            rebuilt.inodes.values().flat_map(|n| &n.sublogs),
+        )?;
+    for (&ino, node) in rebuilt.inodes.iter() {
+        for s in &node.sublogs {
+            if s.cut_head {
+                let at = match node.record.log_word().array() {
+                    Some(array) => array * BLOCK_SIZE + s.index as u64 * 8,
+                    // A direct head that does not count: no page yet.
+                    None => core.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET,
+                };
+                media.store_u64(at, 0)?;
+            }
+            if s.cut_next
+                && let Some(&last) = s.pages.last()
+            {
+                let at = last * BLOCK_SIZE + LOG_FOOTER_OFFSET;
+                media.store_u64(at, 0)?;
+                media.store_u64(at + FOOTER_NEXT_SEQ, 0)?;
+            }
+        }
+    }
+    media.fence();
+    if settle {
+        media.sync_all()?;
+    }
+    Ok(())
+}
+
+/// End of a writable mount: make the recovered state durable under the
+/// rule of this mount, then record that rule (and a new mount epoch) in
+/// the superblock. Under `file` mode every page gets its mark (full
+/// pages sealed); the links to pages that did not count were already
+/// cut by [`cut_undurable_links`].
+fn finish_mount(core: &FsCore, rebuilt: &Rebuilt) -> Result<()> {
+    let media = &core.media;
+    let file = core.media.marked();
+    if file {
+        for inode in core.all_inodes() {
+            inode.log.clear_dirty();
+            inode.log.for_each_sublog(|_, pages, meta, next_slot| {
+                let n = pages.len();
+                for i in 0..n {
+                    let mark = if i + 1 < n {
+                        meta[i].used as u32 | MARK_SEALED
+                    } else {
+                        next_slot as u32
+                    };
+                    if meta[i].marked != mark {
+                        let _ = media.store(
+                            crate::log::durable::mark_offset(pages[i]),
+                            &mark.to_le_bytes(),
+                        );
+                        meta[i].marked = mark;
+                    }
+                    // The sync below makes everything below the mark
+                    // durable: nothing of this page needs verifying.
+                    let checked = mark & !MARK_SEALED;
+                    if meta[i].checked != checked {
+                        let _ = media.store(
+                            crate::log::durable::checked_offset(pages[i]),
+                            &checked.to_le_bytes(),
+                        );
+                        meta[i].checked = checked;
+                    }
+                    // The mount fails unless the sync below completes.
+                    meta[i].footer_durable = true;
+                    meta[i].mark_durable = checked;
+                    meta[i].checked_durable = checked;
+                }
+            });
+        }
+        for s in core.sync_engine.dirty.iter() {
+            s.lock().clear();
+        }
+        media.sync_all()?;
+    }
+    if rebuilt.pending_rename.is_some() {
+        namespace::journal::finish(media)?;
+        media.sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
+    }
+    let mut sb = core.sb.clone();
+    sb.commit_rule = if file {
+        CommitRule::Checked
+    } else {
+        CommitRule::Immediate
+    };
+    let enc = sb.encode();
+    for block in [BACKUP_SUPERBLOCK_BLOCK, SUPERBLOCK_BLOCK] {
+        media.store(block * BLOCK_SIZE, &enc)?;
+        media.persist(block * BLOCK_SIZE, enc.len())?;
+        media.sync_range(block * BLOCK_SIZE, enc.len())?;
+    }
+    Ok(())
 }
 
 /// Make the DRAM inode for `node` and put it in the table: attributes,

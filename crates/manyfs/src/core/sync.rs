@@ -55,7 +55,7 @@
 //! `pm` and `dram` mounts never defer and never write marks: a commit word
 //! is durable (or never is) as soon as it is flushed and fenced.
 
-use crate::core::FsCore;
+use super::FsCore;
 use crate::error::Result;
 use crate::inode::Inode;
 use crate::layout::*;
@@ -67,60 +67,6 @@ use std::sync::atomic::Ordering;
 pub(crate) use crate::alloc::deferred::Pending;
 
 impl FsCore {
-    /// Whether this mount defers reuse and keeps durable marks (`file` mode,
-    /// writable).
-    pub fn deferring(&self) -> bool {
-        self.media.marked() && !self.opts.read_only
-    }
-
-    /// Free data blocks that durable state may still reference.
-    pub fn free_later(&self, first: u64, count: u64) {
-        if self.deferring() {
-            self.sync_engine.defer(Pending::Blocks(first, count));
-        } else {
-            self.blocks.free(first, count);
-        }
-    }
-
-    /// Drop live references of a superseded entry of `inode`'s log.
-    pub fn release_later(&self, inode: &Inode, loc: EntryLoc, n: u32) {
-        if self.deferring() {
-            self.sync_engine.defer(Pending::Release {
-                ino: inode.ino,
-                generation: inode.generation,
-                incarnation: inode.log.incarnation(),
-                loc,
-                n,
-            });
-        } else {
-            inode.log.release(self, loc, n);
-        }
-    }
-
-    /// Allocate blocks; in `file` mode a dry allocator first runs a sync
-    /// (which frees deferred blocks) and tries once more. Never call with a
-    /// sub-log mutex held.
-    pub fn alloc_blocks(&self, want: u64, purpose: crate::alloc::Purpose) -> Result<(u64, u64)> {
-        match self.blocks.alloc(want, purpose) {
-            Err(crate::Error::NoSpace(_)) if self.deferring() => {
-                self.sync()?;
-                self.blocks.alloc(want, purpose)
-            }
-            r => r,
-        }
-    }
-
-    /// Allocate an inode number, syncing once in `file` mode if none is free.
-    pub fn alloc_ino(&self) -> Result<u64> {
-        match self.inode_numbers.alloc() {
-            Err(crate::Error::NoSpace(_)) if self.deferring() => {
-                self.sync()?;
-                self.inode_numbers.alloc()
-            }
-            r => r,
-        }
-    }
-
     /// Make everything done so far durable (see the module comment).
     pub fn full_sync(&self) -> Result<()> {
         if !self.deferring() {
@@ -148,9 +94,9 @@ impl FsCore {
         dirty.dedup();
         let inodes: Vec<_> = dirty.into_iter().filter_map(|i| self.get(i).ok()).collect();
         // Writes in place left their mtime unlogged: log it now, before
-        // the snapshot (see `file::log_unlogged_mtime` for why not wait).
+        // the snapshot (see `log_unlogged_mtime` for why not wait).
         for i in &inodes {
-            crate::file::log_unlogged_mtime(self, i, false)?;
+            log_unlogged_mtime(self, i, false)?;
         }
         // In inode order; a per-inode sync holds at most one of these.
         let mut guards: Vec<_> = inodes.iter().map(|i| i.log.sync_state.lock()).collect();
@@ -219,7 +165,7 @@ impl FsCore {
             return self.full_sync();
         }
         if with_metadata {
-            crate::file::log_unlogged_mtime(self, inode, true)?;
+            log_unlogged_mtime(self, inode, true)?;
         }
         // A durability point reports a failed media or a shrunken pool
         // file even when this inode has nothing to sync.
@@ -439,118 +385,6 @@ impl FsCore {
         }
         self.sync_engine.recycle(pending);
     }
-
-    /// First step of a writable `file`-mode mount, before anything is
-    /// appended (a pending rename is redone after it): cut the links to
-    /// pages that did not count and clear heads naming such pages, so that
-    /// pages appended later are never cut by mistake. Before a rename is
-    /// redone (which may allocate blocks that superseded write entries
-    /// point to), the checked counts of the recovered pages are raised to
-    /// what recovery accepted and made durable: such an entry is never
-    /// verified against a reused block.
-    pub fn cut_undurable_links(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
-        if !self.media.marked() {
-            return Ok(());
-        }
-        let media = &self.media;
-        let settle = rebuilt.pending_rename.is_some()
-            && rebuilt.sb.commit_rule == CommitRule::Checked
-            && crate::log::durable::settle_checked(
-                media,
-                rebuilt.inodes.values().flat_map(|n| &n.sublogs),
-            )?;
-        for (&ino, node) in rebuilt.inodes.iter() {
-            for s in &node.sublogs {
-                if s.cut_head {
-                    let at = match node.record.log_word().array() {
-                        Some(array) => array * BLOCK_SIZE + s.index as u64 * 8,
-                        // A direct head that does not count: no page yet.
-                        None => self.sb.inode_offset(ino) + INODE_LOG_ARRAY_OFFSET,
-                    };
-                    media.store_u64(at, 0)?;
-                }
-                if s.cut_next
-                    && let Some(&last) = s.pages.last()
-                {
-                    let at = last * BLOCK_SIZE + LOG_FOOTER_OFFSET;
-                    media.store_u64(at, 0)?;
-                    media.store_u64(at + FOOTER_NEXT_SEQ, 0)?;
-                }
-            }
-        }
-        media.fence();
-        if settle {
-            media.sync_all()?;
-        }
-        Ok(())
-    }
-
-    /// End of a writable mount: make the recovered state durable under the
-    /// rule of this mount, then record that rule (and a new mount epoch) in
-    /// the superblock. Under `file` mode every page gets its mark (full
-    /// pages sealed); the links to pages that did not count were already
-    /// cut by [`FsCore::cut_undurable_links`].
-    pub fn finish_mount(&self, rebuilt: &crate::recovery::Rebuilt) -> Result<()> {
-        let media = &self.media;
-        let file = self.media.marked();
-        if file {
-            for inode in self.all_inodes() {
-                inode.log.clear_dirty();
-                inode.log.for_each_sublog(|_, pages, meta, next_slot| {
-                    let n = pages.len();
-                    for i in 0..n {
-                        let mark = if i + 1 < n {
-                            meta[i].used as u32 | MARK_SEALED
-                        } else {
-                            next_slot as u32
-                        };
-                        if meta[i].marked != mark {
-                            let _ = media.store(
-                                crate::log::durable::mark_offset(pages[i]),
-                                &mark.to_le_bytes(),
-                            );
-                            meta[i].marked = mark;
-                        }
-                        // The sync below makes everything below the mark
-                        // durable: nothing of this page needs verifying.
-                        let checked = mark & !MARK_SEALED;
-                        if meta[i].checked != checked {
-                            let _ = media.store(
-                                crate::log::durable::checked_offset(pages[i]),
-                                &checked.to_le_bytes(),
-                            );
-                            meta[i].checked = checked;
-                        }
-                        // The mount fails unless the sync below completes.
-                        meta[i].footer_durable = true;
-                        meta[i].mark_durable = checked;
-                        meta[i].checked_durable = checked;
-                    }
-                });
-            }
-            for s in self.sync_engine.dirty.iter() {
-                s.lock().clear();
-            }
-            media.sync_all()?;
-        }
-        if rebuilt.pending_rename.is_some() {
-            crate::namespace::journal::finish(media)?;
-            media.sync_range(JOURNAL_BLOCK * BLOCK_SIZE, BLOCK_SIZE as usize)?;
-        }
-        let mut sb = self.sb.clone();
-        sb.commit_rule = if file {
-            CommitRule::Checked
-        } else {
-            CommitRule::Immediate
-        };
-        let enc = sb.encode();
-        for block in [BACKUP_SUPERBLOCK_BLOCK, SUPERBLOCK_BLOCK] {
-            media.store(block * BLOCK_SIZE, &enc)?;
-            media.persist(block * BLOCK_SIZE, enc.len())?;
-            media.sync_range(block * BLOCK_SIZE, enc.len())?;
-        }
-        Ok(())
-    }
 }
 
 impl FsCore {
@@ -590,48 +424,55 @@ impl FsCore {
     }
 }
 
-/// Start the background commit thread of a `file` mount (every
-/// `commit_interval`, while the file system lives).
-pub fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
-    let interval = core.opts.commit_interval;
-    if !core.deferring() || interval.is_zero() {
-        return;
+/// Log the mtime that writes in place left unlogged, if any
+/// (`InodeLog::take_unlogged_mtime`). Without `wait`, an attribute mutex
+/// held elsewhere (a full sync run by an allocator that ran dry, perhaps
+/// under it) leaves the mtime for a later sync instead.
+pub(crate) fn log_unlogged_mtime(core: &FsCore, inode: &Inode, wait: bool) -> Result<()> {
+    if !inode.log.take_unlogged_mtime() {
+        return Ok(());
     }
-    let weak = std::sync::Arc::downgrade(core);
-    let _ = std::thread::Builder::new()
-        .name("manyfs-commit".into())
-        .spawn(move || {
-            let step = interval.min(std::time::Duration::from_millis(50));
-            let mut waited = std::time::Duration::ZERO;
-            loop {
-                std::thread::sleep(step);
-                waited += step;
-                let Some(core) = weak.upgrade() else { return };
-                if core.media.has_failed() {
-                    continue;
-                }
-                // A pool that staging fills is not left until the interval:
-                // a checkpoint first frees what waits for a sync (superseded
-                // blocks, dead log pages); staged data moves to the device
-                // only if that was not enough, and the next checkpoint
-                // makes the move durable and frees its pool blocks.
-                let low = crate::file::pool_low(&core);
-                if waited >= interval || low {
-                    waited = std::time::Duration::ZERO;
-                    if core.sync_engine.has_work() {
-                        let _ = core.checkpoint();
-                    }
-                    if crate::file::pool_low(&core) {
-                        match crate::file::destage_listed(&core) {
-                            Ok(0) => {}
-                            Ok(_) => {
-                                let _ = core.checkpoint();
-                            }
-                            // A file that failed stays listed.
-                            Err(e) => tracing::warn!("destaging to the data device: {e}"),
-                        }
-                    }
-                }
-            }
-        });
+    let attrs = if wait {
+        inode.attrs.lock()
+    } else if let Some(a) = inode.attrs.try_lock() {
+        a
+    } else {
+        inode.log.mark_mtime_unlogged();
+        return Ok(());
+    };
+    log_mtime_locked(core, inode, attrs, 0)
+}
+
+/// Append one attribute entry with the current attributes and the larger of
+/// the mtimes memory and the log show, and `mtime_ns`.
+pub(crate) fn log_mtime_locked(
+    core: &FsCore,
+    inode: &Inode,
+    mut attrs: parking_lot::MutexGuard<'_, crate::inode::Attrs>,
+    mtime_ns: u64,
+) -> Result<()> {
+    let mtime = attrs.mtime_ns.max(inode.log.last_mtime_ns()).max(mtime_ns);
+    let seq = inode.attr_seq.load(Ordering::Acquire) + 1;
+    let size = inode
+        .file
+        .as_deref()
+        .map_or(0, crate::inode::FileData::size);
+    let entry = Entry::SetAttr {
+        seq,
+        size_set: false,
+        size,
+        mode: attrs.mode,
+        uid: attrs.uid,
+        gid: attrs.gid,
+        atime_ns: attrs.atime_ns,
+        mtime_ns: mtime,
+        ctime_ns: attrs.ctime_ns,
+    };
+    inode
+        .log
+        .append(core, inode.log.attr_sublog(), &[(entry, 1)], 0)?;
+    inode.attr_seq.store(seq, Ordering::Release);
+    inode.attr_entries.fetch_add(1, Ordering::Relaxed);
+    attrs.mtime_ns = mtime;
+    Ok(())
 }

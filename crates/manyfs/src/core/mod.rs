@@ -1,6 +1,9 @@
 //! The state of a mounted pool shared by every handle: media, geometry,
 //! allocators, live-entry counters and the inode table.
 
+mod alloc;
+pub(crate) mod sync;
+
 use crate::alloc::{BlockAllocator, Blocks, InodeAllocator, Purpose};
 use crate::error::{Error, Result};
 use crate::inode::{Attrs, FileData, Inode};
