@@ -3,7 +3,7 @@
 //! checksum patched in, so the field checks behind them are reached.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use manyfs::layout::{INODE_MAGIC, INODE_SIZE, InodeRecord};
+use manyfs::format::{INODE_MAGIC, INODE_SIZE, InodeRecord};
 
 fuzz_target!(|data: &[u8]| {
     let mut b = data.to_vec();

@@ -5,7 +5,7 @@
 //! would).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use manyfs::layout::{COMMIT_MAGIC, Entry};
+use manyfs::format::{COMMIT_MAGIC, Entry};
 
 fuzz_target!(|data: &[u8]| {
     let _ = Entry::claimed_slots(data);

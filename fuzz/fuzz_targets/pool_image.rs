@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     };
     if let Ok(fs) = Fs::mount(&b.path, &opts) {
-        let _ = fs.verify();
+        let _ = manyfs::fsck::verify(&fs);
         let mut stack = vec![PathBuf::from("/")];
         while let Some(d) = stack.pop() {
             let Ok(entries) = fs.read_dir(&d) else {

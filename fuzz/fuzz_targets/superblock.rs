@@ -3,7 +3,7 @@
 //! checksum patched in, so the geometry checks behind them are reached.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use manyfs::layout::{SUPER_MAGIC, SUPERBLOCK_LEN, Superblock};
+use manyfs::format::{SUPER_MAGIC, SUPERBLOCK_LEN, Superblock};
 
 fuzz_target!(|data: &[u8]| {
     let pool_len = 64 << 20;

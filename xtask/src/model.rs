@@ -494,6 +494,19 @@ struct Collector {
 
 impl<'ast> Visit<'ast> for Collector {
     fn visit_path(&mut self, p: &'ast syn::Path) {
+        // A lone lower-case name (`x`, `f(..)`) is a local binding or a
+        // function brought in by a `use`, which is counted as an import;
+        // following it through glob imports would mistake locals for items.
+        if p.segments.len() == 1
+            && p.leading_colon.is_none()
+            && p.segments[0]
+                .ident
+                .to_string()
+                .starts_with(|c: char| c.is_ascii_lowercase())
+        {
+            syn::visit::visit_path(self, p);
+            return;
+        }
         let line = p
             .segments
             .first()

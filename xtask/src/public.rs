@@ -57,10 +57,8 @@ pub fn public_items(c: &Crate) -> (Vec<PublicItem>, usize) {
                     stack.push((t, format!("{shown}::{alias}")));
                 }
                 (None, Some((t, None))) => {
-                    for (name, def) in &c.modules[t].defs {
-                        if def.vis == Vis::Public {
-                            local.insert(name.clone(), (t, name.clone()));
-                        }
+                    for (name, at) in exported(c, t, 0) {
+                        local.insert(name, at);
                     }
                 }
                 _ => {}
@@ -104,4 +102,28 @@ fn inherent_public(c: &Crate, def_mod: usize, name: &str) -> usize {
         }
     }
     n
+}
+
+/// The public names module `m` offers to a glob import: its own `pub`
+/// items and what it re-exports (by name or by glob), resolved to where
+/// each is defined.
+fn exported(c: &Crate, m: usize, depth: usize) -> Vec<(String, (usize, String))> {
+    let mut out = Vec::new();
+    if depth > 8 {
+        return out;
+    }
+    let module = &c.modules[m];
+    for (name, def) in &module.defs {
+        if def.vis == Vis::Public {
+            out.push((name.clone(), (m, name.clone())));
+        }
+    }
+    for u in module.uses.iter().filter(|u| u.vis == Vis::Public) {
+        match (&u.name, c.resolve(m, &u.target)) {
+            (Some(alias), Some((t, Some(item)))) => out.push((alias.clone(), (t, item))),
+            (None, Some((t, None))) if t != m => out.extend(exported(c, t, depth + 1)),
+            _ => {}
+        }
+    }
+    out
 }

@@ -210,11 +210,11 @@ impl PersistPerOp {
 
 /// A mount's persistence counters now (see [`PersistPerOp::between`]).
 pub fn persist_snapshot(fs: &manyfs::Fs) -> (manyfs::PersistStats, Option<manyfs::DeviceStats>) {
-    (fs.persist_stats(), fs.device_stats())
+    (fs.stats().persist, fs.stats().device)
 }
 
 /// [`Record::moves`] of `report`: the moves applied, by reason.
-pub fn moves_summary(report: &[manyfs::PlacementDecision]) -> String {
+pub fn moves_summary(report: &[manyfs::diag::PlacementDecision]) -> String {
     let mut by_reason: Vec<(String, usize)> = Vec::new();
     for d in report.iter().filter(|d| d.applied) {
         let reason = d.reason.to_string();
@@ -340,7 +340,7 @@ fn with_placement_log<T>(
                     stop.recv_timeout(PLACEMENT_POLL),
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                 );
-                for w in fs.placement_windows_after(last) {
+                for w in manyfs::diag::placement_windows_after(fs, last) {
                     last = w.window;
                     (log.0)(&format!("{prefix} placement {w}"));
                 }
@@ -491,7 +491,7 @@ pub fn measure_on(
                         // Started there, not pinned: thread placement may
                         // move it within the process's CPUs.
                         let cpu = cpus[i % cpus.len()];
-                        if manyfs::placement::start_on(cpu).is_err() {
+                        if manyfs::diag::start_on(cpu).is_err() {
                             pin_current_thread(cpu);
                         }
                     }
@@ -708,7 +708,7 @@ pub fn run_point(
     let moves = point
         .fs()
         .filter(|_| series.pool.thread_placement != manyfs::ThreadPlacement::Off)
-        .map(|fs| moves_summary(&fs.placement_report()));
+        .map(|fs| moves_summary(&manyfs::diag::placement_report(fs)));
     point.finish()?;
     let secs = m.elapsed.as_secs_f64().max(1e-9);
     Ok(Record {
@@ -947,8 +947,8 @@ mod tests {
 
     #[test]
     fn moves_are_counted_by_reason_applied_only() {
-        use manyfs::placement::Reason;
-        let d = |reason, applied| manyfs::PlacementDecision {
+        use manyfs::diag::Reason;
+        let d = |reason, applied| manyfs::diag::PlacementDecision {
             window: 1,
             tid: 7,
             from: 1,

@@ -4,6 +4,7 @@
 //! of a thread on node 1 go to member 1. A short run of Figure 2 labels
 //! exactly the model-on results EMULATED, naming both models.
 
+use manyfs::lowlevel::FileExt;
 use manyfs::{OpenOptions, RemoteCost};
 use manyfs_bench::reproduce::nthread::{DEFAULT_CAP, Models, cpu_of_node, fig5_series, mix};
 use manyfs_bench::runner::{measure_on, prepare_on};

@@ -6,6 +6,7 @@
 //! and a short run of the whole figure labels exactly the model-on
 //! results EMULATED.
 
+use manyfs::lowlevel::FileExt;
 use manyfs::{OpenOptions, RemoteCost};
 use manyfs_bench::reproduce::{FIG6_WORKLOADS, fig6_series, fig6_table, fig6_thread_nodes};
 use manyfs_bench::runner::{measure, prepare_pinned};
@@ -23,7 +24,7 @@ fn base() -> PoolConfig {
 
 /// Prepare and briefly run `w` on a fresh pool of the series `label`;
 /// return per file the data and log blocks per node.
-fn placed(label: &str, w: Workload) -> Vec<(String, manyfs::BlocksPerNode)> {
+fn placed(label: &str, w: Workload) -> Vec<(String, manyfs::lowlevel::BlocksPerNode)> {
     let series = fig6_series(&base(), RemoteCost::PAPER)
         .into_iter()
         .find(|s| s.label == label)
@@ -34,8 +35,11 @@ fn placed(label: &str, w: Workload) -> Vec<(String, manyfs::BlocksPerNode)> {
     let ops = prepare_pinned(w, &be, THREADS, true, manyfs_bench::workload::REGION).unwrap();
     measure(ops, Duration::ZERO, Duration::from_millis(30), true).unwrap();
     let fs = point.fs().unwrap();
-    assert_eq!(fs.members().len(), 2, "one member per node");
-    assert!(fs.node_spills().iter().all(|&n| n == 0), "a node spilled");
+    assert_eq!(fs.stats().members.len(), 2, "one member per node");
+    assert!(
+        fs.stats().node_spills.iter().all(|&n| n == 0),
+        "a node spilled"
+    );
     let files: Vec<String> = match w {
         Workload::Dwom => vec!["/shared".into()],
         _ => (0..THREADS).map(|t| format!("/private-{t}")).collect(),

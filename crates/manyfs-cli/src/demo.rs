@@ -94,7 +94,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode> {
         "remount     {:.1} ms (log replay and index rebuild)",
         t.elapsed().as_secs_f64() * 1e3
     );
-    let diffs = fs.verify()?;
+    let diffs = manyfs::fsck::verify(&fs)?;
     if !diffs.is_empty() {
         bail!("memory and media disagree after remount: {diffs:?}");
     }

@@ -139,8 +139,7 @@ fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<E
         ..Default::default()
     };
     let fs = Fs::mount(pool, &opts).with_context(|| format!("calibrate {}", pool.display()))?;
-    let c = fs
-        .calibrate(std::time::Duration::from_secs_f64(seconds))
+    let c = manyfs::diag::calibrate(&fs, std::time::Duration::from_secs_f64(seconds))
         .with_context(|| format!("calibrate {}", pool.display()))?;
     fs.unmount()
         .with_context(|| format!("unmount {}", pool.display()))?;
@@ -155,7 +154,7 @@ fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<E
             (p.read_bw / 3 + p.write_bw) as f64 / 1e6
         );
     }
-    let path = manyfs::placement::calibrate::Calibration::path_for(pool);
+    let path = manyfs::diag::Calibration::path_for(pool);
     c.save(&path)?;
     println!("saved {}", path.display());
     Ok(ExitCode::SUCCESS)
@@ -395,9 +394,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 r => r.with_context(|| format!("mkfs {}", pool.display()))?,
             };
             let st = fs.statfs();
-            let n = fs.members().len();
-            let device = fs.superblock().device_blocks * manyfs::layout::BLOCK_SIZE;
-            let direct = fs.device_stats().map(|s| s.direct);
+            let n = fs.stats().members.len();
+            let device = manyfs::diag::superblock(&fs).device_blocks * manyfs::format::BLOCK_SIZE;
+            let direct = fs.stats().device.map(|s| s.direct);
             fs.unmount()?;
             let of = if n > 1 {
                 format!(" in {n} member files")
@@ -437,10 +436,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let fs =
                 Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
             {
-                let sb = fs.superblock();
+                let sb = manyfs::diag::superblock(&fs);
                 println!("pool            {}", pool.display());
                 println!("format          manyfs v{}", sb.version());
-                println!("block size      {}", manyfs::layout::BLOCK_SIZE);
+                println!("block size      {}", manyfs::format::BLOCK_SIZE);
                 println!("total blocks    {}", sb.total_blocks);
                 println!(
                     "inode table     blocks {}..{} ({} inodes)",
@@ -458,7 +457,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     );
                 }
             }
-            let members = fs.members();
+            let members = fs.stats().members;
             println!("members         {}", members.len());
             for m in &members {
                 println!(
@@ -468,17 +467,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     m.first_block,
                     m.first_block + m.blocks,
                     m.blocks,
-                    m.blocks * manyfs::layout::BLOCK_SIZE,
+                    m.blocks * manyfs::format::BLOCK_SIZE,
                     m.used_blocks,
                     m.spills,
                     m.path.display()
                 );
             }
             let st = fs.statfs();
-            let (inodes, log_pages, data_pages) = fs.usage();
+            let (inodes, log_pages, data_pages) = {
+                let s = fs.stats();
+                (s.inodes, s.log_pages, s.data_pages)
+            };
             println!("inodes in use   {inodes} (free {})", st.free_inodes);
             println!("log pages       {log_pages}");
-            println!("log arrays      {}", fs.log_arrays());
+            println!("log arrays      {}", fs.stats().log_arrays);
             println!("data pages      {data_pages}");
             println!(
                 "free space      {} of {} blocks ({:.1}%)",

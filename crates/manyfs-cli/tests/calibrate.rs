@@ -34,11 +34,9 @@ fn calibrate_prints_and_stores_every_ratio() {
     let p = pool.to_str().unwrap();
     let (code, text) = calibrate(&[p, "--seconds", "0.02"]);
     assert_eq!(code, 0, "{text}");
-    let stored = manyfs::placement::calibrate::Calibration::load(
-        &manyfs::placement::calibrate::Calibration::path_for(&pool),
-    )
-    .unwrap()
-    .expect("stored beside the pool");
+    let stored = manyfs::diag::Calibration::load(&manyfs::diag::Calibration::path_for(&pool))
+        .unwrap()
+        .expect("stored beside the pool");
     assert_eq!(stored.points.len(), 6, "{text}");
     assert!(text.contains("saved"), "{text}");
     for bad in [

@@ -68,7 +68,7 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
             // Member 0 (the pool file) on the other node, member 1 on ours.
             let fs = common::mkfs_spilling_pair(&pool, node, &opts);
             write_files(&fs, 0, 10);
-            let spills = fs.node_spills()[node];
+            let spills = fs.stats().node_spills[node];
             assert!(spills > 0, "10 MiB did not spill out of an 8 MiB member");
             fs.unmount().unwrap();
             (node, spills)
@@ -85,10 +85,10 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
         s.spawn(|| {
             common::pin_to_an_allowed_cpu();
             let fs = Fs::mount(&pool, &opts).unwrap();
-            assert_eq!(fs.members()[1].spills, first);
-            assert_eq!(fs.node_spills()[node], first);
+            assert_eq!(fs.stats().members[1].spills, first);
+            assert_eq!(fs.stats().node_spills[node], first);
             write_files(&fs, 10, 2);
-            let spills = fs.members()[1].spills;
+            let spills = fs.stats().members[1].spills;
             assert!(spills > first, "{spills} after {first}");
             fs.unmount().unwrap();
             spills

@@ -532,7 +532,7 @@ struct SyncPoints {
     synced: std::sync::Mutex<Vec<(usize, Vec<u8>)>>,
 }
 
-impl manyfs::media::PersistObserver for SyncPoints {
+impl manyfs::diag::PersistObserver for SyncPoints {
     fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
         let first = off as usize / PAGE;
         let end = (off as usize + len).div_ceil(PAGE);
@@ -675,10 +675,11 @@ fn workload(
         pool: File::open(pool).map_err(|e| io("open pool", e))?,
         synced: Default::default(),
     });
-    let fs = Fs::mount_observed(pool, &mount_opts(), points.clone()).map_err(|e| io("mount", e))?;
+    let fs = manyfs::diag::mount_observed(pool, &mount_opts(), points.clone())
+        .map_err(|e| io("mount", e))?;
     #[cfg(feature = "planted-bugs")]
     if let Some(bug) = cfg.planted_bug.and_then(crate::PlantedBug::engine_bug) {
-        fs.plant_bug(bug);
+        manyfs::diag::plant_bug(&fs, bug);
     }
     fs.sync().map_err(|e| io("sync", e))?;
     let file = File::open(pool).map_err(|e| io("open pool", e))?;

@@ -2,7 +2,7 @@
 //!
 //! A workload runs on a pool whose media records every store, flush and
 //! fence ([`Recorder`], attached through the library's
-//! [`manyfs::media::PersistObserver`] seam). Replaying the events, the explorer
+//! [`manyfs::diag::PersistObserver`] seam). Replaying the events, the explorer
 //! rebuilds, at every fence and between operations, the images a power cut
 //! could leave: nothing in flight persisted, all of it, every subset when few
 //! lines are in flight, singletons, all-but-one and random subsets when many
@@ -44,6 +44,7 @@ pub use workloads::{
     tier_staged_random_workloads, tier_standard_workloads, tier_workloads,
 };
 
+use manyfs::lowlevel::InodeOps;
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
 use oracle::{History, Window};
 use recorder::{Event, PAGE, PageData, apply};
@@ -84,19 +85,19 @@ pub enum PlantedBug {
     StagedBlockFreedEarly,
     /// Page models, a file written from a second CPU: the log array its
     /// inode then gets is linked from the inode record without the barrier
-    /// that makes it durable first (`manyfs::EngineBug::ArrayLinkedBeforeDurable`):
+    /// that makes it durable first (`manyfs::diag::EngineBug::ArrayLinkedBeforeDurable`):
     /// the record may reach the disk naming an array that did not, and the
     /// file's synced data is lost. Found by the workloads whose thread moves
     /// between CPUs. Planted in the engine (`planted-bugs` feature).
     ArrayLinkedBeforeDurable,
     /// A chmod of a file with a POSIX access ACL logs the mode and the
-    /// rewritten ACL as two groups (`manyfs::EngineBug::ModeAndAclApart`):
+    /// rewritten ACL as two groups (`manyfs::diag::EngineBug::ModeAndAclApart`):
     /// a crash between them leaves the new mode with the old ACL. Found by
     /// the pm model in the random attribute workloads. Planted in the
     /// engine (`planted-bugs` feature).
     ModeAndAclApart,
     /// Recovery accepts a log entry whose checksum does not match
-    /// (`manyfs::RecoveryBug::EntryChecksumIgnored`, process-wide: it
+    /// (`manyfs::diag::RecoveryBug::EntryChecksumIgnored`, process-wide: it
     /// affects every mount of the process while the exploration runs): a
     /// log page torn inside a multi-slot entry then counts garbage. Only
     /// the page models with torn pages ([`Config::torn_pages`]) can find
@@ -144,13 +145,15 @@ impl PlantedBug {
 
     /// The engine bug to plant in the workload's mount, if it is one.
     #[cfg(feature = "planted-bugs")]
-    pub fn engine_bug(self) -> Option<manyfs::EngineBug> {
+    pub fn engine_bug(self) -> Option<manyfs::diag::EngineBug> {
         match self {
-            PlantedBug::StagedBlockFreedEarly => Some(manyfs::EngineBug::StagedBlockFreedEarly),
-            PlantedBug::ArrayLinkedBeforeDurable => {
-                Some(manyfs::EngineBug::ArrayLinkedBeforeDurable)
+            PlantedBug::StagedBlockFreedEarly => {
+                Some(manyfs::diag::EngineBug::StagedBlockFreedEarly)
             }
-            PlantedBug::ModeAndAclApart => Some(manyfs::EngineBug::ModeAndAclApart),
+            PlantedBug::ArrayLinkedBeforeDurable => {
+                Some(manyfs::diag::EngineBug::ArrayLinkedBeforeDurable)
+            }
+            PlantedBug::ModeAndAclApart => Some(manyfs::diag::EngineBug::ModeAndAclApart),
             _ => None,
         }
     }
@@ -422,7 +425,7 @@ enum Expect<'a> {
 }
 
 fn check_state(fs: &Fs, expect: &Expect<'_>) -> std::result::Result<(), String> {
-    let diffs = fs.verify().map_err(|e| format!("verify: {e}"))?;
+    let diffs = manyfs::fsck::verify(fs).map_err(|e| format!("verify: {e}"))?;
     if !diffs.is_empty() {
         return Err(format!("memory differs from media: {diffs:?}"));
     }
@@ -488,15 +491,15 @@ fn check_image_pm(image_path: &Path, expect: &Expect<'_>) -> std::result::Result
 #[derive(Default)]
 struct WrittenPages(std::sync::Mutex<HashSet<u64>>);
 
-impl manyfs::media::PersistObserver for WrittenPages {
-    fn on_store(&self, off: u64, len: usize, _: &manyfs::media::MediaView<'_>) {
+impl manyfs::diag::PersistObserver for WrittenPages {
+    fn on_store(&self, off: u64, len: usize, _: &manyfs::diag::MediaView<'_>) {
         let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let first = off / PAGE as u64;
         let end = (off + len as u64).div_ceil(PAGE as u64);
         set.extend(first..end);
     }
 
-    fn on_nt_store(&self, off: u64, len: usize, media: &manyfs::media::MediaView<'_>) {
+    fn on_nt_store(&self, off: u64, len: usize, media: &manyfs::diag::MediaView<'_>) {
         self.on_store(off, len, media);
     }
 }
@@ -594,7 +597,7 @@ impl PagedCopy {
             commit_interval: std::time::Duration::ZERO,
             ..Default::default()
         };
-        let fs = Fs::mount_observed(&self.path, &opts, self.written.clone())
+        let fs = manyfs::diag::mount_observed(&self.path, &opts, self.written.clone())
             .map_err(|e| format!("mount failed: {e}"))?;
         check_state(&fs, expect)
     }
@@ -1101,7 +1104,7 @@ fn check_recovery_crashes(
         commit_interval: std::time::Duration::ZERO,
         ..Default::default()
     };
-    let fs = Fs::mount_observed(&path, &opts, rec.clone())?;
+    let fs = manyfs::diag::mount_observed(&path, &opts, rec.clone())?;
     let recovered = snapshot(&fs)?;
     drop(fs);
     let events = rec.take_events();
@@ -1134,7 +1137,7 @@ struct RecoveryBugGuard;
 #[cfg(feature = "planted-bugs")]
 impl Drop for RecoveryBugGuard {
     fn drop(&mut self) {
-        manyfs::clear_recovery_bugs();
+        manyfs::diag::clear_recovery_bugs();
     }
 }
 
@@ -1285,7 +1288,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let base = files.read(&pool)?;
     let rec = Arc::new(files.recorder(cfg.model));
     rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
-    let fs = Fs::mount_observed(&pool, &opts, rec.clone())?;
+    let fs = manyfs::diag::mount_observed(&pool, &opts, rec.clone())?;
     if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
         // The first sync of the workload (not the mount's) is forgotten.
         rec.forget_syncs(1);
@@ -1297,7 +1300,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     }
     #[cfg(feature = "planted-bugs")]
     if let Some(bug) = cfg.planted_bug.and_then(PlantedBug::engine_bug) {
-        fs.plant_bug(bug);
+        manyfs::diag::plant_bug(&fs, bug);
     }
     let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
     stats.workloads += 1;
@@ -1306,17 +1309,17 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         hist.start(&fs)?;
         models.push(snapshot(&fs)?);
         for (i, op) in w.ops.iter().enumerate() {
-            fs.note(OP_START | i as u64);
+            manyfs::diag::note(&fs, OP_START | i as u64);
             hist.op(op, &fs)?;
             models.push(snapshot(&fs)?);
-            fs.note(OP_END | i as u64);
+            manyfs::diag::note(&fs, OP_END | i as u64);
             stats.operations += 1;
         }
     }
     if let Some(c) = &w.concurrent {
         stats.operations += c.run(&fs)?;
     }
-    let staged = fs.staging_stats().pages_staged;
+    let staged = fs.stats().staging.pages_staged;
     drop(fs);
     stats.staged_pages += staged;
     stats.staging_workloads += u64::from(staged > 0);
@@ -1388,7 +1391,7 @@ pub fn explore_all(
     // Recovery bugs are process-wide: planted for this exploration only.
     #[cfg(feature = "planted-bugs")]
     let _recovery_bug = (cfg.planted_bug == Some(PlantedBug::EntryChecksumIgnored)).then(|| {
-        manyfs::plant_recovery_bug(manyfs::RecoveryBug::EntryChecksumIgnored);
+        manyfs::diag::plant_recovery_bug(manyfs::diag::RecoveryBug::EntryChecksumIgnored);
         RecoveryBugGuard
     });
     for w in workloads {

@@ -13,6 +13,7 @@
 //! to `/E` are two changes to two directories: either may be missing.
 
 use super::workloads::{Op, pattern};
+use manyfs::lowlevel::InodeOps;
 use manyfs::{FileKind, Fs, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

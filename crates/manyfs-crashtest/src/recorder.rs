@@ -22,7 +22,7 @@
 
 use crate::pagecache::PageTracker;
 pub use crate::pagecache::{MediaModel, PAGE, PageData};
-use manyfs::media::{MediaView, PersistObserver};
+use manyfs::diag::{MediaView, PersistObserver};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::thread::ThreadId;

@@ -3,7 +3,10 @@
 //! sequences, and concurrent writers to one file.
 
 use super::WRITE_RETURNED;
-use manyfs::{Fs, OpenOptions, Result, SetAttr, XattrSet};
+use manyfs::lowlevel::InodeOps;
+use manyfs::lowlevel::SetAttr;
+use manyfs::lowlevel::XattrSet;
+use manyfs::{Fs, OpenOptions, Result};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -101,7 +104,7 @@ impl Op {
     /// Run it (errors such as "not empty" are part of the workload).
     pub fn apply(&self, fs: &Fs) -> Result<()> {
         match *self {
-            Op::OnCpu(cpu, op) => manyfs::placement::run_on_cpu(cpu, || op.apply(fs))?,
+            Op::OnCpu(cpu, op) => manyfs::diag::run_on_cpu(cpu, || op.apply(fs))?,
             Op::Create(p) => OpenOptions::new()
                 .write(true)
                 .create(true)
@@ -156,7 +159,7 @@ impl Op {
             }
             Op::Exchange(a, b) => {
                 let ((da, na), (db, nb)) = (parent_and_name(fs, a)?, parent_and_name(fs, b)?);
-                fs.rename_at(da, na, db, nb, manyfs::Rename::Exchange)
+                fs.rename_at(da, na, db, nb, manyfs::lowlevel::Rename::Exchange)
             }
             Op::SetXattr(p, name, value) => {
                 let ino = fs.symlink_metadata(p)?.ino;
@@ -813,7 +816,7 @@ impl Concurrent {
                             let mut buf = vec![0u8; n as usize * BLOCK];
                             Self::fill(t, seq, first, &mut buf);
                             f.write_at(&buf, (t * self.region + first) * BLOCK as u64)?;
-                            fs.note(WRITE_RETURNED | (t << 32) | seq);
+                            manyfs::diag::note(fs, WRITE_RETURNED | (t << 32) | seq);
                         }
                         Ok(())
                     })

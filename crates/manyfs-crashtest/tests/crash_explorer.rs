@@ -285,7 +285,11 @@ fn two_member_pools_recover_to_an_allowed_state_on_pm() {
     for op in &crashtest::member_setup() {
         hist.setup(op, &fs);
     }
-    assert!(fs.members()[1].used_blocks > 0, "{:?}", fs.members());
+    assert!(
+        fs.stats().members[1].used_blocks > 0,
+        "{:?}",
+        fs.stats().members
+    );
     drop(fs);
     let workloads = crashtest::member_workloads();
     let stats = run(&workloads, &Config::default(), 0);
@@ -462,7 +466,7 @@ fn a_skipped_device_flush_is_found_on_a_pm_pool() {
     clean_without_the_bug(&workloads, &cfg);
 }
 
-/// Planted bug in the engine (`manyfs::EngineBug::StagedBlockFreedEarly`):
+/// Planted bug in the engine (`manyfs::diag::EngineBug::StagedBlockFreedEarly`):
 /// a pool block that a staged write superseded is freed when the write
 /// returns instead of after the file's next sync, so a later staged write
 /// reuses it while, after a crash, the superseded entry still counts and
@@ -626,13 +630,17 @@ fn the_second_sublog_workload_makes_a_log_array() {
     for op in &w.setup {
         op.apply(&fs).unwrap();
     }
-    let before = fs.log_arrays();
+    let before = fs.stats().log_arrays;
     for op in &w.ops {
         op.apply(&fs).unwrap();
     }
     // /N's (made on one CPU, then written on the other), and /D's unless
     // its earlier names came from the CPU of the second writes.
-    assert!(fs.log_arrays() > before, "{} arrays", fs.log_arrays());
+    assert!(
+        fs.stats().log_arrays > before,
+        "{} arrays",
+        fs.stats().log_arrays
+    );
 }
 
 /// Workloads whose thread moves between CPUs between operations (a write

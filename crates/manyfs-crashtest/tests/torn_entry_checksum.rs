@@ -1,6 +1,6 @@
 //! The torn-page dimension's planted bug, in a test binary of its own: it
 //! is planted in recovery for the whole process
-//! (`manyfs::RecoveryBug::EntryChecksumIgnored`), so no other test may run
+//! (`manyfs::diag::RecoveryBug::EntryChecksumIgnored`), so no other test may run
 //! beside it.
 //!
 //! A log entry over several 64-byte slots, appended to a log page an

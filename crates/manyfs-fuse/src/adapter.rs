@@ -9,11 +9,13 @@
 //!
 //! Thread placement accounts the file data a `read` or `write` request
 //! moves to the request's caller, not to the worker serving it
-//! ([`manyfs::placement::on_behalf_of`]): the planner sees the programs'
+//! ([`manyfs::lowlevel::on_behalf_of`]): the planner sees the programs'
 //! threads, and `thread_placement=migrate` moves them (see
 //! `docs/mount.md` for what that achieves per transport). Page-cache
 //! writeback (`-o writeback_cache`) is accounted to nobody.
 
+use manyfs::lowlevel::FileExt;
+use manyfs::lowlevel::InodeOps;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::panic::AssertUnwindSafe;
@@ -31,8 +33,11 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use manyfs::placement::on_behalf_of;
-use manyfs::{DirEntry, File, FileKind, Fs, Metadata, Rename, SetAttr, XattrSet};
+use manyfs::lowlevel::Rename;
+use manyfs::lowlevel::SetAttr;
+use manyfs::lowlevel::XattrSet;
+use manyfs::lowlevel::on_behalf_of;
+use manyfs::{DirEntry, File, FileKind, Fs, Metadata};
 use parking_lot::{Mutex, RwLock};
 
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
@@ -1191,7 +1196,7 @@ impl Filesystem for ManyFuse {
             let r = (|| {
                 let fs = self.fs()?;
                 let entries = fs.readdir_ino(ino.0).map_err(errno)?;
-                let parent = if ino.0 == manyfs::ROOT_INO {
+                let parent = if ino.0 == manyfs::lowlevel::ROOT_INO {
                     ino.0
                 } else {
                     fs.lookup(ino.0, OsStr::new(".."))

@@ -16,7 +16,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use common::*;
-use manyfs::placement::affinity;
+use manyfs::diag::affinity;
 use manyfs::{Fs, MkfsOptions, PlacementConfig, PoolMember};
 use manyfs_fuse::{FuseConfig, MountedFs};
 
@@ -63,11 +63,11 @@ fn migrate_moves_the_callers_thread_and_gives_its_mask_back() {
         };
         let fs = Fs::mkfs(&dir.path().join("pool"), &mkfs, &cfg.fs).unwrap();
         let writer = fs.clone();
-        manyfs::placement::run_on_cpu(1, move || writer.write("/data", &vec![7u8; DATA]))
+        manyfs::diag::run_on_cpu(1, move || writer.write("/data", &vec![7u8; DATA]))
             .unwrap()
             .unwrap();
         assert!(
-            fs.members()[1].used_blocks >= DATA as u64 / 4096,
+            fs.stats().members[1].used_blocks >= DATA as u64 / 4096,
             "data on node 1"
         );
         let report_fs = fs.clone();
@@ -77,12 +77,12 @@ fn migrate_moves_the_callers_thread_and_gives_its_mask_back() {
         let (unmounted_tx, unmounted_rx) = std::sync::mpsc::channel::<()>();
         let seen_fs = report_fs.clone();
         let reader = std::thread::spawn(move || {
-            let tid = manyfs::placement::account::gettid();
+            let tid = manyfs::diag::gettid();
             let f = std::fs::File::open(&path).unwrap();
             // First seen with both CPUs: 4 KiB, short of the dominance.
-            let first = seen_fs.placement_window();
+            let first = manyfs::diag::placement_window(&seen_fs);
             f.read_exact_at(&mut [0u8; 4096], 0).unwrap();
-            while seen_fs.placement_window() <= first + 1 {
+            while manyfs::diag::placement_window(&seen_fs) <= first + 1 {
                 std::thread::sleep(WINDOW / 10);
             }
             affinity::set(0, &[0]).unwrap();
@@ -99,13 +99,13 @@ fn migrate_moves_the_callers_thread_and_gives_its_mask_back() {
             affinity::get(0).unwrap()
         });
         let tid = moved_rx.recv().unwrap();
-        let report = report_fs.placement_report();
+        let report = manyfs::diag::placement_report(&report_fs);
         let mine: Vec<_> = report.iter().filter(|d| d.tid == tid).collect();
         assert_eq!(mine.len(), 1, "one move of the caller: {report:?}");
         let d = mine[0];
         assert_eq!((d.from, d.to), (0, 1), "{d:?}");
         assert!(d.applied && d.error.is_none(), "{d:?}");
-        assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
+        assert_eq!(d.reason, manyfs::diag::Reason::ReadLocality);
         // No daemon thread was accounted (or moved): only callers are.
         let workers: Vec<i32> = std::fs::read_dir("/proc/self/task")
             .unwrap()

@@ -45,7 +45,7 @@ fn tiered_scratch() -> (Scratch, std::path::PathBuf) {
         )
     })
     .expect("mkfs --data");
-    assert!(fs.superblock().tiered());
+    assert!(manyfs::diag::superblock(&fs).tiered());
     fs.unmount().unwrap();
     (Scratch { dir, pool, mnt }, data)
 }

@@ -68,7 +68,10 @@ fn main() {
             t = Instant::now();
         }
     }
-    let (_, log_pages, data_pages) = fs.usage();
+    let (_, log_pages, data_pages) = {
+        let s = fs.stats();
+        (s.inodes, s.log_pages, s.data_pages)
+    };
     println!(
         "{n} appends of {rec} bytes, {cpus} cpus: first {window}: {:.0}/s, last {window}: {:.0}/s ({:+.1}%); log pages {log_pages}, data pages {data_pages}",
         rates[0],

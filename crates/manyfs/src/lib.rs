@@ -15,6 +15,62 @@
 //! # Ok::<(), manyfs::Error>(())
 //! ```
 //!
+//! # The model
+//!
+//! - **A pool** is one file (or one file plus member files on other NUMA
+//!   nodes, [`MkfsOptions::members`], and optionally a data device behind
+//!   it, [`MkfsOptions::data`]) holding a whole file system: superblock,
+//!   inode table, per-inode logs and data blocks. [`Fs::mkfs`] creates one;
+//!   `manyfs fsck` ([`fsck`]) checks and repairs one.
+//! - **A mount** ([`Fs::mount`]) maps the pool into this process and
+//!   rebuilds the in-memory state from it (recovery runs on every mount). One
+//!   process mounts a pool at a time; a second mount is refused with `Busy`.
+//!   [`Fs`] is cheap to clone, `Send + Sync`; dropping the last handle (or
+//!   [`Fs::unmount`]) syncs.
+//! - **The path API** is shaped like `std::fs`: [`Fs::open`] /
+//!   [`OpenOptions`] give a [`File`] that any number of threads share by
+//!   reference; reads and writes of different ranges of one file run in
+//!   parallel (segment range locks), as do operations in one directory.
+//! - **Durability modes** ([`MountOptions::durability`], [`Durability`]):
+//!   - `pm`: the pool is DAX-mapped persistent memory; every operation is
+//!     durable when it returns (cache-line flush and fence), `sync_all` has
+//!     nothing left to do.
+//!   - `file` (the default on an ordinary disk): stores go to the page
+//!     cache. [`File::sync_all`] / [`File::sync_data`] make that file's
+//!     writes and its name durable (what `fsync` promises), [`Fs::sync`]
+//!     makes everything durable; a background commit does the same every
+//!     `commit_interval`. After a crash a file shows, per write, all of it
+//!     or none of it, except an unsynced overwrite in place, which may mix
+//!     old and new bytes of that file as on ext4.
+//!   - `dram`: nothing is durable (the papers' emulation of PM on tmpfs).
+//! - **A namespace operation** (create, link, unlink, rename, mkdir) is
+//!   atomic in every mode: after a crash it happened whole or not at all;
+//!   in `file` mode it is durable once a sync of the directory or of the
+//!   file it names ran.
+//! - **Errors** are [`Error`]; [`Error::errno`] maps each to the `errno` a
+//!   kernel file system would return (`ENOENT`, `ENOSPC`, ...).
+//! - **Features**: `shuttle` compiles the concurrency primitives against
+//!   the shuttle model checker; `planted-bugs` (tests only) lets the crash
+//!   explorer plant known bugs ([`diag`]).
+//!
+//! What else is public, and for whom:
+//!
+//! | item | for |
+//! |---|---|
+//! | [`Fs`], [`File`], [`OpenOptions`], [`Metadata`], [`DirEntry`], [`StatFs`], [`Error`] | every user: the file system |
+//! | [`MkfsOptions`], [`MountOptions`] and their value types | creating and mounting pools |
+//! | [`Stats`] ([`Fs::stats`]) | one report of counters and usage |
+//! | [`lowlevel`] | file-system adapters (FUSE): the inode-number API |
+//! | [`fsck`] | checking and repairing a pool that is not mounted |
+//! | [`format`](mod@format) | tools, fuzzers and tests that read or craft pool images |
+//! | [`acl`] | the POSIX ACL extended-attribute encoding |
+//! | [`diag`] | the crash explorer, benchmarks and tests: observers, placement reports |
+//!
+//! Guides: the README (getting started), `docs/guarantees.md` (what each
+//! mode promises after a crash, and how that is checked), `docs/mount.md`
+//! (the FUSE mount), `docs/design.md` (the map of the code),
+//! `docs/benchmarks.md` (current results).
+//!
 //! # Layering
 //!
 //! Modules depend only on modules below them (`scripts/module-graph.sh`
@@ -54,13 +110,13 @@ mod file;
 pub mod fsck;
 pub mod index;
 mod inode;
-pub mod layout;
+mod layout;
 pub mod lock;
 mod log;
-pub mod media;
+mod media;
 mod namespace;
 mod options;
-pub mod placement;
+mod placement;
 mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
@@ -73,26 +129,29 @@ mod topology;
 mod xattr;
 
 pub use api::{
-    BlocksPerNode, DirEntry, File, Fs, MemberUsage, Metadata, OpenOptions, Rename, SetAttr, StatFs,
+    DirEntry, File, Fs, MemberUsage, Metadata, OpenOptions, StatFs, Stats, diag, lowlevel,
 };
 pub use error::{Error, MemberProblem, Result};
 pub use index::IndexKind;
-#[cfg(feature = "planted-bugs")]
-pub use inode::EngineBug;
 pub use inode::StagingStats;
+pub use layout::FileKind;
 pub use layout::members::{DataDevice, PoolMember};
-pub use layout::{FileKind, ROOT_INO};
-#[cfg(feature = "planted-bugs")]
-pub use layout::{RecoveryBug, clear_recovery_bugs, plant_recovery_bug};
 pub use lock::LockKind;
 pub use media::{Durability, PersistStats};
 pub use options::{
     BandwidthCap, Checkpoint, DEFAULT_STAGE_MAX, MAX_DIR_SHARDS, MAX_STAGE_MAX, MkfsOptions,
-    MountOptions, Placement, RemoteCost, SRL_ARRAY_MAX_BYTES, Sublogs,
+    MountOptions, Placement, RemoteCost, Sublogs,
 };
-pub use placement::{
-    PlacementConfig, PlacementDecision, PlacementPolicy, PlacementWindow, ThreadPlacement,
-};
+pub use placement::{PlacementConfig, PlacementPolicy, ThreadPlacement};
 pub use tier::{DeviceIo, DeviceStats};
 pub use topology::{Topology, TopologySpec};
-pub use xattr::{XATTR_INODE_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX, XattrSet};
+
+/// The on-media format, for tools, fuzzers and tests that read or craft
+/// pool images: block and record sizes, magic numbers, and the codecs of
+/// the superblock, inode records, log entries and member headers. A file
+/// system user never needs it; `docs/design/format.md` describes the
+/// layout.
+pub mod format {
+    pub use crate::layout::members::{MEMBER_SPILL_OFFSET, SPILL_RECORD_LEN, SpillRecord};
+    pub use crate::layout::*;
+}

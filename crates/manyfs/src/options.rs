@@ -284,7 +284,7 @@ impl MountOptions {
 
     /// Check the options suit a pool of `pool_bytes`: `srl-array` gives
     /// every file a lock word per segment of the whole pool, so it is
-    /// refused where that exceeds [`SRL_ARRAY_MAX_BYTES`] per file (it
+    /// refused where that exceeds `SRL_ARRAY_MAX_BYTES` (64 MiB) per file (it
     /// would exhaust memory, or abort on an allocation that cannot be met).
     pub fn check_for_pool(&self, pool_bytes: u64) -> crate::Result<()> {
         if self.lock != LockKind::SrlArray {

@@ -49,7 +49,7 @@ const _: () = assert!(XATTR_NAME_MAX + XATTR_VALUE_MAX <= MAX_XATTR_PAYLOAD);
 /// Namespaces accepted, by prefix.
 const NAMESPACES: [&[u8]; 3] = [b"user.", b"trusted.", b"security."];
 
-/// How [`crate::Fs::setxattr`] treats an existing or missing attribute (`setxattr(2)`
+/// How [`crate::lowlevel::InodeOps::setxattr`] treats an existing or missing attribute (`setxattr(2)`
 /// flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XattrSet {

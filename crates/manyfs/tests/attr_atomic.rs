@@ -16,9 +16,11 @@
 mod common;
 
 use common::{Durable, acl};
+use manyfs::lowlevel::InodeOps;
 
-use manyfs::layout::*;
-use manyfs::{Fs, MkfsOptions, MountOptions, SetAttr, Sublogs};
+use manyfs::format::*;
+use manyfs::lowlevel::SetAttr;
+use manyfs::{Fs, MkfsOptions, MountOptions, Sublogs};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +50,7 @@ fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
     };
     Fs::mkfs(&pool, &mkfs, &opts()).unwrap().unmount().unwrap();
     let obs = Arc::new(Durable::new(&pool));
-    let fs = Fs::mount_observed(&pool, &opts(), obs.clone()).unwrap();
+    let fs = manyfs::diag::mount_observed(&pool, &opts(), obs.clone()).unwrap();
     (fs, obs)
 }
 
@@ -209,8 +211,13 @@ fn pool_with_f(dir: &Path) -> (Fs, Arc<Durable>, u64) {
 }
 
 fn setfacl(fs: &Fs, ino: u64, text: &str) {
-    fs.setxattr(ino, OsStr::new(ACCESS), &acl(text), manyfs::XattrSet::Any)
-        .unwrap();
+    fs.setxattr(
+        ino,
+        OsStr::new(ACCESS),
+        &acl(text),
+        manyfs::lowlevel::XattrSet::Any,
+    )
+    .unwrap();
 }
 
 fn setattr(fs: &Fs, ino: u64, attr: SetAttr) {
@@ -321,8 +328,13 @@ fn inherited_acls_count_with_the_name() {
         .ino;
     // The owning group may read; the mask would let it write.
     let default = acl("u::rwx,u:1000:rwx,g::r--,m::rwx,o::r--");
-    fs.setxattr(d, OsStr::new(DEFAULT), &default, manyfs::XattrSet::Any)
-        .unwrap();
+    fs.setxattr(
+        d,
+        OsStr::new(DEFAULT),
+        &default,
+        manyfs::lowlevel::XattrSet::Any,
+    )
+    .unwrap();
     fs.sync().unwrap();
     let f = fs
         .mknod(d, OsStr::new("f"), S_IFREG | 0o666, 0, 0, 0)

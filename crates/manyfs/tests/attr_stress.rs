@@ -4,7 +4,9 @@
 mod common;
 
 use common::fresh_with;
-use manyfs::{Durability, Fs, MountOptions, SetAttr};
+use manyfs::lowlevel::InodeOps;
+use manyfs::lowlevel::SetAttr;
+use manyfs::{Durability, Fs, MountOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,7 +31,11 @@ fn chmod(fs: &Fs, ino: u64, mode: u32, uid: Option<u32>) {
 
 /// Log pages of the whole file system (`Fs::usage`).
 fn log_pages(fs: &Fs) -> u64 {
-    fs.usage().1
+    {
+        let s = fs.stats();
+        (s.inodes, s.log_pages, s.data_pages)
+    }
+    .1
 }
 
 fn chmod_loop_is_bounded(durability: Durability) {
@@ -79,13 +85,21 @@ fn chmod_loop_is_bounded(durability: Durability) {
             "{durability:?}: {} blocks not reclaimed after {after}",
             base_free.saturating_sub(free)
         );
-        assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+        assert!(
+            manyfs::fsck::verify(fs).unwrap().is_empty(),
+            "{:?}",
+            manyfs::fsck::verify(fs)
+        );
     };
     run(&fs, 100_000);
     check_reclaimed(&fs, "100,000 chmods");
     fs.unmount().unwrap();
     let fs = Fs::mount(&pool, &o).unwrap();
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     assert_eq!(fs.stat(f).unwrap().mode & 0o7777, 0o600 | (99_999 & 0o77));
     assert_eq!(fs.stat(d).unwrap().mode & 0o7777, 0o700 | (99_999 & 0o77));
     assert_eq!(fs.stat(d).unwrap().uid, 99_999 % 7);
@@ -199,7 +213,7 @@ fn one_trial(durability: Durability, trial: u32) {
             &expected,
             &format!("{durability:?} trial {trial} round {round} in memory"),
         );
-        let diffs = fs.verify().unwrap();
+        let diffs = manyfs::fsck::verify(&fs).unwrap();
         assert!(
             diffs.is_empty(),
             "{durability:?} trial {trial} round {round}: verify: {diffs:?}"
@@ -213,7 +227,11 @@ fn one_trial(durability: Durability, trial: u32) {
         &expected,
         &format!("{durability:?} trial {trial} after remount"),
     );
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     fs.unmount().unwrap();
 }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use manyfs::media::bandwidth_throttled_ns;
+use manyfs::diag::bandwidth_throttled_ns;
 use manyfs::{BandwidthCap, Durability, Error, MountOptions, TopologySpec};
 use std::time::Instant;
 

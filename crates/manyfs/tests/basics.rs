@@ -24,9 +24,17 @@ fn files_and_directories_survive_remount() {
     f.set_len(5000).unwrap();
     f.write_at(b"tail", 9000).unwrap();
     drop(f);
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     let fs = remount(fs, &pool);
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     assert_eq!(fs.read("/moved/hello").unwrap(), b"hello world");
     let top = fs.read("/a/top").unwrap();
     assert_eq!(top.len(), 9004);
@@ -100,7 +108,7 @@ fn overwrites_run_in_bounded_space() {
         "used {} blocks",
         free_before - free_after
     );
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     drop(f);
     let fs = remount(fs, &pool);
     let data = fs.read("/f").unwrap();
@@ -130,7 +138,11 @@ fn full_pool_gives_enospc_and_recovers_after_delete() {
     }
     let _ = fs.remove_file(format!("/f{n}"));
     fs.write("/again", &vec![2u8; 64 << 10]).unwrap();
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     let fs = remount(fs, &pool);
     assert_eq!(fs.read("/again").unwrap(), vec![2u8; 64 << 10]);
 }
@@ -173,7 +185,11 @@ fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
     }
     let used = free_before - fs.statfs().free_blocks;
     assert!(used < 200, "logs grew by {used} blocks");
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     let size = f.metadata().unwrap().size;
     let names = common::dir_names(&fs, "/dir");
     drop(f);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use manyfs::media::PersistObserver;
+use manyfs::diag::PersistObserver;
 use manyfs::{Checkpoint, Fs, MountOptions};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ fn write_finishes_during_checkpoint(mode: Checkpoint) -> bool {
         entered: Mutex::new(entered_tx),
         release: Mutex::new(release_rx),
     });
-    let fs = Arc::new(Fs::mount_observed(&pool, &opts, hold.clone()).unwrap());
+    let fs = Arc::new(manyfs::diag::mount_observed(&pool, &opts, hold.clone()).unwrap());
     let f = common::open_rw(&fs, "/f");
     f.write_all_at(&[1u8; 4096], 0).unwrap();
     hold.armed.store(true, std::sync::atomic::Ordering::Release);
@@ -132,7 +132,7 @@ fn appends_racing_checkpoints_that_mark_many_pages_survive_remount() {
         syncer.join().unwrap()
     });
     assert!(syncs > 0, "no checkpoint ran during the appends");
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
@@ -166,7 +166,11 @@ fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
         .open(&fs, "/grown")
         .unwrap();
     fs.sync().unwrap();
-    let base_pages = fs.usage().1;
+    let base_pages = {
+        let s = fs.stats();
+        (s.inodes, s.log_pages, s.data_pages)
+    }
+    .1;
     let base_free = fs.statfs().free_blocks;
     // 64 attribute entries' pages, and slack.
     let bound = base_pages + 64 + 16;
@@ -182,7 +186,11 @@ fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
         // dead (their successors' footers are durable by then).
         f.write_at(b"x", 0).unwrap();
         fs.sync().unwrap();
-        let pages = fs.usage().1;
+        let pages = {
+            let s = fs.stats();
+            (s.inodes, s.log_pages, s.data_pages)
+        }
+        .1;
         most = most.max(pages);
         assert!(
             pages < bound,
@@ -199,11 +207,19 @@ fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
         "{} blocks not given back",
         base_free.saturating_sub(free)
     );
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     drop(f);
     fs.unmount().unwrap();
     let fs = Fs::mount(&pool, &opts).unwrap();
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     assert_eq!(fs.metadata("/grown").unwrap().len(), 0);
     fs.unmount().unwrap();
 }

@@ -17,7 +17,7 @@
 //! replays are best effort: the damaged images of failing iterations are
 //! kept in the temp directory, path printed).
 
-use manyfs::layout::{
+use manyfs::format::{
     BLOCK_SIZE, COMMIT_MAGIC, INODE_MAGIC, LOG_PAGE_MAGIC, SUPERBLOCK_LEN, Superblock,
 };
 use manyfs::{FileKind, Fs, MkfsOptions, MountOptions, OpenOptions};
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 const POOL_SIZE: u64 = 8 << 20;
 const BS: usize = BLOCK_SIZE as usize;
-const INODE_SIZE: usize = manyfs::layout::INODE_SIZE as usize;
+const INODE_SIZE: usize = manyfs::format::INODE_SIZE as usize;
 const JOURNAL_PENDING: u32 = 0x5045_4e44;
 const JOURNAL_COMMIT_AT: usize = 4088;
 const HANG_LIMIT: Duration = Duration::from_secs(10);
@@ -168,7 +168,7 @@ fn populate(fs: &Fs, variant: u64) {
     fs.set_len("/a/b/pages", BLOCK_SIZE + 7).unwrap();
     fs.set_len("/d/sparse", 3 * BLOCK_SIZE).unwrap();
     fs.write("/a/b/c/n4", b"rewritten").unwrap();
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(fs).unwrap().is_empty());
 }
 
 /// Make the last cross-directory rename look interrupted: the journal block
@@ -573,7 +573,7 @@ fn exercise(pool: &Path, opts: &MountOptions, problems: &mut Vec<String>) -> Out
     out.mount_ok = true;
     let mut seen = HashSet::new();
     walk(&fs, Path::new("/"), 0, &mut seen, &mut out, problems);
-    match fs.verify() {
+    match manyfs::fsck::verify(&fs) {
         Ok(d) => out.verify_diffs = d.len(),
         Err(e) => {
             out.verify_err = true;
@@ -587,7 +587,7 @@ fn exercise(pool: &Path, opts: &MountOptions, problems: &mut Vec<String>) -> Out
         let wrote = fs
             .create_dir("/zz-new")
             .and_then(|_| fs.write("/zz-new/f", &data))
-            .and_then(|_| fs.verify());
+            .and_then(|_| manyfs::fsck::verify(&fs));
         match wrote {
             Ok(d) if d.is_empty() => {}
             other => problems.push(format!(
@@ -648,7 +648,7 @@ fn damaged_writes(fs: &Fs, files: &[PathBuf], dirs: &[PathBuf], problems: &mut V
     if let Some(f) = files.get(10) {
         e(fs.rename(f, "/zz-renamed"));
     }
-    e(fs.verify().map(|_| ()));
+    e(manyfs::fsck::verify(fs).map(|_| ()));
     for x in &errs {
         check_display(x, problems);
     }
@@ -1213,8 +1213,11 @@ fn build_two_member_image(dir: &Path) -> (Vec<u8>, Vec<u8>) {
         fs.write(format!("/a/b/f{i}"), &vec![i as u8 + 1; 200 * BS])
             .unwrap();
     }
-    assert!(fs.members()[1].used_blocks > 0, "member 1 holds no data");
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(
+        fs.stats().members[1].used_blocks > 0,
+        "member 1 holds no data"
+    );
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     assert!(manyfs::fsck::check(&pool).unwrap().is_clean());
     (std::fs::read(&pool).unwrap(), std::fs::read(&m1).unwrap())
@@ -1432,9 +1435,9 @@ fn build_tiered_image(dir: &Path) -> TieredImage {
         }
         staged.push((path, want));
     }
-    let st = fs.staging_stats();
+    let st = fs.stats().staging;
     assert!(st.pages_staged >= 30 && st.pages_destaged == 0, "{st:?}");
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     TieredImage {
         pool: std::fs::read(&pool_path).unwrap(),
@@ -1454,8 +1457,8 @@ fn staged_entries(img: &[u8], r: &Regions) -> Vec<(usize, usize)> {
         .copied()
         .filter(|&(off, len)| {
             matches!(
-                manyfs::layout::Entry::decode(&img[off..off + len]),
-                Some((manyfs::layout::Entry::FileWrite { block, .. }, _))
+                manyfs::format::Entry::decode(&img[off..off + len]),
+                Some((manyfs::format::Entry::FileWrite { block, .. }, _))
                     if (r.data_start as u64..sb.total_blocks).contains(&block)
             )
         })
@@ -1491,7 +1494,7 @@ fn fsck_and_repair_find_a_tiered_pool_with_staged_pages_clean() {
     for (path, want) in &t.staged {
         assert!(fs.read(path).unwrap() == *want, "{path}");
     }
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     assert!(fs.destage().unwrap() >= 6, "staged pages to move");
     for (path, want) in &t.staged {
         assert!(fs.read(path).unwrap() == *want, "{path} destaged");
@@ -1668,8 +1671,8 @@ fn a_stale_name_of_a_reused_inode_number_is_found() {
         .find(|&off| {
             le_u32(&img, off + 60) == COMMIT_MAGIC
                 && matches!(
-                    manyfs::layout::Entry::decode(&img[off..off + 64 * usize::from(img[off + 1]).clamp(1, 10)]),
-                    Some((manyfs::layout::Entry::DirRemove { ref name, .. }, _)) if name == b"old"
+                    manyfs::format::Entry::decode(&img[off..off + 64 * usize::from(img[off + 1]).clamp(1, 10)]),
+                    Some((manyfs::format::Entry::DirRemove { ref name, .. }, _)) if name == b"old"
                 )
         })
         .expect("the removal's entry");

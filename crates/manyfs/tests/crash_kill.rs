@@ -210,7 +210,7 @@ fn sigkill_at_random_moments() {
             report.errors
         );
         let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
-        let diffs = fs.verify().unwrap();
+        let diffs = manyfs::fsck::verify(&fs).unwrap();
         assert!(diffs.is_empty(), "round {round}: {diffs:?}");
         check(&fs.read("/shared").unwrap(), &reported);
         fs.unmount().unwrap();

@@ -482,9 +482,13 @@ impl Harness {
             &opts,
         )
         .unwrap();
-        assert_eq!(fs.members().len(), setup.members);
+        assert_eq!(fs.stats().members.len(), setup.members);
         let initial = fs.statfs();
-        let initial_log_pages = fs.usage().1;
+        let initial_log_pages = {
+            let s = fs.stats();
+            (s.inodes, s.log_pages, s.data_pages)
+        }
+        .1;
         Harness {
             _dir: dir,
             pool,
@@ -652,7 +656,7 @@ impl Harness {
             op,
             self.trace()
         );
-        let diffs = self.fs().verify().unwrap();
+        let diffs = manyfs::fsck::verify(self.fs()).unwrap();
         prop_assert!(
             diffs.is_empty(),
             "op {}: {:?}: verify: {:?}\nsequence:\n{}",
@@ -788,7 +792,7 @@ impl Harness {
             when,
             self.trace()
         );
-        let diffs = self.fs().verify().unwrap();
+        let diffs = manyfs::fsck::verify(self.fs()).unwrap();
         prop_assert!(
             diffs.is_empty(),
             "verify {}: {:?}\nsequence:\n{}",
@@ -807,7 +811,10 @@ impl Harness {
         remove_tree(self.fs(), "/");
         self.remount();
         let st = self.fs().statfs();
-        let (inodes, log_pages, data_pages) = self.fs().usage();
+        let (inodes, log_pages, data_pages) = {
+            let s = self.fs().stats();
+            (s.inodes, s.log_pages, s.data_pages)
+        };
         prop_assert_eq!(st.free_inodes, self.initial.free_inodes, "inodes leaked");
         prop_assert_eq!((inodes, data_pages), (1, 0), "only the root remains");
         // Every block not free is one of the root directory's log pages.

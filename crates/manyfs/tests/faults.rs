@@ -40,7 +40,11 @@ fn full_pool_under_concurrent_writers() {
         nospc.load(std::sync::atomic::Ordering::Relaxed) > 0,
         "the pool never filled"
     );
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     let free_full = fs.statfs().free_blocks;
     for t in 0..8 {
         fs.remove_file(format!("/t{t}")).unwrap();
@@ -64,7 +68,7 @@ fn full_pool_under_concurrent_writers() {
 #[derive(Default)]
 struct FailingSync(std::sync::atomic::AtomicBool);
 
-impl manyfs::media::PersistObserver for FailingSync {
+impl manyfs::diag::PersistObserver for FailingSync {
     fn on_sync(&self, _off: u64, _len: usize) -> std::io::Result<()> {
         if self.0.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(std::io::Error::from_raw_os_error(libc::EIO));
@@ -78,7 +82,8 @@ fn failed_sync_is_reported_and_later_writes_refused() {
     let (_dir, pool, fs) = fresh(8 << 20);
     drop(fs);
     let failing = std::sync::Arc::new(FailingSync::default());
-    let fs = Fs::mount_observed(&pool, &MountOptions::default(), failing.clone()).unwrap();
+    let fs =
+        manyfs::diag::mount_observed(&pool, &MountOptions::default(), failing.clone()).unwrap();
     let f = open_rw(&fs, "/f");
     f.write_at(b"before", 0).unwrap();
     f.sync_all().unwrap();

@@ -105,7 +105,7 @@ fn two_and_three_members_hold_files_across_every_member() {
         let len = 256 << 10;
         let files = (total * 3 / 4 / len as u64) as usize;
         fill(&fs, files, len);
-        let members = fs.members();
+        let members = fs.stats().members;
         assert_eq!(members.len(), sizes.len());
         for (m, &size) in members.iter().zip(&sizes) {
             assert_eq!(m.blocks * 4096, size);
@@ -113,27 +113,27 @@ fn two_and_three_members_hold_files_across_every_member() {
         }
         assert_eq!(members[1].node, 1);
         assert_eq!(members[1].first_block, sizes[0] / 4096);
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         check_back(&fs, files, len);
         fs.unmount().unwrap();
 
         assert_clean(&pool);
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         check_back(&fs, files, len);
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         // Overwrite across members and remove half: still consistent.
         for i in (0..files).step_by(2) {
             fs.remove_file(format!("/f{i}")).unwrap();
         }
         fs.write("/big", &content(99, 2 * MIB as usize)).unwrap();
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
         assert_clean(&pool);
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         assert_eq!(fs.read("/big").unwrap(), content(99, 2 * MIB as usize));
         assert_eq!(
-            fs.superblock().version(),
-            manyfs::layout::MEMBER_FORMAT_VERSION
+            manyfs::diag::superblock(&fs).version(),
+            manyfs::format::MEMBER_FORMAT_VERSION
         );
         fs.unmount().unwrap();
     }
@@ -164,8 +164,8 @@ fn small_files_fill_small_members_up_to_their_boundaries() {
     // Until every member holds blocks (where the allocator's per-CPU pools
     // take blocks from depends on the CPUs the test runs on).
     let mut n = 0;
-    while n < 150 || !fs.members().iter().all(|m| m.used_blocks > 1) {
-        assert!(n < 360, "{:?}", fs.members());
+    while n < 150 || !fs.stats().members.iter().all(|m| m.used_blocks > 1) {
+        assert!(n < 360, "{:?}", fs.stats().members);
         fs.write(format!("/s{n}"), &content(n, 3000)).unwrap();
         n += 1;
     }
@@ -174,7 +174,7 @@ fn small_files_fill_small_members_up_to_their_boundaries() {
     for i in 0..n {
         assert_eq!(fs.read(format!("/s{i}")).unwrap(), content(i, 3000));
     }
-    assert!(fs.members().iter().all(|m| m.used_blocks > 1));
+    assert!(fs.stats().members.iter().all(|m| m.used_blocks > 1));
     fs.unmount().unwrap();
     assert_clean(&pool);
 }
@@ -351,7 +351,7 @@ fn relative_member_paths_move_with_the_pool() {
     std::fs::rename(&dir, &moved).unwrap();
     let fs = Fs::mount(&moved.join("pool"), &MountOptions::default()).unwrap();
     check_back(&fs, 4, 1 << 20);
-    let m = fs.members();
+    let m = fs.stats().members;
     assert_eq!((m[0].node, m[1].node), (3, 5));
     assert_eq!(m[1].path, moved.join("m1"));
     fs.unmount().unwrap();
@@ -412,13 +412,13 @@ fn bad_member_options_are_refused_and_leave_no_files() {
 #[test]
 fn a_single_file_pool_is_one_member_of_the_single_file_format() {
     let (_d, pool, fs) = common::fresh(8 * MIB);
-    let m = fs.members();
+    let m = fs.stats().members;
     assert_eq!(m.len(), 1);
     assert_eq!((m[0].index, m[0].node, m[0].blocks), (0, 0, 2048));
     assert_eq!(m[0].path, pool);
     assert_eq!(
-        fs.superblock().version(),
-        manyfs::layout::SINGLE_FILE_FORMAT_VERSION
+        manyfs::diag::superblock(&fs).version(),
+        manyfs::format::SINGLE_FILE_FORMAT_VERSION
     );
     fs.unmount().unwrap();
     let b = std::fs::read(&pool).unwrap();
@@ -470,13 +470,13 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
             let other = 1 - node;
             // Member 0 (the pool file) on the other node, member 1 on ours.
             let fs = common::mkfs_spilling_pair(&pool, node, &opts);
-            let start = fs.members();
+            let start = fs.stats().members;
             let mut spilled_at = None;
             for i in 0..12 {
                 fs.write(format!("/f{i}"), &content(i, MIB as usize))
                     .unwrap();
-                let now = fs.members();
-                if fs.node_spills()[node] == 0 {
+                let now = fs.stats().members;
+                if fs.stats().node_spills[node] == 0 {
                     assert_eq!(
                         now[0].used_blocks, start[0].used_blocks,
                         "file {i}: the other node's member grew before ours was full"
@@ -493,12 +493,12 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
             }
             let spilled_at = spilled_at.expect("12 MiB never spilled out of an 8 MiB member");
             assert!(spilled_at >= 6, "spilled at file {spilled_at}");
-            assert!(fs.members()[0].used_blocks > start[0].used_blocks);
-            assert!(fs.verify().unwrap().is_empty());
+            assert!(fs.stats().members[0].used_blocks > start[0].used_blocks);
+            assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
             // The spills are our node's, counted on its member (1).
-            let spills = fs.node_spills()[node];
-            assert_eq!(fs.node_spills()[other], 0);
-            let m = fs.members();
+            let spills = fs.stats().node_spills[node];
+            assert_eq!(fs.stats().node_spills[other], 0);
+            let m = fs.stats().members;
             assert_eq!((m[0].spills, m[1].spills), (0, spills));
             fs.unmount().unwrap();
             spills
@@ -510,10 +510,10 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
             // from it.
             let fs = Fs::mount(&pool, &opts).unwrap();
             check_back(&fs, 12, MIB as usize);
-            assert!(fs.verify().unwrap().is_empty());
-            let m = fs.members();
+            assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
+            let m = fs.stats().members;
             assert_eq!((m[0].spills, m[1].spills), (0, spills));
-            assert_eq!(fs.node_spills().iter().sum::<u64>(), spills);
+            assert_eq!(fs.stats().node_spills.iter().sum::<u64>(), spills);
         })
         .unwrap();
     });
@@ -523,7 +523,7 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
 /// to the backup copy; both damaged count from 0 and never stop a mount.
 #[test]
 fn a_damaged_spill_record_falls_back_to_its_copy_then_to_zero() {
-    use manyfs::layout::members::{MEMBER_SPILL_OFFSET, SPILL_RECORD_LEN, SpillRecord};
+    use manyfs::format::{MEMBER_SPILL_OFFSET, SPILL_RECORD_LEN, SpillRecord};
     use std::os::unix::fs::FileExt;
     let (dir, pool) = three_member_pool();
     let _keep = &dir;
@@ -540,7 +540,7 @@ fn a_damaged_spill_record_falls_back_to_its_copy_then_to_zero() {
         .unwrap();
     let spills = |pool: &std::path::Path| {
         let fs = Fs::mount(pool, &MountOptions::default()).unwrap();
-        let s: Vec<u64> = fs.members().iter().map(|m| m.spills).collect();
+        let s: Vec<u64> = fs.stats().members.iter().map(|m| m.spills).collect();
         fs.unmount().unwrap();
         s
     };

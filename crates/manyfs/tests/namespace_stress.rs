@@ -6,6 +6,7 @@
 
 mod common;
 
+use manyfs::lowlevel::InodeOps;
 use manyfs::{Fs, MountOptions};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -44,13 +45,13 @@ fn racing_namespace_operations_stay_consistent() {
             });
         }
     });
-    let diffs = fs.verify().unwrap();
+    let diffs = manyfs::fsck::verify(&fs).unwrap();
     assert!(diffs.is_empty(), "{diffs:?}");
     fs.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
     let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
 }
 
 /// Threads racing create, unlink, rename and exchange in one directory:
@@ -62,7 +63,8 @@ fn racing_namespace_operations_stay_consistent() {
 /// the same names with the same contents come back after a remount.
 #[test]
 fn one_directory_different_and_equal_names_give_checked_results() {
-    use manyfs::{Error, Rename};
+    use manyfs::Error;
+    use manyfs::lowlevel::Rename;
     use std::collections::{BTreeMap, BTreeSet};
     use std::ffi::OsStr;
 
@@ -196,7 +198,7 @@ fn one_directory_different_and_equal_names_give_checked_results() {
         }
         assert_eq!(own, expect_own);
         assert_eq!(shared.len() as i64, live);
-        let diffs = fs.verify().unwrap();
+        let diffs = manyfs::fsck::verify(fs).unwrap();
         assert!(diffs.is_empty(), "{diffs:?}");
         names
     };
@@ -286,7 +288,7 @@ fn lock_free_lookups_never_miss_a_name_that_stays() {
                 std::ffi::OsStr::new("x"),
                 fs.metadata("/d").unwrap().ino,
                 std::ffi::OsStr::new("y"),
-                manyfs::Rename::Exchange,
+                manyfs::lowlevel::Rename::Exchange,
             )
             .unwrap();
         }
@@ -318,12 +320,12 @@ fn lock_free_lookups_never_miss_a_name_that_stays() {
     };
     assert_eq!(xy(&fs), want);
     assert_eq!(fs.read("/d/target").unwrap(), format!("r{last}").as_bytes());
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
     let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     assert_eq!(names(&fs), ["target", "x", "y"]);
     assert_eq!(xy(&fs), want);
     assert_eq!(fs.read("/d/target").unwrap(), format!("r{last}").as_bytes());
@@ -375,7 +377,7 @@ fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
                 .collect()
         };
         assert_eq!(names(&fs), want, "{shards} shards");
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
         let again = MountOptions {
             dir_shards: Some(remount_with),
@@ -465,7 +467,7 @@ fn racing_exclusive_creates_of_one_name_make_one_file_and_leak_no_inode() {
     // Freed inode numbers come back once a sync made their removal durable.
     fs.sync().unwrap();
     assert_eq!(fs.statfs().free_inodes, free_before);
-    let diffs = fs.verify().unwrap();
+    let diffs = manyfs::fsck::verify(&fs).unwrap();
     assert!(diffs.is_empty(), "{diffs:?}");
     fs.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();

@@ -21,7 +21,7 @@ mod common;
 
 use common::Durable;
 
-use manyfs::media::PersistObserver;
+use manyfs::diag::PersistObserver;
 use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
 use rand::{Rng, RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,7 +66,7 @@ fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
 
 fn mount_observed(pool: &Path) -> (Fs, Arc<Durable>) {
     let obs = Arc::new(Durable::new(pool));
-    let fs = Fs::mount_observed(pool, &opts(), obs.clone()).unwrap();
+    let fs = manyfs::diag::mount_observed(pool, &opts(), obs.clone()).unwrap();
     (fs, obs)
 }
 
@@ -126,7 +126,7 @@ fn check_image(scratch: &Path, image: &[u8], expect: &Expect) -> Option<String> 
         Ok(fs) => fs,
         Err(e) => return Some(format!("mount: {e}")),
     };
-    let diffs = fs.verify().unwrap();
+    let diffs = manyfs::fsck::verify(&fs).unwrap();
     if !diffs.is_empty() {
         return Some(format!("verify: {diffs:?}"));
     }
@@ -592,7 +592,7 @@ fn unused(_: &OpenOptions, _: &mut dyn Rng) {}
 /// synced file.
 #[test]
 fn fsck_accepts_a_link_written_before_its_page() {
-    use manyfs::layout::{LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
+    use manyfs::format::{LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
     let dir = tempfile::tempdir().unwrap();
     let (fs, _durable) = fresh_observed(dir.path());
     let f = write_file(&fs, "/a", &pattern(1, 0, 3000), 0);
@@ -607,7 +607,7 @@ fn fsck_accepts_a_link_written_before_its_page() {
     let root_log_page = |img: &[u8], b: usize| {
         let f = &img[b * PAGE + LOG_FOOTER_OFFSET as usize..(b + 1) * PAGE];
         u32::from_le_bytes(f[20..24].try_into().unwrap()) == LOG_PAGE_MAGIC
-            && u64::from_le_bytes(f[8..16].try_into().unwrap()) == manyfs::ROOT_INO
+            && u64::from_le_bytes(f[8..16].try_into().unwrap()) == manyfs::lowlevel::ROOT_INO
     };
     let new: Vec<usize> = (0..image.len() / PAGE)
         .filter(|&b| root_log_page(&image, b) && !root_log_page(&durable, b))
@@ -656,7 +656,7 @@ fn fsck_accepts_a_link_written_before_its_page() {
 /// The log pages of inode `ino` in `image`: (block, sequence, durable mark,
 /// checked count), oldest first.
 fn log_pages(image: &[u8], ino: u64) -> Vec<(usize, u64, u32, u32)> {
-    use manyfs::layout::*;
+    use manyfs::format::*;
     let word = |f: &[u8], at: u64, n: usize| {
         let mut b = [0u8; 8];
         b[..n].copy_from_slice(&f[at as usize..at as usize + n]);
@@ -688,7 +688,7 @@ fn synced_with_one_barrier(before: &[u8], after: &[u8], ino: u64) -> bool {
         .iter()
         .any(|&(b, seq, mark, checked)| {
             !old.iter().any(|&o| o.0 == b && o.1 == seq && o.2 == mark)
-                && checked < mark & !manyfs::layout::MARK_SEALED
+                && checked < mark & !manyfs::format::MARK_SEALED
         })
 }
 
@@ -827,7 +827,7 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     );
     let fs2 = Fs::mount(&pool, &opts()).unwrap();
     assert_eq!(fs2.read("/a").unwrap(), a0);
-    assert!(fs2.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs2).unwrap().is_empty());
     fs2.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "fsck after mount: {:?}", report.errors);
@@ -918,7 +918,7 @@ fn single_page_overwrites_go_in_place() {
     let fs = Fs::mount(&dir.path().join("pool"), &opts()).unwrap();
     assert_eq!(fs.read("/a").unwrap(), later);
     assert_eq!(fs.metadata("/a").unwrap().mtime, mtime);
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
 }
 
 /// Records the ranges each durability point covers.
@@ -944,7 +944,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
     let pool = dir.path().join("pool");
     mkfs_unmounted(&pool);
     let obs = Arc::new(SyncRanges::default());
-    let fs = Fs::mount_observed(&pool, &opts(), obs.clone()).unwrap();
+    let fs = manyfs::diag::mount_observed(&pool, &opts(), obs.clone()).unwrap();
     let f = write_file(&fs, "/a", &pattern(1, 0, PAGE), 0);
     f.sync_all().unwrap();
     // The second version is copy-on-write and settles the page; from the
@@ -992,7 +992,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
     std::fs::write(&copy, image).unwrap();
     let cut = Fs::mount(&copy, &opts()).unwrap();
     assert_eq!(cut.metadata("/a").unwrap().mtime, mtime);
-    assert!(cut.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&cut).unwrap().is_empty());
     cut.unmount().unwrap();
     fs.unmount().unwrap();
 }
@@ -1002,7 +1002,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
 /// with every file; the mount moves it to the `Checked` rule.
 #[test]
 fn a_pool_of_the_marked_rule_still_mounts() {
-    use manyfs::layout::*;
+    use manyfs::format::*;
     let dir = tempfile::tempdir().unwrap();
     let (fs, _obs) = fresh_observed(dir.path());
     let mut want = BTreeMap::new();
@@ -1059,7 +1059,7 @@ fn a_pool_of_the_marked_rule_still_mounts() {
     assert!(report.is_clean(), "fsck: {:?}", report.errors);
     let fs = Fs::mount(&pool, &opts()).unwrap();
     assert_eq!(contents(&fs), want);
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     let image = std::fs::read(&pool).unwrap();
     let sb = Superblock::decode(&image, len).unwrap();
@@ -1083,7 +1083,7 @@ fn stay_on_this_cpu() {
 /// [`log_pages`] gives them, oldest first: pages unlinked earlier keep
 /// their footers until reused, so [`log_pages`] may still list them.
 fn linked_log_pages(image: &[u8], ino: u64) -> Vec<(usize, u64, u32, u32)> {
-    use manyfs::layout::*;
+    use manyfs::format::*;
     let u64_at = |at: usize| u64::from_le_bytes(image[at..at + 8].try_into().unwrap());
     let sb = Superblock::decode(&image[..96], image.len() as u64).unwrap();
     let record = (sb.inode_table_start * BLOCK_SIZE + ino * INODE_SIZE) as usize;
@@ -1112,7 +1112,7 @@ fn linked_log_pages(image: &[u8], ino: u64) -> Vec<(usize, u64, u32, u32)> {
 /// mark, and its checked count raised to it, both durable in the image.
 fn settled(page: &(usize, u64, u32, u32)) -> bool {
     let (_, _, mark, checked) = *page;
-    mark & manyfs::layout::MARK_SEALED != 0 && checked == mark & !manyfs::layout::MARK_SEALED
+    mark & manyfs::format::MARK_SEALED != 0 && checked == mark & !manyfs::format::MARK_SEALED
 }
 
 /// A sync's snapshot starts after each sub-log's settled prefix (its

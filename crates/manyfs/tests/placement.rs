@@ -25,11 +25,11 @@ const DATA: usize = 4 << 20;
 const WINDOW: Duration = Duration::from_millis(100);
 
 fn affinity() -> Vec<usize> {
-    manyfs::placement::affinity::get(0).expect("sched_getaffinity")
+    manyfs::diag::affinity::get(0).expect("sched_getaffinity")
 }
 
 fn pin(cpu: usize) {
-    manyfs::placement::affinity::set(0, &[cpu]).expect("pin");
+    manyfs::diag::affinity::set(0, &[cpu]).expect("pin");
 }
 
 /// Whether this process may use real CPUs 0 and 1; if not, the test is
@@ -73,7 +73,7 @@ fn pool_with_data_on_node1(dir: &std::path::Path, mode: ThreadPlacement) -> Fs {
         ..MkfsOptions::default()
     };
     let fs = Fs::mkfs(&dir.join("pool"), &mkfs, &opts).unwrap();
-    let before = fs.members()[1].used_blocks;
+    let before = fs.stats().members[1].used_blocks;
     let writer = fs.clone();
     std::thread::spawn(move || {
         pin(1);
@@ -82,7 +82,7 @@ fn pool_with_data_on_node1(dir: &std::path::Path, mode: ThreadPlacement) -> Fs {
     })
     .join()
     .unwrap();
-    let after = fs.members()[1].used_blocks;
+    let after = fs.stats().members[1].used_blocks;
     assert!(
         after - before >= DATA as u64 / 4096,
         "the data is on member 1 (node 1): {before} -> {after} blocks"
@@ -109,10 +109,10 @@ fn be_seen(fs: &Fs) {
         .read(true)
         .open(fs, "/data")
         .unwrap();
-    let first = fs.placement_window();
+    let first = manyfs::diag::placement_window(fs);
     assert_eq!(f.read_at(&mut [0u8; 4096], 0).unwrap(), 4096);
     let start = Instant::now();
-    while fs.placement_window() <= first + 1 {
+    while manyfs::diag::placement_window(fs) <= first + 1 {
         assert!(start.elapsed() < Duration::from_secs(30), "windows stalled");
         std::thread::sleep(WINDOW / 10);
     }
@@ -147,7 +147,7 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
         let reader = std::thread::spawn(move || {
             // First seen with both CPUs in its mask, then on node 0 only.
             be_seen(&reader_fs);
-            let first_window = reader_fs.placement_window();
+            let first_window = manyfs::diag::placement_window(&reader_fs);
             let (tid, took) = read_from_node0_until(&reader_fs, "moved", |_, _| affinity() == [1]);
             drop(reader_fs);
             moved_tx.send((tid, took, first_window)).unwrap();
@@ -156,7 +156,7 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
         });
         let (tid, took, first_window) = moved_rx.recv().unwrap();
         eprintln!("moved after {took:?} ({WINDOW:?} windows)");
-        let report = fs.placement_report();
+        let report = manyfs::diag::placement_report(&fs);
         let d = report
             .iter()
             .find(|d| d.tid == tid)
@@ -170,7 +170,7 @@ fn a_remote_reader_moves_to_its_data_and_gets_its_mask_back() {
             d.window
         );
         assert_eq!((d.from, d.to), (0, 1), "{d:?}");
-        assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
+        assert_eq!(d.reason, manyfs::diag::Reason::ReadLocality);
         assert!(d.applied && d.error.is_none(), "{d:?}");
         assert_eq!(
             report.iter().filter(|d| d.tid == tid).count(),
@@ -195,31 +195,32 @@ fn a_reader_whose_own_mask_has_no_cpu_of_its_data_is_not_moved_and_told_why() {
         let reader = std::thread::spawn(move || {
             // Pinned to node 0 before its first read: first seen so.
             let (tid, _) = read_from_node0_until(&reader_fs, "told", |fs, tid| {
-                fs.placement_report().iter().any(|d| d.tid == tid)
+                manyfs::diag::placement_report(fs)
+                    .iter()
+                    .any(|d| d.tid == tid)
             });
             // Some more windows of remote reads: still not moved, told once.
-            let w = reader_fs.placement_window();
+            let w = manyfs::diag::placement_window(&reader_fs);
             let _ = read_from_node0_until(&reader_fs, "past more windows", |fs, _| {
-                fs.placement_window() > w + 3
+                manyfs::diag::placement_window(fs) > w + 3
             });
             (tid, affinity())
         });
         let (tid, mask) = reader.join().unwrap();
         assert_eq!(mask, [0], "not moved outside its own mask");
-        let report = fs.placement_report();
+        let report = manyfs::diag::placement_report(&fs);
         let mine: Vec<_> = report.iter().filter(|d| d.tid == tid).collect();
         assert_eq!(mine.len(), 1, "told once: {report:?}");
         let d = mine[0];
         assert_eq!((d.from, d.to, d.applied), (0, 1, false), "{d:?}");
-        assert_eq!(d.reason, manyfs::placement::Reason::ReadLocality);
+        assert_eq!(d.reason, manyfs::diag::Reason::ReadLocality);
         let why = d.error.as_deref().unwrap_or_default();
         assert!(
             why.contains("own CPU mask [0] has no CPU on node 1"),
             "{d:?}"
         );
         // The window log shows it too.
-        let line = fs
-            .placement_windows_after(0)
+        let line = manyfs::diag::placement_windows_after(&fs, 0)
             .into_iter()
             .find(|w| w.decisions.contains(d))
             .expect("its window is kept")
@@ -243,13 +244,15 @@ fn advise_reports_and_moves_nothing() {
         let reader = std::thread::spawn(move || {
             be_seen(&reader_fs);
             let (tid, _) = read_from_node0_until(&reader_fs, "advised", |fs, tid| {
-                fs.placement_report().iter().any(|d| d.tid == tid)
+                manyfs::diag::placement_report(fs)
+                    .iter()
+                    .any(|d| d.tid == tid)
             });
             (tid, affinity())
         });
         let (tid, mask) = reader.join().unwrap();
         assert_eq!(mask, [0], "advise moves nothing");
-        let report = fs.placement_report();
+        let report = manyfs::diag::placement_report(&fs);
         let d = report.iter().find(|d| d.tid == tid).unwrap();
         assert_eq!((d.from, d.to, d.applied), (0, 1, false), "{d:?}");
     });
@@ -271,7 +274,7 @@ fn off_accounts_and_reports_nothing() {
     fs.write("/f", &[1u8; 8192]).unwrap();
     assert_eq!(fs.read("/f").unwrap().len(), 8192);
     std::thread::sleep(WINDOW);
-    assert!(fs.placement_report().is_empty());
+    assert!(manyfs::diag::placement_report(&fs).is_empty());
 }
 
 #[test]
@@ -296,9 +299,9 @@ fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let fs = pool_with_data_on_node1(dir.path(), ThreadPlacement::Off);
         let free = fs.statfs().free_blocks;
-        let c = fs.calibrate(Duration::from_millis(20)).unwrap();
+        let c = manyfs::diag::calibrate(&fs, Duration::from_millis(20)).unwrap();
         assert_eq!(fs.statfs().free_blocks, free, "scratch blocks freed");
-        let ratios = manyfs::placement::calibrate::READ_RATIOS;
+        let ratios = manyfs::diag::READ_RATIOS;
         assert_eq!(c.points.len(), 2 * ratios.len(), "{c:?}");
         for p in &c.points {
             assert_eq!(p.read_bw > 0, p.read_pct > 0, "{p:?}");
@@ -307,10 +310,9 @@ fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
         assert_eq!(fs.read("/data").unwrap(), vec![7u8; DATA], "data untouched");
         // Stored beside the pool, a later mount's planner uses it.
         let pool = dir.path().join("pool");
-        let path = manyfs::placement::calibrate::Calibration::path_for(&pool);
+        let path = manyfs::diag::Calibration::path_for(&pool);
         c.save(&path).unwrap();
-        let cfg =
-            manyfs::placement::calibrate::config_for_pool(&pool, &PlacementConfig::default(), 2);
+        let cfg = manyfs::diag::config_for_pool(&pool, &PlacementConfig::default(), 2);
         assert!(cfg.node_max_bw.iter().all(|&b| b > 0), "{cfg:?}");
         drop(fs);
         let ro = MountOptions {
@@ -318,6 +320,9 @@ fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
             ..MountOptions::default()
         };
         let fs = Fs::mount(&pool, &ro).unwrap();
-        assert!(fs.calibrate(Duration::from_millis(1)).is_err(), "read-only");
+        assert!(
+            manyfs::diag::calibrate(&fs, Duration::from_millis(1)).is_err(),
+            "read-only"
+        );
     });
 }

@@ -1,4 +1,4 @@
-//! The planted recovery bug ([`manyfs::RecoveryBug::EntryChecksumIgnored`])
+//! The planted recovery bug ([`manyfs::diag::RecoveryBug::EntryChecksumIgnored`])
 //! does what it says. It is process-wide, so it is planted only here, in a
 //! test binary of its own, by its single test (no other test of this
 //! binary decodes entries in a parallel thread meanwhile).
@@ -6,8 +6,11 @@
 
 mod common;
 
-use manyfs::layout::*;
-use manyfs::{Fs, MountOptions, RecoveryBug, XattrSet};
+use manyfs::diag::RecoveryBug;
+use manyfs::format::*;
+use manyfs::lowlevel::InodeOps;
+use manyfs::lowlevel::XattrSet;
+use manyfs::{Fs, MountOptions};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -19,14 +22,14 @@ struct Planted;
 
 impl Planted {
     fn plant(bug: RecoveryBug) -> Planted {
-        manyfs::plant_recovery_bug(bug);
+        manyfs::diag::plant_recovery_bug(bug);
         Planted
     }
 }
 
 impl Drop for Planted {
     fn drop(&mut self) {
-        manyfs::clear_recovery_bugs();
+        manyfs::diag::clear_recovery_bugs();
     }
 }
 

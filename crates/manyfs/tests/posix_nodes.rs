@@ -5,7 +5,11 @@
 mod common;
 
 use common::{acl, fresh};
-use manyfs::{Error, FileKind, Fs, MountOptions, ROOT_INO, XATTR_VALUE_MAX, XattrSet};
+use manyfs::lowlevel::InodeOps;
+use manyfs::lowlevel::ROOT_INO;
+use manyfs::lowlevel::XATTR_VALUE_MAX;
+use manyfs::lowlevel::XattrSet;
+use manyfs::{Error, FileKind, Fs, MountOptions};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -14,12 +18,16 @@ fn remount(fs: Fs, pool: &Path) -> Fs {
     let report = manyfs::fsck::check(pool).unwrap();
     assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
     let fs = Fs::mount(pool, &MountOptions::default()).unwrap();
-    assert!(fs.verify().unwrap().is_empty(), "{:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{:?}",
+        manyfs::fsck::verify(&fs)
+    );
     fs
 }
 
 fn exchange(fs: &Fs, a: u64, an: &str, b: u64, bn: &str) -> manyfs::Result<()> {
-    fs.rename_at(a, os(an), b, os(bn), manyfs::Rename::Exchange)
+    fs.rename_at(a, os(an), b, os(bn), manyfs::lowlevel::Rename::Exchange)
 }
 
 fn os(s: &str) -> &OsStr {
@@ -77,7 +85,7 @@ fn every_file_type_is_made_listed_linked_renamed_and_survives_remount() {
         fs.open_ino(chr.ino, true, false).err().unwrap().errno(),
         libc::EINVAL
     );
-    let trunc = manyfs::SetAttr {
+    let trunc = manyfs::lowlevel::SetAttr {
         size: Some(0),
         ..Default::default()
     };
@@ -91,7 +99,7 @@ fn every_file_type_is_made_listed_linked_renamed_and_survives_remount() {
     fs.rename("/sock", "/dir/sock").unwrap();
     fs.rename("/blk", "/dir/blk2").unwrap();
     fs.set_permissions("/chr", 0o604).unwrap();
-    let chown = manyfs::SetAttr {
+    let chown = manyfs::lowlevel::SetAttr {
         uid: Some(7),
         gid: Some(8),
         ..Default::default()
@@ -368,8 +376,8 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
     let fs = Fs::mount(&pool, &MountOptions::default()).unwrap();
     assert_eq!(fs.read("/old").unwrap(), b"from version 2");
     fs.unmount().unwrap();
-    assert_eq!(version(), manyfs::layout::SINGLE_FILE_FORMAT_VERSION);
-    set_version(manyfs::layout::FORMAT_VERSION + 1);
+    assert_eq!(version(), manyfs::format::SINGLE_FILE_FORMAT_VERSION);
+    set_version(manyfs::format::FORMAT_VERSION + 1);
     let err = Fs::mount(&pool, &MountOptions::default()).err().unwrap();
     assert!(
         err.to_string().contains("unsupported format version"),

@@ -5,7 +5,8 @@
 
 mod common;
 
-use manyfs::media::remote_charged_ns;
+use manyfs::diag::remote_charged_ns;
+use manyfs::lowlevel::FileExt;
 use std::path::Path;
 
 use manyfs::{

@@ -4,7 +4,7 @@
 
 mod common;
 
-use manyfs::layout::{
+use manyfs::format::{
     BLOCK_SIZE, INODE_LOG_ARRAY_OFFSET, LogWord, SINGLE_FILE_FORMAT_VERSION, Superblock,
 };
 use manyfs::{Durability, Fs, MountOptions};
@@ -62,7 +62,7 @@ fn a_one_byte_file_takes_two_blocks() {
         // On one CPU: the root's names go to one sub-log, whose page the
         // first name makes.
         let n = 20u64;
-        let before = manyfs::placement::run_on_cpu(0, || {
+        let before = manyfs::diag::run_on_cpu(0, || {
             fs.write("/first", b"x").unwrap();
             let before = used_blocks(&fs);
             for i in 0..n {
@@ -89,7 +89,7 @@ fn a_one_byte_file_takes_two_blocks() {
         );
         assert_eq!(fs.read("/f3").unwrap(), b"y");
         // The root's, made with the pool; none of the files has one.
-        assert_eq!(fs.log_arrays(), 1);
+        assert_eq!(fs.stats().log_arrays, 1);
         fs.unmount().unwrap();
         assert_clean(&pool);
     }
@@ -104,7 +104,7 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
     for durability in [Durability::Dram, Durability::File] {
         let (_dir, pool, fs) = common::fresh_with(8 << 20, &opts(durability));
         fs.write("/first", b"x").unwrap();
-        let on = |cpu: usize, f: &(dyn Fn() + Sync)| manyfs::placement::run_on_cpu(cpu, f).unwrap();
+        let on = |cpu: usize, f: &(dyn Fn() + Sync)| manyfs::diag::run_on_cpu(cpu, f).unwrap();
         on(0, &|| fs.write("/f", b"a").unwrap());
         on(0, &|| fs.create_dir("/d").unwrap());
         on(0, &|| fs.write("/d/a", b"a").unwrap());
@@ -131,9 +131,9 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
         // /f: array + page; /d: array + page; /d/b: page + data.
         assert_eq!(used_blocks(&fs) - before, 6, "{durability:?}");
         assert_eq!(fs.read("/f").unwrap(), b"abcd");
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         // The root's, /f's and /d's.
-        assert_eq!(fs.log_arrays(), 3);
+        assert_eq!(fs.stats().log_arrays, 3);
         fs.unmount().unwrap();
         for i in [ino, dir] {
             assert!(
@@ -147,7 +147,7 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
         assert_eq!(fs.read("/f").unwrap(), b"abcd");
         assert_eq!(fs.read("/d/a").unwrap(), b"a");
         assert_eq!(fs.read("/d/b").unwrap(), b"b");
-        let v = fs.verify().unwrap();
+        let v = manyfs::fsck::verify(&fs).unwrap();
         assert!(v.is_empty(), "{v:?}");
         // Both sub-logs go on after the mount.
         on(1, &|| fs.write("/d/c", b"c").unwrap());
@@ -157,7 +157,7 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
         let fs = Fs::mount(&pool, &opts(durability)).unwrap();
         assert_eq!(fs.read("/d/c").unwrap(), b"c");
         assert_eq!(fs.read("/d/e").unwrap(), b"e");
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
     }
 }
@@ -205,7 +205,7 @@ fn a_one_sub_log_file_with_a_log_array_still_mounts() {
         let f = common::open_rw(&fs, "/old");
         f.write_at(b"er", 3).unwrap();
         drop(f);
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
         assert_eq!(log_word(&pool, ino), LogWord::Array(array));
         assert_eq!(version(&pool), SINGLE_FILE_FORMAT_VERSION);
@@ -257,8 +257,8 @@ fn a_partial_page_write_joins_the_unsynced_write_it_copies() {
         return;
     }
     let (_dir, _pool, fs) = common::fresh_with(8 << 20, &opts(Durability::File));
-    let on = |cpu: usize, f: &(dyn Fn() + Sync)| manyfs::placement::run_on_cpu(cpu, f).unwrap();
-    let arrays = fs.log_arrays();
+    let on = |cpu: usize, f: &(dyn Fn() + Sync)| manyfs::diag::run_on_cpu(cpu, f).unwrap();
+    let arrays = fs.stats().log_arrays;
     on(0, &|| fs.write("/f", b"aaaa").unwrap());
     on(1, &|| {
         common::open_rw(&fs, "/f")
@@ -267,7 +267,7 @@ fn a_partial_page_write_joins_the_unsynced_write_it_copies() {
             .unwrap()
     });
     assert_eq!(
-        fs.log_arrays(),
+        fs.stats().log_arrays,
         arrays,
         "the copy joined the first CPU's sub-log"
     );
@@ -281,10 +281,10 @@ fn a_partial_page_write_joins_the_unsynced_write_it_copies() {
             .unwrap()
     });
     assert_eq!(
-        fs.log_arrays(),
+        fs.stats().log_arrays,
         arrays + 1,
         "synced: the second CPU's own sub-log"
     );
     assert_eq!(fs.read("/f").unwrap(), b"abacc");
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
 }

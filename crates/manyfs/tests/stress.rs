@@ -120,7 +120,11 @@ fn run_with(opts: MountOptions, threads: u64, ops: u64) {
     assert_eq!(file.read_at(&mut all, 0).unwrap(), all.len());
     let ids: Vec<u64> = all.chunks(BLOCK).map(block_id).collect();
     check_serialisable(0, &ids, &ranges.lock().unwrap());
-    assert!(fs.verify().unwrap().is_empty(), "{kind}: {:?}", fs.verify());
+    assert!(
+        manyfs::fsck::verify(&fs).unwrap().is_empty(),
+        "{kind}: {:?}",
+        manyfs::fsck::verify(&fs)
+    );
     drop(file);
     fs.unmount().unwrap();
     // The same content after a remount.

@@ -82,7 +82,7 @@ fn write_read_remount_fsck_io(durability: Durability, io: DeviceIo) {
     let opts = |d| opts_io(d, io);
     let dir = tempfile::tempdir().unwrap();
     let (pool, data, fs) = mkfs_tier_io(dir.path(), 32 * MIB, &opts(durability));
-    assert!(fs.superblock().tiered());
+    assert!(manyfs::diag::superblock(&fs).tiered());
     let before = std::fs::read(&data).unwrap();
     // Whole pages, a partial page, an overwrite in place, an append.
     for i in 0..8 {
@@ -109,7 +109,7 @@ fn write_read_remount_fsck_io(durability: Durability, io: DeviceIo) {
     assert!(after.windows(4096).step_by(4096).any(|w| w == needle));
     let pool_bytes = std::fs::read(&pool).unwrap();
     assert!(!pool_bytes.windows(4096).step_by(4096).any(|w| w == needle));
-    let stats = fs.device_stats().expect("a tiered pool has device stats");
+    let stats = fs.stats().device.expect("a tiered pool has device stats");
     assert!(stats.writes > 0 && stats.flushes > 0, "{stats:?}");
     fs.unmount().unwrap();
 
@@ -119,7 +119,7 @@ fn write_read_remount_fsck_io(durability: Durability, io: DeviceIo) {
     for i in 0..8 {
         assert_eq!(fs.read(format!("/f{i}")).unwrap(), expect(i), "file {i}");
     }
-    fs.verify().unwrap();
+    manyfs::fsck::verify(&fs).unwrap();
     // Truncate and delete free device blocks for reuse.
     let free0 = fs.statfs().free_blocks;
     for i in 0..4 {
@@ -159,7 +159,7 @@ fn file_and_dram_mode_pools_with_a_data_device_on_each_device_io() {
 fn uring_available() -> bool {
     let dir = tempfile::tempdir().unwrap();
     let (_, _, fs) = mkfs_tier_io(dir.path(), MIB, &opts_io(Durability::Dram, DeviceIo::Uring));
-    let io = fs.device_stats().unwrap().io;
+    let io = fs.stats().device.unwrap().io;
     if io != DeviceIo::Uring {
         eprintln!("skipped: io_uring unavailable here (the mount fell back to {io})");
     }
@@ -174,7 +174,7 @@ fn uring_available() -> bool {
 fn batched_transfers(io: DeviceIo) {
     let dir = tempfile::tempdir().unwrap();
     let (pool, _data, fs) = mkfs_tier_io(dir.path(), 16 * MIB, &opts_io(Durability::Dram, io));
-    assert_eq!(fs.device_stats().unwrap().io, io);
+    assert_eq!(fs.stats().device.unwrap().io, io);
     // Two files written page by page in turn: their blocks interleave.
     let (a, b) = (open_rw(&fs, "/a"), open_rw(&fs, "/b"));
     for p in 0..64u64 {
@@ -185,11 +185,11 @@ fn batched_transfers(io: DeviceIo) {
     let want_a: Vec<u8> = (0..64).flat_map(|p| content(p, 4096)).collect();
     // A 256 KiB read of `a`, unaligned at both ends: several transfers
     // (its blocks are not all contiguous), all issued in one batch.
-    let s0 = fs.device_stats().unwrap();
+    let s0 = fs.stats().device.unwrap();
     let mut got = vec![0u8; 64 * 4096 - 300];
     assert_eq!(a.read_at(&mut got, 100).unwrap(), got.len());
     assert_eq!(got[..], want_a[100..64 * 4096 - 200]);
-    let reads = fs.device_stats().unwrap().reads - s0.reads;
+    let reads = fs.stats().device.unwrap().reads - s0.reads;
     assert!(
         (2..=64).contains(&reads),
         "{io}: {reads} transfers for 64 interleaved pages"
@@ -203,15 +203,15 @@ fn batched_transfers(io: DeviceIo) {
     let c = open_rw(&fs, "/c");
     c.write_at(&content(7, 10), 0).unwrap();
     let big = content(9, 256 * 4096);
-    let s1 = fs.device_stats().unwrap();
+    let s1 = fs.stats().device.unwrap();
     c.write_at(&big, 5).unwrap();
-    let writes = fs.device_stats().unwrap().writes - s1.writes;
+    let writes = fs.stats().device.unwrap().writes - s1.writes;
     assert!(
         (2..=257).contains(&writes),
         "{io}: {writes} transfers for 257 pages"
     );
     // Through the ring with `uring` (a lone transfer never is).
-    let batches = fs.device_stats().unwrap().uring_batches;
+    let batches = fs.stats().device.unwrap().uring_batches;
     assert_eq!(
         batches > 0,
         io == DeviceIo::Uring,
@@ -230,7 +230,7 @@ fn batched_transfers(io: DeviceIo) {
     let fs = Fs::mount(&pool, &opts_io(Durability::Dram, io)).unwrap();
     assert_eq!(fs.read("/a").unwrap(), new_a);
     assert_eq!(fs.read("/c").unwrap(), want_c);
-    fs.verify().unwrap();
+    manyfs::fsck::verify(&fs).unwrap();
 }
 
 #[test]
@@ -260,13 +260,13 @@ fn fsync_flushes_the_device_only_when_it_was_written() {
     let f = open_rw(&fs, "/a");
     f.write_at(&[1u8; 4096], 0).unwrap();
     f.sync_all().unwrap();
-    let s0 = fs.device_stats().unwrap();
+    let s0 = fs.stats().device.unwrap();
     f.sync_all().unwrap();
-    let s1 = fs.device_stats().unwrap();
+    let s1 = fs.stats().device.unwrap();
     assert_eq!(s1.flushes, s0.flushes, "nothing written: no flush");
     f.write_at(&[2u8; 4096], 4096).unwrap();
     f.sync_data().unwrap();
-    let s2 = fs.device_stats().unwrap();
+    let s2 = fs.stats().device.unwrap();
     assert_eq!(s2.flushes, s1.flushes + 1);
 }
 
@@ -462,7 +462,7 @@ fn a_device_on_tmpfs_works_direct_or_buffered() {
     fs.write("/x", &content(5, 20000)).unwrap();
     // Older tmpfs refuses O_DIRECT (the device is then used buffered),
     // newer kernels accept it: either way the data reads back.
-    let _direct = fs.device_stats().unwrap().direct;
+    let _direct = fs.stats().device.unwrap().direct;
     fs.unmount().unwrap();
     let fs = Fs::mount(&pool, &opts(Durability::Dram)).unwrap();
     assert_eq!(fs.read("/x").unwrap(), content(5, 20000));
@@ -483,14 +483,14 @@ fn set_entry_block(img: &mut [u8], off: usize, block: u64) {
 
 #[test]
 fn fsck_and_mount_catch_device_blocks_used_twice_or_out_of_range() {
-    use manyfs::layout::{BLOCK_SIZE, Entry, LOG_PAGE_MAGIC, Superblock};
+    use manyfs::format::{BLOCK_SIZE, Entry, LOG_PAGE_MAGIC, Superblock};
     let dir = tempfile::tempdir().unwrap();
     let (pool, _data, fs) = mkfs_tier(dir.path(), 8 * MIB, Durability::File);
     fs.write("/a", &content(1, 4096)).unwrap();
     fs.write("/b", &content(2, 4096)).unwrap();
     fs.unmount().unwrap();
     let img = std::fs::read(&pool).unwrap();
-    let sb = Superblock::decode(&img[..manyfs::layout::SUPERBLOCK_LEN], img.len() as u64).unwrap();
+    let sb = Superblock::decode(&img[..manyfs::format::SUPERBLOCK_LEN], img.len() as u64).unwrap();
     let bs = BLOCK_SIZE as usize;
     // Every one-slot write entry naming a device block: (offset, block).
     let mut writes = Vec::new();
@@ -540,11 +540,11 @@ fn fsck_and_mount_catch_device_blocks_used_twice_or_out_of_range() {
 /// Pool bytes and cache lines persisted per fsync, and device bytes per
 /// fsync, over `n` rounds of `op` (each one write and one `fsync`).
 fn per_fsync(fs: &Fs, n: u64, mut op: impl FnMut(u64)) -> (f64, f64, f64, f64) {
-    let (p0, d0) = (fs.persist_stats(), fs.device_stats().unwrap());
+    let (p0, d0) = (fs.stats().persist, fs.stats().device.unwrap());
     for i in 0..n {
         op(i);
     }
-    let (p1, d1) = (fs.persist_stats(), fs.device_stats().unwrap());
+    let (p1, d1) = (fs.stats().persist, fs.stats().device.unwrap());
     let p = p1.since(&p0);
     let n = n as f64;
     (
@@ -561,7 +561,7 @@ fn persisted_bytes_per_fsync_file_pool_vs_emulated_pm_pool() {
     for durability in [Durability::File, Durability::Dram] {
         let dir = tempfile::tempdir().unwrap();
         let (_pool, _data, fs) = mkfs_tier_io(dir.path(), 16 * MIB, &unstaged(durability));
-        assert_eq!(fs.persist_stats().mode, durability);
+        assert_eq!(fs.stats().persist.mode, durability);
         let f = open_rw(&fs, "/dwsl");
         f.write_at(&[0u8; 4096], 0).unwrap();
         f.sync_data().unwrap();
@@ -612,7 +612,7 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
     let f = open_rw(&fs, "/dwsl");
     // Not yet synced: the first write goes to the device.
     f.write_at(&content(0, 4096), 0).unwrap();
-    let d0 = fs.device_stats().unwrap();
+    let d0 = fs.stats().device.unwrap();
     assert!(d0.bytes_written >= 4096, "{d0:?}");
     f.sync_data().unwrap();
     let over = per_fsync(&fs, 10_000, |i| {
@@ -626,14 +626,14 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
     // the entry's line and commit word, the mark's footer line.
     assert!(over.1 >= 64.0 && over.1 <= 64.0 + 8.0, "{over:?}");
     // A 32 KiB write is staged too, a 64 KiB one is not.
-    let before = fs.device_stats().unwrap();
+    let before = fs.stats().device.unwrap();
     f.write_at(&content(7, 32 << 10), 4096).unwrap();
     f.sync_data().unwrap();
-    let mid = fs.device_stats().unwrap();
+    let mid = fs.stats().device.unwrap();
     assert_eq!(mid.bytes_written, before.bytes_written, "{mid:?}");
     f.write_at(&content(8, 64 << 10), 1 << 20).unwrap();
     f.sync_data().unwrap();
-    let after = fs.device_stats().unwrap();
+    let after = fs.stats().device.unwrap();
     assert!(
         after.bytes_written >= mid.bytes_written + (64 << 10),
         "{after:?}"
@@ -650,10 +650,10 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
     let fs = Fs::mount(&pool, &o).unwrap();
     let read_all = |fs: &Fs| fs.read("/dwsl").unwrap();
     assert!(read_all(&fs) == want, "staged data after a remount");
-    let d1 = fs.device_stats().unwrap();
+    let d1 = fs.stats().device.unwrap();
     // One page at 0, eight at 4 KiB: nine pages moved, one device flush.
     assert_eq!(fs.destage().unwrap(), 9);
-    let d2 = fs.device_stats().unwrap();
+    let d2 = fs.stats().device.unwrap();
     assert_eq!(d2.bytes_written - d1.bytes_written, 9 * 4096, "{d2:?}");
     assert_eq!(fs.destage().unwrap(), 0, "nothing left staged");
     assert!(read_all(&fs) == want, "destaged data");
@@ -690,7 +690,7 @@ fn the_commit_thread_destages_when_the_pool_fills() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let free_share = |fs: &Fs| {
         let s = fs.statfs();
-        let dev = fs.device_stats().unwrap();
+        let dev = fs.stats().device.unwrap();
         (s, dev)
     };
     // Staged data moves to the device until the pool is at least half free.
@@ -723,7 +723,7 @@ fn staging_follows_the_files_sync_pattern() {
     let dir = tempfile::tempdir().unwrap();
     let (_pool, _data, fs) = mkfs_tier(dir.path(), 16 * MIB, Durability::Dram);
     let f = open_rw(&fs, "/f");
-    let written = || fs.device_stats().unwrap().bytes_written;
+    let written = || fs.stats().device.unwrap().bytes_written;
     let page = |i: u64| content(i as usize, 4096);
     // Never synced: to the device.
     let d = written();

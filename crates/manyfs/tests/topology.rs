@@ -57,7 +57,7 @@ fn sixty_four_configured_cpus_on_a_small_machine_keep_every_write() {
             });
         }
     });
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
     let opts = MountOptions {
         topology: spec,
@@ -67,12 +67,12 @@ fn sixty_four_configured_cpus_on_a_small_machine_keep_every_write() {
     for t in 0..8u8 {
         assert_eq!(fs.read(format!("/f{t}")).unwrap(), vec![t; 64 * 4096]);
     }
-    assert!(fs.verify().unwrap().is_empty());
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
 }
 
 /// The sub-log index of every log page in the pool image at `pool`.
 fn sublog_indexes(pool: &std::path::Path) -> std::collections::BTreeSet<u32> {
-    use manyfs::layout::{BLOCK_SIZE, LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
+    use manyfs::format::{BLOCK_SIZE, LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
     let image = std::fs::read(pool).unwrap();
     let word = |at: usize| u32::from_le_bytes(image[at..at + 4].try_into().unwrap());
     (0..image.len() / BLOCK_SIZE as usize)
@@ -122,7 +122,7 @@ fn one_sublog_per_inode_when_asked() {
             }
         });
         drop(f);
-        assert!(fs.verify().unwrap().is_empty());
+        assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
         let indexes = sublog_indexes(&pool);
         if want_one {

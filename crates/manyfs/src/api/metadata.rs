@@ -1,6 +1,8 @@
 //! The plain data types of the API: attributes, directory entries,
 //! `statfs` figures and attribute changes.
 
+use super::from_ns;
+use crate::inode::Inode;
 use crate::layout::FileKind;
 use std::ffi::OsString;
 use std::time::SystemTime;
@@ -87,7 +89,7 @@ pub struct StatFs {
     pub name_max: u64,
 }
 
-/// What [`crate::Fs::rename_at`] does with the destination name
+/// What [`crate::lowlevel::InodeOps::rename_at`] does with the destination name
 /// (`renameat2(2)` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Rename {
@@ -100,7 +102,7 @@ pub enum Rename {
     Exchange,
 }
 
-/// Attribute changes for [`crate::Fs::setattr`].
+/// Attribute changes for [`crate::lowlevel::InodeOps::setattr`].
 #[derive(Debug, Clone, Default)]
 pub struct SetAttr {
     /// Permission bits.
@@ -115,4 +117,37 @@ pub struct SetAttr {
     pub atime: Option<SystemTime>,
     /// Modification time.
     pub mtime: Option<SystemTime>,
+}
+
+/// The [`Metadata`] of a live inode.
+pub(super) fn metadata_of(inode: &Inode) -> Metadata {
+    let a = inode.attrs.lock().clone();
+    let (size, blocks, mtime) = match (&inode.file, &inode.dir) {
+        (Some(f), _) => (
+            f.size(),
+            crate::file::allocated_bytes(f) / 512,
+            a.mtime_ns.max(inode.log.last_mtime_ns()),
+        ),
+        (None, Some(d)) => (
+            d.len() as u64 * 32,
+            8,
+            a.mtime_ns.max(inode.log.last_mtime_ns()),
+        ),
+        _ => (0, 0, a.mtime_ns),
+    };
+    Metadata {
+        ino: inode.ino,
+        generation: inode.generation,
+        kind: inode.kind,
+        size,
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        nlink: a.nlink,
+        atime: from_ns(a.atime_ns),
+        mtime: from_ns(mtime),
+        ctime: from_ns(a.ctime_ns.max(mtime)),
+        blocks,
+        rdev: inode.rdev,
+    }
 }

@@ -1,23 +1,24 @@
 //! The public API, shaped like `std::fs`: an [`Fs`] handle, [`File`]s that
-//! many threads share, [`OpenOptions`], [`Metadata`]; plus the inode-level
-//! calls the FUSE adapter uses.
+//! many threads share, [`OpenOptions`], [`Metadata`], one [`Stats`] report;
+//! plus two modules for those who need more.
 //!
-//! - [`fs`]: [`Fs`] itself, mounting and the path-level calls;
-//! - [`inode_ops`]: the inode-level calls (by inode number and name, as FUSE
-//!   asks) that the FUSE adapter uses;
-//! - [`file`]: [`File`] handles and [`OpenOptions`];
+//! - [`fs`]: [`Fs`] itself, mounting, the path-level calls, [`OpenOptions`]
+//!   and [`Stats`];
+//! - [`file`]: [`File`] handles;
 //! - [`metadata`]: [`Metadata`], [`DirEntry`], [`StatFs`], [`SetAttr`];
-//! - [`xattr_ops`]: extended attributes by inode number.
+//! - [`lowlevel`]: the inode-number API for file-system adapters;
+//! - [`diag`]: diagnostics for tools, benchmarks and tests;
+//! - `commit_thread`: the background commit of a `file` mount.
 
 mod commit_thread;
+pub mod diag;
 mod file;
 mod fs;
-mod inode_ops;
+pub mod lowlevel;
 mod metadata;
-mod xattr_ops;
 
-pub use file::{BlocksPerNode, File, OpenOptions};
-pub use fs::{Fs, MemberUsage};
+pub use file::{BlocksPerNode, File};
+pub use fs::{Fs, MemberUsage, OpenOptions, Stats};
 pub use metadata::{DirEntry, Metadata, Rename, SetAttr, StatFs};
 
 use crate::error::{Error, Result};

@@ -143,26 +143,30 @@ impl Spills {
 }
 
 /// The engine bugs a test build planted in one mount (`Fs::plant_bug`)
-/// other than staging's ([`crate::EngineBug::StagedBlockFreedEarly`],
+/// other than staging's ([`crate::inode::EngineBug::StagedBlockFreedEarly`],
 /// which `Staging` keeps).
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Default)]
 pub struct PlantedBugs {
-    /// [`crate::EngineBug::ArrayLinkedBeforeDurable`].
+    /// [`crate::inode::EngineBug::ArrayLinkedBeforeDurable`].
     array_unsynced: std::sync::atomic::AtomicBool,
-    /// [`crate::EngineBug::ModeAndAclApart`].
+    /// [`crate::inode::EngineBug::ModeAndAclApart`].
     mode_and_acl_apart: std::sync::atomic::AtomicBool,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBugs {
     /// Plant `bug` (staging's is `Staging`'s, not planted here).
-    pub(crate) fn plant(&self, bug: crate::EngineBug) {
+    pub(crate) fn plant(&self, bug: crate::inode::EngineBug) {
         use std::sync::atomic::Ordering::Relaxed;
         match bug {
-            crate::EngineBug::ArrayLinkedBeforeDurable => self.array_unsynced.store(true, Relaxed),
-            crate::EngineBug::ModeAndAclApart => self.mode_and_acl_apart.store(true, Relaxed),
-            crate::EngineBug::StagedBlockFreedEarly => {}
+            crate::inode::EngineBug::ArrayLinkedBeforeDurable => {
+                self.array_unsynced.store(true, Relaxed)
+            }
+            crate::inode::EngineBug::ModeAndAclApart => {
+                self.mode_and_acl_apart.store(true, Relaxed)
+            }
+            crate::inode::EngineBug::StagedBlockFreedEarly => {}
         }
     }
 }

@@ -11,8 +11,9 @@ pub mod problems;
 pub mod repair;
 
 pub use problems::{Fix, Problem};
+pub use verify::verify;
 
-pub(crate) mod verify;
+mod verify;
 
 use crate::error::Result;
 use crate::layout::*;

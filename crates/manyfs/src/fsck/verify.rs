@@ -1,9 +1,28 @@
 //! Comparing live DRAM state with a fresh rebuild from the media
-//! ([`crate::Fs::verify`]).
+//! ([`verify`]).
 
 use crate::core::FsCore;
+use crate::error::Result;
 use crate::recovery::Rebuilt;
 use std::sync::atomic::Ordering;
+
+/// Rebuild the file system from the media, as a fresh mount would, and
+/// compare it with the live DRAM state: same names, sizes, link counts,
+/// page mappings and free space. Returns the differences (empty when
+/// consistent). Quiesce writers first for an exact comparison. Logs the
+/// mtimes that overwrites in place left in memory only (what the next
+/// sync would log), so that the two are comparable.
+pub fn verify(fs: &crate::Fs) -> Result<Vec<String>> {
+    let core = fs.core();
+    if core.deferring() {
+        for inode in core.all_inodes() {
+            crate::core::sync::log_unlogged_mtime(core, &inode, true)?;
+        }
+    }
+    let rebuilt =
+        crate::recovery::rebuild_with(&core.media, Some(crate::layout::CommitRule::Immediate))?;
+    Ok(compare(core, &rebuilt))
+}
 
 pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
     let mut diffs = Vec::new();

@@ -21,26 +21,12 @@
 //! directory (compaction, the emptiness check of rmdir and of a rename over
 //! a directory, readdir) takes every shard in that order.
 
-use super::names::{NameGuard, NameTable};
-use crate::layout::FileKind;
+use super::names::{Child, NameGuard, NameTable, hash_name};
 use crate::sync::Ordering;
 pub use crate::sync::futex::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::LazyLock;
 use std::sync::atomic::AtomicBool;
-
-/// One name in a directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Child {
-    /// Inode number.
-    pub ino: u64,
-    /// Inode generation.
-    pub generation: u32,
-    /// Inode kind.
-    pub kind: FileKind,
-}
 
 /// A directory's entries and its entry sequence, as recovery rebuilds them
 /// (one plain map; the live directory splits it into shards).
@@ -53,10 +39,6 @@ pub struct DirState {
     /// Entries in the directory's log, live or not (compaction trigger).
     pub log_entries: u64,
 }
-
-/// A name in a live directory: up to 16 bytes held in the map's own node
-/// (most names are short), longer ones on the heap.
-pub type Name = smallvec::SmallVec<[u8; 16]>;
 
 /// The writer state of one shard of a directory (its names are in the
 /// shard's [`NameTable`], which lookups read without this lock).
@@ -122,20 +104,6 @@ pub type AllShards<'a> = Vec<RwLockReadGuard<'a, DirShard>>;
 
 /// Identities of directories' DRAM states ([`DirShard::owner`]).
 static NEXT_DIR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// The hash that files a name in its shard's table. Keyed (SipHash, a key
-/// per process), so that names chosen to collide cannot make the chains
-/// long. (The shard itself is chosen by an unkeyed hash,
-/// [`DirData::shard_of`], so that which names share a shard, and with it
-/// when a directory's log is compacted, is the same in every run.)
-pub fn hash_name(name: &[u8]) -> u64 {
-    static KEY: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
-    // The bytes alone (no length prefix: one name per hash, nothing to
-    // tell apart from a concatenation), a block fewer for short names.
-    let mut h = KEY.build_hasher();
-    h.write(name);
-    h.finish()
-}
 
 /// DRAM state of a directory.
 #[derive(Debug)]

@@ -6,15 +6,16 @@ mod names;
 mod staging;
 
 pub(crate) use dir_data::RwLockWriteGuard as ShardWriteGuard;
-#[cfg(all(test, feature = "shuttle"))]
-pub(crate) use dir_data::hash_name;
 pub(crate) use dir_data::{
-    AllShards, AllShardsMut, Child, DirData, DirShard, DirState, default_shards, take_seqs,
+    AllShards, AllShardsMut, DirData, DirShard, DirState, default_shards, take_seqs,
 };
 pub(crate) use file_data::FileData;
+pub(crate) use names::Child;
 pub(crate) use names::NameGuard;
 #[cfg(all(test, feature = "shuttle"))]
 pub(crate) use names::NameTable;
+#[cfg(all(test, feature = "shuttle"))]
+pub(crate) use names::hash_name;
 #[cfg(feature = "planted-bugs")]
 pub use staging::EngineBug;
 pub use staging::StagingStats;

@@ -24,9 +24,39 @@
 //! freed once no guard taken before the retirement is held, so a reader
 //! never follows a freed pointer.
 
-use super::dir_data::{Child, Name};
+use crate::layout::FileKind;
 use crate::sync::{AtomicPtr, Ordering};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
+
+/// One name in a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Child {
+    /// Inode number.
+    pub ino: u64,
+    /// Inode generation.
+    pub generation: u32,
+    /// Inode kind.
+    pub kind: FileKind,
+}
+
+/// A name in a live directory: up to 16 bytes held in the map's own node
+/// (most names are short), longer ones on the heap.
+pub type Name = smallvec::SmallVec<[u8; 16]>;
+
+/// The hash that files a name in its shard's table. Keyed (SipHash, a key
+/// per process), so that names chosen to collide cannot make the chains
+/// long. (The shard itself is chosen by an unkeyed hash,
+/// [`super::dir_data::DirData::shard_of`], so that which names share a shard, and with it
+/// when a directory's log is compacted, is the same in every run.)
+pub fn hash_name(name: &[u8]) -> u64 {
+    static KEY: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
+    // The bytes alone (no length prefix: one name per hash, nothing to
+    // tell apart from a concatenation), a block fewer for short names.
+    let mut h = KEY.build_hasher();
+    h.write(name);
+    h.finish()
+}
 
 /// Objects the name tables retire per batch before a reclamation pass (a
 /// pass costs a process-wide memory barrier, an interrupt to every CPU
@@ -305,7 +335,7 @@ impl NameTable {
 
 /// The hash a node's name was filed under.
 fn hash_of_node(n: &Node) -> u64 {
-    super::dir_data::hash_name(&n.name)
+    hash_name(&n.name)
 }
 
 /// The link that points at `name`'s node in the chain from `head`, and
@@ -342,8 +372,8 @@ impl Drop for NameTable {
 
 #[cfg(test)]
 mod tests {
+    use super::hash_name;
     use super::*;
-    use crate::inode::dir_data::hash_name;
     use crate::layout::FileKind;
     use std::collections::BTreeMap;
 

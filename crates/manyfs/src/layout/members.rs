@@ -56,7 +56,7 @@
 //!
 //! | off | size | field |
 //! |----:|----:|---|
-//! | 0 | 8 | blocks the member's node took from other nodes' members ([`crate::Fs::node_spills`]), summed over mounts |
+//! | 0 | 8 | blocks the member's node took from other nodes' members ([`crate::Stats::node_spills`]), summed over mounts |
 //! | 8 | 4 | magic `SPIL` |
 //! | 12 | 4 | crc32 of bytes 0..12 and the member index (u32) |
 

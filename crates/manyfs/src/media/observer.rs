@@ -55,7 +55,7 @@ pub trait PersistObserver: Send + Sync {
         Ok(())
     }
 
-    /// A marker from the workload ([`crate::Fs::note`]); `media` reads the
+    /// A marker from the workload ([`crate::diag::note`]); `media` reads the
     /// lines' current contents.
     fn on_note(&self, tag: u64, media: &MediaView<'_>) {
         let _ = (tag, media);

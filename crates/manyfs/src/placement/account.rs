@@ -48,6 +48,10 @@ pub struct ThreadStats {
     pub start: Option<u64>,
     /// Whether another thread writes these counters on its behalf
     /// ([`on_behalf_of`]).
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "shown by the Debug output; tests check it")
+    )]
     pub served: bool,
     /// The mask the thread declared its own with [`start_on`] before its
     /// first I/O on the mount, if it did.
@@ -330,11 +334,6 @@ impl Tracker {
                 ranges,
             }),
         }
-    }
-
-    /// Whether accounting is on.
-    pub fn enabled(&self) -> bool {
-        self.enabled
     }
 
     /// The registry the planner reads.

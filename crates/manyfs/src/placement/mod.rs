@@ -23,7 +23,7 @@ pub mod planner;
 
 pub use account::{on_behalf_of, start_on};
 pub use config::{PlacementConfig, PlacementPolicy, ThreadPlacement};
-pub use planner::{Move, Plan, Policy, Reason, Snapshot, State, ThreadSample};
+pub use planner::{Move, Policy, Reason, Snapshot, State, ThreadSample};
 
 /// Run `f` on a new thread bound to one of the CPUs the calling thread may
 /// use: the `cpu`-th of them, counted modulo their number (tests and tools
@@ -51,8 +51,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Decisions kept for [`crate::Fs::placement_report`], and windows for
-/// [`crate::Fs::placement_windows_after`] (oldest dropped).
+/// Decisions kept for [`crate::diag::placement_report`], and windows for
+/// [`crate::diag::placement_windows_after`] (oldest dropped).
 pub const REPORT_LEN: usize = 1024;
 
 /// One decision of the planner.

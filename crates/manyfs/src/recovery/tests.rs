@@ -2,7 +2,9 @@
 //! state from a sound pool, the same first error from a damaged one.
 
 use super::*;
-use crate::{Durability, Fs, MkfsOptions, MountOptions, XattrSet};
+use crate::lowlevel::InodeOps;
+use crate::xattr::XattrSet;
+use crate::{Durability, Fs, MkfsOptions, MountOptions};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

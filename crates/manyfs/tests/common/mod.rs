@@ -159,7 +159,7 @@ impl Durable {
     }
 }
 
-impl manyfs::media::PersistObserver for Durable {
+impl manyfs::diag::PersistObserver for Durable {
     fn on_sync(&self, off: u64, len: usize) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         self.syncs

@@ -2,10 +2,18 @@
 //! `std::fs`.
 
 use super::*;
+use crate::api::lowlevel::InodeOps;
+use crate::api::metadata::metadata_of;
+
+mod inode_ops;
+mod open_options;
+mod stats;
+
+pub use open_options::OpenOptions;
+pub use stats::{MemberUsage, Stats};
+
 use crate::core::FsCore;
 use crate::error::{Error, Result};
-use crate::file::{self};
-use crate::inode::Inode;
 use crate::layout::*;
 use crate::namespace::{self, NewNode};
 use crate::options::{MkfsOptions, MountOptions};
@@ -16,29 +24,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// One member file of a mounted pool ([`Fs::members`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberUsage {
-    /// Its index (0 is the pool file).
-    pub index: u32,
-    /// Its path, as mount found it.
-    pub path: PathBuf,
-    /// The NUMA node of its device.
-    pub node: u32,
-    /// Its first block in the pool's address space.
-    pub first_block: u64,
-    /// Its size in blocks.
-    pub blocks: u64,
-    /// Its blocks in use.
-    pub used_blocks: u64,
-    /// Blocks the CPUs of its node had to take from other nodes' members
-    /// because the node's were full, over every writable mount of the
-    /// pool: on disk as of the last full sync or unmount (a crash loses
-    /// the spills counted since), plus this mount's. A node's spills are
-    /// counted on its first member; a node without a member has none.
-    pub spills: u64,
-}
-
 /// A mounted manyfs pool. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
 pub struct Fs {
@@ -46,6 +31,11 @@ pub struct Fs {
 }
 
 impl Fs {
+    /// The mount's shared state, for the crate's own tools (`fsck`).
+    pub(crate) fn core(&self) -> &Arc<FsCore> {
+        &self.core
+    }
+
     /// Create a pool file at `pool` and mount it.
     ///
     /// A non-empty file already at `pool` is left untouched and the call
@@ -81,18 +71,7 @@ impl Fs {
         Self::mount_with(pool, opts, None)
     }
 
-    /// Mount with every persistence event (recovery's included) reported to
-    /// `observer` (see [`crate::media::PersistObserver`]): the crash explorer
-    /// and fault-injection tests use this.
-    pub fn mount_observed(
-        pool: &Path,
-        opts: &MountOptions,
-        observer: Arc<dyn crate::media::PersistObserver>,
-    ) -> Result<Fs> {
-        Self::mount_with(pool, opts, Some(observer))
-    }
-
-    fn mount_with(
+    pub(super) fn mount_with(
         pool: &Path,
         opts: &MountOptions,
         observer: Option<Arc<dyn crate::media::PersistObserver>>,
@@ -142,50 +121,6 @@ impl Fs {
         self.core.sync()
     }
 
-    /// Measure each NUMA node's read and write bandwidth at read ratios
-    /// 100, 80, 60, 40, 20 and 0 %, `per_point` each, on free blocks of
-    /// that node's pool member (overwritten, then freed again). Save the
-    /// result with [`crate::placement::calibrate::Calibration::save`] at
-    /// [`crate::placement::calibrate::Calibration::path_for`] the pool and
-    /// later mounts with thread placement use it for the nodes' maxima.
-    pub fn calibrate(
-        &self,
-        per_point: std::time::Duration,
-    ) -> Result<crate::placement::calibrate::Calibration> {
-        self.core.check_writable()?;
-        let c = &self.core;
-        c.placement
-            .calibrate(&c.media, &c.blocks, &c.topology, per_point)
-    }
-
-    /// The number of the current thread-placement window (each
-    /// [`crate::PlacementDecision`] names the window it was made in, at
-    /// that window's end).
-    pub fn placement_window(&self) -> u64 {
-        self.core.placement.tracker().registry().window()
-    }
-
-    /// Thread placement's decisions so far (the last
-    /// [`crate::placement::REPORT_LEN`]); empty when
-    /// [`MountOptions::thread_placement`] is off.
-    pub fn placement_report(&self) -> Vec<crate::placement::PlacementDecision> {
-        self.core.placement.report()
-    }
-
-    /// The thread-placement windows planned after window `after` (0: all
-    /// kept, the last [`crate::placement::REPORT_LEN`]), oldest first: what
-    /// each saw and decided, one [`std::fmt::Display`] line each.
-    pub fn placement_windows_after(&self, after: u64) -> Vec<crate::placement::PlacementWindow> {
-        self.core.placement.windows_after(after)
-    }
-
-    /// With an observer attached ([`Fs::mount_observed`]): pass it the
-    /// workload marker `tag` ([`crate::media::PersistObserver::on_note`]).
-    /// Without one: nothing.
-    pub fn note(&self, tag: u64) {
-        self.core.media.note(tag);
-    }
-
     /// Shut the mount down after a fault its user detected (a panic in a
     /// request handler, say): from now on every change and every sync fails
     /// with `EIO` naming `reason`, and nothing more is written to the pool,
@@ -233,42 +168,6 @@ impl Fs {
         Ok(moved)
     }
 
-    /// What staging did since the mount ([`MountOptions::stage_max`]):
-    /// pages small synchronous writes placed in the pool, and staged pages
-    /// moved onto the data device. Both 0 where nothing is staged (no data
-    /// device, a `file`-mode pool, `stage_max=0`).
-    pub fn staging_stats(&self) -> crate::StagingStats {
-        self.core.staging.stats()
-    }
-
-    /// Plant `bug` in this mount (test builds with the `planted-bugs`
-    /// feature only): the crash explorer's tests show that it finds it.
-    #[cfg(feature = "planted-bugs")]
-    pub fn plant_bug(&self, bug: crate::EngineBug) {
-        match bug {
-            crate::EngineBug::StagedBlockFreedEarly => {
-                self.core.staging.plant_free_superseded_at_once()
-            }
-            crate::EngineBug::ArrayLinkedBeforeDurable | crate::EngineBug::ModeAndAclApart => {
-                self.core.planted.plant(bug)
-            }
-        }
-    }
-
-    /// The data device's counters (writes, flushes issued and skipped,
-    /// whether it is direct), on a tiered pool.
-    pub fn device_stats(&self) -> Option<crate::DeviceStats> {
-        self.core.media.device().map(crate::tier::Device::stats)
-    }
-
-    /// What the pool's medium was asked to make durable since the mount,
-    /// in bytes and cache lines (see [`crate::PersistStats`] for what
-    /// counts on each medium): divided by the number of `fsync`s of a
-    /// run, the metadata cost of one.
-    pub fn persist_stats(&self) -> crate::PersistStats {
-        self.core.media.persist_stats()
-    }
-
     /// Space and inode usage.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.core.sb;
@@ -282,38 +181,6 @@ impl Fs {
         }
     }
 
-    pub(super) fn meta(&self, inode: &Inode) -> Metadata {
-        let a = inode.attrs.lock().clone();
-        let (size, blocks, mtime) = match (&inode.file, &inode.dir) {
-            (Some(f), _) => (
-                f.size(),
-                file::allocated_bytes(f) / 512,
-                a.mtime_ns.max(inode.log.last_mtime_ns()),
-            ),
-            (None, Some(d)) => (
-                d.len() as u64 * 32,
-                8,
-                a.mtime_ns.max(inode.log.last_mtime_ns()),
-            ),
-            _ => (0, 0, a.mtime_ns),
-        };
-        Metadata {
-            ino: inode.ino,
-            generation: inode.generation,
-            kind: inode.kind,
-            size,
-            mode: a.mode,
-            uid: a.uid,
-            gid: a.gid,
-            nlink: a.nlink,
-            atime: from_ns(a.atime_ns),
-            mtime: from_ns(mtime),
-            ctime: from_ns(a.ctime_ns.max(mtime)),
-            blocks,
-            rdev: inode.rdev,
-        }
-    }
-
     // ---- path API ----------------------------------------------------------
 
     /// Open a file by path.
@@ -324,13 +191,13 @@ impl Fs {
     /// Attributes, following a final symlink.
     pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
         let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), true)?;
-        Ok(self.meta(&i))
+        Ok(metadata_of(&i))
     }
 
     /// Attributes, not following a final symlink.
     pub fn symlink_metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
         let i = namespace::resolve(&self.core, path_bytes(path.as_ref()), false)?;
-        Ok(self.meta(&i))
+        Ok(metadata_of(&i))
     }
 
     fn parent_of(&self, path: &Path) -> Result<namespace::Split> {
@@ -565,100 +432,12 @@ impl Fs {
             .open(self, path)?;
         f.write_all_at(data, 0)
     }
-
-    /// Rebuild the file system from the media, as a fresh mount would, and
-    /// compare it with the live DRAM state: same names, sizes, link counts,
-    /// page mappings and free space. Returns the differences (empty when
-    /// consistent). Quiesce writers first for an exact comparison. Logs the
-    /// mtimes that overwrites in place left in memory only (what the next
-    /// sync would log), so that the two are comparable.
-    pub fn verify(&self) -> Result<Vec<String>> {
-        if self.core.deferring() {
-            for inode in self.core.all_inodes() {
-                crate::core::sync::log_unlogged_mtime(&self.core, &inode, true)?;
-            }
-        }
-        let rebuilt =
-            recovery::rebuild_with(&self.core.media, Some(crate::layout::CommitRule::Immediate))?;
-        Ok(crate::fsck::verify::compare(&self.core, &rebuilt))
-    }
-
-    /// The pool's superblock as mounted (geometry and format, for
-    /// `manyfs inspect`).
-    pub fn superblock(&self) -> crate::layout::Superblock {
-        self.core.sb.clone()
-    }
-
-    /// The pool's member files and how many of each one's blocks are in
-    /// use (for `manyfs inspect`). A pool that is one file has one member.
-    /// Blocks waiting for a sync before reuse count as in use; the
-    /// superblocks, journal and inode table (member 0) and each other
-    /// member's header block count too.
-    pub fn members(&self) -> Vec<MemberUsage> {
-        let members = self.core.media.members();
-        let mut free = self.core.blocks.free_extents();
-        free.sort_unstable();
-        let spills = self.core.member_spills();
-        members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let first = m.start / BLOCK_SIZE;
-                let blocks = m.len / BLOCK_SIZE;
-                let end = first + blocks;
-                let free_here: u64 = free
-                    .iter()
-                    .map(|&(s, n)| (s + n).min(end).saturating_sub(s.max(first)))
-                    .sum();
-                MemberUsage {
-                    index: i as u32,
-                    path: m.path.clone(),
-                    node: m.node,
-                    first_block: first,
-                    blocks,
-                    used_blocks: blocks - free_here.min(blocks),
-                    spills: spills.get(i).copied().unwrap_or(0),
-                }
-            })
-            .collect()
-    }
-
-    /// Per NUMA node of the mount's topology: blocks its CPUs had to
-    /// allocate on another node because theirs was full, over every
-    /// writable mount of the pool (the counts its members' spill records
-    /// held at this mount, plus this mount's; see [`MemberUsage::spills`]).
-    pub fn node_spills(&self) -> Vec<u64> {
-        self.core.node_spills()
-    }
-
-    /// Statistics for `manyfs inspect`: (inodes, log pages, data pages).
-    pub fn usage(&self) -> (u64, u64, u64) {
-        let mut logs = 0;
-        let mut data = 0;
-        let inodes = self.core.all_inodes();
-        for i in &inodes {
-            logs += i.log.page_count() as u64;
-            if let Some(f) = &i.file {
-                data += f.index.mapped().len() as u64;
-            }
-        }
-        (inodes.len() as u64, logs, data)
-    }
-
-    /// Inodes whose log has a log array (a log with one sub-log has its
-    /// head named by the inode record instead), for `manyfs inspect`.
-    pub fn log_arrays(&self) -> u64 {
-        let inodes = self.core.all_inodes();
-        inodes
-            .iter()
-            .filter(|i| i.log.array_block().is_some())
-            .count() as u64
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file;
 
     /// A pool of `size` bytes made in a fresh temporary directory (keep it
     /// alive while the pool is used) and mounted with `opts`.
@@ -719,7 +498,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{kind}: {e}"));
             want[0] = vec![1u8; 2];
             assert_eq!(fs.read("/f0").unwrap(), want[0], "{kind}");
-            assert!(fs.verify().unwrap().is_empty(), "{kind}");
+            assert!(crate::fsck::verify(&fs).unwrap().is_empty(), "{kind}");
             fs.unmount().unwrap();
         }
         let fs = Fs::mount(&pool, &opts(IndexKind::Rw)).unwrap();
@@ -847,7 +626,7 @@ mod planted_bug_tests {
             ..Default::default()
         };
         Fs::mkfs(&pool, &mkfs, opts).unwrap().unmount().unwrap();
-        Fs::mount_observed(&pool, opts, observer).unwrap()
+        crate::diag::mount_observed(&pool, opts, observer).unwrap()
     }
 
     /// Whether a durability point covered `/f`'s new log array while a
@@ -858,7 +637,7 @@ mod planted_bug_tests {
         let syncs = Arc::new(Syncs::default());
         let fs = mount_observed(dir.path(), &opts(crate::Sublogs::PerCpu), syncs.clone());
         if planted {
-            fs.plant_bug(crate::EngineBug::ArrayLinkedBeforeDurable);
+            crate::diag::plant_bug(&fs, crate::inode::EngineBug::ArrayLinkedBeforeDurable);
         }
         let write = |at: u64| {
             let f = OpenOptions::new()
@@ -963,10 +742,10 @@ mod planted_bug_tests {
             (0x20, 0, u32::MAX),
         ]);
         let access = OsStr::from_bytes(crate::acl::ACCESS);
-        fs.setxattr(ino, access, &list, crate::XattrSet::Any)
+        fs.setxattr(ino, access, &list, crate::xattr::XattrSet::Any)
             .unwrap();
         if planted {
-            fs.plant_bug(crate::EngineBug::ModeAndAclApart);
+            crate::diag::plant_bug(&fs, crate::inode::EngineBug::ModeAndAclApart);
         }
         let md = fs
             .setattr(

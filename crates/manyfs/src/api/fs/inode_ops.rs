@@ -1,38 +1,36 @@
-//! The inode-level API: calls by inode number and (parent, name), as the
-//! kernel's FUSE protocol asks them. The FUSE adapter (`manyfs-fuse`) is
-//! built on these; programs linking manyfs normally use the path-level
-//! calls of [`Fs`] instead.
+//! The low-level API implemented for [`Fs`]: calls by inode number and
+//! (parent, name), as the kernel's FUSE protocol asks them (see
+//! [`crate::lowlevel`]).
 
-use super::*;
+use super::Fs;
+use crate::api::lowlevel::{InodeOps, Sealed};
+use crate::api::metadata::metadata_of;
+use crate::api::to_ns;
+use crate::api::{DirEntry, File, Metadata, Rename, SetAttr, check_symlink_target, path_bytes};
 use crate::error::{Error, Result};
 use crate::file::{self, AttrChange};
 use crate::layout::*;
 use crate::namespace::{self, NewNode};
+use crate::xattr::{self, XattrSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-impl Fs {
-    /// Look `name` up in directory `parent`.
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Metadata> {
+impl Sealed for Fs {}
+
+impl InodeOps for Fs {
+    fn lookup(&self, parent: u64, name: &OsStr) -> Result<Metadata> {
         let dir = self.core.get(parent)?;
         let child = namespace::lookup(&self.core, &dir, name.as_bytes())?;
-        Ok(self.meta(&child))
+        Ok(metadata_of(&child))
     }
 
-    /// Attributes of inode `ino`.
-    pub fn stat(&self, ino: u64) -> Result<Metadata> {
+    fn stat(&self, ino: u64) -> Result<Metadata> {
         let i = self.core.get(ino)?;
-        Ok(self.meta(&i))
+        Ok(metadata_of(&i))
     }
 
-    /// Create `name` in directory `parent`, as `mknod(2)` does: the
-    /// `S_IFMT` bits of `mode` say what (a regular file when they are 0, a
-    /// directory, a FIFO, a socket, or a character or block device whose
-    /// number is `rdev`), the low 12 bits are the permissions. Fails with
-    /// `Exists` if the name is taken, `InvalidArgument` for a symlink or
-    /// unknown type bits (symlinks: [`Fs::symlink_at`]).
-    pub fn mknod(
+    fn mknod(
         &self,
         parent: u64,
         name: &OsStr,
@@ -59,40 +57,10 @@ impl Fs {
                 },
             },
         };
-        self.make(parent, name, node, mode & 0o7777, uid, gid)
+        make(self, parent, name, node, mode & 0o7777, uid, gid)
     }
 
-    fn make(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        node: NewNode<'_>,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Metadata> {
-        let dir = self.core.get(parent)?;
-        // A directory's default ACL decides the new inode's mode (the
-        // umask does not apply then) and becomes its access ACL.
-        let (mode, xattrs) = match node {
-            NewNode::Symlink(_) => None,
-            _ if !self.core.opts.inherit_acls => None,
-            _ => crate::xattr::inherited(&dir, node.kind(), mode),
-        }
-        .unwrap_or((mode, Vec::new()));
-        let i = namespace::create_with_xattrs(
-            &self.core,
-            &dir,
-            name.as_bytes(),
-            node,
-            (mode, uid, gid),
-            &xattrs,
-        )?;
-        Ok(self.meta(&i))
-    }
-
-    /// Create a symbolic link `name` -> `target`.
-    pub fn symlink_at(
+    fn symlink_at(
         &self,
         parent: u64,
         name: &OsStr,
@@ -102,35 +70,27 @@ impl Fs {
     ) -> Result<Metadata> {
         let t = path_bytes(target);
         check_symlink_target(t)?;
-        self.make(parent, name, NewNode::Symlink(t), 0o777, uid, gid)
+        make(self, parent, name, NewNode::Symlink(t), 0o777, uid, gid)
     }
 
-    /// Add the name `new_name` in `new_parent` for inode `ino`.
-    pub fn link_at(&self, ino: u64, new_parent: u64, new_name: &OsStr) -> Result<Metadata> {
+    fn link_at(&self, ino: u64, new_parent: u64, new_name: &OsStr) -> Result<Metadata> {
         let inode = self.core.get(ino)?;
         let dir = self.core.get(new_parent)?;
         namespace::link(&self.core, &inode, &dir, new_name.as_bytes())?;
-        Ok(self.meta(&inode))
+        Ok(metadata_of(&inode))
     }
 
-    /// Remove a non-directory name.
-    pub fn unlink_at(&self, parent: u64, name: &OsStr) -> Result<()> {
+    fn unlink_at(&self, parent: u64, name: &OsStr) -> Result<()> {
         let dir = self.core.get(parent)?;
         namespace::remove(&self.core, &dir, name.as_bytes(), false, None)
     }
 
-    /// Remove an empty directory.
-    pub fn rmdir_at(&self, parent: u64, name: &OsStr) -> Result<()> {
+    fn rmdir_at(&self, parent: u64, name: &OsStr) -> Result<()> {
         let dir = self.core.get(parent)?;
         namespace::remove(&self.core, &dir, name.as_bytes(), true, None)
     }
 
-    /// Rename `name` in `parent` to `new_name` in `new_parent`
-    /// (`renameat2(2)`): replacing a compatible target, failing with
-    /// `Exists` if there is one ([`Rename::NoReplace`]), or swapping the
-    /// two names ([`Rename::Exchange`]; both must exist). Atomic, also
-    /// across directories and after a crash.
-    pub fn rename_at(
+    fn rename_at(
         &self,
         parent: u64,
         name: &OsStr,
@@ -150,8 +110,7 @@ impl Fs {
         }
     }
 
-    /// Target of symlink `ino`.
-    pub fn readlink_ino(&self, ino: u64) -> Result<PathBuf> {
+    fn readlink_ino(&self, ino: u64) -> Result<PathBuf> {
         let inode = self.core.get(ino)?;
         let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
         Ok(PathBuf::from(OsString::from_vec(namespace::read_link(
@@ -159,8 +118,7 @@ impl Fs {
         )?)))
     }
 
-    /// Entries of directory `ino` (without `.` and `..`), sorted by name.
-    pub fn readdir_ino(&self, ino: u64) -> Result<Vec<DirEntry>> {
+    fn readdir_ino(&self, ino: u64) -> Result<Vec<DirEntry>> {
         let dir = self.core.get(ino)?;
         Ok(namespace::list(&dir)?
             .into_iter()
@@ -172,8 +130,7 @@ impl Fs {
             .collect())
     }
 
-    /// Change attributes (chmod, chown, truncate, utimes).
-    pub fn setattr(&self, ino: u64, attr: &SetAttr) -> Result<Metadata> {
+    fn setattr(&self, ino: u64, attr: &SetAttr) -> Result<Metadata> {
         let inode = self.core.get(ino)?;
         let _pin = crate::core::PinGuard::new(&self.core, &inode)?;
         if let Some(size) = attr.size {
@@ -207,11 +164,10 @@ impl Fs {
                 namespace::maybe_compact_dir_attrs(&self.core, &inode);
             }
         }
-        Ok(self.meta(&inode))
+        Ok(metadata_of(&inode))
     }
 
-    /// Open inode `ino` for reading and/or writing.
-    pub fn open_ino(&self, ino: u64, read: bool, write: bool) -> Result<File> {
+    fn open_ino(&self, ino: u64, read: bool, write: bool) -> Result<File> {
         let inode = self.core.get(ino)?;
         if inode.kind == FileKind::Dir && write {
             return Err(Error::IsDir(format!("inode {ino}")));
@@ -228,4 +184,55 @@ impl Fs {
         }
         File::new(self.core.clone(), inode, read, write, false)
     }
+
+    fn getxattr(&self, ino: u64, name: &OsStr) -> Result<Vec<u8>> {
+        xattr::get(&*self.core.get(ino)?, name.as_bytes())
+    }
+
+    fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], how: XattrSet) -> Result<()> {
+        let inode = self.core.get(ino)?;
+        xattr::set(&self.core, &inode, name.as_bytes(), value, how)
+    }
+
+    fn listxattr(&self, ino: u64) -> Result<Vec<OsString>> {
+        let inode = self.core.get(ino)?;
+        Ok(xattr::list(&inode)
+            .into_iter()
+            .map(OsString::from_vec)
+            .collect())
+    }
+
+    fn removexattr(&self, ino: u64, name: &OsStr) -> Result<()> {
+        let inode = self.core.get(ino)?;
+        xattr::remove(&self.core, &inode, name.as_bytes())
+    }
+}
+
+fn make(
+    fs: &Fs,
+    parent: u64,
+    name: &OsStr,
+    node: NewNode<'_>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> Result<Metadata> {
+    let dir = fs.core.get(parent)?;
+    // A directory's default ACL decides the new inode's mode (the
+    // umask does not apply then) and becomes its access ACL.
+    let (mode, xattrs) = match node {
+        NewNode::Symlink(_) => None,
+        _ if !fs.core.opts.inherit_acls => None,
+        _ => crate::xattr::inherited(&dir, node.kind(), mode),
+    }
+    .unwrap_or((mode, Vec::new()));
+    let i = namespace::create_with_xattrs(
+        &fs.core,
+        &dir,
+        name.as_bytes(),
+        node,
+        (mode, uid, gid),
+        &xattrs,
+    )?;
+    Ok(metadata_of(&i))
 }
