@@ -73,30 +73,31 @@
 //!
 //! # Layering
 //!
-//! Modules depend only on modules below them (`scripts/module-graph.sh`
-//! checks there is no cycle), bottom to top:
+//! Modules depend only on modules below them; `cargo run -p xtask --
+//! layers` (run by CI) checks that no module's children form a cycle,
+//! following re-exports, and that every inherent `impl` lives in its type's
+//! module. Bottom to top:
 //!
-//! 1. leaves: `error`, `cpu`, `sync`, `time`;
+//! 1. leaves: `error`, `cpu`, `sync`, `time`, `topology`;
 //! 2. `tier` (the data device of a tiered pool: `O_DIRECT` I/O and
-//!    flushes; the media routes device blocks to it), then `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
-//!    `alloc` (per-CPU block and inode allocators, and the frees that wait
-//!    for a sync in `file` mode);
-//! 3. `layout` (the on-media format, mkfs);
-//! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
-//!    (range locks), `placement` (NThread: per-thread I/O accounting, the
-//!    planner, the thread that moves threads, calibration; it needs only
-//!    `topology`, `media`, `layout` and `error`, and sits below `core` and
-//!    `file` because the read and write paths call its accounting hooks),
-//!    `options`;
+//!    flushes), then `media` (the narrow waist to the mapping, and the
+//!    persistence observer seam);
+//! 3. `layout` (the on-media format), `alloc` (per-CPU block and inode
+//!    allocators, and the queue of frees that wait for a sync);
+//! 4. `log` (per-inode logs), `index` (page indexes), `lock` (range locks),
+//!    `placement` (NThread: per-thread I/O accounting, the planner, the
+//!    thread that moves threads, calibration), `options`;
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
-//! 6. `core` (the inode table, allocators and media of one mount);
+//! 6. `core` (one mount's inode table, allocators and media; `core/alloc.rs`
+//!    allocates through the mount, `core/sync.rs` runs the `file`-mode
+//!    syncs: barriers, durable marks, deferred frees);
 //! 7. `file` (read, write, truncate), then `namespace` (directories, paths,
 //!    rename), then `xattr` (extended attributes) and `acl` (POSIX ACLs in
 //!    their attribute form, a leaf);
-//! 8. `recovery` (rebuild from media; mount-time repair), then `fsck`
-//!    (checking, repair, verify) and `sync_engine` (`file`-mode syncs:
-//!    barriers, durable marks, the background commit);
-//! 9. `api` (the public [`Fs`], [`File`] and friends).
+//! 8. `recovery` (rebuild from media; mount-time repair);
+//! 9. `api` (the public [`Fs`], [`File`] and friends, [`lowlevel`],
+//!    [`diag`]), then `fsck` (checking, repair, verify), which mounts
+//!    through [`Fs`].
 
 #![deny(missing_docs)]
 
