@@ -18,16 +18,18 @@
 //! # Layering
 //!
 //! Modules depend only on modules below them (`scripts/module-graph.sh`
-//! checks there is no cycle), bottom to top:
+//! checks there is no cycle), bottom to top, all above three crates of
+//! their own: manyfs-sync (atomics, locks, parking; used as `sync`),
+//! manyfs-index (the file page index and its radix trees; `index`) and
+//! manyfs-rangelock (range locks; `lock`):
 //!
-//! 1. leaves: `error`, `cpu`, `sync`, `time`;
+//! 1. leaves: `error`, `cpu`, `time`;
 //! 2. `tier` (the data device of a tiered pool: `O_DIRECT` I/O and
 //!    flushes; the media routes device blocks to it), then `media` (the narrow waist to the mapping, and the [`media::PersistObserver`] seam);
 //!    `alloc` (per-CPU block and inode allocators, and the frees that wait
 //!    for a sync in `file` mode);
 //! 3. `layout` (the on-media format, mkfs);
-//! 4. `log` (per-inode logs), `index` (page index, radix trees), then `lock`
-//!    (range locks), `placement` (NThread: per-thread I/O accounting, the
+//! 4. `log` (per-inode logs), `placement` (NThread: per-thread I/O accounting, the
 //!    planner, the thread that moves threads, calibration; it needs only
 //!    `topology`, `media`, `layout` and `error`, and sits below `core` and
 //!    `file` because the read and write paths call its accounting hooks),
@@ -52,10 +54,10 @@ mod cpu;
 mod error;
 mod file;
 pub mod fsck;
-pub mod index;
+use manyfs_index as index;
 mod inode;
 pub mod layout;
-pub mod lock;
+use manyfs_rangelock as lock;
 mod log;
 pub mod media;
 mod namespace;
@@ -64,10 +66,10 @@ pub mod placement;
 mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
-mod sync;
+use manyfs_sync as sync;
 mod sync_engine;
 #[cfg(test)]
-mod test_support;
+use manyfs_sync::testing as test_support;
 mod tier;
 mod time;
 mod topology;
@@ -78,6 +80,9 @@ pub use api::{
 };
 pub use error::{Error, MemberProblem, Result};
 pub use index::IndexKind;
+// The file index's radix trees reach exactly as far as the format's block
+// and page numbers go.
+const _: () = assert!(layout::KEY_LIMIT == index::KEY_LIMIT);
 #[cfg(feature = "planted-bugs")]
 pub use inode::EngineBug;
 pub use inode::StagingStats;
