@@ -26,11 +26,10 @@
 
 use crate::locks::{FsProjection, project_point, timer_overhead_ns};
 use crate::sys::{Gate, allowed_cpus, pin_current_thread};
-use manyfs::IndexKind;
-use manyfs::index::cascade::CascadeRadix;
-use manyfs::index::radix::{CasRadix, FANOUT, KEY_LIMIT};
-use manyfs::index::rw::RwRadix;
-use manyfs::index::{NoProbe, PageIndex, SerialProbe};
+use manyfs_index::cascade::CascadeRadix;
+use manyfs_index::radix::{CasRadix, FANOUT, KEY_LIMIT};
+use manyfs_index::rw::RwRadix;
+use manyfs_index::{IndexKind, NoProbe, PageIndex, SerialProbe};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

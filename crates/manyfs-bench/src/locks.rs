@@ -24,7 +24,7 @@ use crate::report::{Rule, ns, si, text_table};
 use crate::runner::{Histogram, add_histogram, latency_histogram, record_latency};
 use crate::sys::{AlignedBuf, Gate, allowed_cpus, pin_current_thread};
 use crate::workload::{BLOCK, REGION};
-use manyfs::lock::{Access, LockKind, RangeLock};
+use manyfs_rangelock::{Access, LockKind, RangeLock};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

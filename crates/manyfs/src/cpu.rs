@@ -1,22 +1,9 @@
-//! Which CPU the calling thread runs on, for picking per-CPU structures.
+//! Per-CPU event counters, indexed by the CPU the calling thread runs on.
 //!
-//! User space cannot turn preemption off, so the answer may be stale by the
-//! time it is used: every per-CPU structure is still protected by its own
-//! (normally uncontended) lock, and guards remember which slot they used.
+//! [`current`] lives in manyfs-sync (the range locks use it too); the
+//! answer may be stale by the time it is used, which a counter tolerates.
 
-/// The CPU the calling thread is running on now (0 if unknown).
-pub fn current() -> usize {
-    #[cfg(not(feature = "shuttle"))]
-    {
-        // SAFETY: sched_getcpu has no preconditions.
-        let c = unsafe { libc::sched_getcpu() };
-        if c >= 0 { c as usize } else { 0 }
-    }
-    #[cfg(feature = "shuttle")]
-    {
-        0
-    }
-}
+pub use manyfs_sync::cpu::current;
 
 /// `N` event counters kept per CPU, each CPU's on its own cache line, so
 /// that counting on the I/O path never makes two CPUs share a line. A

@@ -267,3 +267,36 @@ impl From<Error> for std::io::Error {
         std::io::Error::from_raw_os_error(e.errno())
     }
 }
+
+impl From<manyfs_rangelock::ParseLockKindError> for Error {
+    fn from(e: manyfs_rangelock::ParseLockKindError) -> Self {
+        Error::InvalidArgument(e.to_string())
+    }
+}
+
+impl From<manyfs_index::ParseIndexKindError> for Error {
+    fn from(e: manyfs_index::ParseIndexKindError) -> Self {
+        Error::InvalidArgument(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_parse_errors_are_invalid_arguments() {
+        let e = Error::from("nope".parse::<crate::LockKind>().unwrap_err());
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: lock kind \"nope\" (expected inode, interval, srl-array or srl-tree)"
+        );
+        let e = Error::from("btree".parse::<crate::IndexKind>().unwrap_err());
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: index kind \"btree\" (expected cas, rw or cascade)"
+        );
+    }
+}

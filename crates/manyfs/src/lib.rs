@@ -76,16 +76,18 @@
 //! Modules depend only on modules below them; `cargo run -p xtask --
 //! layers` (run by CI) checks that no module's children form a cycle,
 //! following re-exports, and that every inherent `impl` lives in its type's
-//! module. Bottom to top:
+//! module. Beneath all of them are three crates of their own:
+//! `manyfs-sync` (atomics, locks, parking; used as `sync`), `manyfs-index`
+//! (the file page index and its radix trees; `index`) and
+//! `manyfs-rangelock` (range locks; `lock`). Bottom to top:
 //!
-//! 1. leaves: `error`, `cpu`, `sync`, `time`, `topology`;
+//! 1. leaves: `error`, `cpu`, `time`, `topology`;
 //! 2. `tier` (the data device of a tiered pool: `O_DIRECT` I/O and
 //!    flushes), then `media` (the narrow waist to the mapping, and the
 //!    persistence observer seam);
 //! 3. `layout` (the on-media format), `alloc` (per-CPU block and inode
 //!    allocators, and the queue of frees that wait for a sync);
-//! 4. `log` (per-inode logs), `index` (page indexes), `lock` (range locks),
-//!    `placement` (NThread: per-thread I/O accounting, the planner, the
+//! 4. `log` (per-inode logs), `placement` (NThread: per-thread I/O accounting, the planner, the
 //!    thread that moves threads, calibration), `options`;
 //! 5. `inode` (DRAM inode state: attributes, log, file and directory data);
 //! 6. `core` (one mount's inode table, allocators and media; `core/alloc.rs`
@@ -109,10 +111,10 @@ mod cpu;
 mod error;
 mod file;
 pub mod fsck;
-pub mod index;
+use manyfs_index as index;
 mod inode;
 mod layout;
-pub mod lock;
+use manyfs_rangelock as lock;
 mod log;
 mod media;
 mod namespace;
@@ -121,9 +123,9 @@ mod placement;
 mod recovery;
 #[cfg(all(test, feature = "shuttle"))]
 mod shuttle_models;
-mod sync;
+use manyfs_sync as sync;
 #[cfg(test)]
-mod test_support;
+use manyfs_sync::testing as test_support;
 mod tier;
 mod time;
 mod topology;
@@ -134,6 +136,9 @@ pub use api::{
 };
 pub use error::{Error, MemberProblem, Result};
 pub use index::IndexKind;
+// The file index's radix trees reach exactly as far as the format's block
+// and page numbers go.
+const _: () = assert!(layout::KEY_LIMIT == index::KEY_LIMIT);
 pub use inode::StagingStats;
 pub use layout::FileKind;
 pub use layout::members::{DataDevice, PoolMember};

@@ -1,173 +1,13 @@
-//! Model checking of the concurrency protocols with shuttle: the library is
-//! compiled with `--features shuttle`, which swaps its atomics (and parking)
-//! for shuttle's, so these run the real lock-word, radix-install and
-//! big-reader code under thousands of randomised and PCT schedules.
+//! Model checking of the library's own concurrency protocols with shuttle:
+//! the library is compiled with `--features shuttle`, which swaps its
+//! atomics (manyfs-sync's) for shuttle's, so these run the real log-append
+//! and name-table code under thousands of randomised and PCT schedules.
+//! The lock word, the range locks and the index trees are model-checked in
+//! their own crates (manyfs-rangelock, manyfs-index).
 
-use crate::index::PageIndex;
-use crate::index::cascade::CascadeRadix;
-use crate::index::radix::CasRadix;
-use crate::index::rw::RwRadix;
-use crate::lock::{Access, BigReaderLock, RangeGuard, RangeLock, SegmentWord, SrlTree};
+use manyfs_sync::testing::{explore, finds_a_failure};
 use shuttle::sync::Arc;
-use shuttle::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use shuttle::thread;
-
-const ITERATIONS: usize = 3000;
-
-/// Wall-clock bound of one model's exploration. A deadlock or livelock
-/// *inside* shuttle's world is reported by shuttle itself (no runnable
-/// thread, or its step limit); this catches the hangs it cannot see: a
-/// blocking call on something shuttle does not control (a std or
-/// parking_lot lock, a real sleep or I/O) stops every schedule for good.
-const WALL_CLOCK_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
-
-fn both(f: impl Fn() + Send + Sync + 'static) {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("shuttle model")
-        .to_string();
-    let what = format!("{test}: {ITERATIONS} random and {ITERATIONS} PCT schedules");
-    crate::test_support::within(WALL_CLOCK_LIMIT, &what, move || {
-        let f = std::sync::Arc::new(f);
-        let g = f.clone();
-        shuttle::check_random(move || f(), ITERATIONS);
-        shuttle::check_pct(move || g(), ITERATIONS, 3);
-    });
-}
-
-#[test]
-fn segment_word_excludes_writers_from_everyone() {
-    both(|| {
-        let word = Arc::new(SegmentWord::new());
-        let inside = Arc::new(AtomicI64::new(0));
-        let mut handles = vec![];
-        for t in 0..3 {
-            let (word, inside) = (word.clone(), inside.clone());
-            handles.push(thread::spawn(move || {
-                for _ in 0..2 {
-                    if t == 0 {
-                        word.lock_read();
-                        assert!(
-                            inside.fetch_add(1, Ordering::SeqCst) >= 0,
-                            "reader with writer"
-                        );
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        word.unlock_read();
-                    } else {
-                        word.lock_write();
-                        assert_eq!(inside.swap(-1, Ordering::SeqCst), 0, "writer with others");
-                        inside.store(0, Ordering::SeqCst);
-                        word.unlock_write();
-                    }
-                }
-            }));
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(word.raw() & 0xdfff_ffff, 0, "word not free at the end");
-    });
-}
-
-#[test]
-fn srl_tree_overlapping_ranges_exclude_and_disjoint_do_not_block() {
-    both(|| {
-        let lock = Arc::new(SrlTree::new(4096));
-        let cells: Arc<Vec<AtomicI64>> = Arc::new((0..3).map(|_| AtomicI64::new(0)).collect());
-        let ranges = [
-            (0u64, 2u64, Access::Write),
-            (1, 3, Access::Write),
-            (0, 3, Access::Read),
-        ];
-        let mut handles = vec![];
-        for (a, b, access) in ranges {
-            let (lock, cells) = (lock.clone(), cells.clone());
-            handles.push(thread::spawn(move || {
-                let _g = RangeGuard::new(&*lock as &dyn RangeLock, a * 4096, b * 4096, access);
-                for c in &cells[a as usize..b as usize] {
-                    match access {
-                        Access::Write => assert_eq!(c.swap(-1, Ordering::SeqCst), 0),
-                        Access::Read => assert!(c.fetch_add(1, Ordering::SeqCst) >= 0),
-                    }
-                }
-                for c in &cells[a as usize..b as usize] {
-                    match access {
-                        Access::Write => c.store(0, Ordering::SeqCst),
-                        Access::Read => {
-                            c.fetch_sub(1, Ordering::SeqCst);
-                        }
-                    }
-                }
-            }));
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-    });
-}
-
-#[test]
-fn radix_install_race_yields_one_node() {
-    both(|| {
-        let tree: Arc<CasRadix<AtomicU64>> = Arc::new(CasRadix::new());
-        let mut handles = vec![];
-        for t in 0..3u64 {
-            let tree = tree.clone();
-            handles.push(thread::spawn(move || {
-                // Same leaf for all threads; key 7 shared by all.
-                tree.get_or_insert(7).fetch_add(1, Ordering::SeqCst);
-                tree.get_or_insert(8 + t).store(t + 1, Ordering::SeqCst);
-                tree.get_or_insert(7) as *const AtomicU64 as usize
-            }));
-        }
-        let addrs: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        assert!(
-            addrs.windows(2).all(|w| w[0] == w[1]),
-            "threads saw different nodes"
-        );
-        assert_eq!(
-            tree.get(7).unwrap().load(Ordering::SeqCst),
-            3,
-            "an increment was lost"
-        );
-        for t in 0..3u64 {
-            assert_eq!(tree.get(8 + t).unwrap().load(Ordering::SeqCst), t + 1);
-        }
-    });
-}
-
-#[test]
-fn big_reader_lock_excludes_truncate_from_io() {
-    both(|| {
-        let lock = Arc::new(BigReaderLock::new(2));
-        let inside = Arc::new(AtomicI64::new(0));
-        let mut handles = vec![];
-        for t in 0..3 {
-            let (lock, inside) = (lock.clone(), inside.clone());
-            handles.push(thread::spawn(move || {
-                if t == 0 {
-                    let _g = lock.write();
-                    assert_eq!(
-                        inside.swap(-1, Ordering::SeqCst),
-                        0,
-                        "truncate with I/O in flight"
-                    );
-                    inside.store(0, Ordering::SeqCst);
-                } else {
-                    let _g = lock.read();
-                    assert!(
-                        inside.fetch_add(1, Ordering::SeqCst) >= 0,
-                        "I/O during truncate"
-                    );
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                }
-            }));
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-    });
-}
 
 mod log_append {
     use crate::layout::CommitRule;
@@ -218,7 +58,7 @@ mod log_append {
         let size = 1u64 << 20;
         let media = Arc::new(Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap());
         let sb = Superblock::for_size(size, 16 << 10).unwrap();
-        super::both(move || {
+        super::explore(move || {
             let array = sb.data_start;
             media.zero(0, size as usize).unwrap();
             let space = Arc::new(Space {
@@ -287,91 +127,6 @@ mod log_append {
     }
 }
 
-/// Two writers add the same missing child (key 5's path, all four levels
-/// missing) while a third inserts a neighbour in the same leaf and a
-/// reader looks: exactly one node is reachable per slot, both writers got
-/// the same value, and no write is lost. `insert` is the insertion under
-/// test, so the planted-bug check below reuses the model.
-fn same_child_race<I: PageIndex<AtomicU64> + 'static>(
-    make: fn() -> I,
-    insert: fn(&I, u64) -> &AtomicU64,
-) {
-    let tree = Arc::new(make());
-    let mut handles = vec![];
-    for t in 0..2u64 {
-        let tree = tree.clone();
-        handles.push(thread::spawn(move || {
-            let v = insert(&tree, 5);
-            v.fetch_add(1, Ordering::SeqCst);
-            insert(&tree, 6 + t).store(t + 1, Ordering::SeqCst);
-            v as *const AtomicU64 as usize
-        }));
-    }
-    let reader = {
-        let tree = tree.clone();
-        thread::spawn(move || {
-            // A lookup sees a hole or the one node, never a torn path.
-            if let Some(v) = tree.get(5) {
-                assert!(v.load(Ordering::SeqCst) <= 2);
-            }
-        })
-    };
-    let addrs: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    reader.join().unwrap();
-    assert_eq!(addrs[0], addrs[1], "the two writers saw different nodes");
-    let reachable = tree.get(5).map(|v| v as *const AtomicU64 as usize);
-    assert_eq!(reachable, Some(addrs[0]), "a writer's node is unreachable");
-    assert_eq!(
-        tree.get(5).unwrap().load(Ordering::SeqCst),
-        2,
-        "an increment was lost"
-    );
-    for t in 0..2u64 {
-        assert_eq!(tree.get(6 + t).unwrap().load(Ordering::SeqCst), t + 1);
-    }
-    let mut keys = vec![];
-    tree.for_each(&mut |k, v| {
-        if v.load(Ordering::SeqCst) != 0 {
-            keys.push(k)
-        }
-    });
-    assert_eq!(keys, vec![5, 6, 7], "exactly one reachable leaf");
-}
-
-#[test]
-fn rw_tree_double_checked_insert_leaves_one_node() {
-    both(|| same_child_race(RwRadix::<AtomicU64>::new, |t, k| t.get_or_insert(k)));
-}
-
-#[test]
-fn cascade_tree_hand_over_hand_insert_leaves_one_node() {
-    both(|| same_child_race(CascadeRadix::<AtomicU64>::new, |t, k| t.get_or_insert(k)));
-}
-
-/// The planted bug: an `rw` insertion that skips the second check under
-/// the write lock overwrites the other writer's node (the paper's Figure
-/// 6a). The model must find a schedule where that happens.
-#[test]
-fn rw_tree_without_second_check_is_caught() {
-    let caught = crate::test_support::within(WALL_CLOCK_LIMIT, "planted bug", || {
-        std::panic::catch_unwind(|| {
-            shuttle::check_random(
-                || {
-                    same_child_race(RwRadix::<AtomicU64>::new, |t, k| {
-                        t.get_or_insert_without_recheck(k)
-                    })
-                },
-                ITERATIONS,
-            )
-        })
-        .is_err()
-    });
-    assert!(
-        caught,
-        "shuttle did not catch an insertion without the second check"
-    );
-}
-
 /// A directory shard's name table: two writers (serialised by a mutex,
 /// the shard lock's part) replace a name, remove one, and add enough to
 /// grow the bucket array, while a reader looks up without a lock. The
@@ -380,7 +135,7 @@ fn rw_tree_without_second_check_is_caught() {
 /// and for good, and the table must hold exactly the expected names.
 #[test]
 fn name_table_lookups_without_a_lock_see_every_name_whole() {
-    both(|| name_table_race(false));
+    explore(|| name_table_race(false));
 }
 
 /// The planted bug: a replace done as a removal and then an insertion
@@ -388,10 +143,7 @@ fn name_table_lookups_without_a_lock_see_every_name_whole() {
 /// first would) leaves a moment with no name. The model must find it.
 #[test]
 fn name_table_replace_with_a_gap_is_caught() {
-    let caught = crate::test_support::within(WALL_CLOCK_LIMIT, "planted bug", || {
-        std::panic::catch_unwind(|| shuttle::check_random(|| name_table_race(true), ITERATIONS))
-            .is_err()
-    });
+    let caught = finds_a_failure("planted bug", || name_table_race(true));
     assert!(caught, "shuttle did not catch a replace with a gap");
 }
 

@@ -42,10 +42,8 @@ pub fn open_rw(fs: &Fs, path: &str) -> File {
         .unwrap()
 }
 
-#[path = "../../src/test_support.rs"]
-mod test_support;
 #[allow(unused_imports)] // not every test binary waits on progress
-pub use test_support::within;
+pub use manyfs_sync::testing::within;
 
 /// The names in directory `dir`, in the order `read_dir` gives them.
 pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {

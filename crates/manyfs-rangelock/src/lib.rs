@@ -1,10 +1,57 @@
 //! Range locks: who may read or write which bytes of a file.
 //!
-//! Four implementations share one interface so they can be compared on the
-//! same workload (as in SRL-NOVA (segment range lock)): a per-file RW lock (NOVA's baseline), an interval
-//! list under one mutex (the Linux range-lock baseline), and the segment
-//! range lock (SRL) with its lock words in a flat array or in a radix tree
-//! installed by CAS. `docs/locking.md` describes the protocol.
+//! Four implementations share one interface, [`RangeLock`], so they can be
+//! compared on the same workload (as in SRL-NOVA (segment range lock)): a
+//! per-file RW lock (NOVA's baseline, [`PerInodeLock`]), an interval list
+//! under one mutex (the Linux range-lock baseline, [`IntervalLock`]), and
+//! the segment range lock (SRL) with its lock words ([`SegmentWord`]) in a
+//! flat array ([`SrlArray`]) or in a radix tree installed by CAS
+//! ([`SrlTree`]). [`LockKind`] names them and builds one; [`RangeGuard`]
+//! holds a range until dropped. manyfs's `docs/locking.md` describes the
+//! protocol. [`BigReaderLock`] is the per-file lock that every read and
+//! write takes shared and truncate takes exclusive.
+//!
+//! ```
+//! use manyfs_rangelock::{Access, LockKind, RangeGuard};
+//!
+//! // 4 KiB segments, for a file of at most 1 MiB.
+//! let lock = LockKind::SrlTree.build(4096, 1 << 20);
+//! std::thread::scope(|s| {
+//!     // Disjoint ranges: the two writers hold theirs at the same time.
+//!     s.spawn(|| drop(RangeGuard::new(&*lock, 0, 4096, Access::Write)));
+//!     s.spawn(|| drop(RangeGuard::new(&*lock, 8192, 16384, Access::Write)));
+//! });
+//! let _shared = RangeGuard::new(&*lock, 0, 1 << 20, Access::Read);
+//! assert_eq!("srl-tree".parse::<LockKind>(), Ok(LockKind::SrlTree));
+//! ```
+//!
+//! # Concurrency guarantees
+//!
+//! - Exclusion: holders of overlapping ranges where one of them writes
+//!   never hold at the same time; readers of overlapping ranges may.
+//! - Disjoint ranges never wait for each other, except under
+//!   [`PerInodeLock`] (the baseline that shows what that costs) and at the
+//!   far end of [`SrlArray`] and [`SrlTree`], whose last word covers every
+//!   offset past their reach (more exclusion, never less).
+//! - No deadlock between ranges: a multi-segment range takes its words in
+//!   ascending order.
+//! - Writers do not starve: a waiting writer keeps new readers out of a
+//!   segment word; [`IntervalLock`] grants overlapping requests in arrival
+//!   order; [`BigReaderLock`]'s writer holds new readers off while it
+//!   drains them.
+//! - Waiters spin briefly, then park (more threads than cores do not burn
+//!   the holder's time slice); a release wakes them.
+//! - Guards release on drop, also when the holder unwinds from a panic.
+//!
+//! # Model checking
+//!
+//! With `--features shuttle` the atomics and parking come from shuttle
+//! (through manyfs-sync), and `cargo test -p manyfs-rangelock --features
+//! shuttle --lib shuttle_models` runs the real [`SegmentWord`], [`SrlTree`]
+//! and [`BigReaderLock`] code under thousands of random and PCT schedules.
+//! The stress tests in `tests/` run without the feature.
+
+#![deny(missing_docs)]
 
 mod big_reader;
 mod interval;
@@ -12,18 +59,16 @@ mod per_inode;
 mod segment_word;
 mod srl;
 
-pub(crate) use big_reader::BigReaderLock;
-pub(crate) use interval::IntervalLock;
-pub(crate) use per_inode::PerInodeLock;
+pub use big_reader::{BigReaderGuard, BigReaderLock, BigWriterGuard};
+pub use interval::IntervalLock;
+pub use per_inode::PerInodeLock;
 pub use segment_word::SegmentWord;
-pub(crate) use srl::{SrlArray, SrlTree};
+pub use srl::{SrlArray, SrlTree};
 
 /// Bytes one segment lock word takes in `srl-array` (a word on its own
 /// cache-line pair).
-pub(crate) const SEGMENT_WORD_BYTES: u64 =
+pub const SEGMENT_WORD_BYTES: u64 =
     std::mem::size_of::<crossbeam_utils::CachePadded<SegmentWord>>() as u64;
-
-use crate::error::{Error, Result};
 
 /// Which range lock a mount uses for its files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -70,17 +115,25 @@ impl LockKind {
     }
 }
 
+/// A name that is not a [`LockKind`]'s (see [`LockKind::name`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lock kind {0:?} (expected inode, interval, srl-array or srl-tree)")]
+pub struct ParseLockKindError(String);
+
+impl ParseLockKindError {
+    /// The name that was not recognised.
+    pub fn input(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::str::FromStr for LockKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
+    type Err = ParseLockKindError;
+    fn from_str(s: &str) -> Result<Self, ParseLockKindError> {
         LockKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "lock kind {s:?} (expected inode, interval, srl-array or srl-tree)"
-                ))
-            })
+            .ok_or_else(|| ParseLockKindError(s.to_string()))
     }
 }
 
@@ -155,5 +208,5 @@ impl Drop for RangeGuard<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests;
+#[cfg(all(test, feature = "shuttle"))]
+mod shuttle_models;

@@ -1,8 +1,59 @@
-//! The one place the library takes its atomics and locks from.
+//! The one place manyfs and its lock and index crates take their atomics,
+//! locks and parking from.
 //!
-//! Under the `shuttle` feature the lock-word protocol, the CAS-installed radix
-//! nodes and the log append are compiled against shuttle's implementations so
-//! the model checker can explore their interleavings with the real code.
+//! Under the `shuttle` feature every primitive here is compiled against
+//! [shuttle](https://docs.rs/shuttle)'s implementation, so that the code
+//! built on them (the segment lock word, the CAS-installed radix nodes, the
+//! log append) runs unchanged under the model checker, which explores its
+//! interleavings.
+//!
+//! ```
+//! use manyfs_sync::wait::{park_while, unpark_all};
+//! use manyfs_sync::{AtomicU32, Ordering};
+//!
+//! let flag = AtomicU32::new(0);
+//! std::thread::scope(|s| {
+//!     s.spawn(|| {
+//!         flag.store(1, Ordering::Release);
+//!         unpark_all(&flag);
+//!     });
+//!     // Sleeps only while the flag is still 0: a store and wake-up
+//!     // between the check and the park is not lost.
+//!     while flag.load(Ordering::Acquire) == 0 {
+//!         park_while(&flag, |v| v == 0);
+//!     }
+//! });
+//! ```
+//!
+//! # Concurrency guarantees
+//!
+//! - The atomics and [`Mutex`] are std's (shuttle's under the feature).
+//! - [`futex::RwLock`] and [`node::RwLock`]/[`node::Mutex`] never poison:
+//!   a holder that panics still releases on unwind, and the next `read`,
+//!   `write` or `lock` gets the guard.
+//! - [`node::downgrade`] turns a write guard into a read guard without
+//!   letting a writer in between (parking_lot's atomic downgrade); under
+//!   the model checker it releases and re-takes (shuttle has no downgrade).
+//! - [`wait::park_while`] re-checks its condition under the parking lot's
+//!   bucket lock, so an [`wait::unpark_all`] after the waiter's last check
+//!   always wakes it; it may also return spuriously, so callers loop.
+//! - [`cpu::current`] is a hint (the thread may move right after): callers
+//!   use it to pick a per-CPU slot, never for exclusion.
+//!
+//! # Model checking
+//!
+//! With `--features shuttle`, the types above are shuttle's and must be
+//! used inside a shuttle test (`shuttle::check_random` and friends);
+//! parking becomes a yield, so shuttle decides who runs next, and
+//! [`cpu::current`] is always 0. The models of the crates built on this one
+//! run with `cargo test -p manyfs-rangelock -p manyfs-index --features
+//! shuttle --lib shuttle_models`; [`testing::explore`] is the driver they
+//! share.
+
+#![deny(missing_docs)]
+
+pub mod cpu;
+pub mod testing;
 
 #[cfg(not(feature = "shuttle"))]
 pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -46,15 +97,15 @@ macro_rules! poison_free_rwlock {
 
 /// std's reader-writer lock (a futex: it waits in the kernel after a short
 /// spin, where parking_lot's yields the CPU first) with parking_lot's
-/// interface: the directory shards' locks. With 64 threads renaming on 2
-/// cores, parking_lot's `sched_yield`s while a preempted holder kept its
-/// shard cost a third of the renames (docs/benchmarks.md).
+/// interface: manyfs's directory shards' locks. With 64 threads renaming on
+/// 2 cores, parking_lot's `sched_yield`s while a preempted holder kept its
+/// shard cost a third of the renames (manyfs's docs/benchmarks.md).
 pub mod futex {
     poison_free_rwlock!(std::sync, "std's");
 }
 
-/// Per-node locks of the locked index trees (`index/rw.rs`,
-/// `index/cascade.rs`): parking_lot's (no poisoning, an atomic
+/// Per-node locks of the locked index trees (manyfs-index's `rw` and
+/// `cascade` trees): parking_lot's (no poisoning, an atomic
 /// write-to-read downgrade) normally, shuttle's under the model checker.
 pub mod node {
     #[cfg(not(feature = "shuttle"))]
@@ -176,5 +227,70 @@ pub mod wait {
         shuttle::thread::yield_now();
         #[cfg(not(feature = "shuttle"))]
         std::hint::spin_loop();
+    }
+}
+
+#[cfg(all(test, not(feature = "shuttle")))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn rwlocks_are_not_poisoned_by_a_panicking_holder() {
+        let futex = std::sync::Arc::new(futex::RwLock::new(1));
+        let node = std::sync::Arc::new(node::RwLock::new(1));
+        let mutex = std::sync::Arc::new(node::Mutex::new(1));
+        let (f, n, m) = (futex.clone(), node.clone(), mutex.clone());
+        let r = std::thread::spawn(move || {
+            let _f = f.write();
+            let _n = n.write();
+            let _m = m.lock();
+            panic!("injected panic while holding the locks");
+        })
+        .join();
+        assert!(r.is_err());
+        *futex.write() += 1;
+        *node.write() += 1;
+        *mutex.lock() += 1;
+        assert_eq!((*futex.read(), *node.read(), *mutex.lock()), (2, 2, 2));
+    }
+
+    #[test]
+    fn downgrade_keeps_the_value_and_lets_readers_in() {
+        let lock = node::RwLock::new(0);
+        let mut w = lock.write();
+        *w = 5;
+        let r = node::downgrade(&lock, w);
+        assert_eq!(*r, 5);
+        assert_eq!(*lock.read(), 5, "a second reader gets in");
+    }
+
+    #[test]
+    fn parked_waiters_wake_on_unpark_all() {
+        testing::within(LIMIT, "waiters parked on a word", || {
+            let word = AtomicU32::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        while word.load(Ordering::Acquire) == 0 {
+                            wait::park_while(&word, |v| v == 0);
+                        }
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                word.store(1, Ordering::Release);
+                wait::unpark_all(&word);
+            });
+        });
+    }
+
+    #[test]
+    fn park_while_returns_at_once_when_not_blocked() {
+        let word = AtomicU32::new(3);
+        wait::park_while(&word, |v| v == 0);
+        wait::yield_cpu();
+        wait::spin_hint();
     }
 }

@@ -1,4 +1,11 @@
-use super::*;
+//! Stress tests of every range lock and the big-reader lock: exclusion,
+//! progress with more threads than cores, release on unwind.
+
+// Under `shuttle` the locks' atomics only work inside a shuttle model (see
+// `src/shuttle_models.rs`).
+#![cfg(not(feature = "shuttle"))]
+
+use manyfs_rangelock::*;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,7 +19,7 @@ const PROGRESS_LIMIT: Duration = Duration::from_secs(60);
 /// a lock fails the test with a message instead of hanging the run. A
 /// panic in `body` (an exclusion violation) is passed on.
 fn within(what: &str, body: impl FnOnce() + Send + 'static) {
-    crate::test_support::within(PROGRESS_LIMIT, what, body)
+    manyfs_sync::testing::within(PROGRESS_LIMIT, what, body)
 }
 
 /// Threads lock random ranges over 64 cells; a writer marks its cells -1

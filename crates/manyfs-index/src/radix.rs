@@ -6,7 +6,7 @@
 //! and uses the winner's. Nodes are freed only when the tree is dropped, so a
 //! reference obtained from the tree stays valid for the tree's lifetime.
 
-use crate::sync::{AtomicPtr, Ordering};
+use manyfs_sync::{AtomicPtr, Ordering};
 
 /// Bits of key consumed per level.
 pub const FANOUT_BITS: u32 = 6;
@@ -14,9 +14,11 @@ pub const FANOUT_BITS: u32 = 6;
 pub const FANOUT: usize = 1 << FANOUT_BITS;
 /// Levels of interior nodes above the leaves.
 pub const INTERIOR_LEVELS: u32 = 4;
-/// Keys must be below this bound (2^30), which the on-media format owns.
-pub use crate::layout::KEY_LIMIT;
-const _: () = assert!(KEY_LIMIT == 1 << (FANOUT_BITS * (INTERIOR_LEVELS + 1)));
+/// Keys must be below this bound (2^30): the reach of the tree's levels.
+/// manyfs's on-media format caps block and page numbers by the same bound
+/// (the library asserts at compile time that the two agree).
+pub const KEY_LIMIT: u64 = 1 << (FANOUT_BITS * (INTERIOR_LEVELS + 1));
+const _: () = assert!(KEY_LIMIT == 1 << 30);
 
 struct Interior {
     children: [AtomicPtr<()>; FANOUT],

@@ -8,9 +8,9 @@
 //! Insertion needs no second check: the node is held exclusively.
 
 use super::locked::{LockedNode, LockedRadix, Slots, Step};
-use super::radix::{INTERIOR_LEVELS, slot_index};
+use super::radix::{slot_index, INTERIOR_LEVELS};
 use super::{NoProbe, SerialProbe};
-use crate::sync::node::{Mutex, MutexGuard};
+use manyfs_sync::node::{Mutex, MutexGuard};
 
 /// A radix tree of `u64` keys below [`super::radix::KEY_LIMIT`] whose
 /// nodes are locked hand-over-hand with mutexes. `P` times the hold of the

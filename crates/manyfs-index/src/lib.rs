@@ -1,6 +1,6 @@
 //! The DRAM file index: file page -> (data block, log entry, version).
 //!
-//! Three trees can hold it, chosen per mount ([`IndexKind`],
+//! Three trees can hold it, chosen per mount ([`IndexKind`], manyfs's
 //! `MountOptions::index`, `-o index=`):
 //!
 //! - `cas` (the product): [`radix::CasRadix`], structure changes (new nodes)
@@ -10,23 +10,65 @@
 //! - `cascade`: [`cascade::CascadeRadix`], F2FS's mutex per node taken
 //!   hand-over-hand from the root (a baseline).
 //!
-//! A slot's contents are read and written only by threads holding the
-//! page's range in the file's range lock (write access to change it), so
-//! with `cas` lookups of different ranges share no mutex and no written
-//! cache line except where two pages' slots happen to share one.
+//! [`PageIndex`] is the trees' common interface, [`SerialProbe`] a hook to
+//! time the sections of the locked trees that exclude other threads, and
+//! [`FileIndex`] the index of one file built on them (its pages'
+//! [`PageSlot`]s, read and written as [`PageMapping`]s).
 //!
-//! Public: the trees, their common interface [`PageIndex`] and the
-//! [`SerialProbe`] hook, so `manyfs bench` can measure them; the file index
-//! built on them is internal.
+//! ```
+//! use manyfs_index::radix::CasRadix;
+//! use manyfs_index::{FileIndex, IndexKind, PageIndex, PageMapping};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! let tree: CasRadix<AtomicU64> = CasRadix::new();
+//! assert!(tree.get(42).is_none(), "lookups create nothing");
+//! tree.get_or_insert(42).store(7, Ordering::Relaxed);
+//! assert_eq!(PageIndex::get(&tree, 42).unwrap().load(Ordering::Relaxed), 7);
+//!
+//! let file = FileIndex::new("rw".parse::<IndexKind>()?);
+//! let m = PageMapping { block: 9, entry: 1, version: 1 };
+//! file.slot(3).set(m);
+//! assert_eq!(file.lookup(3), m);
+//! assert_eq!(file.mapped(), vec![(3, m)]);
+//! # Ok::<(), manyfs_index::ParseIndexKindError>(())
+//! ```
+//!
+//! # Concurrency guarantees
+//!
+//! - Every tree is safe to share between threads: values for keys below
+//!   [`KEY_LIMIT`] are created on demand, exactly once per key however many
+//!   threads race to insert it, and never moved or freed before the tree is
+//!   dropped, so a `&T` stays valid as long as the tree.
+//! - Lookups never create anything; with `cas` they take no lock and write
+//!   nothing shared.
+//! - The values themselves are not synchronised by the tree: a file's
+//!   [`PageSlot`] is read and written only by threads holding the page's
+//!   range in the file's range lock (write access to change it), so with
+//!   `cas` lookups of different ranges share no mutex and no written cache
+//!   line except where two pages' slots happen to share one.
+//!
+//! # Model checking
+//!
+//! With `--features shuttle` the atomics and node locks come from shuttle
+//! (through manyfs-sync), and `cargo test -p manyfs-index --features
+//! shuttle --lib shuttle_models` runs the real CAS installation,
+//! double-checked insertion and hand-over-hand locking under thousands of
+//! random and PCT schedules, including a planted bug (an `rw` insertion
+//! without its second check) the model must catch.
+
+#![deny(missing_docs)]
 
 pub mod cascade;
 mod locked;
 pub mod radix;
 pub mod rw;
+#[cfg(all(test, feature = "shuttle"))]
+mod shuttle_models;
 
-use crate::sync::{AtomicU64, Ordering};
 use cascade::CascadeRadix;
+use manyfs_sync::{AtomicU64, Ordering};
 use radix::CasRadix;
+pub use radix::KEY_LIMIT;
 use rw::RwRadix;
 
 /// Which tree holds the file index (`MountOptions::index`, `-o index=`).
@@ -55,17 +97,25 @@ impl IndexKind {
     }
 }
 
+/// A name that is not an [`IndexKind`]'s (see [`IndexKind::name`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("index kind {0:?} (expected cas, rw or cascade)")]
+pub struct ParseIndexKindError(String);
+
+impl ParseIndexKindError {
+    /// The name that was not recognised.
+    pub fn input(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::str::FromStr for IndexKind {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Self> {
+    type Err = ParseIndexKindError;
+    fn from_str(s: &str) -> Result<Self, ParseIndexKindError> {
         IndexKind::ALL
             .into_iter()
             .find(|k| k.name() == s.trim())
-            .ok_or_else(|| {
-                crate::Error::InvalidArgument(format!(
-                    "index kind {s:?} (expected cas, rw or cascade)"
-                ))
-            })
+            .ok_or_else(|| ParseIndexKindError(s.to_string()))
     }
 }
 
@@ -75,8 +125,7 @@ impl std::fmt::Display for IndexKind {
     }
 }
 
-/// What every index tree offers: values for keys below
-/// [`radix::KEY_LIMIT`], created on demand and never moved or freed
+/// What every index tree offers: values for keys below [`KEY_LIMIT`], created on demand and never moved or freed
 /// before the tree is dropped.
 pub trait PageIndex<T>: Send + Sync {
     /// The value for `key` if its leaf exists (nothing is created).
@@ -132,9 +181,10 @@ impl SerialProbe for NoProbe {
     fn exit(_: ()) {}
 }
 
-/// Where one file page lives.
+/// Where one file page lives: a [`PageMapping`] in atomics, so that the
+/// slot can be shared; its holder's range lock orders the accesses.
 #[derive(Debug, Default)]
-pub(crate) struct PageSlot {
+pub struct PageSlot {
     block: AtomicU64,
     entry: AtomicU64,
     version: AtomicU64,
@@ -142,10 +192,11 @@ pub(crate) struct PageSlot {
 
 /// A snapshot of a [`PageSlot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct PageMapping {
+pub struct PageMapping {
     /// Data block (0 = hole).
     pub block: u64,
-    /// Location of the log entry that committed it (see [`crate::log::EntryLoc`]).
+    /// Location of the log entry that committed it (manyfs's `EntryLoc`,
+    /// opaque to the index).
     pub entry: u64,
     /// Version of the page: the highest version wins at recovery.
     pub version: u64,
@@ -174,7 +225,7 @@ impl PageSlot {
 /// tree holds the other pages. The baselines keep every page in their
 /// tree, as F2FS's node tree is rooted at the inode, whose lock every
 /// mapping takes.
-pub(crate) struct FileIndex {
+pub struct FileIndex {
     first: PageSlot,
     pages: Pages,
 }
@@ -210,7 +261,6 @@ impl FileIndex {
     }
 
     /// The kind of tree that holds this index.
-    #[cfg(all(test, not(feature = "shuttle")))]
     pub fn kind(&self) -> IndexKind {
         match self.pages {
             Pages::Cas(_) => IndexKind::Cas,
@@ -274,7 +324,6 @@ impl FileIndex {
 
 #[cfg(all(test, not(feature = "shuttle")))]
 mod tests {
-    use super::radix::KEY_LIMIT;
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;

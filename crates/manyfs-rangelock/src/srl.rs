@@ -3,8 +3,8 @@
 //! segments' words in ascending order (so two ranges never deadlock).
 
 use super::{Access, LockKind, RangeLock, SegmentWord};
-use crate::index::radix::{CasRadix, KEY_LIMIT};
 use crossbeam_utils::CachePadded;
+use manyfs_index::radix::{CasRadix, KEY_LIMIT};
 
 type PaddedWord = CachePadded<SegmentWord>;
 

@@ -4,9 +4,9 @@
 //! range that covers the whole file, including past end of file, without a
 //! shared counter on the I/O path.
 
-use crate::sync::wait::{SPINS_BEFORE_PARK, park_while, spin_hint, unpark_all};
-use crate::sync::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
+use manyfs_sync::wait::{park_while, spin_hint, unpark_all, SPINS_BEFORE_PARK};
+use manyfs_sync::{AtomicU32, Ordering};
 use once_cell::race::OnceBox;
 
 /// Per-CPU reader counts plus a writer flag, each on its own cache line,
@@ -57,7 +57,7 @@ impl BigReaderLock {
     /// Take it shared.
     pub fn read(&self) -> BigReaderGuard<'_> {
         let lines = self.lines();
-        let slot = crate::cpu::current() % lines.readers.len();
+        let slot = manyfs_sync::cpu::current() % lines.readers.len();
         let counter = &lines.readers[slot];
         let mut spins = 0;
         loop {
