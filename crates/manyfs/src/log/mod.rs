@@ -864,7 +864,12 @@ impl InodeLog {
     /// the page linking it is sealed, and a new head before the log array
     /// names it. The linking page itself needs no barrier: its link and
     /// its seal are on one page, written whole with the mark.
-    fn note_new_pages_unsynced(&self, space: &dyn LogSpace, sub: &mut SubLog, new_pages: &NewPages) {
+    fn note_new_pages_unsynced(
+        &self,
+        space: &dyn LogSpace,
+        sub: &mut SubLog,
+        new_pages: &NewPages,
+    ) {
         if sub.pages.is_empty() {
             // The record's word (direct, or naming the array, which
             // may be new) and the array.
@@ -1029,7 +1034,13 @@ impl InodeLog {
             }
             return Err(e);
         }
-        self.switch_to_new_chain(space, chain.word, chain.meta(space), chain.pages, chain.next_slot);
+        self.switch_to_new_chain(
+            space,
+            chain.word,
+            chain.meta(space),
+            chain.pages,
+            chain.next_slot,
+        );
         for ((_, w), loc) in entries.iter().zip(&chain.places) {
             if let Some(c) = space.live_counter(loc_page(*loc)) {
                 c.fetch_add(*w, Ordering::Relaxed);
@@ -1185,7 +1196,11 @@ impl InodeLog {
         }
         guards[0].meta = meta;
         guards[0].pages = pages;
-        guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { next_slot };
+        guards[0].next_slot = if guards[0].pages.is_empty() {
+            0
+        } else {
+            next_slot
+        };
         self.word.store(word, Ordering::Release);
         self.incarnation.fetch_add(1, Ordering::AcqRel);
         drop(guards);
