@@ -15,6 +15,10 @@
 //! - `mapping.rs`: the member files mapped side by side into one reserved
 //!   address range, and unmapping them;
 //! - `files.rs`: creating, sizing, opening and locking the files;
+//! - `pool/`: opening every member of a pool (checked against its member
+//!   table) and its data device, creating and formatting a new pool, and
+//!   the per-member records a mount reads and writes (the records' format
+//!   is `crate::layout::members`);
 //! - `access.rs`: bounds-checked reads, stores, non-temporal copies and
 //!   8-byte atomics;
 //! - `persist.rs`: flushes, fences and durability points, and the counts
@@ -43,12 +47,12 @@ mod mapping;
 pub(crate) mod numa;
 mod observer;
 mod persist;
+pub(crate) mod pool;
 pub(crate) mod remote;
 mod sigbus;
 #[cfg(test)]
 mod testing;
 
-pub(crate) use barrier::SYNC_UNIT;
 pub use bwcap::throttled_ns as bandwidth_throttled_ns;
 pub(crate) use files::{lock_exclusive, lock_shared};
 pub(crate) use flush::FlushInstr;

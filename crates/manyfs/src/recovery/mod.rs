@@ -217,7 +217,7 @@ impl Marker<'_> {
         // A tiered pool's data device continues the block space.
         let len = sb.data_end() - sb.data_start;
         let used = (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        let reserved: Vec<u64> = members::reserved_blocks(media)
+        let reserved: Vec<u64> = crate::media::pool::reserved_blocks(media)
             .into_iter()
             .filter(|b| (sb.data_start..sb.data_end()).contains(b))
             .collect();
