@@ -714,238 +714,291 @@ impl Workload {
     ) -> Result<Vec<Box<dyn Op>>> {
         assert!(threads > 0);
         check_stride(stride)?;
-        let mut ops: Vec<Box<dyn Op>> = Vec::with_capacity(threads);
+        let p = Prep { be, threads, place };
         match self {
             Workload::MemWrite
             | Workload::MemRead
             | Workload::MemWriteHot
-            | Workload::MemReadHot => {
-                return Ok(prepare_memory(
-                    self.writes(),
-                    matches!(self, Workload::MemWriteHot | Workload::MemReadHot),
-                    threads,
-                ));
-            }
-            Workload::Drbl | Workload::Dwol | Workload::Dwsl => {
-                for t in 0..threads {
-                    place(t);
-                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
-                    let buf = block_buf(t);
-                    write_full(&*f, &buf, 0)?;
-                    let op = match self {
-                        Workload::Drbl => BlockOp::Read,
-                        Workload::Dwsl => BlockOp::WriteSync,
-                        _ => BlockOp::Write,
-                    };
-                    ops.push(BlockIo::boxed(f, 0, buf, op));
-                }
-            }
-            Workload::Drbm | Workload::Dwom | Workload::Drbh => {
-                let f = be.open("/shared", Open::CREATE)?;
-                for t in 0..threads {
-                    place(t);
-                    let buf = block_buf(t);
-                    let off = t as u64 * stride;
-                    write_full(&*f, &buf, off)?;
-                    let off = if self == Workload::Drbh { 0 } else { off };
-                    let op = if self == Workload::Dwom {
-                        BlockOp::Write
-                    } else {
-                        BlockOp::Read
-                    };
-                    ops.push(BlockIo::boxed(f.clone(), off, buf, op));
-                }
-            }
-            Workload::Dwal => {
-                for t in 0..threads {
-                    place(t);
-                    let f = be.open(
-                        &format!("/private-{t}"),
-                        Open {
-                            create: true,
-                            truncate: true,
-                            append: true,
-                        },
-                    )?;
-                    ops.push(Box::new(Append {
-                        file: f,
-                        len: 0,
-                        buf: block_buf(t),
-                    }));
-                }
-            }
-            Workload::Dwtl => {
-                for t in 0..threads {
-                    place(t);
-                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
-                    let mut fill = AlignedBuf::new(TRUNC_FILL);
-                    stamp(&mut fill, t, 0, 0);
-                    write_full(&*f, &fill, 0)?;
-                    ops.push(Box::new(Truncate {
-                        file: f,
-                        len: TRUNC_FILL as u64,
-                        fill,
-                    }));
-                }
-            }
+            | Workload::MemReadHot => Ok(prepare_memory(
+                self.writes(),
+                matches!(self, Workload::MemWriteHot | Workload::MemReadHot),
+                threads,
+            )),
+            Workload::Drbl | Workload::Dwol | Workload::Dwsl => p.private_blocks(self),
+            Workload::Drbm | Workload::Dwom | Workload::Drbh => p.shared_blocks(self, stride),
+            Workload::Dwal => p.appends(),
+            Workload::Dwtl => p.truncates(),
             Workload::Mwcl | Workload::Mwcm | Workload::Mwul | Workload::Mwum => {
-                let private = matches!(self, Workload::Mwcl | Workload::Mwul);
-                let create = matches!(self, Workload::Mwcl | Workload::Mwcm);
-                if !private {
-                    be.create_dir_all("/shared-dir")?;
-                }
-                for t in 0..threads {
-                    place(t);
-                    let mut op = CreateOrUnlink {
-                        be: be.clone(),
-                        prefix: meta_prefix(be, private, t, "f")?,
-                        next: 0,
-                        create,
-                    };
-                    if !create {
-                        // Unlinking starts from a full batch.
-                        op.reset()?;
-                    }
-                    ops.push(Box::new(op));
-                }
+                p.creates_or_unlinks(self)
             }
-            Workload::Mwrl | Workload::Mwrm => {
-                if self == Workload::Mwrm {
-                    be.create_dir_all("/shared-dir")?;
-                }
-                for t in 0..threads {
-                    place(t);
-                    let prefix = meta_prefix(be, self == Workload::Mwrl, t, "r")?;
-                    be.create_file(&format!("{prefix}0"))?;
-                    ops.push(Box::new(Rename {
-                        be: be.clone(),
-                        prefix,
-                        generation: 0,
-                    }));
-                }
-            }
-            Workload::Mrpl | Workload::Mrpm => {
-                let shared = "/shared-dir/a/b/c/d";
-                if self == Workload::Mrpm {
-                    be.create_dir_all(shared)?;
-                    let f = be.open(&format!("{shared}/file"), Open::CREATE)?;
-                    write_full(&*f, &block_buf(0), 0)?;
-                }
-                for t in 0..threads {
-                    place(t);
-                    let path = if self == Workload::Mrpl {
-                        let d = format!("/p{t}/a/b/c/d");
-                        be.create_dir_all(&d)?;
-                        let f = be.open(&format!("{d}/file"), Open::CREATE)?;
-                        write_full(&*f, &block_buf(t), 0)?;
-                        format!("{d}/file")
-                    } else {
-                        format!("{shared}/file")
-                    };
-                    ops.push(Box::new(Stat {
-                        be: be.clone(),
-                        path,
-                    }));
-                }
-            }
-            Workload::Mrdl | Workload::Mrdm => {
-                if self == Workload::Mrdm {
-                    be.create_dir_all("/shared-dir")?;
-                    for i in 0..READDIR_ENTRIES {
-                        be.create_file(&format!("/shared-dir/e{i}"))?;
-                    }
-                }
-                for t in 0..threads {
-                    place(t);
-                    let path = if self == Workload::Mrdl {
-                        let d = format!("/p{t}");
-                        be.create_dir_all(&d)?;
-                        for i in 0..READDIR_ENTRIES {
-                            be.create_file(&format!("{d}/e{i}"))?;
-                        }
-                        d
-                    } else {
-                        "/shared-dir".to_string()
-                    };
-                    ops.push(Box::new(ReadDir {
-                        be: be.clone(),
-                        path,
-                        expect: READDIR_ENTRIES,
-                    }));
-                }
-            }
-            Workload::Mix { reads, writes } => {
-                let f = be.open("/shared", Open::CREATE)?;
-                for t in 0..threads {
-                    place(t);
-                    let buf = block_buf(t);
-                    let base = t as u64 * REGION;
-                    for b in 0..MIX_BLOCKS {
-                        write_full(&*f, &buf, base + b * BLOCK as u64)?;
-                    }
-                    ops.push(Box::new(Mix {
-                        file: f.clone(),
-                        base,
-                        reads,
-                        cycle: reads + writes,
-                        k: 0,
-                        buf,
-                    }));
-                }
-            }
-            Workload::Pmix { reads, writes } => {
-                for t in 0..threads {
-                    place(t);
-                    let f = be.open(&format!("/private-{t}"), Open::CREATE)?;
-                    let buf = block_buf(t);
-                    for b in 0..PMIX_READ_BLOCKS + MIX_BLOCKS {
-                        write_full(&*f, &buf, b * BLOCK as u64)?;
-                    }
-                    ops.push(Box::new(PrivateMix {
-                        file: f,
-                        reads,
-                        cycle: reads + writes,
-                        k: 0,
-                        kr: 0,
-                        kw: 0,
-                        buf,
-                    }));
-                }
-            }
-            Workload::Drfl => {
-                for t in 0..threads {
-                    place(t);
-                    let f = be.open(&format!("/scattered-{t}"), Open::CREATE)?;
-                    let pad = be.open(&format!("/scattered-pad-{t}"), Open::CREATE)?;
-                    let buf = block_buf(t);
-                    for b in 0..(DRFL_READ / BLOCK) as u64 {
-                        write_full(&*f, &buf, b * BLOCK as u64)?;
-                        write_full(&*pad, &buf, b * BLOCK as u64)?;
-                    }
-                    ops.push(Box::new(ScatteredRead {
-                        file: f,
-                        buf: AlignedBuf::new(DRFL_READ),
-                    }));
-                }
-            }
-            Workload::HaccIo => {
-                let f = be.open("/checkpoint", Open::CREATE)?;
-                for t in 0..threads {
-                    place(t);
-                    ops.push(Box::new(Hacc {
-                        file: f.clone(),
-                        thread: t,
-                        base: t as u64 * HACC_PARTITION,
-                        records: HACC_PARTITION / HACC_RECORD as u64,
-                        step: 0,
-                        round: 0,
-                        buf: AlignedBuf::new(HACC_RECORD),
-                        expect: AlignedBuf::new(HACC_RECORD),
-                    }));
-                }
-            }
+            Workload::Mwrl | Workload::Mwrm => p.renames(self == Workload::Mwrl),
+            Workload::Mrpl | Workload::Mrpm => p.stats(self == Workload::Mrpl),
+            Workload::Mrdl | Workload::Mrdm => p.readdirs(self == Workload::Mrdl),
+            Workload::Mix { reads, writes } => p.shared_mix(reads, writes),
+            Workload::Pmix { reads, writes } => p.private_mix(reads, writes),
+            Workload::Drfl => p.scattered_reads(),
+            Workload::HaccIo => p.checkpoints(),
+        }
+    }
+}
+
+/// The ops of a workload's threads, one each.
+type Ops = Vec<Box<dyn Op>>;
+
+/// Preparing a workload's files and ops ([`Workload::prepare_strided`]),
+/// one method per family of workloads.
+struct Prep<'a> {
+    be: &'a Arc<dyn Backend>,
+    threads: usize,
+    /// Called with `t` before creating or writing what thread `t` owns.
+    place: &'a dyn Fn(usize),
+}
+
+impl Prep<'_> {
+    /// One op per thread: `make(t)`, after `place(t)`.
+    fn each(&self, mut make: impl FnMut(usize) -> Result<Box<dyn Op>>) -> Result<Ops> {
+        let mut ops: Ops = Vec::with_capacity(self.threads);
+        for t in 0..self.threads {
+            (self.place)(t);
+            ops.push(make(t)?);
         }
         Ok(ops)
+    }
+
+    /// DRBL, DWOL, DWSL: one block of a private file per thread.
+    fn private_blocks(&self, w: Workload) -> Result<Ops> {
+        let op = match w {
+            Workload::Drbl => BlockOp::Read,
+            Workload::Dwsl => BlockOp::WriteSync,
+            _ => BlockOp::Write,
+        };
+        self.each(|t| {
+            let f = self.be.open(&format!("/private-{t}"), Open::CREATE)?;
+            let buf = block_buf(t);
+            write_full(&*f, &buf, 0)?;
+            Ok(BlockIo::boxed(f, 0, buf, op))
+        })
+    }
+
+    /// DRBM, DWOM, DRBH: one block per thread of a shared file, thread
+    /// `t`'s at `t * stride` (DRBH's threads all read block 0).
+    fn shared_blocks(&self, w: Workload, stride: u64) -> Result<Ops> {
+        let f = self.be.open("/shared", Open::CREATE)?;
+        self.each(|t| {
+            let buf = block_buf(t);
+            let off = t as u64 * stride;
+            write_full(&*f, &buf, off)?;
+            let off = if w == Workload::Drbh { 0 } else { off };
+            let op = if w == Workload::Dwom {
+                BlockOp::Write
+            } else {
+                BlockOp::Read
+            };
+            Ok(BlockIo::boxed(f.clone(), off, buf, op))
+        })
+    }
+
+    /// DWAL: appends to a private file per thread.
+    fn appends(&self) -> Result<Ops> {
+        self.each(|t| {
+            let f = self.be.open(
+                &format!("/private-{t}"),
+                Open {
+                    create: true,
+                    truncate: true,
+                    append: true,
+                },
+            )?;
+            Ok(Box::new(Append {
+                file: f,
+                len: 0,
+                buf: block_buf(t),
+            }))
+        })
+    }
+
+    /// DWTL: truncates of a private file per thread.
+    fn truncates(&self) -> Result<Ops> {
+        self.each(|t| {
+            let f = self.be.open(&format!("/private-{t}"), Open::CREATE)?;
+            let mut fill = AlignedBuf::new(TRUNC_FILL);
+            stamp(&mut fill, t, 0, 0);
+            write_full(&*f, &fill, 0)?;
+            Ok(Box::new(Truncate {
+                file: f,
+                len: TRUNC_FILL as u64,
+                fill,
+            }))
+        })
+    }
+
+    /// MWCL, MWCM, MWUL, MWUM: creates or unlinks of files in a private
+    /// directory per thread or in a shared one.
+    fn creates_or_unlinks(&self, w: Workload) -> Result<Ops> {
+        let private = matches!(w, Workload::Mwcl | Workload::Mwul);
+        let create = matches!(w, Workload::Mwcl | Workload::Mwcm);
+        if !private {
+            self.be.create_dir_all("/shared-dir")?;
+        }
+        self.each(|t| {
+            let mut op = CreateOrUnlink {
+                be: self.be.clone(),
+                prefix: meta_prefix(self.be, private, t, "f")?,
+                next: 0,
+                create,
+            };
+            if !create {
+                // Unlinking starts from a full batch.
+                op.reset()?;
+            }
+            Ok(Box::new(op))
+        })
+    }
+
+    /// MWRL, MWRM: renames in a private directory per thread or in a
+    /// shared one.
+    fn renames(&self, private: bool) -> Result<Ops> {
+        if !private {
+            self.be.create_dir_all("/shared-dir")?;
+        }
+        self.each(|t| {
+            let prefix = meta_prefix(self.be, private, t, "r")?;
+            self.be.create_file(&format!("{prefix}0"))?;
+            Ok(Box::new(Rename {
+                be: self.be.clone(),
+                prefix,
+                generation: 0,
+            }))
+        })
+    }
+
+    /// MRPL, MRPM: path lookups of a deep file per thread or of a shared one.
+    fn stats(&self, private: bool) -> Result<Ops> {
+        let shared = "/shared-dir/a/b/c/d";
+        if !private {
+            self.be.create_dir_all(shared)?;
+            let f = self.be.open(&format!("{shared}/file"), Open::CREATE)?;
+            write_full(&*f, &block_buf(0), 0)?;
+        }
+        self.each(|t| {
+            let path = if private {
+                let d = format!("/p{t}/a/b/c/d");
+                self.be.create_dir_all(&d)?;
+                let f = self.be.open(&format!("{d}/file"), Open::CREATE)?;
+                write_full(&*f, &block_buf(t), 0)?;
+                format!("{d}/file")
+            } else {
+                format!("{shared}/file")
+            };
+            Ok(Box::new(Stat {
+                be: self.be.clone(),
+                path,
+            }))
+        })
+    }
+
+    /// MRDL, MRDM: listings of a directory per thread or of a shared one.
+    fn readdirs(&self, private: bool) -> Result<Ops> {
+        if !private {
+            self.be.create_dir_all("/shared-dir")?;
+            for i in 0..READDIR_ENTRIES {
+                self.be.create_file(&format!("/shared-dir/e{i}"))?;
+            }
+        }
+        self.each(|t| {
+            let path = if private {
+                let d = format!("/p{t}");
+                self.be.create_dir_all(&d)?;
+                for i in 0..READDIR_ENTRIES {
+                    self.be.create_file(&format!("{d}/e{i}"))?;
+                }
+                d
+            } else {
+                "/shared-dir".to_string()
+            };
+            Ok(Box::new(ReadDir {
+                be: self.be.clone(),
+                path,
+                expect: READDIR_ENTRIES,
+            }))
+        })
+    }
+
+    /// MIX: reads and writes of the blocks of a region per thread of a
+    /// shared file.
+    fn shared_mix(&self, reads: u32, writes: u32) -> Result<Ops> {
+        let f = self.be.open("/shared", Open::CREATE)?;
+        self.each(|t| {
+            let buf = block_buf(t);
+            let base = t as u64 * REGION;
+            for b in 0..MIX_BLOCKS {
+                write_full(&*f, &buf, base + b * BLOCK as u64)?;
+            }
+            Ok(Box::new(Mix {
+                file: f.clone(),
+                base,
+                reads,
+                cycle: reads + writes,
+                k: 0,
+                buf,
+            }))
+        })
+    }
+
+    /// PMIX: reads and writes of a private file per thread.
+    fn private_mix(&self, reads: u32, writes: u32) -> Result<Ops> {
+        self.each(|t| {
+            let f = self.be.open(&format!("/private-{t}"), Open::CREATE)?;
+            let buf = block_buf(t);
+            for b in 0..PMIX_READ_BLOCKS + MIX_BLOCKS {
+                write_full(&*f, &buf, b * BLOCK as u64)?;
+            }
+            Ok(Box::new(PrivateMix {
+                file: f,
+                reads,
+                cycle: reads + writes,
+                k: 0,
+                kr: 0,
+                kw: 0,
+                buf,
+            }))
+        })
+    }
+
+    /// DRFL: large reads of a private file per thread whose blocks are
+    /// scattered (interleaved with a padding file's).
+    fn scattered_reads(&self) -> Result<Ops> {
+        self.each(|t| {
+            let f = self.be.open(&format!("/scattered-{t}"), Open::CREATE)?;
+            let pad = self.be.open(&format!("/scattered-pad-{t}"), Open::CREATE)?;
+            let buf = block_buf(t);
+            for b in 0..(DRFL_READ / BLOCK) as u64 {
+                write_full(&*f, &buf, b * BLOCK as u64)?;
+                write_full(&*pad, &buf, b * BLOCK as u64)?;
+            }
+            Ok(Box::new(ScatteredRead {
+                file: f,
+                buf: AlignedBuf::new(DRFL_READ),
+            }))
+        })
+    }
+
+    /// HACC-IO: checkpoint records in a partition per thread of a shared
+    /// file.
+    fn checkpoints(&self) -> Result<Ops> {
+        let f = self.be.open("/checkpoint", Open::CREATE)?;
+        self.each(|t| {
+            Ok(Box::new(Hacc {
+                file: f.clone(),
+                thread: t,
+                base: t as u64 * HACC_PARTITION,
+                records: HACC_PARTITION / HACC_RECORD as u64,
+                step: 0,
+                round: 0,
+                buf: AlignedBuf::new(HACC_RECORD),
+                expect: AlignedBuf::new(HACC_RECORD),
+            }))
+        })
     }
 }
 

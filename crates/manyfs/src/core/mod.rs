@@ -121,7 +121,7 @@ struct Spills {
 
 impl Spills {
     fn new(media: &Media, topology: &Topology) -> Spills {
-        let at_mount: Box<[u64]> = members::read_spills(media).into();
+        let at_mount: Box<[u64]> = crate::media::pool::read_spills(media).into();
         let nodes = topology.node_count();
         // A member on a node the topology lacks counts as node
         // `node % nodes`, as the allocator places it.
@@ -389,7 +389,7 @@ impl FsCore {
         let mut written = self.spills.written.lock();
         for (i, (&n, w)) in now.iter().zip(written.iter_mut()).enumerate() {
             if n != *w {
-                members::write_spills(&self.media, i, n)?;
+                crate::media::pool::write_spills(&self.media, i, n)?;
                 *w = n;
             }
         }

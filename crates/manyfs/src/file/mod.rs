@@ -132,6 +132,29 @@ enum Target {
     Device,
 }
 
+/// The pages a write covers: bytes `off..end` of the file, from `buf`.
+#[derive(Clone, Copy)]
+struct WriteSpan<'a> {
+    buf: &'a [u8],
+    off: u64,
+    end: u64,
+    first_pg: u64,
+    last_pg: u64,
+    /// The file's size when the write began.
+    size_now: u64,
+}
+
+impl WriteSpan<'_> {
+    /// Whether the write covers page `pg` only in part.
+    #[inline]
+    fn is_partial(&self, pg: u64) -> bool {
+        self.off > pg * PAGE || self.end < (pg + 1) * PAGE
+    }
+}
+
+/// Extents `(first block, blocks)` a write's new pages went to.
+type Extents = SmallVec<[(u64, u64); 2]>;
+
 fn write_locked(
     core: &FsCore,
     inode: &Inode,
@@ -142,20 +165,26 @@ fn write_locked(
     target: Target,
 ) -> Result<usize> {
     let epoch = inode.attr_seq.load(Ordering::Acquire) as u32;
-    let first_pg = off / PAGE;
-    let last_pg = (end - 1) / PAGE;
-    let npages = last_pg - first_pg + 1;
-    let size_now = f.size();
+    let span = WriteSpan {
+        buf,
+        off,
+        end,
+        first_pg: off / PAGE,
+        last_pg: (end - 1) / PAGE,
+        size_now: f.size(),
+    };
+    let npages = span.last_pg - span.first_pg + 1;
 
     // One walk of the index per page: the slots are reused to publish.
-    let slots: SmallVec<[&crate::index::PageSlot; 4]> =
-        (first_pg..=last_pg).map(|p| f.index.slot(p)).collect();
+    let slots: SmallVec<[&crate::index::PageSlot; 4]> = (span.first_pg..=span.last_pg)
+        .map(|p| f.index.slot(p))
+        .collect();
     let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
     let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
 
     let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
-    if first_pg == last_pg
-        && end <= size_now
+    if span.first_pg == span.last_pg
+        && end <= span.size_now
         && !stage
         && matches!(target, Target::Auto)
         && overwrite_in_place(core, inode, buf, off, old[0])?
@@ -163,148 +192,27 @@ fn write_locked(
         return Ok(buf.len());
     }
 
-    // Allocate new pages (possibly in several extents); staged data that
-    // finds the pool too full goes to the device.
-    let mut extents: SmallVec<[(u64, u64); 2]> = SmallVec::new();
-    let mut got = 0;
-    while got < npages {
-        let staged = stage.then(|| core.blocks.alloc(npages - got, Purpose::Staged).ok());
-        match staged
-            .flatten()
-            .map_or_else(|| core.alloc_blocks(npages - got, Purpose::Data), Ok)
-        {
-            Ok(x) => {
-                got += x.1;
-                extents.push(x);
-            }
-            Err(e) => {
-                for (b, n) in extents {
-                    core.blocks.free(b, n);
-                }
-                return Err(e);
-            }
-        }
-    }
-
-    // Fill them: whole pages straight from the caller's buffer, partial
-    // pages merged with the old contents (bytes past EOF read as zero).
+    let extents = alloc_write_extents(core, npages, stage)?;
     // The crc32 of each extent's pages as written (durable marks only:
     // recovery checks them), so the log need not read the blocks back.
     let want_crcs = core.deferring();
     let mut crcs: SmallVec<[u32; 2]> = SmallVec::new();
-    let mut fill = || -> Result<()> {
-        // Partial pages (the first and the last at most) are staged: the
-        // old contents, bytes past EOF as zero, under the new bytes. Their
-        // old blocks are read together.
-        let is_partial = |pg: u64| off > pg * PAGE || end < (pg + 1) * PAGE;
-        let mut staged: SmallVec<[(u64, Box<[u8; PAGE as usize]>); 2]> = SmallVec::new();
-        for pg in [first_pg, last_pg] {
-            if is_partial(pg) && staged.iter().all(|(p, _)| *p != pg) {
-                staged.push((pg, Box::new([0u8; PAGE as usize])));
-            }
-        }
-        let mut old_reads: SmallVec<[(u64, &mut [u8]); 2]> = SmallVec::new();
-        for (pg, page) in staged.iter_mut() {
-            let prev = old[(*pg - first_pg) as usize];
-            if prev.block != 0 {
-                old_reads.push((prev.block * PAGE, &mut page[..]));
-            }
-        }
-        core.media.read_batch(&mut old_reads)?;
-        drop(old_reads);
-        for (pg, page) in staged.iter_mut() {
-            let page_start = *pg * PAGE;
-            let valid = size_now.saturating_sub(page_start).min(PAGE) as usize;
-            page[valid..].fill(0);
-            let lo = off.max(page_start);
-            let hi = end.min(page_start + PAGE);
-            page[(lo - page_start) as usize..(hi - page_start) as usize]
-                .copy_from_slice(&buf[(lo - off) as usize..(hi - off) as usize]);
-        }
-        // One request per staged page, one per run of whole pages of an
-        // extent (contiguous on the data device; a page each on a pool,
-        // as before): `(block offset, staged page or buf range)`.
-        enum Src {
-            Staged(usize),
-            Buf(usize, usize),
-        }
-        let mut reqs: SmallVec<[(u64, Src); 4]> = SmallVec::new();
-        let mut pg = first_pg;
-        for &(block, n) in &extents {
-            let mut h = crc32fast::Hasher::new();
-            let mut extent_run = false;
-            for i in 0..n {
-                let dst = (block + i) * PAGE;
-                if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
-                    if want_crcs {
-                        h.update(&staged[k].1[..]);
-                    }
-                    reqs.push((dst, Src::Staged(k)));
-                    extent_run = false;
-                } else {
-                    let lo = (pg * PAGE - off) as usize;
-                    let src = &buf[lo..lo + PAGE as usize];
-                    if want_crcs {
-                        h.update(src);
-                    }
-                    match reqs.last_mut() {
-                        Some((_, Src::Buf(l, hi)))
-                            if extent_run
-                                && *hi == lo
-                                && *hi - *l < MAX_RUN
-                                && core.media.on_data_device(dst) =>
-                        {
-                            *hi += PAGE as usize;
-                        }
-                        _ => reqs.push((dst, Src::Buf(lo, lo + PAGE as usize))),
-                    }
-                    extent_run = true;
-                }
-                pg += 1;
-            }
-            crcs.push(h.finalize());
-        }
-        let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
-            .iter()
-            .map(|(dst, src)| match *src {
-                Src::Staged(k) => (*dst, &staged[k].1[..]),
-                Src::Buf(lo, hi) => (*dst, &buf[lo..hi]),
-            })
-            .collect();
-        core.media.nt_copy_batch(&reqs)
-    };
     let now = crate::time::now_ns();
     let mtime_ns = match target {
         Target::Auto => now,
         Target::Device => 0,
     };
-    let extends = end > size_now;
-    let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
-    let mut pg = first_pg;
-    for (i, &(block, n)) in extents.iter().enumerate() {
-        let weight = n as u32 + u32::from(extends && i + 1 == extents.len());
-        entries.push((
-            Entry::FileWrite {
-                epoch,
-                version,
-                pgoff: pg,
-                block,
-                npages: n as u32,
-                file_end: end,
-                mtime_ns,
-            },
-            weight,
-        ));
-        pg += n;
-    }
+    let extends = end > span.size_now;
+    let entries = write_entries(&span, &extents, epoch, version, mtime_ns, extends);
     // Partial pages copy the bytes of the entry that maps them now.
-    let copied = std::iter::once(first_pg)
-        .chain((last_pg != first_pg).then_some(last_pg))
-        .filter(|&pg| off > pg * PAGE || end < (pg + 1) * PAGE)
-        .map(|pg| old[(pg - first_pg) as usize])
+    let copied = std::iter::once(span.first_pg)
+        .chain((span.last_pg != span.first_pg).then_some(span.last_pg))
+        .filter(|&pg| span.is_partial(pg))
+        .map(|pg| old[(pg - span.first_pg) as usize])
         .filter(|m| m.block != 0)
         .map(|m| m.entry);
-    let filled = fill().and_then(|_| sublog_after(core, inode, None, copied));
+    let filled = fill_extents(core, &span, &old, &extents, want_crcs, &mut crcs)
+        .and_then(|_| sublog_after(core, inode, None, copied));
     let locs = filled.and_then(|sublog| {
         let crcs = want_crcs.then_some(&crcs[..]);
         inode
@@ -329,10 +237,197 @@ fn write_locked(
         let _ = log_write_mtime(core, inode, mtime_ns);
     }
 
-    // Publish in the index, then retire what was replaced (its entry is
-    // superseded by a committed one, so its block may be reused).
+    publish_write(&slots, &extents, &locs, version);
+    retire_replaced(core, inode, &old);
+    if extends {
+        let last = *locs.last().expect("one entry per extent");
+        note_new_end(core, inode, f, end, last);
+    }
+    // Listed after the size covers the pages: a destaging pass that
+    // unlisted the file before this reads a size that includes them.
+    if stage {
+        note_staged_extents(core, inode, &extents);
+    }
+    Ok(buf.len())
+}
+
+/// Allocates `npages` blocks for a write's new pages (possibly in several
+/// extents); staged data that finds the pool too full goes to the device.
+/// On failure nothing stays allocated.
+#[inline]
+fn alloc_write_extents(core: &FsCore, npages: u64, stage: bool) -> Result<Extents> {
+    let mut extents: Extents = SmallVec::new();
+    let mut got = 0;
+    while got < npages {
+        let staged = stage.then(|| core.blocks.alloc(npages - got, Purpose::Staged).ok());
+        match staged
+            .flatten()
+            .map_or_else(|| core.alloc_blocks(npages - got, Purpose::Data), Ok)
+        {
+            Ok(x) => {
+                got += x.1;
+                extents.push(x);
+            }
+            Err(e) => {
+                for (b, n) in extents {
+                    core.blocks.free(b, n);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(extents)
+}
+
+/// Fills a write's new blocks: whole pages straight from the caller's
+/// buffer, partial pages merged with the old contents (`old`: the pages'
+/// mappings before the write; bytes past EOF read as zero). With
+/// `want_crcs`, pushes the crc32 of each extent's pages as written.
+#[inline]
+fn fill_extents(
+    core: &FsCore,
+    span: &WriteSpan<'_>,
+    old: &[PageMapping],
+    extents: &[(u64, u64)],
+    want_crcs: bool,
+    crcs: &mut SmallVec<[u32; 2]>,
+) -> Result<()> {
+    let staged = merge_partial_pages(core, span, old)?;
+    let (buf, off) = (span.buf, span.off);
+    // One request per staged page, one per run of whole pages of an
+    // extent (contiguous on the data device; a page each on a pool,
+    // as before): `(block offset, staged page or buf range)`.
+    enum Src {
+        Staged(usize),
+        Buf(usize, usize),
+    }
+    let mut reqs: SmallVec<[(u64, Src); 4]> = SmallVec::new();
+    let mut pg = span.first_pg;
+    for &(block, n) in extents {
+        let mut h = crc32fast::Hasher::new();
+        let mut extent_run = false;
+        for i in 0..n {
+            let dst = (block + i) * PAGE;
+            if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
+                if want_crcs {
+                    h.update(&staged[k].1[..]);
+                }
+                reqs.push((dst, Src::Staged(k)));
+                extent_run = false;
+            } else {
+                let lo = (pg * PAGE - off) as usize;
+                let src = &buf[lo..lo + PAGE as usize];
+                if want_crcs {
+                    h.update(src);
+                }
+                match reqs.last_mut() {
+                    Some((_, Src::Buf(l, hi)))
+                        if extent_run
+                            && *hi == lo
+                            && *hi - *l < MAX_RUN
+                            && core.media.on_data_device(dst) =>
+                    {
+                        *hi += PAGE as usize;
+                    }
+                    _ => reqs.push((dst, Src::Buf(lo, lo + PAGE as usize))),
+                }
+                extent_run = true;
+            }
+            pg += 1;
+        }
+        crcs.push(h.finalize());
+    }
+    let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
+        .iter()
+        .map(|(dst, src)| match *src {
+            Src::Staged(k) => (*dst, &staged[k].1[..]),
+            Src::Buf(lo, hi) => (*dst, &buf[lo..hi]),
+        })
+        .collect();
+    core.media.nt_copy_batch(&reqs)
+}
+
+/// A partial page of a write, merged in memory: `(page, contents)`.
+type MergedPages = SmallVec<[(u64, Box<[u8; PAGE as usize]>); 2]>;
+
+/// The partial pages of a write (the first and the last at most), each
+/// merged: the old contents, bytes past EOF as zero, under the new bytes.
+/// Their old blocks are read together.
+#[inline]
+fn merge_partial_pages(
+    core: &FsCore,
+    span: &WriteSpan<'_>,
+    old: &[PageMapping],
+) -> Result<MergedPages> {
+    let mut staged: MergedPages = SmallVec::new();
+    for pg in [span.first_pg, span.last_pg] {
+        if span.is_partial(pg) && staged.iter().all(|(p, _)| *p != pg) {
+            staged.push((pg, Box::new([0u8; PAGE as usize])));
+        }
+    }
+    let mut old_reads: SmallVec<[(u64, &mut [u8]); 2]> = SmallVec::new();
+    for (pg, page) in staged.iter_mut() {
+        let prev = old[(*pg - span.first_pg) as usize];
+        if prev.block != 0 {
+            old_reads.push((prev.block * PAGE, &mut page[..]));
+        }
+    }
+    core.media.read_batch(&mut old_reads)?;
+    drop(old_reads);
+    for (pg, page) in staged.iter_mut() {
+        let page_start = *pg * PAGE;
+        let valid = span.size_now.saturating_sub(page_start).min(PAGE) as usize;
+        page[valid..].fill(0);
+        let lo = span.off.max(page_start);
+        let hi = span.end.min(page_start + PAGE);
+        page[(lo - page_start) as usize..(hi - page_start) as usize]
+            .copy_from_slice(&span.buf[(lo - span.off) as usize..(hi - span.off) as usize]);
+    }
+    Ok(staged)
+}
+
+/// One `FileWrite` entry per extent, with its live references (one per
+/// page, and one more on the last when the write `extends` the file).
+#[inline]
+fn write_entries(
+    span: &WriteSpan<'_>,
+    extents: &[(u64, u64)],
+    epoch: u32,
+    version: u64,
+    mtime_ns: u64,
+    extends: bool,
+) -> SmallVec<[(Entry, u32); 2]> {
+    let mut entries: SmallVec<[(Entry, u32); 2]> = SmallVec::new();
+    let mut pg = span.first_pg;
+    for (i, &(block, n)) in extents.iter().enumerate() {
+        let weight = n as u32 + u32::from(extends && i + 1 == extents.len());
+        entries.push((
+            Entry::FileWrite {
+                epoch,
+                version,
+                pgoff: pg,
+                block,
+                npages: n as u32,
+                file_end: span.end,
+                mtime_ns,
+            },
+            weight,
+        ));
+        pg += n;
+    }
+    entries
+}
+
+/// Publishes a committed write in the index: one slot per page, in order.
+#[inline]
+fn publish_write(
+    slots: &[&crate::index::PageSlot],
+    extents: &[(u64, u64)],
+    locs: &[crate::log::EntryLoc],
+    version: u64,
+) {
     let mut slot_iter = slots.iter();
-    for (&(block, n), &loc) in extents.iter().zip(&locs) {
+    for (&(block, n), &loc) in extents.iter().zip(locs) {
         for i in 0..n {
             slot_iter
                 .next()
@@ -344,6 +439,12 @@ fn write_locked(
                 });
         }
     }
+}
+
+/// Retires what a published write replaced (`old`): its entry is
+/// superseded by a committed one, so its block may be reused.
+#[inline]
+fn retire_replaced(core: &FsCore, inode: &Inode, old: &[PageMapping]) {
     for m in old.iter().filter(|m| m.block != 0) {
         if core.staging.enabled() && !core.media.on_data_device(m.block * PAGE) {
             if core.staging.frees_superseded_at_once() {
@@ -360,40 +461,41 @@ fn write_locked(
         }
         core.release_later(inode, m.entry, 1);
     }
-    if extends {
-        let last = *locs.last().expect("one entry per extent");
-        f.size.fetch_max(end, Ordering::AcqRel);
-        inode.size_changes.fetch_add(1, Ordering::AcqRel);
-        let mut definer = f.size_definer.lock();
-        match *definer {
-            Some((old_end, old_loc)) if old_end >= end => {
-                drop(definer);
-                core.release_later(inode, last, 1);
-                let _ = old_loc;
-            }
-            prev => {
-                *definer = Some((end, last));
-                drop(definer);
-                if let Some((_, old_loc)) = prev {
-                    core.release_later(inode, old_loc, 1);
-                }
+}
+
+/// A committed write that extended the file to `end`: raises the size and
+/// makes its entry at `last` the size's definer unless a longer one is.
+fn note_new_end(core: &FsCore, inode: &Inode, f: &FileData, end: u64, last: crate::log::EntryLoc) {
+    f.size.fetch_max(end, Ordering::AcqRel);
+    inode.size_changes.fetch_add(1, Ordering::AcqRel);
+    let mut definer = f.size_definer.lock();
+    match *definer {
+        Some((old_end, old_loc)) if old_end >= end => {
+            drop(definer);
+            core.release_later(inode, last, 1);
+            let _ = old_loc;
+        }
+        prev => {
+            *definer = Some((end, last));
+            drop(definer);
+            if let Some((_, old_loc)) = prev {
+                core.release_later(inode, old_loc, 1);
             }
         }
     }
-    // Listed after the size covers the pages: a destaging pass that
-    // unlisted the file before this reads a size that includes them.
-    if stage {
-        let staged_pages: u64 = extents
-            .iter()
-            .filter(|&&(b, _)| !core.media.on_data_device(b * PAGE))
-            .map(|&(_, n)| n)
-            .sum();
-        if staged_pages > 0 {
-            core.staging.count_staged(staged_pages);
-            core.staging.note_staged(inode);
-        }
+}
+
+/// Counts a staged write's pool pages and lists the file for destaging.
+fn note_staged_extents(core: &FsCore, inode: &Inode, extents: &[(u64, u64)]) {
+    let staged_pages: u64 = extents
+        .iter()
+        .filter(|&&(b, _)| !core.media.on_data_device(b * PAGE))
+        .map(|&(_, n)| n)
+        .sum();
+    if staged_pages > 0 {
+        core.staging.count_staged(staged_pages);
+        core.staging.note_staged(inode);
     }
-    Ok(buf.len())
 }
 
 /// Whether staging has the pool less than half free: the commit thread

@@ -144,7 +144,7 @@ pub(crate) fn walk(media: &Media) -> Result<Walk> {
         queued: HashSet::from([ROOT_INO]),
         queue: VecDeque::from([(ROOT_INO, None, 0, Source::Root)]),
         orphans: VecDeque::new(),
-        reserved: members::reserved_blocks(media),
+        reserved: crate::media::pool::reserved_blocks(media),
     };
     loop {
         while let Some((ino, want, parent, src)) = w.queue.pop_front() {

@@ -67,7 +67,7 @@ pub fn check(path: &Path) -> Result<Report> {
 /// [`check`] a tiered pool whose data device is at `data` instead of the
 /// path the pool records (`None`: the recorded one).
 pub fn check_with_device(path: &Path, data: Option<&Path>) -> Result<Report> {
-    let media = members::open_pool(path, Durability::File, false, data)?;
+    let media = crate::media::pool::open_pool(path, Durability::File, false, data)?;
     check_media(&media)
 }
 

@@ -57,7 +57,7 @@ impl RepairReport {
 /// Repair the pool at `path`. Errors opening, locking or writing it are
 /// returned as `Err`.
 pub fn repair(path: &Path) -> Result<RepairReport> {
-    let media = members::open_pool(path, Durability::File, true, None)?;
+    let media = crate::media::pool::open_pool(path, Durability::File, true, None)?;
     let mut out = RepairReport {
         before: check_media(&media)?,
         ..Default::default()

@@ -1,6 +1,8 @@
 //! Pools with several member files (one per NUMA node) behind one block
-//! address space: the member table, the member header, and opening or
-//! creating every member of a pool.
+//! address space: the on-media records of the member table, the member
+//! header and the spill record, and the paths members are recorded by.
+//! Opening, creating and writing a pool's files is I/O and lives in
+//! `crate::media::pool`.
 //!
 //! Member 0 is the pool file and holds blocks `[0, n0)`, member 1 blocks
 //! `[n0, n0+n1)`, and so on. The member table lives in blocks 0 and 1 after
@@ -62,10 +64,8 @@
 
 use super::*;
 use crate::error::{Error, MemberProblem, Result};
-use crate::media::{Durability, Media, OpenMember};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Byte offset of the member table in blocks 0 and 1 (after the superblock).
@@ -261,6 +261,18 @@ impl MemberTable {
     pub fn device(&self) -> Option<(usize, &MemberEntry)> {
         self.members.iter().enumerate().find(|(_, m)| m.device)
     }
+
+    /// The header member `index` carries in a pool of `uuid`.
+    pub fn header(&self, index: usize, uuid: [u8; 16]) -> MemberHeader {
+        let entry = &self.members[index];
+        MemberHeader {
+            index: index as u32,
+            node: entry.node,
+            blocks: entry.blocks,
+            start_block: self.start_block(index),
+            uuid,
+        }
+    }
 }
 
 /// The header at the start of every member but 0.
@@ -313,6 +325,25 @@ impl MemberHeader {
             start_block: le_u64(b, 24),
             uuid,
         })
+    }
+
+    /// Whether the header belongs to member `index` of the pool of `uuid`:
+    /// [`MemberProblem::Foreign`] or [`MemberProblem::WrongIndex`] if not.
+    pub fn check_identity(
+        &self,
+        uuid: &[u8; 16],
+        index: usize,
+    ) -> std::result::Result<(), MemberProblem> {
+        if self.uuid != *uuid {
+            return Err(MemberProblem::Foreign {
+                expected: hex(uuid),
+                found: hex(&self.uuid),
+            });
+        }
+        if self.index != index as u32 {
+            return Err(MemberProblem::WrongIndex { found: self.index });
+        }
+        Ok(())
     }
 }
 
@@ -379,55 +410,6 @@ impl SpillRecord {
     }
 }
 
-/// Every mapped member's spill count as its records hold it: the primary
-/// copy, or the backup where the primary is damaged (a write torn by a
-/// crash), or 0 where both are (the count is statistics: it never stops
-/// a mount).
-pub(crate) fn read_spills(media: &Media) -> Vec<u64> {
-    media
-        .members()
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let [backup, primary] = SpillRecord::offsets(i, m.start);
-            [primary, backup]
-                .into_iter()
-                .find_map(|off| {
-                    let mut b = [0u8; SPILL_RECORD_LEN];
-                    media.read(off, &mut b).ok()?;
-                    SpillRecord::decode(&b, i as u32)
-                })
-                .unwrap_or_else(|| {
-                    tracing::warn!(
-                        "member {i}: both spill records damaged; counting its spills from 0"
-                    );
-                    0
-                })
-        })
-        .collect()
-}
-
-/// Write member `index`'s spill record (backup copy first, each made
-/// durable before the next) with `spills`.
-pub(crate) fn write_spills(media: &Media, index: usize, spills: u64) -> Result<()> {
-    let Some(m) = media.members().into_iter().nth(index) else {
-        return Err(Error::InvalidArgument(format!(
-            "no pool member {index} to record spills in"
-        )));
-    };
-    let rec = SpillRecord {
-        index: index as u32,
-        spills,
-    }
-    .encode();
-    for off in SpillRecord::offsets(index, m.start) {
-        media.store(off, &rec)?;
-        media.persist(off, rec.len())?;
-        media.sync_range(off, rec.len())?;
-    }
-    Ok(())
-}
-
 /// The path a member's recorded `path` names for the pool file `pool`.
 pub fn resolve_member_path(pool: &Path, recorded: &Path) -> PathBuf {
     if recorded.is_absolute() {
@@ -439,7 +421,7 @@ pub fn resolve_member_path(pool: &Path, recorded: &Path) -> PathBuf {
 /// The path to record for a member at `member` (as given at mkfs, relative
 /// to the current directory) of the pool file `pool`: absolute paths as
 /// they are, relative ones relative to the pool file's directory.
-fn record_member_path(pool: &Path, member: &Path) -> Result<PathBuf> {
+pub(crate) fn record_member_path(pool: &Path, member: &Path) -> Result<PathBuf> {
     if member.is_absolute() {
         return Ok(member.to_path_buf());
     }
@@ -464,7 +446,7 @@ fn record_member_path(pool: &Path, member: &Path) -> Result<PathBuf> {
 }
 
 /// `p` with `.` dropped and `..` applied to the components before it.
-fn lexical(p: &Path) -> PathBuf {
+pub(crate) fn lexical(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -482,216 +464,10 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Open and map the pool whose file is `pool`, with every member its
-/// member table names, each checked against the table (see [`MemberHeader`])
-/// before it is mapped. A pool without a member table (every pool of format
-/// version 2 or 3), and a file that is no pool at all, map as one file:
-/// recovery and fsck judge what it holds.
-pub(crate) fn open_pool(
-    pool: &Path,
-    mode: Durability,
-    writable: bool,
-    data: Option<&Path>,
-) -> Result<Media> {
-    let file = Media::open_file(pool, writable)?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io(format!("stat pool {}", pool.display()), e))?
-        .len();
-    let mut head = vec![0u8; (2 * BLOCK_SIZE).min(len) as usize];
-    file.read_exact_at(&mut head, 0)
-        .map_err(|e| Error::io(format!("read pool {}", pool.display()), e))?;
-    let Some((sb, table)) = read_table(&head)? else {
-        if let Some(d) = data {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a data device ({}) was given, but the pool has none",
-                pool.display(),
-                d.display()
-            )));
-        }
-        return Media::from_members(
-            vec![OpenMember {
-                file,
-                path: pool.to_path_buf(),
-                len,
-                node: 0,
-            }],
-            mode,
-            writable,
-        );
-    };
-    if table.total_blocks() != Some(sb.total_blocks) {
-        return Err(Error::corrupt(
-            "member table",
-            format!(
-                "members hold {:?} blocks, the superblock says {}",
-                table.total_blocks(),
-                sb.total_blocks
-            ),
-        ));
-    }
-    let member_len = |i: usize| table.members[i].blocks * BLOCK_SIZE;
-    if len != member_len(0) {
-        return Err(Error::Member {
-            path: pool.to_path_buf(),
-            index: 0,
-            problem: MemberProblem::Resized {
-                expected: member_len(0),
-                found: len,
-            },
-        });
-    }
-    let mut open = vec![OpenMember {
-        file,
-        path: pool.to_path_buf(),
-        len,
-        node: table.members[0].node,
-    }];
-    for (i, entry) in table.members.iter().enumerate().skip(1) {
-        if entry.device {
-            break;
-        }
-        let path = resolve_member_path(pool, &entry.path);
-        let fault = |problem| Error::Member {
-            path: path.clone(),
-            index: i as u32,
-            problem,
-        };
-        let file = match Media::open_file(&path, writable) {
-            Ok(f) => f,
-            Err(Error::Io { cause, .. }) => {
-                return Err(fault(MemberProblem::Missing(cause.to_string())));
-            }
-            Err(e) => return Err(e),
-        };
-        let found = file
-            .metadata()
-            .map_err(|e| Error::io(format!("stat pool member {}", path.display()), e))?
-            .len();
-        let expected = member_len(i);
-        let mut hb = [0u8; MEMBER_HEADER_LEN];
-        if found < MEMBER_HEADER_LEN as u64 {
-            return Err(fault(MemberProblem::Resized { expected, found }));
-        }
-        file.read_exact_at(&mut hb, 0)
-            .map_err(|e| Error::io(format!("read pool member {}", path.display()), e))?;
-        let h = MemberHeader::decode(&hb).map_err(|e| fault(MemberProblem::BadHeader(e)))?;
-        if h.uuid != sb.uuid {
-            return Err(fault(MemberProblem::Foreign {
-                expected: hex(&sb.uuid),
-                found: hex(&h.uuid),
-            }));
-        }
-        if h.index != i as u32 {
-            return Err(fault(MemberProblem::WrongIndex { found: h.index }));
-        }
-        if h.blocks != entry.blocks || h.node != entry.node || h.start_block != table.start_block(i)
-        {
-            return Err(fault(MemberProblem::BadHeader(format!(
-                "header says {} blocks from block {} on node {}, the table {} blocks from block {} on node {}",
-                h.blocks,
-                h.start_block,
-                h.node,
-                entry.blocks,
-                table.start_block(i),
-                entry.node
-            ))));
-        }
-        if found != expected {
-            return Err(fault(MemberProblem::Resized { expected, found }));
-        }
-        open.push(OpenMember {
-            file,
-            path,
-            len: expected,
-            node: entry.node,
-        });
-    }
-    let mut media = Media::from_members(open, mode, writable)?;
-    match (table.device(), sb.device_blocks) {
-        (None, 0) => {
-            if let Some(d) = data {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a data device ({}) was given, but the pool has none",
-                    pool.display(),
-                    d.display()
-                )));
-            }
-        }
-        (Some((i, entry)), n) if n == entry.blocks => {
-            let path =
-                data.map_or_else(|| resolve_member_path(pool, &entry.path), Path::to_path_buf);
-            let device = open_device(&path, &sb, &table, i, writable)?;
-            media.attach_device(device);
-        }
-        (entry, n) => {
-            return Err(Error::corrupt(
-                "member table",
-                format!(
-                    "the superblock records a data device of {n} blocks, the table {:?}",
-                    entry.map(|(_, e)| e.blocks)
-                ),
-            ));
-        }
-    }
-    Ok(media)
-}
-
-/// Open the data device at `path`, entry `index` of `table`, and check its
-/// length and header against the pool.
-fn open_device(
-    path: &Path,
-    sb: &Superblock,
-    table: &MemberTable,
-    index: usize,
-    writable: bool,
-) -> Result<crate::tier::Device> {
-    let fault = |problem| Error::DataDevice {
-        path: path.to_path_buf(),
-        problem,
-    };
-    let (file, direct) = crate::tier::device::open_file(path, writable, false)
-        .map_err(|e| fault(MemberProblem::Missing(e.to_string())))?;
-    if writable {
-        crate::media::lock_exclusive(&file, path)?;
-    } else {
-        crate::media::lock_shared(&file, path)?;
-    }
-    let expected = sb.device_blocks * BLOCK_SIZE;
-    let found = crate::tier::device::byte_len(&file)
-        .map_err(|e| Error::io(format!("size of data device {}", path.display()), e))?;
-    if found < expected {
-        return Err(fault(MemberProblem::Short { expected, found }));
-    }
-    let device = crate::tier::Device::new(file, path.to_path_buf(), expected, direct);
-    let mut hb = [0u8; MEMBER_HEADER_LEN];
-    device.read(0, &mut hb)?;
-    let h = MemberHeader::decode(&hb).map_err(|e| fault(MemberProblem::BadHeader(e)))?;
-    if h.uuid != sb.uuid {
-        return Err(fault(MemberProblem::Foreign {
-            expected: hex(&sb.uuid),
-            found: hex(&h.uuid),
-        }));
-    }
-    if h.index != index as u32 {
-        return Err(fault(MemberProblem::WrongIndex { found: h.index }));
-    }
-    if h.blocks != sb.device_blocks || h.start_block != table.start_block(index) {
-        return Err(fault(MemberProblem::BadHeader(format!(
-            "header says {} blocks from block {}, the pool {} blocks from block {}",
-            h.blocks,
-            h.start_block,
-            sb.device_blocks,
-            table.start_block(index)
-        ))));
-    }
-    Ok(device)
-}
-
 /// The superblock and member table from the first two blocks of a pool
 /// file, when a superblock copy is valid and has a member table; `None`
 /// for a pool without one (or no valid superblock: recovery reports that).
-fn read_table(head: &[u8]) -> Result<Option<(Superblock, MemberTable)>> {
+pub(crate) fn read_table(head: &[u8]) -> Result<Option<(Superblock, MemberTable)>> {
     let copy = |block: u64| {
         let at = (block * BLOCK_SIZE) as usize;
         head.get(at..(at + BLOCK_SIZE as usize).min(head.len()))
@@ -721,338 +497,6 @@ fn read_table(head: &[u8]) -> Result<Option<(Superblock, MemberTable)>> {
         }
     }
     Err(first_err.unwrap_or_else(|| Error::corrupt("member table", "missing")))
-}
-
-/// What [`create_pool`] makes (from `MkfsOptions`).
-pub(crate) struct NewPoolOptions<'a> {
-    pub size: u64,
-    pub bytes_per_inode: u64,
-    pub replace_existing: bool,
-    pub node: u32,
-    pub members: &'a [PoolMember],
-    /// The data device of a tiered pool.
-    pub data: Option<&'a DataDevice>,
-    /// The mount's topology: members on tmpfs are bound to their node
-    /// under the machine's own (see `media::numa`).
-    pub topology: &'a crate::Topology,
-}
-
-/// A new pool's files, mapped: the superblock to format it with and, for a
-/// pool with members, its member table.
-pub(crate) struct NewPool {
-    pub media: Media,
-    pub sb: Superblock,
-    pub table: Option<MemberTable>,
-}
-
-/// Create the pool file `pool` and every member file `mkfs` names, and map
-/// them. A pool with no further member and node 0 is one file of
-/// `mkfs.size` bytes (format version 5: no member table, as before members existed).
-pub(crate) fn create_pool(
-    pool: &Path,
-    mkfs: &NewPoolOptions<'_>,
-    mode: Durability,
-) -> Result<NewPool> {
-    if mkfs.members.is_empty() && mkfs.node == 0 && mkfs.data.is_none() {
-        let sb = Superblock::for_size(mkfs.size, mkfs.bytes_per_inode)?;
-        let media = crate::media::numa::create_bound(pool, 0, mkfs.topology, || {
-            Media::create_with(pool, mkfs.size, mode, mkfs.replace_existing)
-        })?;
-        return Ok(NewPool {
-            media,
-            sb,
-            table: None,
-        });
-    }
-    let mut entries = vec![MemberEntry {
-        path: PathBuf::new(),
-        node: mkfs.node,
-        blocks: mkfs.size / BLOCK_SIZE,
-        device: false,
-    }];
-    let mut seen =
-        vec![lexical(&std::path::absolute(pool).map_err(|e| {
-            Error::io(format!("resolve {}", pool.display()), e)
-        })?)];
-    for (i, m) in mkfs.members.iter().enumerate() {
-        let blocks = m.size / BLOCK_SIZE;
-        if blocks < 2 {
-            return Err(Error::InvalidArgument(format!(
-                "member {} ({}): {} bytes is too small (at least {} bytes: a header block and a data block)",
-                i + 1,
-                m.path.display(),
-                m.size,
-                2 * BLOCK_SIZE
-            )));
-        }
-        let abs = lexical(
-            &std::path::absolute(&m.path)
-                .map_err(|e| Error::io(format!("resolve {}", m.path.display()), e))?,
-        );
-        if seen.contains(&abs) {
-            return Err(Error::InvalidArgument(format!(
-                "member {} ({}) names a file already in the pool",
-                i + 1,
-                m.path.display()
-            )));
-        }
-        seen.push(abs);
-        entries.push(MemberEntry {
-            path: record_member_path(pool, &m.path)?,
-            node: m.node,
-            blocks,
-            device: false,
-        });
-    }
-    // The data device: checked and sized now, created (or overwritten)
-    // only once the members are.
-    let device_size = match mkfs.data {
-        None => None,
-        Some(d) => {
-            let abs = lexical(
-                &std::path::absolute(&d.path)
-                    .map_err(|e| Error::io(format!("resolve {}", d.path.display()), e))?,
-            );
-            if seen.contains(&abs) {
-                return Err(Error::InvalidArgument(format!(
-                    "the data device {} names a file already in the pool",
-                    d.path.display()
-                )));
-            }
-            let size = device_size(d, mkfs.replace_existing)?;
-            entries.push(MemberEntry {
-                path: record_member_path(pool, &d.path)?,
-                node: mkfs.node,
-                blocks: size / BLOCK_SIZE,
-                device: true,
-            });
-            Some(size)
-        }
-    };
-    let table = MemberTable { members: entries };
-    let total = table
-        .total_blocks()
-        .ok_or_else(|| Error::InvalidArgument("pool too large".into()))?;
-    let mut sb = Superblock::for_size(total.saturating_mul(BLOCK_SIZE), mkfs.bytes_per_inode)?;
-    sb.member_table = true;
-    sb.device_blocks = device_size.map_or(0, |s| s / BLOCK_SIZE);
-    if sb.data_end() > KEY_LIMIT {
-        return Err(Error::InvalidArgument(format!(
-            "pool and data device together are too large (at most {} bytes)",
-            KEY_LIMIT * BLOCK_SIZE
-        )));
-    }
-    table.encode()?;
-    let n0 = table.members[0].blocks;
-    if n0 <= sb.data_start + 1 {
-        return Err(Error::InvalidArgument(format!(
-            "member 0 ({}) of {n0} blocks cannot hold the superblocks, journal, inode table and \
-             root directory ({} blocks): give it a larger --size",
-            pool.display(),
-            sb.data_start + 2
-        )));
-    }
-    let mut open: Vec<OpenMember> = Vec::with_capacity(table.members.len());
-    // A member that cannot be created removes the ones created before it
-    // (they hold nothing yet), so a failed mkfs leaves no half pool.
-    let undo = |open: &[OpenMember]| {
-        for m in open {
-            let _ = std::fs::remove_file(&m.path);
-        }
-    };
-    for (i, entry) in table.members.iter().enumerate() {
-        if entry.device {
-            break;
-        }
-        let path = if i == 0 {
-            pool.to_path_buf()
-        } else {
-            mkfs.members[i - 1].path.clone()
-        };
-        let len = entry.blocks * BLOCK_SIZE;
-        let created = crate::media::numa::create_bound(&path, entry.node, mkfs.topology, || {
-            Media::create_file(&path, len, mkfs.replace_existing)
-        });
-        match created {
-            Ok(file) => open.push(OpenMember {
-                file,
-                path,
-                len,
-                node: entry.node,
-            }),
-            Err(e) => {
-                undo(&open);
-                return Err(e);
-            }
-        }
-    }
-    let paths: Vec<PathBuf> = open.iter().map(|m| m.path.clone()).collect();
-    let mut media = Media::from_members(open, mode, true).inspect_err(|_| {
-        for p in &paths {
-            let _ = std::fs::remove_file(p);
-        }
-    })?;
-    if let (Some(d), Some(size)) = (mkfs.data, device_size) {
-        let device = create_device(d, size).inspect_err(|_| {
-            for p in &paths {
-                let _ = std::fs::remove_file(p);
-            }
-        })?;
-        media.attach_device(device);
-    }
-    Ok(NewPool {
-        media,
-        sb,
-        table: Some(table),
-    })
-}
-
-/// The bytes a new data device will have: `d.size` (checked against a
-/// block device's or an existing file's size), or the size it has.
-fn device_size(d: &DataDevice, replace_existing: bool) -> Result<u64> {
-    use std::os::unix::fs::FileTypeExt;
-    let meta = match std::fs::metadata(&d.path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(Error::io(
-                format!("stat data device {}", d.path.display()),
-                e,
-            ));
-        }
-    };
-    let is_block = meta
-        .as_ref()
-        .is_some_and(|m| m.file_type().is_block_device());
-    let has = match &meta {
-        Some(_) if is_block => {
-            let f = std::fs::File::open(&d.path)
-                .map_err(|e| Error::io(format!("open data device {}", d.path.display()), e))?;
-            crate::tier::device::byte_len(&f)
-                .map_err(|e| Error::io(format!("size of data device {}", d.path.display()), e))?
-        }
-        Some(m) if m.is_file() => m.len(),
-        Some(_) => {
-            return Err(Error::InvalidArgument(format!(
-                "data device {}: neither a regular file nor a block device",
-                d.path.display()
-            )));
-        }
-        None => 0,
-    };
-    if !is_block && has > 0 && !replace_existing {
-        return Err(Error::Exists(format!("data device {}", d.path.display())));
-    }
-    let size = match d.size {
-        Some(s) => s,
-        None if has > 0 => has,
-        None => {
-            return Err(Error::InvalidArgument(format!(
-                "data device {} does not exist yet: give its size (--data-size)",
-                d.path.display()
-            )));
-        }
-    } / BLOCK_SIZE
-        * BLOCK_SIZE;
-    if is_block && size > has {
-        return Err(Error::InvalidArgument(format!(
-            "data device {} has {has} bytes, fewer than the {size} asked for",
-            d.path.display()
-        )));
-    }
-    if size < 2 * BLOCK_SIZE {
-        return Err(Error::InvalidArgument(format!(
-            "data device {}: {size} bytes is too small (at least {} bytes: a header block and a \
-             data block)",
-            d.path.display(),
-            2 * BLOCK_SIZE
-        )));
-    }
-    Ok(size)
-}
-
-/// Create (or size) the data device file and open it: a regular file is
-/// written whole with zeros and flushed, so that every later write is an
-/// overwrite (a hole or an unwritten extent would make the disk file
-/// system commit its journal at the first flush after each block's first
-/// write).
-fn create_device(d: &DataDevice, size: u64) -> Result<crate::tier::Device> {
-    use std::os::unix::fs::FileTypeExt;
-    let ctx = |what: &str| format!("{what} data device {}", d.path.display());
-    let (file, direct) = crate::tier::device::open_file(&d.path, true, true)
-        .map_err(|e| Error::io(ctx("create"), e))?;
-    crate::media::lock_exclusive(&file, &d.path)?;
-    let meta = file.metadata().map_err(|e| Error::io(ctx("stat"), e))?;
-    let device = if meta.file_type().is_block_device() {
-        crate::tier::Device::new(file, d.path.clone(), size, direct)
-    } else {
-        file.set_len(0)
-            .and_then(|_| file.set_len(size))
-            .map_err(|e| Error::io(ctx("size"), e))?;
-        let device = crate::tier::Device::new(file, d.path.clone(), size, direct);
-        let zeros = vec![0u8; 1 << 20];
-        let mut off = 0;
-        while off < size {
-            let n = (size - off).min(zeros.len() as u64) as usize;
-            device.write(off, &zeros[..n])?;
-            off += n as u64;
-        }
-        device
-    };
-    device.flush()?;
-    Ok(device)
-}
-
-/// Write the member table (both copies) and every member's header (mkfs).
-pub(crate) fn write_members(media: &Media, sb: &Superblock, table: &MemberTable) -> Result<()> {
-    for (i, entry) in table.members.iter().enumerate().skip(1) {
-        let start = table.start_block(i);
-        if entry.device {
-            // Its own block 0; the device may be long, so only the header.
-            let h = MemberHeader {
-                index: i as u32,
-                node: entry.node,
-                blocks: entry.blocks,
-                start_block: start,
-                uuid: sb.uuid,
-            };
-            let mut block = vec![0u8; BLOCK_SIZE as usize];
-            block[..MEMBER_HEADER_LEN].copy_from_slice(&h.encode());
-            media.store(start * BLOCK_SIZE, &block)?;
-            media.flush_device()?;
-            continue;
-        }
-        let h = MemberHeader {
-            index: i as u32,
-            node: entry.node,
-            blocks: entry.blocks,
-            start_block: start,
-            uuid: sb.uuid,
-        };
-        let off = start * BLOCK_SIZE;
-        media.store(off, &vec![0u8; BLOCK_SIZE as usize])?;
-        media.store(off, &h.encode())?;
-        media.persist(off, BLOCK_SIZE as usize)?;
-    }
-    let enc = table.encode()?;
-    for block in [BACKUP_SUPERBLOCK_BLOCK, SUPERBLOCK_BLOCK] {
-        let off = block * BLOCK_SIZE + MEMBER_TABLE_OFFSET;
-        media.store(off, &enc)?;
-        media.persist(off, enc.len())?;
-    }
-    Ok(())
-}
-
-/// Blocks no allocator may hand out besides the superblocks, journal and
-/// inode table: the header block of every member but 0.
-pub(crate) fn reserved_blocks(media: &Media) -> Vec<u64> {
-    media
-        .members()
-        .iter()
-        .skip(1)
-        .map(|m| m.start / BLOCK_SIZE)
-        .chain(media.device().map(|_| media.len() / BLOCK_SIZE))
-        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@
 //! member but 0 (see [`members`]).
 
 mod entry;
-pub(crate) mod format;
 mod inode;
 pub mod members;
 mod superblock;
@@ -25,7 +24,6 @@ pub use superblock::*;
 
 /// Size of a block: data pages, log pages and log arrays are one block each.
 pub const BLOCK_SIZE: u64 = 4096;
-const _: () = assert!(BLOCK_SIZE == crate::media::SYNC_UNIT);
 /// Size of a log slot; entries are one or more consecutive slots.
 pub const SLOT_SIZE: u64 = 64;
 /// Slots in a log page; the last one is the page footer.

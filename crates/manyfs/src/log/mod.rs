@@ -20,9 +20,10 @@
 //! entry is committed.
 
 pub mod durable;
+mod page;
 pub mod scan;
 
-pub use durable::PageMeta;
+pub use page::PageMeta;
 
 use crate::error::Result;
 use crate::layout::*;
@@ -714,57 +715,125 @@ impl InodeLog {
         data_crcs: Option<&[u32]>,
     ) -> Result<EntryLocs> {
         let media = space.media();
-        let mut known = data_crcs.map(|c| c.iter().copied());
         let marks = space.keeps_marks();
-        let mut deps: Vec<(u64, u64)> = Vec::new();
-        let mut ordered = false;
-        // With durable marks, a write entry carries its data's checksum:
-        // recovery can then tell a mark that reached the disk without the
-        // data (a sync with one barrier, see durable.rs).
-        let mut crcs: SmallVec<[Option<u32>; 2]> = SmallVec::new();
-        if marks {
-            for (e, _) in entries {
-                let mut crc = None;
-                if let Entry::FileWrite { block, npages, .. } = e {
-                    // The data must be durable before a mark counts the
-                    // entry: on the page cache or the data device, by the
-                    // sync's first barrier. A pool block of a tiered
-                    // `pm`/`dram` pool (staged data) needs none: its
-                    // writer copied it non-temporally (or stored and
-                    // flushed it) before appending the entry, and that
-                    // append's fence made it durable (step 2 above), so
-                    // the barrier would only write its lines back again.
-                    if media.syncs_whole_pages() || media.on_data_device(*block * BLOCK_SIZE) {
-                        deps.push((*block, *block + *npages as u64));
-                    }
-                    crc = match known.as_mut().and_then(Iterator::next) {
-                        Some(c) => {
-                            debug_assert_eq!(
-                                media
-                                    .crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)
-                                    .ok(),
-                                Some(c),
-                                "the caller's checksum of blocks {block}+{npages}"
-                            );
-                            Some(c)
-                        }
-                        None => Some(
-                            media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?,
-                        ),
-                    };
-                }
-                crcs.push(crc);
-                let n = deps.len();
-                space.sync_deps(self.ino, e, &mut deps);
-                ordered |= deps.len() > n;
-            }
-        }
+        let deps = if marks {
+            self.marked_append_deps(space, entries, data_crcs)?
+        } else {
+            MarkedDeps::default()
+        };
         let encoded: SmallVec<[EncodedEntry; 2]> = entries
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| e.encode_with(i + 1 < entries.len(), crcs.get(i).copied().flatten()))
+            .map(|(i, (e, _))| {
+                e.encode_with(i + 1 < entries.len(), deps.crcs.get(i).copied().flatten())
+            })
             .collect();
         let idx = sublog % usize::from(self.nsublogs);
+        let mut sub = self.lock_sublog_for_append(space, idx)?;
+
+        // Place every entry first, linking new pages as needed, so that a
+        // full pool fails before any entry byte is written.
+        let (places, new_pages) = place_entries(space, &sub, &encoded)?;
+        if marks && !new_pages.is_empty() {
+            self.note_new_pages_unsynced(space, &mut sub, &new_pages);
+        }
+        for (page, prev_used) in new_pages {
+            self.link_new_page(space, idx, &mut sub, page, prev_used)?;
+        }
+        let last_loc = write_and_commit(media, &encoded, &places)?;
+
+        for ((_, weight), loc) in entries.iter().zip(&places) {
+            if let Some(c) = space.live_counter(loc_page(*loc)) {
+                c.fetch_add(*weight, Ordering::Relaxed);
+            }
+        }
+        let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
+        sub.next_slot = last_loc_slot;
+        if marks {
+            // The entries' own pages need no barrier before their marks: a
+            // mark counts only entries of its own page, and a 4 KiB page
+            // reaches the disk whole (docs/guarantees.md), so the sync's
+            // second barrier writes them with the mark.
+            for (s, e) in deps.blocks {
+                note_unsynced(&mut sub.unsynced, s, e);
+            }
+            sub.ordered_deps |= deps.ordered;
+        }
+        self.note_dirty(space);
+        if mtime_ns != 0 {
+            sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
+        }
+        drop(sub);
+        if marks {
+            for (e, _) in entries {
+                space.appended(self.ino, e);
+            }
+        }
+        Ok(places)
+    }
+
+    /// With durable marks: the data checksum each entry carries and the
+    /// blocks a sync must make durable before a mark counts the entries.
+    ///
+    /// A write entry carries its data's checksum: recovery can then tell a
+    /// mark that reached the disk without the data (a sync with one
+    /// barrier, see durable.rs).
+    #[inline]
+    fn marked_append_deps(
+        &self,
+        space: &dyn LogSpace,
+        entries: &[(Entry, u32)],
+        data_crcs: Option<&[u32]>,
+    ) -> Result<MarkedDeps> {
+        let media = space.media();
+        let mut known = data_crcs.map(|c| c.iter().copied());
+        let mut deps = MarkedDeps::default();
+        for (e, _) in entries {
+            let mut crc = None;
+            if let Entry::FileWrite { block, npages, .. } = e {
+                // The data must be durable before a mark counts the
+                // entry: on the page cache or the data device, by the
+                // sync's first barrier. A pool block of a tiered
+                // `pm`/`dram` pool (staged data) needs none: its
+                // writer copied it non-temporally (or stored and
+                // flushed it) before appending the entry, and that
+                // append's fence made it durable (step 2 above), so
+                // the barrier would only write its lines back again.
+                if media.syncs_whole_pages() || media.on_data_device(*block * BLOCK_SIZE) {
+                    deps.blocks.push((*block, *block + *npages as u64));
+                }
+                crc = match known.as_mut().and_then(Iterator::next) {
+                    Some(c) => {
+                        debug_assert_eq!(
+                            media
+                                .crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)
+                                .ok(),
+                            Some(c),
+                            "the caller's checksum of blocks {block}+{npages}"
+                        );
+                        Some(c)
+                    }
+                    None => {
+                        Some(media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?)
+                    }
+                };
+            }
+            deps.crcs.push(crc);
+            let n = deps.blocks.len();
+            space.sync_deps(self.ino, e, &mut deps.blocks);
+            deps.ordered |= deps.blocks.len() > n;
+        }
+        Ok(deps)
+    }
+
+    /// Locks sub-log `idx` for an append, after making the log array its
+    /// first page needs and collecting its dead pages.
+    #[inline]
+    fn lock_sublog_for_append(
+        &self,
+        space: &dyn LogSpace,
+        idx: usize,
+    ) -> Result<MutexGuard<'_, SubLog>> {
         let slot = self.slot(idx);
         let mut sub = slot.lock_to_append();
         if sub.pages.is_empty()
@@ -787,99 +856,33 @@ impl InodeLog {
         {
             self.collect_dead_pages(space, idx, &mut sub)?;
         }
+        Ok(sub)
+    }
 
-        // Place every entry first, linking new pages as needed, so that a
-        // full pool fails before any entry byte is written.
-        let mut places: EntryLocs = SmallVec::new();
-        let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
-        // (new page, final slot count of the page before it)
-        let mut new_pages: SmallVec<[(u64, u64); 2]> = SmallVec::new();
-        for e in &encoded {
-            if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
-                match space.alloc_meta_block() {
-                    Ok(b) => new_pages.push((b, slot)),
-                    Err(err) => {
-                        for (b, _) in new_pages {
-                            space.free_blocks(b, 1);
-                        }
-                        return Err(err);
-                    }
-                }
-                page_idx += 1;
-                slot = 0;
+    /// Records the blocks a sync must make durable before the first of
+    /// `new_pages` is linked: a new page's footer must be durable before
+    /// the page linking it is sealed, and a new head before the log array
+    /// names it. The linking page itself needs no barrier: its link and
+    /// its seal are on one page, written whole with the mark.
+    fn note_new_pages_unsynced(
+        &self,
+        space: &dyn LogSpace,
+        sub: &mut SubLog,
+        new_pages: &NewPages,
+    ) {
+        if sub.pages.is_empty() {
+            // The record's word (direct, or naming the array, which
+            // may be new) and the array.
+            let r = space.log_word_at(self.ino) / BLOCK_SIZE;
+            note_unsynced(&mut sub.unsynced, r, r + 1);
+            if let Some(a) = self.array_block() {
+                note_unsynced(&mut sub.unsynced, a, a + 1);
             }
-            let page = if page_idx > sub.pages.len() {
-                new_pages[page_idx - sub.pages.len() - 1].0
-            } else {
-                sub.pages[page_idx - 1]
-            };
-            places.push(entry_loc(page, slot));
-            slot += e.slots();
+            sub.ordered_deps = true;
         }
-
-        if marks && let Some(&(first, _)) = new_pages.first() {
-            // A new page's footer must be durable before the page linking
-            // it is sealed, and a new head before the log array names it.
-            // The linking page itself needs no barrier: its link and its
-            // seal are on one page, written whole with the mark.
-            if sub.pages.is_empty() {
-                // The record's word (direct, or naming the array, which
-                // may be new) and the array.
-                let r = space.log_word_at(self.ino) / BLOCK_SIZE;
-                note_unsynced(&mut sub.unsynced, r, r + 1);
-                if let Some(a) = self.array_block() {
-                    note_unsynced(&mut sub.unsynced, a, a + 1);
-                }
-                sub.ordered_deps = true;
-            }
-            note_unsynced(&mut sub.unsynced, first, first + 1);
-            for &(page, _) in &new_pages[1..] {
-                note_unsynced(&mut sub.unsynced, page, page + 1);
-            }
+        for &(page, _) in new_pages {
+            note_unsynced(&mut sub.unsynced, page, page + 1);
         }
-        for (page, prev_used) in new_pages {
-            self.link_new_page(space, idx, &mut sub, page, prev_used)?;
-        }
-
-        for (e, loc) in encoded.iter().zip(&places) {
-            let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
-            media.store(off, &e.body)?;
-            media.flush(off, e.body.len())?;
-        }
-        media.fence();
-        let last_loc = *places.last().expect("at least one entry");
-        let commit_off = loc_page(last_loc) * BLOCK_SIZE + loc_slot(last_loc) * SLOT_SIZE + 56;
-        media.store_u64(commit_off, encoded.last().expect("entry").commit_word)?;
-        media.persist(commit_off, 8)?;
-
-        for ((_, weight), loc) in entries.iter().zip(&places) {
-            if let Some(c) = space.live_counter(loc_page(*loc)) {
-                c.fetch_add(*weight, Ordering::Relaxed);
-            }
-        }
-        let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
-        sub.next_slot = last_loc_slot;
-        if marks {
-            // The entries' own pages need no barrier before their marks: a
-            // mark counts only entries of its own page, and a 4 KiB page
-            // reaches the disk whole (docs/guarantees.md), so the sync's
-            // second barrier writes them with the mark.
-            for (s, e) in deps {
-                note_unsynced(&mut sub.unsynced, s, e);
-            }
-            sub.ordered_deps |= ordered;
-        }
-        self.note_dirty(space);
-        if mtime_ns != 0 {
-            sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
-        }
-        drop(sub);
-        if marks {
-            for (e, _) in entries {
-                space.appended(self.ino, e);
-            }
-        }
-        Ok(places)
     }
 
     fn link_new_page(
@@ -1018,110 +1021,161 @@ impl InodeLog {
         entries: &[(Entry, u32)],
     ) -> Result<EntryLocs> {
         let media = space.media();
-        let mut blocks: SmallVec<[u64; 8]> = SmallVec::new();
-        let fail = |blocks: &[u64], e| {
-            for &b in blocks {
-                space.free_blocks(b, 1);
-            }
-            Err(e)
-        };
         // The new chain is the first slot's sub-log's; a log with an array
         // keeps one (its other sub-logs start again in it).
         let idx = self.first_slot().index();
-        let new_array = match self.array_block() {
-            Some(_) => Some(space.alloc_meta_block()?),
-            None => None,
-        };
-        blocks.extend(new_array);
-        // Place the entries.
         let encoded: Vec<EncodedEntry> = entries.iter().map(|(e, _)| e.encode(false)).collect();
-        let mut pages: Vec<u64> = Vec::new();
-        let mut used: Vec<u64> = Vec::new();
-        let mut places: EntryLocs = SmallVec::new();
-        let mut slot = ENTRY_SLOTS_PER_PAGE;
-        for e in &encoded {
-            if slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
-                match space.alloc_meta_block() {
-                    Ok(b) => {
-                        blocks.push(b);
-                        pages.push(b);
-                        used.push(0);
-                    }
-                    Err(err) => return fail(&blocks, err),
-                }
-                slot = 0;
-            }
-            places.push(entry_loc(*pages.last().expect("page"), slot));
-            slot += e.slots();
-            *used.last_mut().expect("page") = slot;
-        }
-        // Every page of the new log carries a sequence above the base
-        // recorded in its array; pages of the old log carry lower ones.
-        let base_seq = self.take_seq();
-        let seqs: Vec<u64> = pages.iter().map(|_| self.take_seq()).collect();
-        let marks: Vec<u32> = used
-            .iter()
-            .enumerate()
-            .map(|(i, &u)| u as u32 | if i + 1 < used.len() { MARK_SEALED } else { 0 })
-            .collect();
-        let new_word = match (new_array, pages.first()) {
-            (Some(a), _) => a,
-            (None, Some(&head)) => LogWord::direct(idx, head, seqs[0]),
-            (None, None) => 0,
-        };
-        let written = (|| -> Result<()> {
-            if let Some(new_array) = new_array {
-                media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
-                media.store_u64(
-                    new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8,
-                    base_seq,
-                )?;
-                media.flush(new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8, 8)?;
-            }
-            for (i, &p) in pages.iter().enumerate() {
-                media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
-                let mut footer = encode_log_footer(self.ino, idx as u32, self.generation, seqs[i]);
-                footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
-                footer[FOOTER_NEXT_SEQ as usize..FOOTER_NEXT_SEQ as usize + 8]
-                    .copy_from_slice(&seqs.get(i + 1).copied().unwrap_or(0).to_le_bytes());
-                // The whole new log is made durable before the switch (below),
-                // so its marks may say so from the start.
-                footer[FOOTER_MARK as usize..FOOTER_MARK as usize + 4]
-                    .copy_from_slice(&marks[i].to_le_bytes());
-                footer[FOOTER_CHECKED as usize..FOOTER_CHECKED as usize + 4]
-                    .copy_from_slice(&(marks[i] & !MARK_SEALED).to_le_bytes());
-                media.nt_copy(p * BLOCK_SIZE + LOG_FOOTER_OFFSET, &footer)?;
-            }
-            for (e, loc) in encoded.iter().zip(&places) {
-                let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
-                let mut body = e.body.clone();
-                body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
-                media.nt_copy(off, &body)?;
-            }
-            if let (Some(a), Some(&first)) = (new_array, pages.first()) {
-                let at = a * BLOCK_SIZE + idx as u64 * 8;
-                media.store_u64(at, first)?;
-                media.flush(at, 8)?;
-            }
-            media.fence();
-            if space.keeps_marks() {
-                // Page cache: only a completed sync orders the new log
-                // before the switch that makes it the inode's log.
-                media.sync_all()?;
-            }
-            media.store_u64(record_word, new_word)?;
-            media.persist(record_word, 8)
-        })();
-        if let Err(e) = written {
+        let chain = self.place_new_chain(space, idx, &encoded)?;
+        if let Err(e) = self.write_new_chain_and_switch(space, record_word, idx, &chain, &encoded) {
             // The switch may or may not have reached the record: only free
             // the new blocks if the record still names the old log.
-            if media.load_u64(record_word).ok() != Some(new_word) {
-                return fail(&blocks, e);
+            if media.load_u64(record_word).ok() != Some(chain.word) {
+                chain.free(space);
             }
             return Err(e);
         }
+        self.switch_to_new_chain(
+            space,
+            chain.word,
+            chain.meta(space),
+            chain.pages,
+            chain.next_slot,
+        );
+        for ((_, w), loc) in entries.iter().zip(&chain.places) {
+            if let Some(c) = space.live_counter(loc_page(*loc)) {
+                c.fetch_add(*w, Ordering::Relaxed);
+            }
+        }
+        Ok(chain.places)
+    }
 
-        // Switch the DRAM state and retire the old log.
+    /// Allocates the blocks of a rewritten log (a new array if the log has
+    /// one, and its pages), places `encoded` in them and numbers the pages.
+    /// Nothing is written yet; on failure every block taken is freed again.
+    fn place_new_chain(
+        &self,
+        space: &dyn LogSpace,
+        idx: usize,
+        encoded: &[EncodedEntry],
+    ) -> Result<NewChain> {
+        let mut chain = NewChain {
+            array: None,
+            pages: Vec::new(),
+            used: Vec::new(),
+            places: SmallVec::new(),
+            next_slot: ENTRY_SLOTS_PER_PAGE,
+            base_seq: 0,
+            seqs: Vec::new(),
+            marks: Vec::new(),
+            word: 0,
+        };
+        if self.array_block().is_some() {
+            chain.array = Some(space.alloc_meta_block()?);
+        }
+        for e in encoded {
+            if chain.next_slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
+                match space.alloc_meta_block() {
+                    Ok(b) => {
+                        chain.pages.push(b);
+                        chain.used.push(0);
+                    }
+                    Err(err) => {
+                        chain.free(space);
+                        return Err(err);
+                    }
+                }
+                chain.next_slot = 0;
+            }
+            let page = *chain.pages.last().expect("page");
+            chain.places.push(entry_loc(page, chain.next_slot));
+            chain.next_slot += e.slots();
+            *chain.used.last_mut().expect("page") = chain.next_slot;
+        }
+        // Every page of the new log carries a sequence above the base
+        // recorded in its array; pages of the old log carry lower ones.
+        chain.base_seq = self.take_seq();
+        chain.seqs = chain.pages.iter().map(|_| self.take_seq()).collect();
+        let n = chain.used.len();
+        chain.marks = chain
+            .used
+            .iter()
+            .enumerate()
+            .map(|(i, &u)| u as u32 | if i + 1 < n { MARK_SEALED } else { 0 })
+            .collect();
+        chain.word = match (chain.array, chain.pages.first()) {
+            (Some(a), _) => a,
+            (None, Some(&head)) => LogWord::direct(idx, head, chain.seqs[0]),
+            (None, None) => 0,
+        };
+        Ok(chain)
+    }
+
+    /// Writes the new chain (array, zeroed pages with their footers, the
+    /// entries), makes it durable, then switches the inode to it with one
+    /// failure-atomic store of the word at `record_word`.
+    fn write_new_chain_and_switch(
+        &self,
+        space: &dyn LogSpace,
+        record_word: u64,
+        idx: usize,
+        chain: &NewChain,
+        encoded: &[EncodedEntry],
+    ) -> Result<()> {
+        let media = space.media();
+        if let Some(new_array) = chain.array {
+            media.nt_copy(new_array * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize])?;
+            let base_at = new_array * BLOCK_SIZE + ARRAY_BASE_SEQ_WORD as u64 * 8;
+            media.store_u64(base_at, chain.base_seq)?;
+            media.flush(base_at, 8)?;
+        }
+        let (pages, seqs, marks) = (&chain.pages, &chain.seqs, &chain.marks);
+        for (i, &p) in pages.iter().enumerate() {
+            media.nt_copy(p * BLOCK_SIZE, &[0u8; BLOCK_SIZE as usize - 64])?;
+            let mut footer = encode_log_footer(self.ino, idx as u32, self.generation, seqs[i]);
+            footer[..8].copy_from_slice(&pages.get(i + 1).copied().unwrap_or(0).to_le_bytes());
+            footer[FOOTER_NEXT_SEQ as usize..FOOTER_NEXT_SEQ as usize + 8]
+                .copy_from_slice(&seqs.get(i + 1).copied().unwrap_or(0).to_le_bytes());
+            // The whole new log is made durable before the switch (below),
+            // so its marks may say so from the start.
+            footer[FOOTER_MARK as usize..FOOTER_MARK as usize + 4]
+                .copy_from_slice(&marks[i].to_le_bytes());
+            footer[FOOTER_CHECKED as usize..FOOTER_CHECKED as usize + 4]
+                .copy_from_slice(&(marks[i] & !MARK_SEALED).to_le_bytes());
+            media.nt_copy(p * BLOCK_SIZE + LOG_FOOTER_OFFSET, &footer)?;
+        }
+        for (e, loc) in encoded.iter().zip(&chain.places) {
+            let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
+            let mut body = e.body.clone();
+            body[56..64].copy_from_slice(&e.commit_word.to_le_bytes());
+            media.nt_copy(off, &body)?;
+        }
+        if let (Some(a), Some(&first)) = (chain.array, pages.first()) {
+            let at = a * BLOCK_SIZE + idx as u64 * 8;
+            media.store_u64(at, first)?;
+            media.flush(at, 8)?;
+        }
+        media.fence();
+        if space.keeps_marks() {
+            // Page cache: only a completed sync orders the new log
+            // before the switch that makes it the inode's log.
+            media.sync_all()?;
+        }
+        media.store_u64(record_word, chain.word)?;
+        media.persist(record_word, 8)
+    }
+
+    /// After a rewrite's switch is durable: makes the new chain (`word`,
+    /// `pages` with their `meta`, next free slot `next_slot`) the DRAM
+    /// state of the first slot's sub-log, empties the others, and retires
+    /// the old array and every old log page.
+    fn switch_to_new_chain(
+        &self,
+        space: &dyn LogSpace,
+        word: u64,
+        meta: Vec<PageMeta>,
+        pages: Vec<u64>,
+        next_slot: u64,
+    ) {
         // The new chain is the first slot's (`existing` yields it first).
         let mut guards: Vec<MutexGuard<'_, SubLog>> =
             self.existing().map(|(_, s)| lock(&s.log)).collect();
@@ -1140,25 +1194,14 @@ impl InodeLog {
                 d.fresh.store(0, Ordering::Relaxed);
             }
         }
-        guards[0].meta = seqs
-            .iter()
-            .zip(&used)
-            .zip(&marks)
-            .map(|((&seq, &u), &m)| PageMeta {
-                seq,
-                used: u,
-                marked: m,
-                checked: m & !MARK_SEALED,
-                footer_durable: space.keeps_marks(),
-                // Not durable until the switch to this log is: the old
-                // log's entries are what recovery would read.
-                mark_durable: 0,
-                checked_durable: 0,
-            })
-            .collect();
+        guards[0].meta = meta;
         guards[0].pages = pages;
-        guards[0].next_slot = if guards[0].pages.is_empty() { 0 } else { slot };
-        self.word.store(new_word, Ordering::Release);
+        guards[0].next_slot = if guards[0].pages.is_empty() {
+            0
+        } else {
+            next_slot
+        };
+        self.word.store(word, Ordering::Release);
         self.incarnation.fetch_add(1, Ordering::AcqRel);
         drop(guards);
         for b in old {
@@ -1168,12 +1211,6 @@ impl InodeLog {
             space.retire_block(b);
         }
         self.note_dirty(space);
-        for ((_, w), loc) in entries.iter().zip(&places) {
-            if let Some(c) = space.live_counter(loc_page(*loc)) {
-                c.fetch_add(*w, Ordering::Relaxed);
-            }
-        }
-        Ok(places)
     }
 
     /// Drop `n` live references of the entry at `loc` (its pages were
@@ -1304,6 +1341,129 @@ impl InodeLog {
         space.retire_block(page);
         self.note_dirty(space);
         Ok(())
+    }
+}
+
+/// What a marked append must have durable before its marks count.
+#[derive(Default)]
+struct MarkedDeps {
+    /// Per entry: the checksum of a write entry's data.
+    crcs: SmallVec<[Option<u32>; 2]>,
+    /// Block ranges `[start, end)` to make durable.
+    blocks: Vec<(u64, u64)>,
+    /// Whether some of them must be durable before the log's own pages.
+    ordered: bool,
+}
+
+/// Pages an append links: (new page, final slot count of the page before it).
+type NewPages = SmallVec<[(u64, u64); 2]>;
+
+/// Where each of `encoded` goes in `sub`, and the new pages that takes
+/// (allocated here, all freed again if one allocation fails).
+#[inline]
+fn place_entries(
+    space: &dyn LogSpace,
+    sub: &SubLog,
+    encoded: &[EncodedEntry],
+) -> Result<(EntryLocs, NewPages)> {
+    let mut places: EntryLocs = SmallVec::new();
+    let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
+    let mut new_pages: NewPages = SmallVec::new();
+    for e in encoded {
+        if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
+            match space.alloc_meta_block() {
+                Ok(b) => new_pages.push((b, slot)),
+                Err(err) => {
+                    for (b, _) in new_pages {
+                        space.free_blocks(b, 1);
+                    }
+                    return Err(err);
+                }
+            }
+            page_idx += 1;
+            slot = 0;
+        }
+        let page = if page_idx > sub.pages.len() {
+            new_pages[page_idx - sub.pages.len() - 1].0
+        } else {
+            sub.pages[page_idx - 1]
+        };
+        places.push(entry_loc(page, slot));
+        slot += e.slots();
+    }
+    Ok((places, new_pages))
+}
+
+/// Steps 2 and 3 of the append protocol: stores, flushes and fences every
+/// entry's bytes at its place, then stores and persists the commit word of
+/// the last. Returns the last entry's place.
+#[inline]
+fn write_and_commit(
+    media: &Media,
+    encoded: &[EncodedEntry],
+    places: &[EntryLoc],
+) -> Result<EntryLoc> {
+    for (e, loc) in encoded.iter().zip(places) {
+        let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
+        media.store(off, &e.body)?;
+        media.flush(off, e.body.len())?;
+    }
+    media.fence();
+    let last_loc = *places.last().expect("at least one entry");
+    let commit_off = loc_page(last_loc) * BLOCK_SIZE + loc_slot(last_loc) * SLOT_SIZE + 56;
+    media.store_u64(commit_off, encoded.last().expect("entry").commit_word)?;
+    media.persist(commit_off, 8)?;
+    Ok(last_loc)
+}
+
+/// A rewritten log before it replaces the old one (see [`InodeLog::rewrite`]).
+struct NewChain {
+    /// The new log array (when the old log had one).
+    array: Option<u64>,
+    /// The new pages, in chain order.
+    pages: Vec<u64>,
+    /// Per page: slots used.
+    used: Vec<u64>,
+    /// Where each entry goes.
+    places: EntryLocs,
+    /// The next free slot of the last page.
+    next_slot: u64,
+    /// The sequence base recorded in the new array.
+    base_seq: u64,
+    /// Per page: its sequence.
+    seqs: Vec<u64>,
+    /// Per page: its durable mark (sealed but for the last).
+    marks: Vec<u32>,
+    /// The log word naming the new log.
+    word: u64,
+}
+
+impl NewChain {
+    /// Frees every block the chain took (it never became the inode's log).
+    fn free(&self, space: &dyn LogSpace) {
+        for &b in self.array.iter().chain(&self.pages) {
+            space.free_blocks(b, 1);
+        }
+    }
+
+    /// The DRAM bookkeeping of the new pages.
+    fn meta(&self, space: &dyn LogSpace) -> Vec<PageMeta> {
+        self.seqs
+            .iter()
+            .zip(&self.used)
+            .zip(&self.marks)
+            .map(|((&seq, &u), &m)| PageMeta {
+                seq,
+                used: u,
+                marked: m,
+                checked: m & !MARK_SEALED,
+                footer_durable: space.keeps_marks(),
+                // Not durable until the switch to this log is: the old
+                // log's entries are what recovery would read.
+                mark_durable: 0,
+                checked_durable: 0,
+            })
+            .collect()
     }
 }
 

@@ -9,7 +9,8 @@
 //! checksummed write entry at or above its page's checked count whose data
 //! does not match (`durable.rs`), and ends the sub-log there.
 
-use super::{EntryLoc, PageMeta, SubLog, VOID_MAGIC, entry_loc};
+use super::page::PageMeta;
+use super::{EntryLoc, SubLog, VOID_MAGIC, entry_loc};
 use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::media::Media;

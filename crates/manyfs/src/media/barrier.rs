@@ -4,9 +4,8 @@ use super::{Durability, Media};
 use crate::error::{Error, Result};
 use std::os::fd::AsRawFd;
 
-/// The unit `sync_blocks` counts in: one pool block (`layout::BLOCK_SIZE`,
-/// which checks at compile time that the two agree).
-pub(crate) const SYNC_UNIT: u64 = 4096;
+/// The unit `sync_blocks` counts in: one pool block.
+pub(crate) const SYNC_UNIT: u64 = crate::layout::BLOCK_SIZE;
 
 /// Runs of neighbouring block numbers in a sorted, deduplicated list, as
 /// half-open `(start, end)` ranges.

@@ -252,6 +252,52 @@ pub(crate) fn create_bound<T>(
     }
 }
 
+impl super::Media {
+    /// Bind each member on tmpfs to its NUMA node's memory (`mbind`), where
+    /// `topology` is the machine's and has the node; skip the others (see the
+    /// module doc). Call before the mapping is touched. An `mbind` the kernel
+    /// refuses for a real node is an error naming the member.
+    pub fn bind_members(&self, topology: &crate::Topology) -> Result<()> {
+        for m in &self.members {
+            if let Plan::Bind(node) = bind_plan(&m.path, m.node, topology) {
+                // SAFETY: `base + start .. + len` is this member's part of
+                // the mapping `self` owns; mbind changes only its policy.
+                unsafe {
+                    mbind(
+                        self.base.add(m.start as usize),
+                        m.len as usize,
+                        &m.path,
+                        node,
+                    )?
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// In `pm` mode, check that each member's persistent-memory device is
+    /// on the node the pool gives it, where the kernel reports the
+    /// device's node and `topology` is the machine's own (see
+    /// [`check_device_node`]): a mismatch is
+    /// [`crate::MemberProblem::WrongNode`].
+    pub fn check_member_nodes(&self, topology: &crate::Topology) -> Result<()> {
+        if self.mode != super::Durability::Pm {
+            return Ok(());
+        }
+        for (index, m) in self.members.iter().enumerate() {
+            check_device_node(
+                Path::new("/sys"),
+                &m.file,
+                &m.path,
+                index as u32,
+                m.node,
+                topology,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// The policy mode and node mask (first word) of the page at `addr`
 /// (`get_mempolicy(MPOL_F_ADDR)`), for tests.
 #[cfg(test)]

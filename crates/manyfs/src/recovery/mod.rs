@@ -217,7 +217,7 @@ impl Marker<'_> {
         // A tiered pool's data device continues the block space.
         let len = sb.data_end() - sb.data_start;
         let used = (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        let reserved: Vec<u64> = members::reserved_blocks(media)
+        let reserved: Vec<u64> = crate::media::pool::reserved_blocks(media)
             .into_iter()
             .filter(|b| (sb.data_start..sb.data_end()).contains(b))
             .collect();
@@ -522,16 +522,56 @@ pub(crate) fn replay(
         .flat_map(|s| s.entries.iter().map(|(l, e)| (*l, e)))
         .collect();
 
-    // Attributes: the newest attribute entry wins; the newest size-setting
-    // one bounds older writes.
+    let truncs = replay_attrs(ino, &mut node, &all, &mut live)?;
+    replay_xattrs(&mut node, &all, &mut live);
+    if node.record.kind == FileKind::Dir {
+        node.dir = Some(replay_dir(ino, &all, pending, &mut live)?);
+    } else {
+        let f = replay_file(ino, node.attr_seq, truncs, &all, sb, &mut live)?;
+        if node.record.kind == FileKind::Symlink
+            && f.size > crate::namespace::MAX_SYMLINK_TARGET as u64
+        {
+            return Err(Error::corrupt(
+                format!("symlink inode {ino}"),
+                format!(
+                    "target of {} bytes (at most {})",
+                    f.size,
+                    crate::namespace::MAX_SYMLINK_TARGET
+                ),
+            ));
+        }
+        node.attrs.mtime_ns = node.attrs.mtime_ns.max(f.write_mtime_ns);
+        node.file = Some(f);
+    }
+    node.live = live;
+    node.sublogs = sublogs;
+    Ok(node)
+}
+
+/// The size-setting attribute entries of one inode's log.
+#[derive(Default)]
+struct Truncations {
+    /// The newest: (sequence, size in bytes). It bounds older writes.
+    newest: Option<(u64, u64)>,
+    /// Every one, (sequence, pages kept): each one cancels the pages at or
+    /// beyond its size written before it, so all of them count, not only
+    /// the newest (an extend after a shrink must not bring back what the
+    /// shrink cut off).
+    all: Vec<(u64, u64)>,
+}
+
+/// Attributes: the newest attribute entry wins. Every attribute entry stays
+/// referenced (`live`) until the log is compacted. Returns the log's
+/// size-setting entries.
+fn replay_attrs(
+    ino: u64,
+    node: &mut RebuiltInode,
+    all: &[(EntryLoc, &Entry)],
+    live: &mut HashMap<u64, u32>,
+) -> Result<Truncations> {
     let mut newest_attr: Option<&Entry> = None;
-    let mut newest_trunc: Option<(u64, u64)> = None;
-    // Every size-setting entry, (sequence, pages kept): each one cancels the
-    // pages at or beyond its size written before it, so all of them count,
-    // not only the newest (an extend after a shrink must not bring back what
-    // the shrink cut off).
-    let mut truncations: Vec<(u64, u64)> = Vec::new();
-    for (loc, e) in &all {
+    let mut truncs = Truncations::default();
+    for (loc, e) in all {
         if let Entry::SetAttr {
             seq,
             size_set,
@@ -546,15 +586,15 @@ pub(crate) fn replay(
                 ));
             }
             if *size_set {
-                truncations.push((*seq, size.div_ceil(BLOCK_SIZE)));
+                truncs.all.push((*seq, size.div_ceil(BLOCK_SIZE)));
             }
             *live.entry(loc_page(*loc)).or_default() += 1;
             node.attr_entries += 1;
             if newest_attr.is_none_or(|a| matches!(a, Entry::SetAttr { seq: s, .. } if seq > s)) {
                 newest_attr = Some(e);
             }
-            if *size_set && newest_trunc.is_none_or(|(s, _)| *seq > s) {
-                newest_trunc = Some((*seq, *size));
+            if *size_set && truncs.newest.is_none_or(|(s, _)| *seq > s) {
+                truncs.newest = Some((*seq, *size));
             }
         }
     }
@@ -577,197 +617,212 @@ pub(crate) fn replay(
         node.attrs.mtime_ns = *mtime_ns;
         node.attrs.ctime_ns = *ctime_ns;
     }
+    Ok(truncs)
+}
 
-    replay_xattrs(&mut node, &all, &mut live);
-
-    if node.record.kind == FileKind::Dir {
-        let mut dir_entries: Vec<(u64, EntryLoc, &Entry)> = all
-            .iter()
-            .filter_map(|(l, e)| match e {
-                Entry::DirAdd { seq, .. }
-                | Entry::DirRemove { seq, .. }
-                | Entry::DirRename { seq, .. } => Some((*seq, *l, *e)),
-                _ => None,
-            })
-            .collect();
-        if let Some((seq, loc, _)) = dir_entries.iter().find(|(s, _, _)| *s >= MAX_SEQ) {
-            return Err(Error::corrupt(
-                format!("directory {ino} entry at {loc}"),
-                format!("sequence {seq} out of range"),
-            ));
-        }
-        dir_entries.sort_by_key(|(s, _, _)| *s);
-        let mut st = DirState {
-            log_entries: dir_entries.len() as u64,
-            ..Default::default()
-        };
-        for (seq, loc, e) in dir_entries {
-            *live.entry(loc_page(loc)).or_default() += 1;
-            st.seq = st.seq.max(seq);
-            match e {
-                Entry::DirAdd {
-                    ino: c,
-                    generation,
-                    kind,
-                    name,
-                    ..
-                } => {
-                    st.entries.insert(
-                        name.clone(),
-                        Child {
-                            ino: *c,
-                            generation: *generation,
-                            kind: *kind,
-                        },
-                    );
-                }
-                Entry::DirRemove { ino: c, name, .. }
-                    if st.entries.get(name).is_some_and(|x| x.ino == *c) =>
-                {
-                    st.entries.remove(name);
-                }
-                Entry::DirRename {
-                    ino: c,
-                    generation,
-                    kind,
-                    old,
-                    new,
-                    ..
-                } => {
-                    if st.entries.get(old).is_some_and(|x| x.ino == *c) {
-                        st.entries.remove(old);
-                    }
-                    st.entries.insert(
-                        new.clone(),
-                        Child {
-                            ino: *c,
-                            generation: *generation,
-                            kind: *kind,
-                        },
-                    );
-                }
-                _ => {}
-            }
-        }
-        if let Some(r) = pending {
-            if let (Some(x), true) = (r.exchange, r.src_dir == ino) {
-                // An exchange: the source name names the other inode.
-                st.entries.insert(r.src_name.clone(), x);
-            } else if r.src_dir == ino
-                && st
-                    .entries
-                    .get(&r.src_name)
-                    .is_some_and(|x| x.ino == r.moving.ino)
-            {
-                st.entries.remove(&r.src_name);
-            }
-            if r.dst_dir == ino {
-                st.entries.insert(r.dst_name.clone(), r.moving);
-            }
-        }
-        node.dir = Some(st);
-    } else {
-        let mut f = FileState::default();
-        let attr_seq = node.attr_seq;
-        let mut newest_end: Option<(u64, EntryLoc)> = None;
-        truncations.sort_unstable();
-        let mut keep_suffix_min = vec![u64::MAX; truncations.len()];
-        let mut m = u64::MAX;
-        for (i, &(_, pages)) in truncations.iter().enumerate().rev() {
-            m = m.min(pages);
-            keep_suffix_min[i] = m;
-        }
-        // Every (page, block, entry, version) a write entry offers; sorted
-        // by page, highest version first, the first of each page wins.
-        // Sized for a small file's few pages (a sorted vector, not a tree:
-        // most files rebuilt at a mount are one page).
-        let offered: u64 = all
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Entry::FileWrite { npages, .. } => Some(u64::from(*npages)),
-                _ => None,
-            })
-            .sum();
-        let mut pages: Vec<(u64, PageWinner)> = Vec::with_capacity(offered.min(1024) as usize);
-        for (loc, e) in &all {
-            let Entry::FileWrite {
-                epoch,
-                version,
-                pgoff,
-                block,
-                npages,
-                file_end,
-                mtime_ns,
-            } = e
-            else {
-                continue;
-            };
-            let what = || format!("inode {ino} write entry at {loc}");
-            let n = u64::from(*npages);
-            if n == 0
-                || pgoff
-                    .checked_add(n)
-                    .is_none_or(|e| e > MAX_FILE_SIZE / BLOCK_SIZE)
-                || !sb.data_range_ok(*block, n)
-                || *file_end > MAX_FILE_SIZE
-            {
-                return Err(Error::corrupt(what(), "page or block range out of bounds"));
-            }
-            if *version >= MAX_SEQ {
-                return Err(Error::corrupt(
-                    what(),
-                    format!("version {version} out of range"),
-                ));
-            }
-            let before_trunc = newest_trunc.is_some_and(|(s, _)| u64::from(*epoch) < s);
-            let first_later = truncations.partition_point(|&(s, _)| s <= u64::from(*epoch));
-            let keep_below = keep_suffix_min
-                .get(first_later)
-                .copied()
-                .unwrap_or(u64::MAX);
-            let kept = n.min(keep_below.saturating_sub(*pgoff));
-            pages.extend((0..kept).map(|i| (pgoff + i, (block + i, *loc, *version))));
-            if !before_trunc {
-                if newest_end.is_none_or(|(end, _)| *file_end > end) {
-                    newest_end = Some((*file_end, *loc));
-                }
-                if u64::from(*epoch) >= attr_seq {
-                    f.write_mtime_ns = f.write_mtime_ns.max(*mtime_ns);
-                }
-            }
-        }
-        // Stable: of equal versions of a page, the first offered wins.
-        pages.sort_by_key(|&(pg, (_, _, version))| (pg, std::cmp::Reverse(version)));
-        pages.dedup_by_key(|(pg, _)| *pg);
-        f.pages = pages;
-        let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
-        f.size = trunc_size;
-        if let Some((end, loc)) = newest_end
-            && end > trunc_size
-        {
-            f.size = end;
-            f.size_definer = Some((end, loc));
-            *live.entry(loc_page(loc)).or_default() += 1;
-        }
-        for &(_, (_, loc, _)) in &f.pages {
-            *live.entry(loc_page(loc)).or_default() += 1;
-        }
-        if node.record.kind == FileKind::Symlink
-            && f.size > crate::namespace::MAX_SYMLINK_TARGET as u64
-        {
-            return Err(Error::corrupt(
-                format!("symlink inode {ino}"),
-                format!(
-                    "target of {} bytes (at most {})",
-                    f.size,
-                    crate::namespace::MAX_SYMLINK_TARGET
-                ),
-            ));
-        }
-        node.attrs.mtime_ns = node.attrs.mtime_ns.max(f.write_mtime_ns);
-        node.file = Some(f);
+/// A directory's entries: its add, remove and rename entries applied in
+/// sequence order, then the rename record `pending` (if it names this
+/// directory) completed.
+fn replay_dir(
+    ino: u64,
+    all: &[(EntryLoc, &Entry)],
+    pending: Option<&RenameRecord>,
+    live: &mut HashMap<u64, u32>,
+) -> Result<DirState> {
+    let mut dir_entries: Vec<(u64, EntryLoc, &Entry)> = all
+        .iter()
+        .filter_map(|(l, e)| match e {
+            Entry::DirAdd { seq, .. }
+            | Entry::DirRemove { seq, .. }
+            | Entry::DirRename { seq, .. } => Some((*seq, *l, *e)),
+            _ => None,
+        })
+        .collect();
+    if let Some((seq, loc, _)) = dir_entries.iter().find(|(s, _, _)| *s >= MAX_SEQ) {
+        return Err(Error::corrupt(
+            format!("directory {ino} entry at {loc}"),
+            format!("sequence {seq} out of range"),
+        ));
     }
-    node.live = live;
-    node.sublogs = sublogs;
-    Ok(node)
+    dir_entries.sort_by_key(|(s, _, _)| *s);
+    let mut st = DirState {
+        log_entries: dir_entries.len() as u64,
+        ..Default::default()
+    };
+    for (seq, loc, e) in dir_entries {
+        *live.entry(loc_page(loc)).or_default() += 1;
+        st.seq = st.seq.max(seq);
+        apply_dir_entry(&mut st, e);
+    }
+    if let Some(r) = pending {
+        apply_pending_rename(&mut st, ino, r);
+    }
+    Ok(st)
+}
+
+/// Applies one directory entry (add, remove or rename) to `st`.
+fn apply_dir_entry(st: &mut DirState, e: &Entry) {
+    match e {
+        Entry::DirAdd {
+            ino: c,
+            generation,
+            kind,
+            name,
+            ..
+        } => {
+            st.entries.insert(
+                name.clone(),
+                Child {
+                    ino: *c,
+                    generation: *generation,
+                    kind: *kind,
+                },
+            );
+        }
+        Entry::DirRemove { ino: c, name, .. }
+            if st.entries.get(name).is_some_and(|x| x.ino == *c) =>
+        {
+            st.entries.remove(name);
+        }
+        Entry::DirRename {
+            ino: c,
+            generation,
+            kind,
+            old,
+            new,
+            ..
+        } => {
+            if st.entries.get(old).is_some_and(|x| x.ino == *c) {
+                st.entries.remove(old);
+            }
+            st.entries.insert(
+                new.clone(),
+                Child {
+                    ino: *c,
+                    generation: *generation,
+                    kind: *kind,
+                },
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Completes the rename record `r` in directory `ino`'s entries.
+fn apply_pending_rename(st: &mut DirState, ino: u64, r: &RenameRecord) {
+    if let (Some(x), true) = (r.exchange, r.src_dir == ino) {
+        // An exchange: the source name names the other inode.
+        st.entries.insert(r.src_name.clone(), x);
+    } else if r.src_dir == ino
+        && st
+            .entries
+            .get(&r.src_name)
+            .is_some_and(|x| x.ino == r.moving.ino)
+    {
+        st.entries.remove(&r.src_name);
+    }
+    if r.dst_dir == ino {
+        st.entries.insert(r.dst_name.clone(), r.moving);
+    }
+}
+
+/// A file's contents: per page the write entry of the highest version
+/// (pages a later size-setting entry cut off left out), its size and the
+/// newest write's mtime that counts (`attr_seq`: the inode's newest
+/// attribute entry's sequence).
+fn replay_file(
+    ino: u64,
+    attr_seq: u64,
+    mut truncs: Truncations,
+    all: &[(EntryLoc, &Entry)],
+    sb: &Superblock,
+    live: &mut HashMap<u64, u32>,
+) -> Result<FileState> {
+    let mut f = FileState::default();
+    let newest_trunc = truncs.newest;
+    let mut newest_end: Option<(u64, EntryLoc)> = None;
+    let truncations = &mut truncs.all;
+    truncations.sort_unstable();
+    let mut keep_suffix_min = vec![u64::MAX; truncations.len()];
+    let mut m = u64::MAX;
+    for (i, &(_, pages)) in truncations.iter().enumerate().rev() {
+        m = m.min(pages);
+        keep_suffix_min[i] = m;
+    }
+    // Every (page, block, entry, version) a write entry offers; sorted
+    // by page, highest version first, the first of each page wins.
+    // Sized for a small file's few pages (a sorted vector, not a tree:
+    // most files rebuilt at a mount are one page).
+    let offered: u64 = all
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Entry::FileWrite { npages, .. } => Some(u64::from(*npages)),
+            _ => None,
+        })
+        .sum();
+    let mut pages: Vec<(u64, PageWinner)> = Vec::with_capacity(offered.min(1024) as usize);
+    for (loc, e) in all {
+        let Entry::FileWrite {
+            epoch,
+            version,
+            pgoff,
+            block,
+            npages,
+            file_end,
+            mtime_ns,
+        } = e
+        else {
+            continue;
+        };
+        let what = || format!("inode {ino} write entry at {loc}");
+        let n = u64::from(*npages);
+        if n == 0
+            || pgoff
+                .checked_add(n)
+                .is_none_or(|e| e > MAX_FILE_SIZE / BLOCK_SIZE)
+            || !sb.data_range_ok(*block, n)
+            || *file_end > MAX_FILE_SIZE
+        {
+            return Err(Error::corrupt(what(), "page or block range out of bounds"));
+        }
+        if *version >= MAX_SEQ {
+            return Err(Error::corrupt(
+                what(),
+                format!("version {version} out of range"),
+            ));
+        }
+        let before_trunc = newest_trunc.is_some_and(|(s, _)| u64::from(*epoch) < s);
+        let first_later = truncations.partition_point(|&(s, _)| s <= u64::from(*epoch));
+        let keep_below = keep_suffix_min
+            .get(first_later)
+            .copied()
+            .unwrap_or(u64::MAX);
+        let kept = n.min(keep_below.saturating_sub(*pgoff));
+        pages.extend((0..kept).map(|i| (pgoff + i, (block + i, *loc, *version))));
+        if !before_trunc {
+            if newest_end.is_none_or(|(end, _)| *file_end > end) {
+                newest_end = Some((*file_end, *loc));
+            }
+            if u64::from(*epoch) >= attr_seq {
+                f.write_mtime_ns = f.write_mtime_ns.max(*mtime_ns);
+            }
+        }
+    }
+    // Stable: of equal versions of a page, the first offered wins.
+    pages.sort_by_key(|&(pg, (_, _, version))| (pg, std::cmp::Reverse(version)));
+    pages.dedup_by_key(|(pg, _)| *pg);
+    f.pages = pages;
+    let trunc_size = newest_trunc.map_or(0, |(_, s)| s);
+    f.size = trunc_size;
+    if let Some((end, loc)) = newest_end
+        && end > trunc_size
+    {
+        f.size = end;
+        f.size_definer = Some((end, loc));
+        *live.entry(loc_page(loc)).or_default() += 1;
+    }
+    for &(_, (_, loc, _)) in &f.pages {
+        *live.entry(loc_page(loc)).or_default() += 1;
+    }
+    Ok(f)
 }

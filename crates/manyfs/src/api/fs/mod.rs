@@ -48,7 +48,7 @@ impl Fs {
         mount.check_for_pool(mkfs.size.saturating_add(members_bytes))?;
         {
             let topology = crate::Topology::resolve(mount.topology)?;
-            let opts = members::NewPoolOptions {
+            let opts = crate::media::pool::NewPoolOptions {
                 size: mkfs.size,
                 bytes_per_inode: mkfs.bytes_per_inode,
                 replace_existing: mkfs.replace_existing,
@@ -57,11 +57,11 @@ impl Fs {
                 data: mkfs.data.as_ref(),
                 topology: &topology,
             };
-            let new = members::create_pool(pool, &opts, mount.durability)?;
+            let new = crate::media::pool::create_pool(pool, &opts, mount.durability)?;
             if mkfs.zero_fill {
                 new.media.zero_fill()?;
             }
-            crate::layout::format::format(&new.media, &new.sb, new.table.as_ref())?;
+            crate::media::pool::format(&new.media, &new.sb, new.table.as_ref())?;
         }
         Fs::mount(pool, mount)
     }
@@ -77,7 +77,7 @@ impl Fs {
         observer: Option<Arc<dyn crate::media::PersistObserver>>,
     ) -> Result<Fs> {
         opts.validate()?;
-        let mut media = members::open_pool(
+        let mut media = crate::media::pool::open_pool(
             pool,
             opts.durability,
             !opts.read_only,

@@ -1,0 +1,158 @@
+//! Routing to a tiered pool's data device (`crate::tier`): pool offsets
+//! from the end of the mapping on are the device's bytes, read and
+//! written by transfers instead of through the mapping.
+
+use super::{Durability, Media, MediaView};
+use crate::error::{Error, Result};
+
+impl Media {
+    /// Attach a tiered pool's data device: pool offsets from the end of
+    /// the mapping on are its bytes.
+    pub(crate) fn attach_device(&mut self, device: crate::tier::Device) {
+        self.device = Some((device, self.len as u64));
+    }
+
+    /// Issue the data device's transfers as `io` says (if the pool has
+    /// one; see [`crate::tier::Device::set_io`]).
+    pub(crate) fn set_device_io(&mut self, io: crate::tier::DeviceIo) {
+        if let Some((dev, _)) = &mut self.device {
+            dev.set_io(io);
+        }
+    }
+
+    /// Whether pool offset `off` is on the data device (past the
+    /// mapping): a range of device blocks is one transfer, however many
+    /// blocks it spans.
+    pub(crate) fn on_data_device(&self, off: u64) -> bool {
+        self.device.as_ref().is_some_and(|(_, start)| off >= *start)
+    }
+
+    /// The data device, if the pool has one.
+    pub(crate) fn device(&self) -> Option<&crate::tier::Device> {
+        self.device.as_ref().map(|(d, _)| d)
+    }
+
+    /// Whether durability needs durable marks: the page cache (`file`
+    /// mode) or a data device can make a later write durable before an
+    /// earlier one, so a commit counts only once a barrier covered it.
+    pub(crate) fn marked(&self) -> bool {
+        self.mode == Durability::File || self.device.is_some()
+    }
+
+    /// `Some(device offset)` when `[off, off+len)` is on the data device
+    /// (an error when it starts there but does not fit); `None` for an
+    /// offset in the mapping.
+    pub(super) fn on_device(
+        &self,
+        off: u64,
+        len: usize,
+    ) -> Option<Result<(&crate::tier::Device, u64)>> {
+        let (dev, start) = self.device.as_ref()?;
+        if off < *start {
+            return None;
+        }
+        let local = off - start;
+        Some(match local.checked_add(len as u64) {
+            Some(end) if end <= dev.len() => Ok((dev, local)),
+            _ => Err(Error::corrupt(
+                "pool offset",
+                format!(
+                    "range {off:#x}+{len:#x} outside the data device ({:#x} bytes from {start:#x})",
+                    dev.len()
+                ),
+            )),
+        })
+    }
+
+    /// Flush the data device if it was written since its last flush
+    /// (a no-op without one). A failure fails the media.
+    pub(crate) fn flush_device(&self) -> Result<()> {
+        let Some((dev, start)) = &self.device else {
+            return Ok(());
+        };
+        if !self.writable {
+            return Ok(());
+        }
+        if self.has_failed() {
+            return Err(self.failure_error());
+        }
+        if let Some(o) = &self.observer
+            && dev.is_dirty()
+            && let Err(e) = o.0.on_sync(*start, dev.len() as usize)
+        {
+            self.fail(format!("a flush of the data device failed ({e})"));
+            return Err(Error::io(format!("flush {}", dev.path().display()), e));
+        }
+        dev.flush().inspect_err(|e| {
+            self.fail(format!("a flush of the data device failed ({e})"));
+        })
+    }
+
+    /// [`Media::read`] of each `(offset, buffer)` of `reqs`: those on the
+    /// data device are read as one batch of device transfers (one
+    /// io_uring submission with `device_io=uring`), the others from the
+    /// mapping.
+    pub fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
+        let mut on_dev: smallvec::SmallVec<[(u64, &mut [u8]); 4]> = smallvec::SmallVec::new();
+        for (off, buf) in reqs.iter_mut() {
+            match self.on_device(*off, buf.len()) {
+                Some(d) => on_dev.push((d?.1, &mut **buf)),
+                None => self.read(*off, buf)?,
+            }
+        }
+        match (&self.device, on_dev.is_empty()) {
+            (Some((dev, _)), false) => dev.read_many(&mut on_dev),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Media::nt_copy`] of each `(offset, data)` of `reqs`: those on the
+    /// data device are written as one batch of device transfers (one
+    /// io_uring submission with `device_io=uring`), the others into the
+    /// mapping.
+    pub fn nt_copy_batch(&self, reqs: &[(u64, &[u8])]) -> Result<()> {
+        self.check_writable()?;
+        let mut on_dev: smallvec::SmallVec<[(u64, &[u8]); 4]> = smallvec::SmallVec::new();
+        for &(off, data) in reqs {
+            match self.on_device(off, data.len()) {
+                Some(d) => on_dev.push((d?.1, data)),
+                None => self.nt_copy(off, data)?,
+            }
+        }
+        let Some((dev, _)) = &self.device else {
+            return Ok(());
+        };
+        if on_dev.is_empty() {
+            return Ok(());
+        }
+        dev.write_many(&on_dev).inspect_err(|e| {
+            self.fail(format!("a write to the data device failed ({e})"));
+        })?;
+        if let Some(r) = &self.observer {
+            for &(off, data) in reqs {
+                if self.on_device(off, data.len()).is_some() {
+                    r.0.on_store(off, data.len(), &MediaView::new(self));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `data` at pool offset `off`, device offset `local`, and tell
+    /// the observer (as a store: not durable before a barrier). A failure
+    /// fails the media: the device may hold part of the write.
+    pub(super) fn device_write(
+        &self,
+        (dev, local): (&crate::tier::Device, u64),
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        dev.write(local, data).inspect_err(|e| {
+            self.fail(format!("a write to the data device failed ({e})"));
+        })?;
+        if let Some(r) = &self.observer {
+            r.0.on_store(off, data.len(), &MediaView::new(self));
+        }
+        Ok(())
+    }
+}
