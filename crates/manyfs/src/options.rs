@@ -2,7 +2,8 @@
 
 use crate::lock::LockKind;
 use crate::media::Durability;
-pub use crate::media::emulation::{BandwidthCap, RemoteCost};
+pub use crate::media::bwcap::BandwidthCap;
+pub use crate::media::remote::RemoteCost;
 
 /// How to mount a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,6 +32,7 @@
 //! The buckets use `std` atomics directly, not the [`crate::sync`] shim:
 //! they are an emulation knob, not a protocol whose interleavings matter.
 
+use super::parse_model_option;
 use super::remote::Access;
 use crate::topology::Topology;
 use crossbeam_utils::CachePadded;
@@ -39,6 +40,77 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The emulated per-node NVMM bandwidth cap
+/// ([`crate::MountOptions::bandwidth_cap`]): each node's pool member serves at
+/// most `bytes_per_sec` of *weighted* traffic, the NThread paper's Eq. 1,
+/// `W + R/3` (a read byte costs a third of a written one, as on Optane DC
+/// PMM), summed over every thread on every CPU. Threads that together ask
+/// for more wait, so several threads hammering one node's member contend
+/// as they would on one NVMM DIMM, while members on different nodes do
+/// not limit each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BandwidthCap {
+    /// Weighted bytes per second per node (writes + reads / 3).
+    pub bytes_per_sec: u64,
+}
+
+impl BandwidthCap {
+    /// 2.3 GB/s per node: one Optane DC PMM's write bandwidth (about a
+    /// third of its read bandwidth), the NThread paper's device and the
+    /// thread planner's default node maximum
+    /// ([`crate::PlacementConfig::default_node_max_bw`]).
+    pub const PAPER: BandwidthCap = BandwidthCap {
+        bytes_per_sec: 2_300_000_000,
+    };
+
+    /// The smallest cap accepted (1 MB/s): below it a 4 KiB write waits
+    /// milliseconds, which is a misconfiguration, not an emulation.
+    pub const MIN: u64 = 1_000_000;
+
+    /// Parse a `bandwidth_cap=` value: `off` (None), `paper` or `on`
+    /// ([`BandwidthCap::PAPER`]), or weighted bytes per second with an
+    /// optional decimal suffix `K`, `M` or `G` (`1500M`, `1G`), at least
+    /// [`BandwidthCap::MIN`].
+    pub fn parse_option(s: &str) -> crate::Result<Option<BandwidthCap>> {
+        parse_model_option(
+            s,
+            BandwidthCap::PAPER,
+            "bandwidth cap",
+            "off, paper or weighted bytes per second per node, W + R/3, with an optional K, \
+             M or G suffix, e.g. 1G, at least 1M",
+            |v| {
+                let (digits, scale) = match v.char_indices().last() {
+                    Some((i, 'K' | 'k')) => (&v[..i], 1_000),
+                    Some((i, 'M' | 'm')) => (&v[..i], 1_000_000),
+                    Some((i, 'G' | 'g')) => (&v[..i], 1_000_000_000),
+                    _ => (v, 1),
+                };
+                let bytes_per_sec = digits
+                    .parse::<u64>()
+                    .ok()?
+                    .checked_mul(scale)
+                    .filter(|&n| n >= Self::MIN)?;
+                Some(BandwidthCap { bytes_per_sec })
+            },
+        )
+    }
+}
+
+impl std::fmt::Display for BandwidthCap {
+    /// `2300M` (weighted bytes per second per node, with the largest
+    /// decimal suffix that divides it), the form
+    /// [`BandwidthCap::parse_option`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.bytes_per_sec;
+        for (scale, suffix) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "K")] {
+            if b.is_multiple_of(scale) {
+                return write!(f, "{}{suffix}", b / scale);
+            }
+        }
+        write!(f, "{b}")
+    }
+}
 
 /// The most a bucket holds: this long of its CPU's share of the cap. It
 /// bounds how far a node can exceed the cap (by one burst per CPU) and how
@@ -111,7 +183,7 @@ pub(crate) struct BandwidthModel {
 impl BandwidthModel {
     /// The cap `cap` for members `(start, len, node)` under `topology`.
     pub fn new(
-        cap: super::emulation::BandwidthCap,
+        cap: BandwidthCap,
         topology: Topology,
         members: impl Iterator<Item = (u64, u64, u32)>,
     ) -> BandwidthModel {
@@ -120,7 +192,7 @@ impl BandwidthModel {
 
     /// [`Self::new`] on `clock`.
     fn with_clock(
-        cap: super::emulation::BandwidthCap,
+        cap: BandwidthCap,
         topology: Topology,
         members: impl Iterator<Item = (u64, u64, u32)>,
         clock: Clock,
@@ -278,7 +350,7 @@ fn spin_until(deadline: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::emulation::BandwidthCap;
+    use crate::media::bwcap::BandwidthCap;
 
     /// The cap the tests set: 40 MB/s weighted per node.
     const CAP: u64 = 40_000_000;

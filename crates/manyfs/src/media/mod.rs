@@ -154,3 +154,24 @@ pub(crate) struct Media {
 unsafe impl Send for Media {}
 // SAFETY: as above.
 unsafe impl Sync for Media {}
+
+/// Parse the value of an emulation option (`remote_cost=`,
+/// `bandwidth_cap=`): `off` or `none` (None), `paper` or `on` (`paper`),
+/// else what `parse` makes of the trimmed text; an error naming `what` and
+/// the `expected` forms where it makes nothing.
+pub(super) fn parse_model_option<T>(
+    s: &str,
+    paper: T,
+    what: &str,
+    expected: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> crate::Result<Option<T>> {
+    let s = s.trim();
+    match s {
+        "off" | "none" => Ok(None),
+        "paper" | "on" => Ok(Some(paper)),
+        _ => parse(s).map(Some).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("{what} {s:?} (expected {expected})"))
+        }),
+    }
+}

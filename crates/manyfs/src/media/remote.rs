@@ -17,9 +17,73 @@
 //! [`MIN_WAIT_PS`]) and has been charged live in thread-locals. With the model
 //! off the media tests one `Option` and calls nothing.
 
-use super::emulation::RemoteCost;
+use super::parse_model_option;
 use crate::topology::Topology;
 use std::cell::Cell;
+
+/// The emulated remote-access cost model ([`crate::MountOptions::remote_cost`]):
+/// a thread that reads (writes) a byte range of a pool member whose node
+/// is not the thread's current node ([`crate::Topology::current_node`])
+/// busy-waits `read_ns_per_kib` (`write_ns_per_kib`) nanoseconds per KiB
+/// of it, counted in whole 64-byte cache lines. Local accesses cost
+/// nothing extra.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteCost {
+    /// Extra nanoseconds per KiB read from another node's member.
+    pub read_ns_per_kib: u32,
+    /// Extra nanoseconds per KiB written to another node's member.
+    pub write_ns_per_kib: u32,
+}
+
+impl RemoteCost {
+    /// Defaults derived from the NUMA-aware NOVA paper's Optane DC
+    /// measurements (its Fig. 5, Intel MLC, 8 cores, the point where
+    /// it states both the remote bandwidth and the local/remote ratio):
+    ///
+    /// - write: remote 6.5 GB/s, local 1.86x that = 12.09 GB/s; per core
+    ///   0.8125 and 1.511 GB/s, so one KiB takes 1260.3 ns remote and
+    ///   677.6 ns local: **+583 ns per KiB** remote;
+    /// - read: remote 15 GB/s, local 1.98x that = 29.7 GB/s; per core
+    ///   1.875 and 3.7125 GB/s, so one KiB takes 546.1 ns remote and
+    ///   275.8 ns local: **+270 ns per KiB** remote.
+    ///
+    /// The extra time is the paper's absolute per-core difference, added on
+    /// top of whatever the local medium costs here (DRAM, faster than
+    /// Optane): remote accesses are relatively slower here than on the
+    /// paper's machine. `remote_cost=R/W` sets other values.
+    pub const PAPER: RemoteCost = RemoteCost {
+        read_ns_per_kib: 270,
+        write_ns_per_kib: 583,
+    };
+
+    /// Parse a `remote_cost=` value: `off` (None), `paper` or `on`
+    /// ([`RemoteCost::PAPER`]), or `READ/WRITE` in nanoseconds per KiB
+    /// (`270/583`).
+    pub fn parse_option(s: &str) -> crate::Result<Option<RemoteCost>> {
+        parse_model_option(
+            s,
+            RemoteCost::PAPER,
+            "remote cost",
+            "off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583, at most 1000000 each",
+            |v| {
+                let (r, w) = v.split_once('/')?;
+                let parse = |x: &str| x.trim().parse::<u32>().ok().filter(|&n| n <= 1_000_000);
+                Some(RemoteCost {
+                    read_ns_per_kib: parse(r)?,
+                    write_ns_per_kib: parse(w)?,
+                })
+            },
+        )
+    }
+}
+
+impl std::fmt::Display for RemoteCost {
+    /// `270/583` (read/write nanoseconds per KiB), the form
+    /// [`RemoteCost::parse_option`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.read_ns_per_kib, self.write_ns_per_kib)
+    }
+}
 
 /// The unit accesses are charged in: a cache line.
 const LINE: u64 = 64;
