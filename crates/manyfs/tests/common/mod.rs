@@ -44,8 +44,8 @@ pub fn open_rw(fs: &Fs, path: &str) -> File {
 
 #[path = "../../src/test_support.rs"]
 mod test_support;
-#[allow(unused_imports)] // not every test binary waits on progress
-pub use test_support::within;
+#[allow(unused_imports)] // not every test binary waits on progress or skips
+pub use test_support::{Lack, in_ci, skip, within};
 
 /// The names in directory `dir`, in the order `read_dir` gives them.
 pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {
@@ -85,9 +85,15 @@ pub fn pin_to_an_allowed_cpu() -> usize {
 /// the machine's own topology: it must be refused with `EINVAL` and a
 /// message naming the emulated topology it needs, before the pool file is
 /// created. Returns the error; `None` where `MANYFS_TOPOLOGY` makes the
-/// machine's topology an emulated one (nothing to check).
-pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Error> {
+/// machine's topology an emulated one (nothing to check: `test` is
+/// skipped, see [`skip`]).
+pub fn refused_on_system_topology(test: &str, mut opts: MountOptions) -> Option<manyfs::Error> {
     if std::env::var_os("MANYFS_TOPOLOGY").is_some_and(|v| !v.is_empty()) {
+        skip(
+            test,
+            Lack::Setup,
+            "MANYFS_TOPOLOGY is set, so the machine's own topology is an emulated one",
+        );
         return None;
     }
     opts.topology = manyfs::TopologySpec::System;
@@ -100,13 +106,6 @@ pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Erro
     assert!(err.to_string().contains("emulated topology"), "{err}");
     assert!(!pool.exists(), "refused before mkfs");
     Some(err)
-}
-
-/// Whether the tests run in CI (`CI=true` or `CI=1`, as GitHub Actions and
-/// most CI systems set it): there a test may not skip for want of what the
-/// machine lacks.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
 
 /// A pool at `pool` for a thread of emulated node `node` (of a `2x1`
