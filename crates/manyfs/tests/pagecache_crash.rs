@@ -302,39 +302,12 @@ fn overwrite_then_other_file_reuses_the_block() {
 
 /// The CPUs this thread may run on.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, and
-    // sched_getaffinity writes at most its size into it.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        set
-    };
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    manyfs::placement::affinity::get(0).unwrap_or_default()
 }
 
 /// Let this thread run only on `cpus`.
 fn pin_to(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is given
-    // indices below CPU_SETSIZE (they came from sched_getaffinity), and
-    // sched_setaffinity reads at most the set's size.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    assert_eq!(
-        rc,
-        0,
-        "sched_setaffinity: {}",
-        std::io::Error::last_os_error()
-    );
+    manyfs::placement::affinity::set(0, cpus).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn overwrite_then_reuse(pages: usize, first_cpu: Option<usize>, second_cpu: Option<usize>) {

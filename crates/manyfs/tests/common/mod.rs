@@ -58,27 +58,13 @@ pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {
 
 /// Pin the calling thread to one CPU it may run on; returns that CPU.
 pub fn pin_to_an_allowed_cpu() -> usize {
-    // SAFETY: zeroed cpu_set_t values are valid; sched_getaffinity fills
-    // one for this thread, CPU_ISSET/CPU_SET index below CPU_SETSIZE, and
-    // sched_setaffinity(0, ..) changes only this thread's mask.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        let cpu = (0..libc::CPU_SETSIZE as usize)
-            .rev()
-            .find(|&c| libc::CPU_ISSET(c, &set))
-            .expect("an allowed CPU");
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
-            0
-        );
-        cpu
-    }
+    use manyfs::placement::affinity;
+    let cpu = *affinity::get(0)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .last()
+        .expect("an allowed CPU");
+    affinity::set(0, &[cpu]).unwrap_or_else(|e| panic!("{e}"));
+    cpu
 }
 
 /// Make a pool with `opts` (which turn an emulation option on) moved to
