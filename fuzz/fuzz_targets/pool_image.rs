@@ -93,6 +93,13 @@ fuzz_target!(|data: &[u8]| {
                     manyfs::FileKind::Symlink => {
                         let _ = fs.read_link(&p);
                     }
+                    // No content: their attributes are all there is to read.
+                    manyfs::FileKind::Fifo
+                    | manyfs::FileKind::CharDevice
+                    | manyfs::FileKind::BlockDevice
+                    | manyfs::FileKind::Socket => {
+                        let _ = fs.metadata(&p);
+                    }
                 }
             }
         }

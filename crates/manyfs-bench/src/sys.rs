@@ -6,20 +6,7 @@ use std::ptr::NonNull;
 
 /// The CPUs this process may run on, in ascending order (at least one).
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set, and
-    // sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    let mut cpus = Vec::new();
-    if rc == 0 {
-        for cpu in 0..libc::CPU_SETSIZE as usize {
-            // SAFETY: cpu < CPU_SETSIZE, the bound CPU_ISSET requires.
-            if unsafe { libc::CPU_ISSET(cpu, &set) } {
-                cpus.push(cpu);
-            }
-        }
-    }
+    let mut cpus = manyfs::diag::affinity::get(0).unwrap_or_default();
     if cpus.is_empty() {
         cpus = (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
     }
@@ -100,16 +87,7 @@ pub fn thread_cpu_ns() -> u64 {
 
 /// Pin the calling thread to `cpu`. Returns false when the kernel refused.
 pub fn pin_current_thread(cpu: usize) -> bool {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET is given an index
-    // below CPU_SETSIZE; sched_setaffinity only reads the set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
+    manyfs::diag::affinity::set(0, &[cpu]).is_ok()
 }
 
 /// A zero-initialised heap buffer aligned to 4096 bytes (FxMark issues its

@@ -11,10 +11,34 @@ use manyfs_bench::runner::{measure_on, prepare_on};
 use manyfs_bench::{Config, PoolConfig, TargetEnv};
 use std::time::Duration;
 
+use manyfs_sync::testing as test_support;
+use test_support::{Lack, skip};
+
 const MODELS: Models = Models {
     cost: RemoteCost::PAPER,
     cap: DEFAULT_CAP,
 };
+
+/// A CPU of emulated node 0 and one of node 1 that this process may use;
+/// `None` (and `test` skipped) where it may not use both.
+fn cpus_of_both_nodes(test: &str) -> Option<(usize, usize)> {
+    match (cpu_of_node(0), cpu_of_node(1)) {
+        (Ok(cpu0), Ok(cpu1)) => Some((cpu0, cpu1)),
+        (a, b) => {
+            let why = a
+                .err()
+                .or(b.err())
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            skip(
+                test,
+                Lack::Setup,
+                format_args!("this process may not use a CPU of each emulated node: {why}"),
+            );
+            None
+        }
+    }
+}
 
 fn base() -> PoolConfig {
     PoolConfig {
@@ -25,8 +49,8 @@ fn base() -> PoolConfig {
 
 #[test]
 fn fig5_data_starts_on_node_0_and_writes_follow_the_writer() {
-    let (Ok(cpu0), Ok(cpu1)) = (cpu_of_node(0), cpu_of_node(1)) else {
-        return; // this process may not use a CPU of each emulated node
+    let Some((cpu0, cpu1)) = cpus_of_both_nodes("fig5_data_starts_on_node_0") else {
+        return;
     };
     let series = fig5_series(&base(), MODELS, cpu0)
         .into_iter()
@@ -69,7 +93,7 @@ fn fig5_data_starts_on_node_0_and_writes_follow_the_writer() {
 
 #[test]
 fn fig2_labels_exactly_the_model_on_results_emulated() {
-    if cpu_of_node(0).is_err() || cpu_of_node(1).is_err() {
+    if cpus_of_both_nodes("fig2_labels_exactly_the_model_on_results_emulated").is_none() {
         return;
     }
     let cfg = Config {
@@ -104,12 +128,7 @@ fn fig2_labels_exactly_the_model_on_results_emulated() {
 /// what the planner saw and did; none for a point without placement.
 #[test]
 fn the_placement_log_has_a_line_per_window_while_a_point_runs() {
-    let (Ok(cpu0), Ok(_)) = (cpu_of_node(0), cpu_of_node(1)) else {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
-            "CI=true: needs a CPU of each emulated node"
-        );
-        eprintln!("SKIPPED: this process may not use a CPU of each emulated node");
+    let Some((cpu0, _)) = cpus_of_both_nodes("the_placement_log_has_a_line_per_window") else {
         return;
     };
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));

@@ -3,11 +3,17 @@
 
 use std::process::Command;
 
+use manyfs_sync::testing as test_support;
+
 #[test]
 fn numa_fig6_on_the_system_topology_of_one_node_is_refused_in_one_line() {
     let topology = manyfs::Topology::system();
     if topology.node_count() > 1 {
-        eprintln!("skipped: this machine has {topology}; the figure would run");
+        test_support::skip(
+            "numa_fig6_on_the_system_topology_of_one_node_is_refused_in_one_line",
+            test_support::Lack::Machine,
+            format_args!("this machine has {topology}; the figure would run"),
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

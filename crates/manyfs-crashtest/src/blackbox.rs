@@ -25,7 +25,9 @@
 //! pages are read between operations), and tearing inside a page (a page
 //! is taken whole); the explorer's page models cover both.
 
+use crate::Rng;
 use crate::workloads::pattern_bytes;
+use manyfs::diag::affinity;
 use manyfs::{Durability, Fs, MkfsOptions, MountOptions, OpenOptions};
 use std::collections::HashMap;
 use std::fs::File;
@@ -431,18 +433,6 @@ impl Model {
     }
 }
 
-/// A small generator for the workload (`seed` fixes every choice).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// The next operation: mostly writes of existing names, sync_all, and
 /// now and then a remove, a create or a full sync.
 fn next_op(rng: &mut Rng, model: &Model, tag: &mut u8) -> Op {
@@ -487,31 +477,13 @@ fn run_op(fs: &Fs, op: Op) -> manyfs::Result<()> {
 
 /// The CPUs this thread may run on.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: sched_getaffinity fills the zeroed set we own.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: see above.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return vec![0];
-    }
-    // SAFETY: CPU_ISSET reads the set we own.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    affinity::get(0).unwrap_or_else(|_| vec![0])
 }
 
-/// Bind the calling thread to `cpus`.
+/// Bind the calling thread to `cpus` (where the kernel refuses, the thread
+/// keeps its mask: the run only migrates less).
 fn bind(cpus: &[usize]) {
-    // SAFETY: a zeroed set filled with CPUs below CPU_SETSIZE, passed by
-    // pointer with its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let _ = affinity::set(0, cpus);
 }
 
 fn current_cpu() -> usize {
@@ -691,7 +663,7 @@ fn workload(
             .map(|i| vec![watch.page(i).to_vec()])
             .collect(),
     };
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded(seed);
     let mut model = Model::default();
     let mut tag = 0u8;
     let image = image_dir.join(format!("image{w}"));

@@ -643,21 +643,8 @@ fn give_up(q: &mut Queue, fd: i32) {
 
 /// Pin this thread to `cpu`; where not allowed, it stays unpinned.
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: `set` is a plain bitmask owned by this frame; CPU_SET checks
-    // nothing but the index, which is below CPU_SETSIZE when it is set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return;
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::debug!(
-                cpu,
-                "cannot pin io_uring queue thread: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+    if let Err(e) = manyfs::diag::affinity::set(0, &[cpu]) {
+        tracing::debug!(cpu, "cannot pin io_uring queue thread: {e}");
     }
 }
 

@@ -10,20 +10,33 @@ use std::os::unix::fs::FileExt;
 
 use common::*;
 
-/// Whether the kernel offers FUSE over io_uring to new mounts.
-fn uring_enabled() -> bool {
-    fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
-        .is_ok_and(|s| s.trim() == "Y" || s.trim() == "1")
+/// Whether the kernel offers FUSE over io_uring to new mounts; if not, the
+/// ring part of `test` is skipped (a property of the machine's kernel: the
+/// fallback is checked instead).
+fn uring_enabled(test: &str) -> bool {
+    let on = fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|s| s.trim() == "Y" || s.trim() == "1");
+    if !on {
+        skip(
+            test,
+            Lack::Machine,
+            "the kernel does not offer FUSE over io_uring (fuse's enable_uring is not Y): \
+             only the fallback to /dev/fuse is checked",
+        );
+    }
+    on
 }
 
 #[test]
 fn uring_posix_basics_or_clear_fallback() {
-    if !fuse_available("uring_posix_basics_or_clear_fallback") {
+    let test = "uring_posix_basics_or_clear_fallback";
+    if !fuse_available(test) {
         return;
     }
+    let ring = uring_enabled(test);
     let s = Scratch::new();
     let m = s.mount(&["uring"]);
-    if !uring_enabled() {
+    if !ring {
         let why = m.uring_fallback().expect("a fallback reason");
         assert!(why.contains("enable_uring"), "{why}");
         assert!(why.contains("serving through /dev/fuse"), "{why}");
@@ -63,7 +76,7 @@ fn uring_posix_basics_or_clear_fallback() {
         assert_eq!(fs::read(&long).unwrap(), b"x");
         fs::remove_file(&long).unwrap();
     });
-    if uring_enabled() {
+    if ring {
         assert!(
             m.uring_requests() > 10,
             "requests did not go over io_uring: {}",
@@ -121,9 +134,11 @@ fn xattr_roundtrip(path: &std::path::Path) {
 
 #[test]
 fn uring_parallel_read_write_stress() {
-    if !fuse_available("uring_parallel_read_write_stress") {
+    let test = "uring_parallel_read_write_stress";
+    if !fuse_available(test) {
         return;
     }
+    let ring = uring_enabled(test);
     const THREADS: usize = 4;
     const BLOCK: usize = 4096;
     const BLOCKS: usize = 256;
@@ -174,7 +189,7 @@ fn uring_parallel_read_write_stress() {
             }
         },
     );
-    if uring_enabled() {
+    if ring {
         assert!(m.uring_requests() > (THREADS * BLOCKS * ROUNDS) as u64);
     }
     unmount(m);
@@ -201,9 +216,11 @@ fn uring_parallel_read_write_stress() {
 /// io_uring, and the daemon lets go of the pool after `fusermount3 -u`.
 #[test]
 fn uring_daemon_mode_reports_its_transport() {
-    if !fuse_available("uring_daemon_mode_reports_its_transport") {
+    let test = "uring_daemon_mode_reports_its_transport";
+    if !fuse_available(test) {
         return;
     }
+    let ring = uring_enabled(test);
     require_tool("fusermount3");
     let s = Scratch::new();
     let _cleanup = Cleanup(s.mnt.clone());
@@ -217,7 +234,7 @@ fn uring_daemon_mode_reports_its_transport() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mount failed: {stderr}");
-    if uring_enabled() {
+    if ring {
         assert!(stderr.is_empty(), "{stderr}");
     } else {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -239,11 +256,12 @@ fn uring_daemon_mode_reports_its_transport() {
 /// offers it, and says nothing either way; `uring=off` never does.
 #[test]
 fn uring_is_the_default_where_offered_and_off_when_asked() {
-    if !fuse_available("uring_is_the_default_where_offered_and_off_when_asked") {
+    let test = "uring_is_the_default_where_offered_and_off_when_asked";
+    if !fuse_available(test) {
         return;
     }
     let s = Scratch::new();
-    for (opts, ring) in [(&[][..], uring_enabled()), (&["uring=off"][..], false)] {
+    for (opts, ring) in [(&[][..], uring_enabled(test)), (&["uring=off"][..], false)] {
         let m = s.mount(opts);
         assert_eq!(m.uring_fallback(), None, "{opts:?}");
         let f = s.mnt.join("f");

@@ -1,7 +1,7 @@
 //! Lookup and insertion in a file index of each kind, uncontended and with a
 //! second thread working on other pages of the same file.
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use manyfs_index::{FileIndex, IndexKind, PageMapping};
 use manyfs_sync::testing::timed_with_contender;
 use std::hint::black_box;

@@ -8,7 +8,7 @@
 //! Insertion needs no second check: the node is held exclusively.
 
 use super::locked::{LockedNode, LockedRadix, Slots, Step};
-use super::radix::{slot_index, INTERIOR_LEVELS};
+use super::radix::{INTERIOR_LEVELS, slot_index};
 use super::{NoProbe, SerialProbe};
 use manyfs_sync::node::{Mutex, MutexGuard};
 

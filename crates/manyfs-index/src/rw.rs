@@ -12,10 +12,10 @@
 //! 8-17; here with parking_lot's atomic downgrade). Lookups that find a
 //! hole return `None` without writing anything.
 
-use super::locked::{empty_array, make_child, LockedNode, LockedRadix, Slots, Step};
-use super::radix::{slot_index, INTERIOR_LEVELS};
+use super::locked::{LockedNode, LockedRadix, Slots, Step, empty_array, make_child};
+use super::radix::{INTERIOR_LEVELS, slot_index};
 use super::{NoProbe, SerialProbe};
-use manyfs_sync::node::{downgrade, RwLock, RwLockReadGuard};
+use manyfs_sync::node::{RwLock, RwLockReadGuard, downgrade};
 
 /// A radix tree of `u64` keys below [`super::radix::KEY_LIMIT`] with a
 /// reader-writer lock per node and double-checked insertion. `P` times the

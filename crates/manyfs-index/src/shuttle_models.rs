@@ -4,13 +4,13 @@
 //! insertion and hand-over-hand locking under thousands of randomised and
 //! PCT schedules.
 
+use crate::PageIndex;
 use crate::cascade::CascadeRadix;
 use crate::radix::CasRadix;
 use crate::rw::RwRadix;
-use crate::PageIndex;
 use manyfs_sync::testing::{explore, finds_a_failure};
-use shuttle::sync::atomic::{AtomicU64, Ordering};
 use shuttle::sync::Arc;
+use shuttle::sync::atomic::{AtomicU64, Ordering};
 use shuttle::thread;
 
 #[test]

@@ -2,7 +2,7 @@
 //! with a second thread locking the same segment or a disjoint one; and the
 //! big-reader lock's shared and exclusive holds.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use manyfs_rangelock::{Access, BigReaderLock, LockKind, RangeGuard, RangeLock};
 use manyfs_sync::testing::timed_with_contender;
 use std::hint::black_box;

@@ -5,7 +5,7 @@
 //! shared counter on the I/O path.
 
 use crossbeam_utils::CachePadded;
-use manyfs_sync::wait::{park_while, spin_hint, unpark_all, SPINS_BEFORE_PARK};
+use manyfs_sync::wait::{SPINS_BEFORE_PARK, park_while, spin_hint, unpark_all};
 use manyfs_sync::{AtomicU32, Ordering};
 use once_cell::race::OnceBox;
 

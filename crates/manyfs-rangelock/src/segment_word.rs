@@ -9,7 +9,7 @@
 //! Acquire spins briefly and then parks on the word's address, so more
 //! threads than cores do not burn the holder's time slice.
 
-use manyfs_sync::wait::{park_while, spin_hint, unpark_all, SPINS_BEFORE_PARK};
+use manyfs_sync::wait::{SPINS_BEFORE_PARK, park_while, spin_hint, unpark_all};
 use manyfs_sync::{AtomicU32, Ordering};
 
 const WRITER: u32 = 1 << 31;

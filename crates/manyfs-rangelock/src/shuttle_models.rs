@@ -5,8 +5,8 @@
 
 use crate::{Access, BigReaderLock, RangeGuard, RangeLock, SegmentWord, SrlTree};
 use manyfs_sync::testing::explore;
-use shuttle::sync::atomic::{AtomicI64, Ordering};
 use shuttle::sync::Arc;
+use shuttle::sync::atomic::{AtomicI64, Ordering};
 use shuttle::thread;
 
 #[test]

@@ -1,7 +1,7 @@
 //! Acquire/release of each lock of manyfs-sync, uncontended and with a
 //! second thread taking the same lock.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use manyfs_sync::testing::timed_with_contender;
 use manyfs_sync::{futex, node};
 use std::hint::black_box;

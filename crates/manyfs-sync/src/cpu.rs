@@ -11,11 +11,7 @@ pub fn current() -> usize {
     {
         // SAFETY: sched_getcpu has no preconditions.
         let c = unsafe { libc::sched_getcpu() };
-        if c >= 0 {
-            c as usize
-        } else {
-            0
-        }
+        if c >= 0 { c as usize } else { 0 }
     }
     #[cfg(feature = "shuttle")]
     {

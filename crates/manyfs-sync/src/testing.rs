@@ -1,6 +1,43 @@
 //! Helpers for tests and benchmarks of concurrent code: a deadline for code
 //! that may hang, a two-thread timing for benchmarks, and
 //! (under the `shuttle` feature) the exploration every model check runs.
+//!
+//! Skipping a test that cannot run here is never silent. A test that
+//! cannot run calls [`skip`] and returns; that prints `SKIPPED: <test>:
+//! <reason>` to stderr. Under `CI=true` (or `CI=1`) a skip is a failure
+//! instead, unless its reason is a property of the machine that CI cannot
+//! change ([`Lack::Machine`]: a kernel without io_uring or without FUSE
+//! over io_uring, a single NUMA node, a single CPU). What CI's own setup
+//! provides ([`Lack::Setup`]: an installed tool, a device node, root, CPUs
+//! in the process's mask, an environment variable left unset) may not be
+//! missing there: a CI run without it must not pass without running the
+//! test.
+
+/// What a test that cannot run here lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lack {
+    /// A property of the machine that CI cannot change: skipped, in CI too.
+    Machine,
+    /// Something CI's setup provides: under `CI=true` the test fails.
+    Setup,
+}
+
+/// Whether the tests run in CI (`CI=true` or `CI=1`, as GitHub Actions and
+/// most CI systems set it).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// Skip `test`, which cannot run here for want of `lack` (`reason` says
+/// what): prints `SKIPPED: <test>: <reason>` to stderr, or panics under
+/// `CI=true` when what is missing is CI's own setup. The caller returns.
+#[track_caller]
+pub fn skip(test: &str, lack: Lack, reason: impl std::fmt::Display) {
+    if lack == Lack::Setup && in_ci() {
+        panic!("{test}: {reason} (CI=true: may not be skipped)");
+    }
+    eprintln!("SKIPPED: {test}: {reason}");
+}
 
 /// Run `body` on its own thread and return its result, or fail the test with
 /// "no progress after N s: `what`" when it has not finished within `limit`:

@@ -26,7 +26,10 @@ fn opts(cap: Option<BandwidthCap>) -> MountOptions {
 
 #[test]
 fn the_machines_own_topology_refuses_the_cap() {
-    let Some(err) = common::refused_on_system_topology(opts(Some(BandwidthCap::PAPER))) else {
+    let Some(err) = common::refused_on_system_topology(
+        "the_machines_own_topology_refuses_the_cap",
+        opts(Some(BandwidthCap::PAPER)),
+    ) else {
         return;
     };
     let Error::BandwidthCapNeedsEmulatedTopology { cap, .. } = &err else {

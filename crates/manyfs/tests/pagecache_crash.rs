@@ -81,6 +81,10 @@ struct Expect {
     /// path -> contents of which one is there, if the file is there at all
     /// (never synced).
     absent_or_one_of: BTreeMap<String, Vec<Vec<u8>>>,
+    /// path -> (synced content, current content) of a file fsync'd and then
+    /// overwritten in place (same length): it must be there at that
+    /// length, and each byte must be the synced one or the overwriting one.
+    synced_then_overwritten: BTreeMap<String, (Vec<u8>, Vec<u8>)>,
     /// path -> owners (byte value / 16) whose bytes may appear there.
     owners: BTreeMap<String, BTreeSet<u8>>,
 }
@@ -152,6 +156,24 @@ fn check_image(scratch: &Path, image: &[u8], expect: &Expect) -> Option<String> 
         }
         if !files.contains_key(p) {
             return Some(format!("{p}: missing"));
+        }
+    }
+    for (p, (synced, current)) in &expect.synced_then_overwritten {
+        let Some(got) = files.get(p) else {
+            return Some(format!("{p}: missing (fsync'd)"));
+        };
+        if got.len() != synced.len() {
+            return Some(format!(
+                "{p}: {} bytes, not the {} fsync'd",
+                got.len(),
+                synced.len()
+            ));
+        }
+        if let Some(at) = (0..got.len()).find(|&i| got[i] != synced[i] && got[i] != current[i]) {
+            return Some(format!(
+                "{p}: byte {at} is {:#x}, neither the fsync'd {:#x} nor the overwriting {:#x}",
+                got[at], synced[at], current[at]
+            ));
         }
     }
     for (p, choices) in &expect.absent_or_one_of {
@@ -280,39 +302,12 @@ fn overwrite_then_other_file_reuses_the_block() {
 
 /// The CPUs this thread may run on.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, and
-    // sched_getaffinity writes at most its size into it.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        set
-    };
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    manyfs::diag::affinity::get(0).unwrap_or_default()
 }
 
 /// Let this thread run only on `cpus`.
 fn pin_to(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is given
-    // indices below CPU_SETSIZE (they came from sched_getaffinity), and
-    // sched_setaffinity reads at most the set's size.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    assert_eq!(
-        rc,
-        0,
-        "sched_setaffinity: {}",
-        std::io::Error::last_os_error()
-    );
+    manyfs::diag::affinity::set(0, cpus).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn overwrite_then_reuse(pages: usize, first_cpu: Option<usize>, second_cpu: Option<usize>) {
@@ -387,13 +382,19 @@ fn appends_after_remount_and_sync() {
     for i in 0..70u64 {
         f.write_all_at(&pattern(1, 2, 50), i * 50).unwrap();
     }
+    let overwritten = fs.read("/log").unwrap();
     let _g = write_file(&fs, "/other", &pattern(2, 0, 2 * PAGE), 0);
     let durable = obs.image();
     let current = read_pool(dir.path());
     let mut expect = Expect::default();
+    // Everything synced is there: the overwritten head holds, byte for
+    // byte, its synced or its new content, the appended tail its synced
+    // content, at the synced length.
+    expect
+        .synced_then_overwritten
+        .insert("/log".into(), (synced, overwritten));
     expect.owners.insert("/log".into(), [1].into());
     expect.owners.insert("/other".into(), [2].into());
-    let _ = synced;
     power_cuts(&durable, &current, &expect, 11);
 }
 

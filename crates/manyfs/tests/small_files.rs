@@ -50,9 +50,18 @@ fn assert_clean(pool: &Path) {
     assert!(report.is_clean(), "{:?}", report.errors);
 }
 
-/// How many CPUs this process may run on.
-fn allowed_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// Whether this process may run on two CPUs; if not, `test` is skipped
+/// (one CPU: no second sub-log to start).
+fn two_cpus(test: &str) -> bool {
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    if !two {
+        common::skip(
+            test,
+            common::Lack::Machine,
+            "one CPU: no second sub-log to start",
+        );
+    }
+    two
 }
 
 #[test]
@@ -97,8 +106,7 @@ fn a_one_byte_file_takes_two_blocks() {
 
 #[test]
 fn a_file_written_from_two_cpus_gets_a_log_array() {
-    if allowed_cpus() < 2 {
-        eprintln!("one CPU: no second sub-log to start");
+    if !two_cpus("a_file_written_from_two_cpus_gets_a_log_array") {
         return;
     }
     for durability in [Durability::Dram, Durability::File] {
@@ -252,8 +260,7 @@ fn repair_reconnects_the_files_of_a_directory_with_a_direct_word() {
 /// another CPU. Once the entry is durable, the other CPU's own sub-log.
 #[test]
 fn a_partial_page_write_joins_the_unsynced_write_it_copies() {
-    if allowed_cpus() < 2 {
-        eprintln!("one CPU: no second sub-log to start");
+    if !two_cpus("a_partial_page_write_joins_the_unsynced_write_it_copies") {
         return;
     }
     let (_dir, _pool, fs) = common::fresh_with(8 << 20, &opts(Durability::File));

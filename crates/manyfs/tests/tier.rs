@@ -9,6 +9,8 @@
 //! cargo test --test tier` runs them all on pread/pwrite); the round
 //! trips and the batched reads and writes also run with each explicitly.
 
+mod common;
+
 use manyfs::{
     DataDevice, DeviceIo, Durability, Error, File, Fs, MemberProblem, MkfsOptions, MountOptions,
     OpenOptions,
@@ -145,7 +147,9 @@ fn dram_mode_pool_with_a_data_device() {
 #[test]
 fn file_and_dram_mode_pools_with_a_data_device_on_each_device_io() {
     for io in [DeviceIo::Sync, DeviceIo::Uring] {
-        if io == DeviceIo::Uring && !uring_available() {
+        if io == DeviceIo::Uring
+            && !uring_available("file_and_dram_mode_pools_with_a_data_device_on_each_device_io")
+        {
             return;
         }
         write_read_remount_fsck_io(Durability::File, io);
@@ -155,13 +159,17 @@ fn file_and_dram_mode_pools_with_a_data_device_on_each_device_io() {
 
 /// Whether a mount with `device_io=uring` gets io_uring here (a kernel or
 /// container may refuse it: the mount then uses `sync`, which its own
-/// tests cover).
-fn uring_available() -> bool {
+/// tests cover); if not, `test` is skipped.
+fn uring_available(test: &str) -> bool {
     let dir = tempfile::tempdir().unwrap();
     let (_, _, fs) = mkfs_tier_io(dir.path(), MIB, &opts_io(Durability::Dram, DeviceIo::Uring));
     let io = fs.stats().device.unwrap().io;
     if io != DeviceIo::Uring {
-        eprintln!("skipped: io_uring unavailable here (the mount fell back to {io})");
+        common::skip(
+            test,
+            common::Lack::Machine,
+            format_args!("io_uring unavailable here (the mount fell back to {io})"),
+        );
     }
     io == DeviceIo::Uring
 }
@@ -240,7 +248,7 @@ fn batched_transfers_with_pread_pwrite() {
 
 #[test]
 fn batched_transfers_on_io_uring() {
-    if uring_available() {
+    if uring_available("batched_transfers_on_io_uring") {
         batched_transfers(DeviceIo::Uring);
     }
 }
@@ -454,7 +462,11 @@ fn mkfs_refuses_an_existing_file_and_needs_a_size() {
 fn a_device_on_tmpfs_works_direct_or_buffered() {
     let shm = Path::new("/dev/shm");
     if !shm.is_dir() {
-        eprintln!("no /dev/shm: skipped");
+        common::skip(
+            "a_device_on_tmpfs_works_direct_or_buffered",
+            common::Lack::Setup,
+            "no /dev/shm",
+        );
         return;
     }
     let dir = tempfile::tempdir_in(shm).unwrap();

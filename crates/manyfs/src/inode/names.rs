@@ -375,6 +375,8 @@ mod tests {
     use super::hash_name;
     use super::*;
     use crate::layout::FileKind;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
     fn child(ino: u64) -> Child {
@@ -424,11 +426,9 @@ mod tests {
     fn inserts_replaces_and_removes_agree_with_a_map_through_growth_and_shrinking() {
         let mut w = Writer::default();
         let mut model = BTreeMap::new();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = StdRng::seed_from_u64(1);
         for i in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             // Grow to ~600 names, then shrink back to a few, twice.
             let phase = (i / 5_000) % 2 == 0;
             let name = format!("name-{}-with-a-longer-tail", x % 700).into_bytes();

@@ -647,7 +647,9 @@ mod tests {
         file.set_len(16 * 4096).unwrap();
         let mut dev = Device::new(file, path, 16 * 4096, direct);
         if dev.set_io(io) != io {
-            eprintln!("skipped: io_uring unavailable here");
+            use crate::test_support::{Lack, skip};
+            let test = std::thread::current().name().unwrap_or("device").to_owned();
+            skip(&test, Lack::Machine, "io_uring unavailable here");
             return None;
         }
         assert_eq!(dev.stats().io, io);

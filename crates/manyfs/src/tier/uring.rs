@@ -152,7 +152,11 @@ mod tests {
     #[test]
     fn a_batch_larger_than_the_ring_runs_in_chunks_and_reports_each_result() {
         if let Err(why) = probe() {
-            eprintln!("skipped: io_uring unavailable here ({why})");
+            crate::test_support::skip(
+                "a_batch_larger_than_the_ring_runs_in_chunks_and_reports_each_result",
+                crate::test_support::Lack::Machine,
+                format_args!("io_uring unavailable here ({why})"),
+            );
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -42,8 +42,9 @@ pub fn open_rw(fs: &Fs, path: &str) -> File {
         .unwrap()
 }
 
-#[allow(unused_imports)] // not every test binary waits on progress
-pub use manyfs_sync::testing::within;
+use manyfs_sync::testing as test_support;
+#[allow(unused_imports)] // not every test binary waits on progress or skips
+pub use test_support::{Lack, in_ci, skip, within};
 
 /// The names in directory `dir`, in the order `read_dir` gives them.
 pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {
@@ -56,36 +57,28 @@ pub fn dir_names(fs: &Fs, dir: &str) -> Vec<std::ffi::OsString> {
 
 /// Pin the calling thread to one CPU it may run on; returns that CPU.
 pub fn pin_to_an_allowed_cpu() -> usize {
-    // SAFETY: zeroed cpu_set_t values are valid; sched_getaffinity fills
-    // one for this thread, CPU_ISSET/CPU_SET index below CPU_SETSIZE, and
-    // sched_setaffinity(0, ..) changes only this thread's mask.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        let cpu = (0..libc::CPU_SETSIZE as usize)
-            .rev()
-            .find(|&c| libc::CPU_ISSET(c, &set))
-            .expect("an allowed CPU");
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
-            0
-        );
-        cpu
-    }
+    use manyfs::diag::affinity;
+    let cpu = *affinity::get(0)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .last()
+        .expect("an allowed CPU");
+    affinity::set(0, &[cpu]).unwrap_or_else(|e| panic!("{e}"));
+    cpu
 }
 
 /// Make a pool with `opts` (which turn an emulation option on) moved to
 /// the machine's own topology: it must be refused with `EINVAL` and a
 /// message naming the emulated topology it needs, before the pool file is
 /// created. Returns the error; `None` where `MANYFS_TOPOLOGY` makes the
-/// machine's topology an emulated one (nothing to check).
-pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Error> {
+/// machine's topology an emulated one (nothing to check: `test` is
+/// skipped, see [`skip`]).
+pub fn refused_on_system_topology(test: &str, mut opts: MountOptions) -> Option<manyfs::Error> {
     if std::env::var_os("MANYFS_TOPOLOGY").is_some_and(|v| !v.is_empty()) {
+        skip(
+            test,
+            Lack::Setup,
+            "MANYFS_TOPOLOGY is set, so the machine's own topology is an emulated one",
+        );
         return None;
     }
     opts.topology = manyfs::TopologySpec::System;
@@ -98,13 +91,6 @@ pub fn refused_on_system_topology(mut opts: MountOptions) -> Option<manyfs::Erro
     assert!(err.to_string().contains("emulated topology"), "{err}");
     assert!(!pool.exists(), "refused before mkfs");
     Some(err)
-}
-
-/// Whether the tests run in CI (`CI=true` or `CI=1`, as GitHub Actions and
-/// most CI systems set it): there a test may not skip for want of what the
-/// machine lacks.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
 
 /// A pool at `pool` for a thread of emulated node `node` (of a `2x1`
