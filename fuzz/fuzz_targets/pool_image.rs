@@ -20,15 +20,17 @@ fn base() -> &'static Base {
             .or_else(|_| tempfile::tempdir())
             .unwrap();
         let pool = dir.path().join("base");
-        let opts = MountOptions {
-            durability: Durability::Dram,
-            ..Default::default()
+        let opts = {
+            let mut mo = MountOptions::default();
+            mo.durability = Durability::Dram;
+            mo
         };
         let fs = Fs::mkfs(
             &pool,
-            &MkfsOptions {
-                size: 512 << 10,
-                ..Default::default()
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = 512 << 10;
+                mk
             },
             &opts,
         )
@@ -67,10 +69,11 @@ fuzz_target!(|data: &[u8]| {
     }
     std::fs::write(&b.path, &image).unwrap();
     let _ = manyfs::fsck::check(&b.path);
-    let opts = MountOptions {
-        durability: Durability::Dram,
-        read_only: true,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::Dram;
+        mo.read_only = true;
+        mo
     };
     if let Ok(fs) = Fs::mount(&b.path, &opts) {
         let _ = manyfs::fsck::verify(&fs);

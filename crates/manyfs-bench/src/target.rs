@@ -131,23 +131,24 @@ pub struct PoolConfig {
 impl PoolConfig {
     /// The mount options of a `lib:` point with range lock `lock`.
     pub fn mount_options(&self, lock: LockKind) -> manyfs::MountOptions {
-        manyfs::MountOptions {
-            lock,
-            segment_size: self.segment_size,
-            durability: self.durability,
-            sublogs: self.sublogs,
-            index: self.index,
-            dir_shards: self.dir_shards,
-            stage_max: self.stage_max,
-            placement: self.placement,
-            topology: self.topology,
-            remote_cost: self.remote_cost,
-            bandwidth_cap: self.bandwidth_cap,
-            placement_config: self.placement_config.clone(),
-            thread_placement: self.thread_placement,
-            placement_policy: self.placement_policy,
-            device_io: self.device_io,
-            ..Default::default()
+        {
+            let mut mo = manyfs::MountOptions::default();
+            mo.lock = lock;
+            mo.segment_size = self.segment_size;
+            mo.durability = self.durability;
+            mo.sublogs = self.sublogs;
+            mo.index = self.index;
+            mo.dir_shards = self.dir_shards;
+            mo.stage_max = self.stage_max;
+            mo.placement = self.placement;
+            mo.topology = self.topology;
+            mo.remote_cost = self.remote_cost;
+            mo.bandwidth_cap = self.bandwidth_cap;
+            mo.placement_config = self.placement_config.clone();
+            mo.thread_placement = self.thread_placement;
+            mo.placement_policy = self.placement_policy;
+            mo.device_io = self.device_io;
+            mo
         }
     }
 
@@ -169,17 +170,18 @@ impl PoolConfig {
                 size: each,
             })
             .collect();
-        Ok(manyfs::MkfsOptions {
-            size: if nodes > 1 { each } else { self.size },
+        Ok({
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = if nodes > 1 { each } else { self.size };
             // A user-given pool is deliberately re-created for every point.
-            replace_existing: true,
-            zero_fill: self.zero_fill,
-            members,
-            data: self.data.as_ref().map(|p| manyfs::DataDevice {
+            mk.replace_existing = true;
+            mk.zero_fill = self.zero_fill;
+            mk.members = members;
+            mk.data = self.data.as_ref().map(|p| manyfs::DataDevice {
                 path: p.clone(),
                 size: Some(self.data_size),
-            }),
-            ..Default::default()
+            });
+            mk
         })
     }
 }

@@ -146,13 +146,15 @@ fn haccio_verifies_its_data() {
     let pool_dir = tempfile::tempdir().unwrap();
     let fs = manyfs::Fs::mkfs(
         &pool_dir.path().join("pool"),
-        &manyfs::MkfsOptions {
-            size: 256 << 20,
-            ..Default::default()
+        &{
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = 256 << 20;
+            mk
         },
-        &manyfs::MountOptions {
-            durability: manyfs::Durability::Dram,
-            ..Default::default()
+        &{
+            let mut mo = manyfs::MountOptions::default();
+            mo.durability = manyfs::Durability::Dram;
+            mo
         },
     )
     .unwrap();

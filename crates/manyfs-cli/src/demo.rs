@@ -46,9 +46,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode> {
     let threads = args.threads.max(1) as u64;
     let blocks = (args.per_thread / 4096).max(1);
     let size = (threads * blocks * 4096 * 3 + (64 << 20)).next_power_of_two();
-    let opts = MountOptions {
-        lock: args.lock,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.lock = args.lock;
+        mo
     };
     println!(
         "pool        {} ({} MiB, durability {}, lock {})",
@@ -59,9 +60,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode> {
     );
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = size;
+            mk
         },
         &opts,
     )?;

@@ -132,11 +132,12 @@ fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<E
     if !(seconds > 0.0 && seconds <= 600.0) {
         anyhow::bail!("--seconds must be above 0 and at most 600");
     }
-    let opts = MountOptions {
-        durability: durability
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = durability
             .parse()
-            .map_err(|e| anyhow::anyhow!("--durability: {e}"))?,
-        ..Default::default()
+            .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
+        mo
     };
     let fs = Fs::mount(pool, &opts).with_context(|| format!("calibrate {}", pool.display()))?;
     let c = manyfs::diag::calibrate(&fs, std::time::Duration::from_secs_f64(seconds))
@@ -373,17 +374,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let total: u64 = size + members.iter().map(|m| m.size).sum::<u64>();
             let fs = match Fs::mkfs(
                 &pool,
-                &MkfsOptions {
-                    size,
-                    bytes_per_inode,
-                    replace_existing: force,
-                    zero_fill,
-                    node,
-                    members,
-                    data: data.map(|path| manyfs::DataDevice {
+                &{
+                    let mut mk = MkfsOptions::default();
+                    mk.size = size;
+                    mk.bytes_per_inode = bytes_per_inode;
+                    mk.replace_existing = force;
+                    mk.zero_fill = zero_fill;
+                    mk.node = node;
+                    mk.members = members;
+                    mk.data = data.map(|path| manyfs::DataDevice {
                         path,
                         size: data_size,
-                    }),
+                    });
+                    mk
                 },
                 &MountOptions::default(),
             ) {
@@ -428,10 +431,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             durability,
         } => calibrate(&pool, seconds, &durability),
         Command::Inspect { pool } => {
-            let opts = MountOptions {
-                read_only: true,
-                durability: Durability::File,
-                ..Default::default()
+            let opts = {
+                let mut mo = MountOptions::default();
+                mo.read_only = true;
+                mo.durability = Durability::File;
+                mo
             };
             let fs =
                 Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;

@@ -24,9 +24,10 @@ fn calibrate_prints_and_stores_every_ratio() {
     let pool = dir.path().join("pool");
     Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: 32 << 20,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 32 << 20;
+            mk
         },
         &MountOptions::default(),
     )

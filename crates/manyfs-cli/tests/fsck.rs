@@ -32,9 +32,10 @@ fn pool() -> (tempfile::TempDir, PathBuf, u64, u64) {
     let path = dir.path().join("pool");
     let fs = Fs::mkfs(
         &path,
-        &MkfsOptions {
-            size: 8 << 20,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 8 << 20;
+            mk
         },
         &MountOptions::default(),
     )

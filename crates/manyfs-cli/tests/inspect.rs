@@ -53,13 +53,14 @@ fn write_files(fs: &Fs, from: usize, files: usize) {
 fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    let opts = MountOptions {
-        durability: Durability::File,
-        topology: TopologySpec::Emulated {
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::File;
+        mo.topology = TopologySpec::Emulated {
             nodes: 2,
             cpus_per_node: 1,
-        },
-        ..MountOptions::default()
+        };
+        mo
     };
     let (node, first) = std::thread::scope(|s| {
         s.spawn(|| {
@@ -116,9 +117,10 @@ fn inspect_into_a_closed_pipe_ends_quietly() {
     let pool = dir.path().join("pool");
     Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: 8 * MIB,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 8 * MIB;
+            mk
         },
         &MountOptions::default(),
     )

@@ -57,9 +57,10 @@ fn library_mkfs_refuses_an_existing_file_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
     std::fs::write(&pool, b"not a pool, but someone's data").unwrap();
-    let opts = manyfs::MkfsOptions {
-        size: 8 << 20,
-        ..Default::default()
+    let opts = {
+        let mut mk = manyfs::MkfsOptions::default();
+        mk.size = 8 << 20;
+        mk
     };
     let err = manyfs::Fs::mkfs(&pool, &opts, &manyfs::MountOptions::default())
         .err()
@@ -75,9 +76,10 @@ fn library_mkfs_refuses_an_existing_file_by_default() {
     );
     let fs = manyfs::Fs::mkfs(
         &pool,
-        &manyfs::MkfsOptions {
-            replace_existing: true,
-            ..opts
+        &{
+            let mut mk = opts;
+            mk.replace_existing = true;
+            mk
         },
         &manyfs::MountOptions::default(),
     )

@@ -553,11 +553,12 @@ impl History {
 }
 
 fn mount_opts() -> MountOptions {
-    MountOptions {
-        durability: Durability::File,
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::File;
         // No background commit: what is durable is what the workload synced.
-        commit_interval: std::time::Duration::ZERO,
-        ..Default::default()
+        mo.commit_interval = std::time::Duration::ZERO;
+        mo
     }
 }
 
@@ -635,10 +636,11 @@ fn workload(
     cpus: &[usize],
     stats: &mut Stats,
 ) -> Result<(), Unavailable> {
-    let mkfs = MkfsOptions {
-        size: cfg.pool_size,
-        replace_existing: true,
-        ..Default::default()
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = cfg.pool_size;
+        mk.replace_existing = true;
+        mk
     };
     Fs::mkfs(pool, &mkfs, &mount_opts())
         .and_then(Fs::unmount)

@@ -385,10 +385,11 @@ fn durability(model: MediaModel) -> Durability {
 }
 
 fn ro() -> MountOptions {
-    MountOptions {
-        read_only: true,
-        durability: Durability::Dram,
-        ..Default::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.read_only = true;
+        mo.durability = Durability::Dram;
+        mo
     }
 }
 
@@ -600,10 +601,11 @@ impl PagedCopy {
                 Err(e) => return Err(format!("fsck: {e}")),
             }
         }
-        let opts = MountOptions {
-            durability: self.durability,
-            commit_interval: std::time::Duration::ZERO,
-            ..Default::default()
+        let opts = {
+            let mut mo = MountOptions::default();
+            mo.durability = self.durability;
+            mo.commit_interval = std::time::Duration::ZERO;
+            mo
         };
         let fs = manyfs::diag::mount_observed(&self.path, &opts, self.written.clone())
             .map_err(|e| format!("mount failed: {e}"))?;
@@ -1102,10 +1104,11 @@ fn check_recovery_crashes(
     let path = files.image_path(scratch, "recovering")?;
     files.write(&path, image)?;
     let rec = Arc::new(files.recorder(cfg.model));
-    let opts = MountOptions {
-        durability: durability(cfg.model),
-        commit_interval: std::time::Duration::ZERO,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = durability(cfg.model);
+        mo.commit_interval = std::time::Duration::ZERO;
+        mo
     };
     let fs = manyfs::diag::mount_observed(&path, &opts, rec.clone())?;
     let recovered = snapshot(&fs)?;
@@ -1258,10 +1261,11 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     } else {
         Vec::new()
     };
-    let opts = MountOptions {
-        durability: durability(cfg.model),
-        commit_interval: std::time::Duration::ZERO,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = durability(cfg.model);
+        mo.commit_interval = std::time::Duration::ZERO;
+        mo
     };
     let data = if w.data_bytes > 0 {
         Some(manyfs::DataDevice {
@@ -1275,12 +1279,13 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     {
         let fs = Fs::mkfs(
             &pool,
-            &MkfsOptions {
-                size: w.pool_size,
-                bytes_per_inode: 16 << 10,
-                members,
-                data,
-                ..Default::default()
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = w.pool_size;
+                mk.bytes_per_inode = 16 << 10;
+                mk.members = members;
+                mk.data = data;
+                mk
             },
             &opts,
         )?;

@@ -210,13 +210,15 @@ fn special_files_xattrs_and_exchanges_are_crash_atomic_on_pm() {
     // Every operation succeeds (a failing one would be explored as a no-op).
     for w in &workloads {
         let dir = tempfile::tempdir().unwrap();
-        let opts = manyfs::MountOptions {
-            durability: manyfs::Durability::Dram,
-            ..Default::default()
+        let opts = {
+            let mut mo = manyfs::MountOptions::default();
+            mo.durability = manyfs::Durability::Dram;
+            mo
         };
-        let mkfs = manyfs::MkfsOptions {
-            size: w.pool_size,
-            ..Default::default()
+        let mkfs = {
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = w.pool_size;
+            mk
         };
         let fs = manyfs::Fs::mkfs(&dir.path().join("pool"), &mkfs, &opts).unwrap();
         for op in w.setup.iter().chain(&w.ops) {
@@ -267,19 +269,21 @@ fn two_member_pools_recover_to_an_allowed_state_on_pm() {
     let dir = tempfile::tempdir().unwrap();
     let fs = manyfs::Fs::mkfs(
         &dir.path().join("pool"),
-        &manyfs::MkfsOptions {
-            size: crashtest::MEMBER0_BYTES,
-            bytes_per_inode: 16 << 10,
-            members: vec![manyfs::PoolMember {
+        &{
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = crashtest::MEMBER0_BYTES;
+            mk.bytes_per_inode = 16 << 10;
+            mk.members = vec![manyfs::PoolMember {
                 path: dir.path().join("m1"),
                 node: 1,
                 size: crashtest::MEMBER1_BYTES,
-            }],
-            ..Default::default()
+            }];
+            mk
         },
-        &manyfs::MountOptions {
-            durability: manyfs::Durability::Dram,
-            ..Default::default()
+        &{
+            let mut mo = manyfs::MountOptions::default();
+            mo.durability = manyfs::Durability::Dram;
+            mo
         },
     )
     .unwrap();
@@ -623,13 +627,15 @@ fn the_second_sublog_workload_makes_a_log_array() {
     let dir = tempfile::tempdir().unwrap();
     let fs = manyfs::Fs::mkfs(
         &dir.path().join("pool"),
-        &manyfs::MkfsOptions {
-            size: w.pool_size,
-            ..Default::default()
+        &{
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = w.pool_size;
+            mk
         },
-        &manyfs::MountOptions {
-            durability: manyfs::Durability::Dram,
-            ..Default::default()
+        &{
+            let mut mo = manyfs::MountOptions::default();
+            mo.durability = manyfs::Durability::Dram;
+            mo
         },
     )
     .unwrap();

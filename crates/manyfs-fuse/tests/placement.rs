@@ -52,14 +52,15 @@ fn migrate_moves_the_callers_thread_and_gives_its_mask_back() {
             read_dominance_bytes: 1_000_000,
             ..PlacementConfig::default()
         };
-        let mkfs = MkfsOptions {
-            size: 32 << 20,
-            members: vec![PoolMember {
+        let mkfs = {
+            let mut mk = MkfsOptions::default();
+            mk.size = 32 << 20;
+            mk.members = vec![PoolMember {
                 path: dir.path().join("m1"),
                 node: 1,
                 size: 32 << 20,
-            }],
-            ..MkfsOptions::default()
+            }];
+            mk
         };
         let fs = Fs::mkfs(&dir.path().join("pool"), &mkfs, &cfg.fs).unwrap();
         let writer = fs.clone();

@@ -33,13 +33,14 @@ fn tiered_scratch() -> (Scratch, std::path::PathBuf) {
     let fs = retry_busy(|| {
         Fs::mkfs(
             &pool,
-            &MkfsOptions {
-                size: 64 << 20,
-                data: Some(DataDevice {
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = 64 << 20;
+                mk.data = Some(DataDevice {
                     path: data.clone(),
                     size: Some(64 << 20),
-                }),
-                ..MkfsOptions::default()
+                });
+                mk
             },
             &MountOptions::default(),
         )

@@ -23,13 +23,15 @@ fn main() {
     let pool = dir.path().join("pool");
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: (n * rec as u64 * 2).max(256 << 20) + (256 << 20),
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = (n * rec as u64 * 2).max(256 << 20) + (256 << 20);
+            mk
         },
-        &MountOptions {
-            durability: Durability::Dram,
-            ..Default::default()
+        &{
+            let mut mo = MountOptions::default();
+            mo.durability = Durability::Dram;
+            mo
         },
     )
     .unwrap();

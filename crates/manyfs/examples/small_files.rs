@@ -49,27 +49,30 @@ fn main() {
     // the pool's path): memory freed by the creating mount stays with the
     // allocator and would hide what the second mount takes.
     if let Ok(pool) = std::env::var("SMALL_FILES_POOL") {
-        let opts = MountOptions {
-            durability: Durability::Dram,
-            topology,
-            ..Default::default()
+        let opts = {
+            let mut mo = MountOptions::default();
+            mo.durability = Durability::Dram;
+            mo.topology = topology;
+            mo
         };
         return measure(std::path::Path::new(&pool), n, &opts);
     }
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = std::env::var_os("SMALL_FILES_KEEP")
         .map_or_else(|| dir.path().join("pool"), std::path::PathBuf::from);
-    let opts = MountOptions {
-        durability: Durability::Dram,
-        topology,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::Dram;
+        mo.topology = topology;
+        mo
     };
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: (n * 4 * 4096).max(64 << 20),
-            bytes_per_inode: 4096,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = (n * 4 * 4096).max(64 << 20);
+            mk.bytes_per_inode = 4096;
+            mk
         },
         &opts,
     )

@@ -5,8 +5,15 @@ use crate::media::Durability;
 pub use crate::media::bwcap::BandwidthCap;
 pub use crate::media::remote::RemoteCost;
 
-/// How to mount a pool.
+/// How to mount a pool. New options may be added in later versions: start
+/// from [`MountOptions::default`] and set the fields you need.
+///
+/// ```
+/// let mut opts = manyfs::MountOptions::default();
+/// opts.durability = manyfs::Durability::Dram;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MountOptions {
     /// Range lock used for every file.
     pub lock: LockKind,
@@ -316,8 +323,10 @@ impl MountOptions {
 /// words (64 MiB: a 2 GiB pool with 4 KiB segments).
 pub const SRL_ARRAY_MAX_BYTES: u64 = 64 << 20;
 
-/// How to create a pool.
+/// How to create a pool. New options may be added in later versions: start
+/// from [`MkfsOptions::default`] and set the fields you need.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MkfsOptions {
     /// Pool size in bytes.
     pub size: u64,

@@ -32,21 +32,23 @@ const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
 
 fn opts() -> MountOptions {
-    MountOptions {
+    {
+        let mut mo = MountOptions::default();
         // No commit thread: only the test's syncs make anything durable.
-        commit_interval: std::time::Duration::ZERO,
+        mo.commit_interval = std::time::Duration::ZERO;
         // One sub-log per inode: an operation's entries share one tail.
-        sublogs: Sublogs::One,
-        ..Default::default()
+        mo.sublogs = Sublogs::One;
+        mo
     }
 }
 
 /// A fresh `file`-mode pool in `dir`, mounted with a [`Durable`] observer.
 fn fresh_observed(dir: &Path) -> (Fs, Arc<Durable>) {
     let pool = dir.join("pool");
-    let mkfs = MkfsOptions {
-        size: 8 << 20,
-        ..Default::default()
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = 8 << 20;
+        mk
     };
     Fs::mkfs(&pool, &mkfs, &opts()).unwrap().unmount().unwrap();
     let obs = Arc::new(Durable::new(&pool));

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn opts(durability: Durability) -> MountOptions {
-    MountOptions {
-        durability,
-        ..Default::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = durability;
+        mo
     }
 }
 

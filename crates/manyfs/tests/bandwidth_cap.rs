@@ -13,14 +13,15 @@ use std::time::Instant;
 const MIB: u64 = 1 << 20;
 
 fn opts(cap: Option<BandwidthCap>) -> MountOptions {
-    MountOptions {
-        durability: Durability::Dram,
-        topology: TopologySpec::Emulated {
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::Dram;
+        mo.topology = TopologySpec::Emulated {
             nodes: 2,
             cpus_per_node: 1,
-        },
-        bandwidth_cap: cap,
-        ..MountOptions::default()
+        };
+        mo.bandwidth_cap = cap;
+        mo
     }
 }
 

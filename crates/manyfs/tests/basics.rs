@@ -229,10 +229,11 @@ fn zero_filled_pool_works_like_any_other() {
     let pool = dir.path().join("pool");
     let fs = Fs::mkfs(
         &pool,
-        &manyfs::MkfsOptions {
-            size: 16 << 20,
-            zero_fill: true,
-            ..Default::default()
+        &{
+            let mut mk = manyfs::MkfsOptions::default();
+            mk.size = 16 << 20;
+            mk.zero_fill = true;
+            mk
         },
         &MountOptions::default(),
     )
@@ -256,13 +257,15 @@ fn srl_array_is_refused_where_its_lock_words_would_not_fit() {
     use manyfs::{LockKind, MkfsOptions};
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    let mkfs = MkfsOptions {
-        size: 4 << 30,
-        ..Default::default()
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = 4 << 30;
+        mk
     };
-    let array = MountOptions {
-        lock: LockKind::SrlArray,
-        ..Default::default()
+    let array = {
+        let mut mo = MountOptions::default();
+        mo.lock = LockKind::SrlArray;
+        mo
     };
     match Fs::mkfs(&pool, &mkfs, &array) {
         Err(Error::InvalidArgument(m)) => {
@@ -281,9 +284,10 @@ fn srl_array_is_refused_where_its_lock_words_would_not_fit() {
         Fs::mount(&pool, &array),
         Err(Error::InvalidArgument(_))
     ));
-    let wide = MountOptions {
-        segment_size: 8192,
-        ..array
+    let wide = {
+        let mut mo = array;
+        mo.segment_size = 8192;
+        mo
     };
     let fs = Fs::mount(&pool, &wide).unwrap();
     fs.write("/f", b"ok").unwrap();

@@ -36,10 +36,11 @@ impl PersistObserver for HoldSync {
 fn write_finishes_during_checkpoint(mode: Checkpoint) -> bool {
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
-    let opts = MountOptions {
-        commit_interval: Duration::ZERO,
-        checkpoint: mode,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.commit_interval = Duration::ZERO;
+        mo.checkpoint = mode;
+        mo
     };
     common::mkfs(&pool, 8 << 20, &opts).unmount().unwrap();
     let (entered_tx, entered_rx) = mpsc::channel();
@@ -96,9 +97,10 @@ fn blocking_checkpoints_hold_writers_until_done() {
 fn appends_racing_checkpoints_that_mark_many_pages_survive_remount() {
     const RECORDS: u64 = 20_000;
     const RECORD: usize = 100;
-    let opts = MountOptions {
-        commit_interval: Duration::ZERO,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.commit_interval = Duration::ZERO;
+        mo
     };
     let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
     let record = |i: u64| {
@@ -153,10 +155,11 @@ fn appends_racing_checkpoints_that_mark_many_pages_survive_remount() {
 /// page until the file's log is compacted after 64 of them.
 #[test]
 fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
-    let opts = MountOptions {
-        durability: manyfs::Durability::File,
-        commit_interval: Duration::ZERO,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = manyfs::Durability::File;
+        mo.commit_interval = Duration::ZERO;
+        mo
     };
     let (_d, pool, fs) = common::fresh_with(64 << 20, &opts);
     let f = manyfs::OpenOptions::new()

@@ -97,9 +97,10 @@ fn scratch_dir() -> tempfile::TempDir {
 fn mkfs_plain(pool: &Path) -> Fs {
     Fs::mkfs(
         pool,
-        &MkfsOptions {
-            size: POOL_SIZE,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = POOL_SIZE;
+            mk
         },
         &MountOptions::default(),
     )
@@ -1195,14 +1196,15 @@ fn build_two_member_image(dir: &Path) -> (Vec<u8>, Vec<u8>) {
     let m1 = dir.join("m1");
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: POOL_SIZE,
-            members: vec![manyfs::PoolMember {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = POOL_SIZE;
+            mk.members = vec![manyfs::PoolMember {
                 path: m1.clone(),
                 node: 1,
                 size: 4 << 20,
-            }],
-            ..Default::default()
+            }];
+            mk
         },
         &MountOptions::default(),
     )
@@ -1371,9 +1373,10 @@ const TIER_DEVICE_SIZE: u64 = 4 << 20;
 /// Mount options of the tiered pools: a `dram` pool (persistent memory
 /// emulated), which stages small synchronous writes.
 fn tier_opts() -> MountOptions {
-    MountOptions {
-        durability: manyfs::Durability::Dram,
-        ..Default::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = manyfs::Durability::Dram;
+        mo
     }
 }
 
@@ -1402,13 +1405,14 @@ fn build_tiered_image(dir: &Path) -> TieredImage {
     assert!(data_path.is_absolute());
     let fs = Fs::mkfs(
         &pool_path,
-        &MkfsOptions {
-            size: POOL_SIZE,
-            data: Some(manyfs::DataDevice {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = POOL_SIZE;
+            mk.data = Some(manyfs::DataDevice {
                 path: data_path.clone(),
                 size: Some(TIER_DEVICE_SIZE),
-            }),
-            ..Default::default()
+            });
+            mk
         },
         &tier_opts(),
     )

@@ -328,14 +328,15 @@ fn setup() -> impl Strategy<Value = Setup> {
     )
         .prop_map(
             |(lock, segment_size, durability, index, members, placement)| Setup {
-                opts: MountOptions {
-                    lock,
-                    index,
-                    segment_size,
-                    durability,
-                    placement,
-                    read_only: false,
-                    ..Default::default()
+                opts: {
+                    let mut mo = MountOptions::default();
+                    mo.lock = lock;
+                    mo.index = index;
+                    mo.segment_size = segment_size;
+                    mo.durability = durability;
+                    mo.placement = placement;
+                    mo.read_only = false;
+                    mo
                 },
                 members,
             },
@@ -474,10 +475,11 @@ impl Harness {
             .collect();
         let fs = Fs::mkfs(
             &pool,
-            &MkfsOptions {
-                size: (32 << 20) / setup.members as u64,
-                members,
-                ..Default::default()
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = (32 << 20) / setup.members as u64;
+                mk.members = members;
+                mk
             },
             &opts,
         )
@@ -1214,9 +1216,10 @@ fn fixed_sequence_matches_tmpfs() {
         .map(|o| o.map(|p| Sel::Fixed(p.clone())))
         .collect();
     let three_members = Setup {
-        opts: MountOptions {
-            placement: Placement::Interleave,
-            ..MountOptions::default()
+        opts: {
+            let mut mo = MountOptions::default();
+            mo.placement = Placement::Interleave;
+            mo
         },
         members: 3,
     };

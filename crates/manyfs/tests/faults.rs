@@ -117,9 +117,10 @@ fn mkfs_on_a_full_file_system_fails_cleanly() {
     let mkfs = |size: u64| {
         Fs::mkfs(
             &mnt.join("pool"),
-            &MkfsOptions {
-                size,
-                ..Default::default()
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = size;
+                mk
             },
             &MountOptions::default(),
         )

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 const MIB: u64 = 1 << 20;
 
 fn opts(durability: Durability) -> MountOptions {
-    MountOptions {
-        durability,
-        ..MountOptions::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = durability;
+        mo
     }
 }
 
@@ -32,10 +33,11 @@ fn mkfs_members(dir: &Path, sizes: &[u64], durability: Durability) -> (PathBuf, 
         .collect();
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: sizes[0],
-            members,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = sizes[0];
+            mk.members = members;
+            mk
         },
         &opts(durability),
     )
@@ -154,11 +156,12 @@ fn small_files_fill_small_members_up_to_their_boundaries() {
             size: MIB / 2,
         })
         .collect();
-    let mkfs = MkfsOptions {
-        size: 2 * MIB,
-        bytes_per_inode: 4096,
-        members,
-        ..Default::default()
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = 2 * MIB;
+        mk.bytes_per_inode = 4096;
+        mk.members = members;
+        mk
     };
     let fs = Fs::mkfs(&pool, &mkfs, &MountOptions::default()).unwrap();
     // Until every member holds blocks (where the allocator's per-CPU pools
@@ -186,9 +189,10 @@ fn member_error(pool: &Path, index: u32) -> (PathBuf, MemberProblem) {
         .err()
         .expect("mount fails");
     let at_fsck = manyfs::fsck::check(pool).expect_err("fsck fails");
-    let ro = MountOptions {
-        read_only: true,
-        ..MountOptions::default()
+    let ro = {
+        let mut mo = MountOptions::default();
+        mo.read_only = true;
+        mo
     };
     let at_ro_mount = Fs::mount(pool, &ro).err().expect("read-only mount fails");
     let mut out = None;
@@ -332,15 +336,16 @@ fn relative_member_paths_move_with_the_pool() {
     assert!(member.is_relative());
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: 4 * MIB,
-            node: 3,
-            members: vec![PoolMember {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 4 * MIB;
+            mk.node = 3;
+            mk.members = vec![PoolMember {
                 path: member,
                 node: 5,
                 size: 2 * MIB,
-            }],
-            ..Default::default()
+            }];
+            mk
         },
         &MountOptions::default(),
     )
@@ -365,10 +370,11 @@ fn bad_member_options_are_refused_and_leave_no_files() {
     let mk = |members: Vec<PoolMember>, size: u64| {
         Fs::mkfs(
             &pool,
-            &MkfsOptions {
-                size,
-                members,
-                ..Default::default()
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = size;
+                mk.members = members;
+                mk
             },
             &MountOptions::default(),
         )
@@ -458,10 +464,11 @@ fn a_thread_fills_its_own_nodes_member_first_then_spills() {
         nodes: 2,
         cpus_per_node: 1,
     };
-    let opts = MountOptions {
-        durability: Durability::Dram,
-        topology,
-        ..MountOptions::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::Dram;
+        mo.topology = topology;
+        mo
     };
     std::thread::scope(|s| {
         s.spawn(|| {

@@ -339,9 +339,10 @@ fn lock_free_lookups_never_miss_a_name_that_stays() {
 #[test]
 fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
     for (shards, remount_with) in [(1usize, 64usize), (64, 1), (1024, 16)] {
-        let opts = MountOptions {
-            dir_shards: Some(shards),
-            ..MountOptions::default()
+        let opts = {
+            let mut mo = MountOptions::default();
+            mo.dir_shards = Some(shards);
+            mo
         };
         let (_dir, pool, fs) = common::fresh_with(64 << 20, &opts);
         fs.create_dir("/d").unwrap();
@@ -379,9 +380,10 @@ fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
         assert_eq!(names(&fs), want, "{shards} shards");
         assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
         fs.unmount().unwrap();
-        let again = MountOptions {
-            dir_shards: Some(remount_with),
-            ..MountOptions::default()
+        let again = {
+            let mut mo = MountOptions::default();
+            mo.dir_shards = Some(remount_with);
+            mo
         };
         let fs = Fs::mount(&pool, &again).unwrap();
         assert_eq!(names(&fs), want, "{shards} then {remount_with} shards");
@@ -395,9 +397,10 @@ fn any_shard_count_gives_the_same_names_and_remounts_with_another() {
         fs.unmount().unwrap();
         let report = manyfs::fsck::check(&pool).unwrap();
         assert!(report.is_clean(), "{:?}", report.errors);
-        let bad = MountOptions {
-            dir_shards: Some(48),
-            ..MountOptions::default()
+        let bad = {
+            let mut mo = MountOptions::default();
+            mo.dir_shards = Some(48);
+            mo
         };
         assert!(matches!(
             Fs::mount(&pool, &bad),

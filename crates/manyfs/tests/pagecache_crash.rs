@@ -35,9 +35,10 @@ const EXHAUSTIVE: usize = 12;
 const SAMPLES: usize = 2000;
 
 fn opts() -> MountOptions {
-    MountOptions {
-        commit_interval: std::time::Duration::ZERO,
-        ..Default::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.commit_interval = std::time::Duration::ZERO;
+        mo
     }
 }
 
@@ -45,9 +46,10 @@ fn opts() -> MountOptions {
 fn mkfs_unmounted(pool: &Path) {
     Fs::mkfs(
         pool,
-        &MkfsOptions {
-            size: POOL,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = POOL;
+            mk
         },
         &opts(),
     )

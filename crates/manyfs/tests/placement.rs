@@ -47,29 +47,30 @@ fn two_cpus(test: &str) -> bool {
 /// A pool of two members (node 0, node 1) mounted on a 2x1 topology with
 /// thread placement `mode`, holding `/data` written from node 1's CPU.
 fn pool_with_data_on_node1(dir: &std::path::Path, mode: ThreadPlacement) -> Fs {
-    let opts = MountOptions {
-        topology: TopologySpec::Emulated {
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.topology = TopologySpec::Emulated {
             nodes: 2,
             cpus_per_node: 1,
-        },
-        thread_placement: mode,
-        placement_policy: PlacementPolicy::Rl,
-        placement_config: PlacementConfig {
+        };
+        mo.thread_placement = mode;
+        mo.placement_policy = PlacementPolicy::Rl;
+        mo.placement_config = PlacementConfig {
             window: WINDOW,
-            // 1 MB per second: 100 KB in a 100 ms window (one pass reads 4 MiB).
             read_dominance_bytes: 1_000_000,
             ..PlacementConfig::default()
-        },
-        ..MountOptions::default()
+        };
+        mo
     };
-    let mkfs = MkfsOptions {
-        size: 32 * MIB,
-        members: vec![PoolMember {
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = 32 * MIB;
+        mk.members = vec![PoolMember {
             path: dir.join("m1"),
             node: 1,
             size: 32 * MIB,
-        }],
-        ..MkfsOptions::default()
+        }];
+        mk
     };
     let fs = Fs::mkfs(&dir.join("pool"), &mkfs, &opts).unwrap();
     let before = fs.stats().members[1].used_blocks;
@@ -262,9 +263,10 @@ fn off_accounts_and_reports_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Fs::mkfs(
         &dir.path().join("pool"),
-        &MkfsOptions {
-            size: 16 * MIB,
-            ..MkfsOptions::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 16 * MIB;
+            mk
         },
         &MountOptions::default(),
     )
@@ -279,12 +281,13 @@ fn off_accounts_and_reports_nothing() {
 #[test]
 fn bad_placement_windows_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = MountOptions {
-        placement_config: PlacementConfig {
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.placement_config = PlacementConfig {
             window: Duration::ZERO,
             ..PlacementConfig::default()
-        },
-        ..MountOptions::default()
+        };
+        mo
     };
     let err = Fs::mkfs(&dir.path().join("pool"), &MkfsOptions::default(), &opts)
         .err()
@@ -314,9 +317,10 @@ fn calibration_measures_every_node_at_every_ratio_and_frees_its_blocks() {
         let cfg = manyfs::diag::config_for_pool(&pool, &PlacementConfig::default(), 2);
         assert!(cfg.node_max_bw.iter().all(|&b| b > 0), "{cfg:?}");
         drop(fs);
-        let ro = MountOptions {
-            read_only: true,
-            ..MountOptions::default()
+        let ro = {
+            let mut mo = MountOptions::default();
+            mo.read_only = true;
+            mo
         };
         let fs = Fs::mount(&pool, &ro).unwrap();
         assert!(

@@ -365,9 +365,10 @@ fn a_version_2_pool_mounts_and_is_marked_version_3_by_a_writable_mount() {
         u32::from_le_bytes(b[8..12].try_into().unwrap())
     };
     set_version(2);
-    let ro = MountOptions {
-        read_only: true,
-        ..MountOptions::default()
+    let ro = {
+        let mut mo = MountOptions::default();
+        mo.read_only = true;
+        mo
     };
     let fs = Fs::mount(&pool, &ro).unwrap();
     assert_eq!(fs.read("/old").unwrap(), b"from version 2");
@@ -451,9 +452,10 @@ fn posix_acls_keep_the_mode_in_step_and_are_inherited() {
 
     // A mount that inherits no ACLs (nobody enforces them there): the
     // mode asked for, no access list, no default list on a subdirectory.
-    let opts = MountOptions {
-        inherit_acls: false,
-        ..MountOptions::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.inherit_acls = false;
+        mo
     };
     let fs = Fs::mount(&pool, &opts).unwrap();
     let plain = fs.mknod(d, os("plain"), S_IFREG | 0o666, 0, 0, 0).unwrap();

@@ -19,30 +19,32 @@ const PAGE: u64 = 4096;
 const PAGES: u64 = 64;
 
 fn opts(placement: Placement, remote_cost: Option<RemoteCost>) -> MountOptions {
-    MountOptions {
-        durability: Durability::Dram,
-        topology: TopologySpec::Emulated {
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = Durability::Dram;
+        mo.topology = TopologySpec::Emulated {
             nodes: 2,
             cpus_per_node: 1,
-        },
-        placement,
-        remote_cost,
-        ..MountOptions::default()
+        };
+        mo.placement = placement;
+        mo.remote_cost = remote_cost;
+        mo
     }
 }
 
 /// A pool at `pool` of two 8 MiB members: the pool file on the node
 /// other than `node`, member `m1` beside it on `node`.
 fn two_node_pool(pool: &Path, node: usize, opts: MountOptions) -> Fs {
-    let mkfs = MkfsOptions {
-        size: 8 * MIB,
-        node: (1 - node) as u32,
-        members: vec![PoolMember {
+    let mkfs = {
+        let mut mk = MkfsOptions::default();
+        mk.size = 8 * MIB;
+        mk.node = (1 - node) as u32;
+        mk.members = vec![PoolMember {
             path: pool.with_file_name("m1"),
             node: node as u32,
             size: 8 * MIB,
-        }],
-        ..Default::default()
+        }];
+        mk
     };
     Fs::mkfs(pool, &mkfs, &opts).unwrap()
 }

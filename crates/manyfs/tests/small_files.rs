@@ -11,9 +11,10 @@ use manyfs::{Durability, Fs, MountOptions};
 use std::path::Path;
 
 fn opts(durability: Durability) -> MountOptions {
-    MountOptions {
-        durability,
-        ..Default::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = durability;
+        mo
     }
 }
 
@@ -199,9 +200,10 @@ fn a_one_sub_log_file_with_a_log_array_still_mounts() {
         set_version(&mut img, 3);
         std::fs::write(&pool, &img).unwrap();
         assert_clean(&pool);
-        let ro = MountOptions {
-            read_only: true,
-            ..opts(durability)
+        let ro = {
+            let mut mo = opts(durability);
+            mo.read_only = true;
+            mo
         };
         let fs = Fs::mount(&pool, &ro).unwrap();
         assert_eq!(fs.read("/old").unwrap(), b"old");

@@ -64,9 +64,10 @@ fn check_serialisable(first: u64, ids: &[u64], ranges: &HashMap<u64, (u64, u64)>
 
 fn run(kind: LockKind, threads: u64, ops: u64) {
     run_with(
-        MountOptions {
-            lock: kind,
-            ..Default::default()
+        {
+            let mut mo = MountOptions::default();
+            mo.lock = kind;
+            mo
         },
         threads,
         ops,
@@ -151,10 +152,11 @@ fn eight_threads_every_index_kind() {
     for index in manyfs::IndexKind::ALL {
         for lock in [LockKind::Inode, LockKind::SrlTree] {
             run_with(
-                MountOptions {
-                    lock,
-                    index,
-                    ..Default::default()
+                {
+                    let mut mo = MountOptions::default();
+                    mo.lock = lock;
+                    mo.index = index;
+                    mo
                 },
                 8,
                 300,

@@ -31,10 +31,11 @@ fn opts(durability: Durability) -> MountOptions {
 }
 
 fn opts_io(durability: Durability, device_io: DeviceIo) -> MountOptions {
-    MountOptions {
-        durability,
-        device_io,
-        ..MountOptions::default()
+    {
+        let mut mo = MountOptions::default();
+        mo.durability = durability;
+        mo.device_io = device_io;
+        mo
     }
 }
 
@@ -47,13 +48,14 @@ fn mkfs_tier_io(dir: &Path, data_size: u64, o: &MountOptions) -> (PathBuf, PathB
     let data = dir.join("data");
     let fs = Fs::mkfs(
         &pool,
-        &MkfsOptions {
-            size: 16 * MIB,
-            data: Some(DataDevice {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 16 * MIB;
+            mk.data = Some(DataDevice {
                 path: data.clone(),
                 size: Some(data_size),
-            }),
-            ..Default::default()
+            });
+            mk
         },
         o,
     )
@@ -255,9 +257,10 @@ fn batched_transfers_on_io_uring() {
 
 /// Options that send every write to the device (no staging in the pool).
 fn unstaged(durability: Durability) -> MountOptions {
-    MountOptions {
-        stage_max: 0,
-        ..opts(durability)
+    {
+        let mut mo = opts(durability);
+        mo.stage_max = 0;
+        mo
     }
 }
 
@@ -310,13 +313,11 @@ fn missing_foreign_and_short_devices_are_typed_errors() {
         })
     ));
     // The override finds it where it is now.
-    let fs = Fs::mount(
-        &pool,
-        &MountOptions {
-            data_device: Some(moved.clone()),
-            ..o.clone()
-        },
-    )
+    let fs = Fs::mount(&pool, &{
+        let mut mo = o.clone();
+        mo.data_device = Some(moved.clone());
+        mo
+    })
     .unwrap();
     assert_eq!(fs.read("/x").unwrap(), content(1, 10000));
     drop(fs);
@@ -326,13 +327,11 @@ fn missing_foreign_and_short_devices_are_typed_errors() {
     let other = tempfile::tempdir().unwrap();
     let (_p2, data2, fs2) = mkfs_tier(other.path(), 8 * MIB, Durability::File);
     drop(fs2);
-    let e = mount_err(
-        &pool,
-        &MountOptions {
-            data_device: Some(data2),
-            ..o.clone()
-        },
-    );
+    let e = mount_err(&pool, &{
+        let mut mo = o.clone();
+        mo.data_device = Some(data2);
+        mo
+    });
     assert!(
         matches!(
             &e,
@@ -346,13 +345,11 @@ fn missing_foreign_and_short_devices_are_typed_errors() {
     // Not a device at all.
     let junk = dir.path().join("junk");
     std::fs::write(&junk, vec![0u8; 8 * MIB as usize]).unwrap();
-    let e = mount_err(
-        &pool,
-        &MountOptions {
-            data_device: Some(junk),
-            ..o.clone()
-        },
-    );
+    let e = mount_err(&pool, &{
+        let mut mo = o.clone();
+        mo.data_device = Some(junk);
+        mo
+    });
     assert!(
         matches!(
             &e,
@@ -425,14 +422,15 @@ fn mkfs_refuses_an_existing_file_and_needs_a_size() {
     let mk = |size, replace| {
         Fs::mkfs(
             &dir.path().join("pool"),
-            &MkfsOptions {
-                size: 16 * MIB,
-                replace_existing: replace,
-                data: Some(DataDevice {
+            &{
+                let mut mk = MkfsOptions::default();
+                mk.size = 16 * MIB;
+                mk.replace_existing = replace;
+                mk.data = Some(DataDevice {
                     path: data.clone(),
                     size,
-                }),
-                ..Default::default()
+                });
+                mk
             },
             &opts(Durability::File),
         )
@@ -442,13 +440,14 @@ fn mkfs_refuses_an_existing_file_and_needs_a_size() {
     let missing = dir.path().join("nope");
     let e = Fs::mkfs(
         &dir.path().join("pool2"),
-        &MkfsOptions {
-            size: 16 * MIB,
-            data: Some(DataDevice {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 16 * MIB;
+            mk.data = Some(DataDevice {
                 path: missing,
                 size: None,
-            }),
-            ..Default::default()
+            });
+            mk
         },
         &opts(Durability::File),
     );
@@ -524,9 +523,10 @@ fn fsck_and_mount_catch_device_blocks_used_twice_or_out_of_range() {
     assert!(writes.len() >= 2, "{writes:?}");
     let (victim, own) = writes[1];
     let other = writes.iter().map(|w| w.1).find(|&b| b != own).unwrap();
-    let ro = MountOptions {
-        read_only: true,
-        ..opts(Durability::File)
+    let ro = {
+        let mut mo = opts(Durability::File);
+        mo.read_only = true;
+        mo
     };
     for (what, block) in [
         ("used twice", other),
@@ -686,9 +686,10 @@ fn small_synced_writes_are_staged_in_a_pm_pool_and_destaged_later() {
 #[test]
 fn the_commit_thread_destages_when_the_pool_fills() {
     let dir = tempfile::tempdir().unwrap();
-    let o = MountOptions {
-        commit_interval: std::time::Duration::from_millis(50),
-        ..opts(Durability::Dram)
+    let o = {
+        let mut mo = opts(Durability::Dram);
+        mo.commit_interval = std::time::Duration::from_millis(50);
+        mo
     };
     let (_pool, _data, fs) = mkfs_tier_io(dir.path(), 32 * MIB, &o);
     let f = open_rw(&fs, "/log");
@@ -804,9 +805,10 @@ fn destage_skips_unlinked_files_and_stage_max_is_bounded() {
     fs.unmount().unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
-    let too_big = MountOptions {
-        stage_max: manyfs::MAX_STAGE_MAX + 1,
-        ..opts(Durability::Dram)
+    let too_big = {
+        let mut mo = opts(Durability::Dram);
+        mo.stage_max = manyfs::MAX_STAGE_MAX + 1;
+        mo
     };
     assert!(matches!(too_big.validate(), Err(Error::InvalidArgument(_))));
 }

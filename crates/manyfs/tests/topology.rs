@@ -6,15 +6,17 @@ mod common;
 use manyfs::{Fs, MkfsOptions, MountOptions, TopologySpec};
 
 fn mount_with(dir: &std::path::Path, spec: TopologySpec) -> Fs {
-    let opts = MountOptions {
-        topology: spec,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.topology = spec;
+        mo
     };
     Fs::mkfs(
         &dir.join("pool"),
-        &MkfsOptions {
-            size: 64 << 20,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 64 << 20;
+            mk
         },
         &opts,
     )
@@ -59,9 +61,10 @@ fn sixty_four_configured_cpus_on_a_small_machine_keep_every_write() {
     });
     assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
     fs.unmount().unwrap();
-    let opts = MountOptions {
-        topology: spec,
-        ..Default::default()
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.topology = spec;
+        mo
     };
     let fs = Fs::mount(&dir.path().join("pool"), &opts).unwrap();
     for t in 0..8u8 {
@@ -95,18 +98,20 @@ fn one_sublog_per_inode_when_asked() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let pool = dir.path().join("pool");
-        let opts = MountOptions {
-            topology: TopologySpec::Emulated {
+        let opts = {
+            let mut mo = MountOptions::default();
+            mo.topology = TopologySpec::Emulated {
                 nodes: 1,
                 cpus_per_node: 16,
-            },
-            sublogs,
-            durability: manyfs::Durability::Dram,
-            ..Default::default()
+            };
+            mo.sublogs = sublogs;
+            mo.durability = manyfs::Durability::Dram;
+            mo
         };
-        let mkfs = MkfsOptions {
-            size: 64 << 20,
-            ..Default::default()
+        let mkfs = {
+            let mut mk = MkfsOptions::default();
+            mk.size = 64 << 20;
+            mk
         };
         let fs = Fs::mkfs(&pool, &mkfs, &opts).unwrap();
         let f = common::open_rw(&fs, "/shared");

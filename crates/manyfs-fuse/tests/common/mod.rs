@@ -114,9 +114,10 @@ impl Scratch {
         let fs = retry_busy(|| {
             Fs::mkfs(
                 &pool,
-                &MkfsOptions {
-                    size,
-                    ..MkfsOptions::default()
+                &{
+                    let mut mk = MkfsOptions::default();
+                    mk.size = size;
+                    mk
                 },
                 &MountOptions::default(),
             )

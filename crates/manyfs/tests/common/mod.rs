@@ -23,9 +23,10 @@ pub fn fresh_with(size: u64, opts: &MountOptions) -> (tempfile::TempDir, PathBuf
 pub fn mkfs(pool: &Path, size: u64, opts: &MountOptions) -> Fs {
     Fs::mkfs(
         pool,
-        &MkfsOptions {
-            size,
-            ..Default::default()
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = size;
+            mk
         },
         opts,
     )
@@ -101,15 +102,16 @@ pub fn mkfs_spilling_pair(pool: &Path, node: usize, opts: &MountOptions) -> Fs {
     const MIB: u64 = 1 << 20;
     Fs::mkfs(
         pool,
-        &MkfsOptions {
-            size: 24 * MIB,
-            node: (1 - node) as u32,
-            members: vec![manyfs::PoolMember {
+        &{
+            let mut mk = MkfsOptions::default();
+            mk.size = 24 * MIB;
+            mk.node = (1 - node) as u32;
+            mk.members = vec![manyfs::PoolMember {
                 path: pool.with_file_name("m1"),
                 node: node as u32,
                 size: 8 * MIB,
-            }],
-            ..Default::default()
+            }];
+            mk
         },
         opts,
     )
