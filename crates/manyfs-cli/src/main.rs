@@ -109,7 +109,7 @@ enum Command {
         seconds: f64,
         /// How the pool is mapped: pm (real persistent memory), file or dram.
         #[arg(long, default_value = "file")]
-        durability: String,
+        durability: Durability,
     },
     /// Print a pool's layout and usage.
     ///
@@ -136,14 +136,12 @@ enum Command {
 }
 
 /// `manyfs calibrate`: measure, print, store beside the pool.
-fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<ExitCode> {
+fn calibrate(pool: &std::path::Path, seconds: f64, durability: Durability) -> Result<ExitCode> {
     if !(seconds > 0.0 && seconds <= 600.0) {
         anyhow::bail!("--seconds must be above 0 and at most 600");
     }
     let opts = MountOptions {
-        durability: durability
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--durability: {e}"))?,
+        durability,
         ..Default::default()
     };
     let fs = Fs::mount(pool, &opts).with_context(|| format!("calibrate {}", pool.display()))?;
@@ -490,7 +488,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             pool,
             seconds,
             durability,
-        } => calibrate(&pool, seconds, &durability),
+        } => calibrate(&pool, seconds, durability),
         Command::Inspect { pool } => {
             let opts = MountOptions {
                 read_only: true,
@@ -715,6 +713,32 @@ mod tests {
                 command: Command::Mkfs { size, .. },
             }) => assert_eq!(size, 512 << 20),
             _ => panic!("512M should parse"),
+        }
+    }
+
+    /// Every spelling of `manyfs bench` arguments that scripts/ and the docs
+    /// use parses (the values are typed now).
+    #[test]
+    fn documented_bench_spellings_parse() {
+        for line in [
+            "-w DRBM,DWOM -t lib:srl-tree --threads 1,2 --duration 1s --repeat 3 --no-membw \
+             --thread-placement advise",
+            "-w DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1 -t lib:all,tmpfs,dir:/mnt/x --workload all",
+            "-w DRBL -t lib:srl-tree --topology 2x1 --member-per-node --placement node0 \
+             --placement-policy rl --sublogs one --index cascade --dir-shards 64",
+            "-w DWSL -t lib:srl-tree --durability dram --pool /dev/shm/p --pool-size 256M \
+             --data /var/tmp/d --data-size 512M --device-io sync,uring --stage-max 32K",
+            "--segment-size 64K --stride 4K --warmup 100ms --durability pm",
+            "--reproduce nthread-fig2 --bandwidth-cap paper --remote-cost 270/583",
+            "--reproduce nthread-fig5 --bandwidth-cap 400M --remote-cost off --topology system",
+            "--reproduce numa-fig6 --threads 1,2 --duration 300ms --stage-max 0",
+        ] {
+            let args = ["manyfs", "bench"]
+                .into_iter()
+                .chain(line.split_whitespace());
+            if let Err(e) = Cli::try_parse_from(args) {
+                panic!("{line}: {e}");
+            }
         }
     }
 }
