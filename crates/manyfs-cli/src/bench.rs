@@ -157,8 +157,8 @@ pub struct BenchArgs {
     /// /dev/shm, write latency traced through a checkpoint every 100 ms:
     /// none, background, blocking) [threads 1,2; 3 s per run].
     /// JSON and plot to manyfs-NAME.json/.svg unless --json/--plot.
-    #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
-    reproduce: Option<String>,
+    #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"], value_parser = parse_reproduce)]
+    reproduce: Option<Reproduce>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -219,6 +219,20 @@ fn parse_stride(s: &str) -> manyfs_bench::Result<u64> {
     Ok(stride)
 }
 
+/// `--reproduce`: `list`, or a figure.
+#[derive(Debug, Clone, Copy)]
+enum Reproduce {
+    List,
+    Figure(manyfs_bench::reproduce::Figure),
+}
+
+fn parse_reproduce(s: &str) -> manyfs_bench::Result<Reproduce> {
+    if s == "list" {
+        return Ok(Reproduce::List);
+    }
+    manyfs_bench::reproduce::find(s).map(|f| Reproduce::Figure(*f))
+}
+
 /// An emulation model argument (`--remote-cost`, `--bandwidth-cap`):
 /// the model (`None`: off) and how it was written, since a figure tells
 /// its default `off` (the figure's own model) from `none`.
@@ -268,8 +282,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(name) = &args.reproduce {
-        return run_reproduce(args, name);
+    if let Some(what) = args.reproduce {
+        return run_reproduce(args, what);
     }
     let mut cfg = if args.quick {
         Config::quick()
@@ -406,13 +420,15 @@ fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
 }
 
 /// `--reproduce NAME`.
-fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
+fn run_reproduce(args: &BenchArgs, what: Reproduce) -> Result<ExitCode> {
     use manyfs_bench::reproduce;
-    if name == "list" {
-        print!("{}", reproduce::list());
-        return Ok(ExitCode::SUCCESS);
-    }
-    let fig = reproduce::find(name)?;
+    let fig = match what {
+        Reproduce::List => {
+            print!("{}", reproduce::list());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Reproduce::Figure(fig) => fig,
+    };
     if fig.name == "tier-fig6" {
         return run_tier_fig6(args);
     }

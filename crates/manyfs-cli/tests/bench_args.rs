@@ -25,6 +25,7 @@ fn bad_bench_values_are_usage_errors() {
         ("--bandwidth-cap", "10"),
         ("--workloads", "NOPE"),
         ("--targets", "lib:nope"),
+        ("--reproduce", "fig99"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
             .args(["bench", flag, bad, "--no-membw"])
