@@ -126,7 +126,7 @@ impl FuseConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value {
     /// None: the option is a flag.
-    None,
+    Flag,
     /// `name=VALUE`; the string shows what VALUE may be (`a|b|c` lists
     /// choices, a word in capitals stands for a number, size or path).
     Required(&'static str),
@@ -167,7 +167,7 @@ impl MountOption {
     /// How it is written: `name`, `name=VALUE` or `name[=VALUE]`.
     pub fn syntax(&self) -> String {
         match self.value {
-            Value::None => self.name.to_string(),
+            Value::Flag => self.name.to_string(),
             Value::Required(v) => format!("{}={v}", self.name),
             Value::Optional { values, .. } => format!("{}[={values}]", self.name),
         }
@@ -188,8 +188,8 @@ impl MountOption {
             ));
         };
         let value = match (option.value, value) {
-            (Value::None, None) => "",
-            (Value::None, Some(_)) => return Err(FuseError::bad_option(opt, "takes no value")),
+            (Value::Flag, None) => "",
+            (Value::Flag, Some(_)) => return Err(FuseError::bad_option(opt, "takes no value")),
             (Value::Optional { bare, .. }, None) => bare,
             (Value::Required(_), None) | (_, Some("")) => {
                 return Err(FuseError::bad_option(opt, "needs a value"));
@@ -226,7 +226,7 @@ impl MountOption {
                     None => "expected a value".into(),
                 }
             }
-            (Bad::Choice, Value::None) => "takes no value".into(),
+            (Bad::Choice, Value::Flag) => "takes no value".into(),
         }
     }
 }
@@ -497,7 +497,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "ro",
-        value: Value::None,
+        value: Value::Flag,
         help: "read-only mount",
         contradicts: &["rw"],
         set: |c, _| {
@@ -507,7 +507,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "rw",
-        value: Value::None,
+        value: Value::Flag,
         help: "read-write mount (the default)",
         contradicts: &["ro"],
         set: |c, _| {
@@ -517,7 +517,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "allow_other",
-        value: Value::None,
+        value: Value::Flag,
         help: "serve every user (a mount made by root does unless private)",
         contradicts: &["private"],
         set: |c, _| {
@@ -527,7 +527,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "private",
-        value: Value::None,
+        value: Value::Flag,
         help: "serve only the user who mounted, also when that is root",
         contradicts: &["allow_other"],
         set: |c, _| {
@@ -537,7 +537,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "debug",
-        value: Value::None,
+        value: Value::Flag,
         help: "log to stderr (RUST_LOG also turns logging on and chooses the levels)",
         contradicts: &[],
         set: |c, _| {
@@ -547,7 +547,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "writeback_cache",
-        value: Value::None,
+        value: Value::Flag,
         help: "kernel write-back caching of file data (combines small writes)",
         contradicts: &[],
         set: |c, _| {
@@ -557,7 +557,7 @@ pub static OPTIONS: &[MountOption] = &[
     },
     MountOption {
         name: "noxattr",
-        value: Value::None,
+        value: Value::Flag,
         help: "serve no extended attributes (and so no POSIX ACLs)",
         contradicts: &[],
         set: |c, _| {
