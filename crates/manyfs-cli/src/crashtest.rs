@@ -58,7 +58,7 @@ fn parse_models(s: &str) -> std::result::Result<Models, String> {
     Ok(Models(if s == "all" {
         MediaModel::ALL.to_vec()
     } else {
-        vec![s.parse()?]
+        vec![s.parse().map_err(|e: String| format!("{e}, or all"))?]
     }))
 }
 
