@@ -105,11 +105,27 @@ fn mono() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+/// `DIR [PROCS] [FILES]`, or one line on stderr and exit status 2.
+fn parse_args() -> (PathBuf, usize, usize) {
+    const USAGE: &str = "usage: meta_ops DIR [PROCS] [FILES] (PROCS, FILES: positive numbers)";
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let count = |i: usize, default: usize| match args.get(i) {
+        None => Some(default),
+        Some(s) => s.parse().ok().filter(|&n: &usize| n > 0),
+    };
+    match (args.first(), count(1, 2), count(2, 2000)) {
+        (Some(dir), Some(procs), Some(files)) if args.len() <= 3 => {
+            (PathBuf::from(dir), procs, files)
+        }
+        _ => {
+            eprintln!("meta_ops: {USAGE}");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let root = PathBuf::from(args.get(1).expect("usage: meta_ops DIR [PROCS] [FILES]"));
-    let procs: usize = args.get(2).map_or(2, |s| s.parse().expect("PROCS"));
-    let files: usize = args.get(3).map_or(2000, |s| s.parse().expect("FILES"));
+    let (root, procs, files) = parse_args();
     let base = root.join(format!("meta_ops.{}", std::process::id()));
     std::fs::create_dir(&base).expect("base directory");
     let (go_r, go_w) = pipe();

@@ -8,6 +8,7 @@ use manyfs_bench::{Config, Target, Workload};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Run FxMark-style workloads against in-process manyfs (each range lock)
 /// and directories, or the range-lock microbenchmarks.
@@ -16,23 +17,23 @@ pub struct BenchArgs {
     /// Workloads, comma-separated: DWOM DRBM DWOL DRBL HACCIO MIX:R:W DRBH
     /// DWAL DWTL DWSL MWCL MWCM MWUL MWUM MWRL MWRM MRPL MRPM MRDL MRDM DRFL, or
     /// `all` [default: DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1]
-    #[arg(long, short = 'w', value_delimiter = ',', visible_alias = "workload")]
-    workloads: Vec<String>,
+    #[arg(long, short = 'w', value_delimiter = ',', visible_alias = "workload", value_parser = parse_workloads)]
+    workloads: Vec<Workloads>,
     /// Targets, comma-separated: lib:inode lib:interval lib:srl-array
     /// lib:srl-tree lib:all dir:PATH tmpfs [default: lib:all,tmpfs]
-    #[arg(long, short = 't', value_delimiter = ',', visible_alias = "target")]
-    targets: Vec<String>,
+    #[arg(long, short = 't', value_delimiter = ',', visible_alias = "target", value_parser = parse_targets)]
+    targets: Vec<Targets>,
     /// Thread counts, comma-separated [default: 1,2; 1,2,64 with --quick
     /// and --locks]
     #[arg(long, value_delimiter = ',')]
     threads: Option<Vec<usize>>,
     /// Measured time per point, e.g. 2s, 500ms [default: 2s; 0.5s with
     /// --quick and --locks]
-    #[arg(long)]
-    duration: Option<String>,
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Unmeasured warm-up per point [default: 200ms; 100ms with --quick]
-    #[arg(long)]
-    warmup: Option<String>,
+    #[arg(long, value_parser = parse_duration)]
+    warmup: Option<Duration>,
     /// Write the results as JSON (one record per point).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -46,27 +47,27 @@ pub struct BenchArgs {
     pool: Option<PathBuf>,
     /// Durability of lib: pools: pm, file or dram.
     #[arg(long, default_value = "dram")]
-    durability: String,
+    durability: manyfs::Durability,
     /// Size of lib: pools [default: 2G; 512M with --quick]
-    #[arg(long)]
-    pool_size: Option<String>,
+    #[arg(long, value_parser = parse_size)]
+    pool_size: Option<u64>,
     /// Zero-fill lib: pools at mkfs (`manyfs mkfs --zero-fill`) instead of
     /// only reserving their space.
     #[arg(long)]
     zero_fill: bool,
     /// Segment size of the segment range locks.
-    #[arg(long, default_value = "4096")]
-    segment_size: String,
+    #[arg(long, default_value = "4096", value_parser = parse_size)]
+    segment_size: u64,
     /// Sub-logs per inode of lib: pools: `cpu` (one per CPU) or `one`
     /// (NOVA's single log per inode, a baseline).
     #[arg(long, default_value = "cpu")]
-    sublogs: String,
+    sublogs: manyfs::Sublogs,
     /// File index of lib: mounts: `cas` (lock-free radix, the default),
     /// `rw` (nCACHE: a reader-writer lock per node) or `cascade` (F2FS: a
     /// mutex per node, hand over hand). Results of a non-default index are
     /// labelled `lib:LOCK index=KIND`.
     #[arg(long, default_value = "cas")]
-    index: String,
+    index: manyfs::IndexKind,
     /// Name shards per directory of lib: mounts (a power of two from 1 to
     /// 1024) [default: the mount's, four per CPU from 16 to 32]. Results
     /// are labelled `lib:LOCK dir_shards=N`.
@@ -76,31 +77,31 @@ pub struct BenchArgs {
     /// an fsync'd file that is staged in the pool instead of written to
     /// the data device (e.g. 32K; 0 turns staging off) [default: 32K].
     /// Other values label results `lib:LOCK stage_max=N`.
-    #[arg(long)]
-    stage_max: Option<String>,
+    #[arg(long, value_parser = parse_size)]
+    stage_max: Option<u64>,
     /// Distance between the blocks of neighbouring threads in DRBM and
     /// DWOM, e.g. 4K (the nCACHE paper's other stride) [default: 8M, FxMark's
     /// private region].
-    #[arg(long)]
-    stride: Option<String>,
+    #[arg(long, value_parser = parse_stride)]
+    stride: Option<u64>,
     /// Block placement of lib: pools: `local` (the writer's node first),
     /// `node0` or `interleave` (baselines).
     #[arg(long, default_value = "local")]
-    placement: String,
+    placement: manyfs::Placement,
     /// Thread placement (NThread) of lib: pools: `off`, `advise` (report
     /// only) or `migrate` (move the worker threads to their data, within
     /// the process's CPUs: the bench starts each thread on its CPU without
     /// making that CPU its own mask).
     #[arg(long, default_value = "off")]
-    thread_placement: String,
+    thread_placement: manyfs::ThreadPlacement,
     /// Rules of thread placement: `off`, `rl` (read locality), `cpu` (+ CPU
     /// contention), `nm` (+ NVMM contention) or `full` (all).
     #[arg(long, default_value = "full")]
-    placement_policy: String,
+    placement_policy: manyfs::PlacementPolicy,
     /// NUMA topology of lib: mounts: `system` or an emulated NODESxCPUS
     /// (e.g. 2x1) [default: system, or what MANYFS_TOPOLOGY names].
     #[arg(long)]
-    topology: Option<String>,
+    topology: Option<manyfs::TopologySpec>,
     /// Make each lib: pool of one member file per node of the topology
     /// (member i on node i) instead of one file.
     #[arg(long)]
@@ -112,25 +113,25 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
     /// Size of the data device [default: 256M].
-    #[arg(long, value_name = "SIZE", requires = "data")]
-    data_size: Option<String>,
+    #[arg(long, value_name = "SIZE", requires = "data", value_parser = parse_size)]
+    data_size: Option<u64>,
     /// How lib: mounts read and write the data device, comma-separated:
     /// `uring` (io_uring batches) and/or `sync` (pread/pwrite); with both,
     /// every point runs with each in turn, labelled `device_io=IO`
     /// [default: uring].
     #[arg(long, value_delimiter = ',', requires = "data")]
-    device_io: Vec<String>,
+    device_io: Vec<manyfs::DeviceIo>,
     /// Emulated remote-access cost of lib: mounts: `off`, `paper`
     /// (270/583) or READ/WRITE ns per KiB; emulated topologies only.
     /// Results are labelled EMULATED.
-    #[arg(long, default_value = "off")]
-    remote_cost: String,
+    #[arg(long, default_value = "off", value_parser = parse_remote_cost)]
+    remote_cost: Model<manyfs::RemoteCost>,
     /// Emulated NVMM bandwidth cap of lib: mounts, per node: `off`,
     /// `paper` (2.3 GB/s) or weighted bytes per second (writes + reads/3)
     /// with an optional K, M or G suffix; emulated topologies only.
     /// Results are labelled EMULATED.
-    #[arg(long, default_value = "off")]
-    bandwidth_cap: String,
+    #[arg(long, default_value = "off", value_parser = parse_bandwidth_cap)]
+    bandwidth_cap: Model<manyfs::BandwidthCap>,
     /// Rerun a figure of the papers: `list` names them; `numa-fig6` (the
     /// NUMA-aware NOVA paper's Fig. 6, with --remote-cost as the model,
     /// `paper` unless given) [threads 1,2,8; 1 s per point]; `ncache-fig7`
@@ -156,8 +157,8 @@ pub struct BenchArgs {
     /// /dev/shm, write latency traced through a checkpoint every 100 ms:
     /// none, background, blocking) [threads 1,2; 3 s per run].
     /// JSON and plot to manyfs-NAME.json/.svg unless --json/--plot.
-    #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"])]
-    reproduce: Option<String>,
+    #[arg(long, conflicts_with_all = ["quick", "locks", "with_locks"], value_parser = parse_reproduce)]
+    reproduce: Option<Reproduce>,
     /// Headline run: DWOM and DRBM on every lock kind and tmpfs at 1, 2 and
     /// 64 threads, 0.5 s per point, table and plot.
     #[arg(long)]
@@ -187,35 +188,92 @@ pub struct BenchArgs {
     verbose: bool,
 }
 
-fn parse_workloads(list: &[String]) -> Result<Vec<Workload>> {
-    let mut out = Vec::new();
-    for w in list {
-        if w.eq_ignore_ascii_case("all") {
-            out.extend(Workload::all_fs());
-        } else {
-            out.push(w.parse::<Workload>()?);
-        }
-    }
-    Ok(out)
+/// One item of `--workloads`: a workload, or `all` (every file-system one).
+#[derive(Debug, Clone)]
+struct Workloads(Vec<Workload>);
+
+fn parse_workloads(s: &str) -> manyfs_bench::Result<Workloads> {
+    Ok(Workloads(if s.trim().eq_ignore_ascii_case("all") {
+        Workload::all_fs()
+    } else {
+        vec![s.parse()?]
+    }))
 }
 
-fn parse_targets(list: &[String]) -> Result<Vec<Target>> {
-    let mut out = Vec::new();
-    for t in list {
-        if t == "lib:all" {
-            out.extend(Target::all_lib());
-        } else {
-            out.push(t.parse::<Target>()?);
-        }
+/// One item of `--targets`: a target, or `lib:all` (every lock kind).
+#[derive(Debug, Clone)]
+struct Targets(Vec<Target>);
+
+fn parse_targets(s: &str) -> manyfs_bench::Result<Targets> {
+    Ok(Targets(if s.trim() == "lib:all" {
+        Target::all_lib()
+    } else {
+        vec![s.parse()?]
+    }))
+}
+
+/// `--stride`: a size that DRBM and DWOM can use.
+fn parse_stride(s: &str) -> manyfs_bench::Result<u64> {
+    let stride = parse_size(s)?;
+    manyfs_bench::workload::check_stride(stride)?;
+    Ok(stride)
+}
+
+/// `--reproduce`: `list`, or a figure.
+#[derive(Debug, Clone, Copy)]
+enum Reproduce {
+    List,
+    Figure(manyfs_bench::reproduce::Figure),
+}
+
+fn parse_reproduce(s: &str) -> manyfs_bench::Result<Reproduce> {
+    if s == "list" {
+        return Ok(Reproduce::List);
     }
-    Ok(out)
+    manyfs_bench::reproduce::find(s).map(|f| Reproduce::Figure(*f))
+}
+
+/// An emulation model argument (`--remote-cost`, `--bandwidth-cap`):
+/// the model (`None`: off) and how it was written, since a figure tells
+/// its default `off` (the figure's own model) from `none`.
+#[derive(Debug, Clone)]
+struct Model<T> {
+    value: Option<T>,
+    spelled: String,
+}
+
+impl<T> std::fmt::Display for Model<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.spelled)
+    }
+}
+
+impl<T> Model<T> {
+    /// Whether it was left at (or written as) `off`.
+    fn is_off(&self) -> bool {
+        self.spelled == "off"
+    }
+}
+
+fn parse_remote_cost(s: &str) -> manyfs::Result<Model<manyfs::RemoteCost>> {
+    Ok(Model {
+        value: manyfs::RemoteCost::parse_option(s)?,
+        spelled: s.trim().into(),
+    })
+}
+
+fn parse_bandwidth_cap(s: &str) -> manyfs::Result<Model<manyfs::BandwidthCap>> {
+    Ok(Model {
+        value: manyfs::BandwidthCap::parse_option(s)?,
+        spelled: s.trim().into(),
+    })
 }
 
 /// Run `manyfs bench`.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     manyfs_bench::sys::install_interrupt_handler();
     let tty = std::io::stderr().is_terminal();
-    let segment_size = parse_size(&args.segment_size)?;
+    let segment_size = args.segment_size;
     if args.locks {
         let rep = run_lock_bench(args, segment_size, tty)?;
         if let Some(p) = &args.json {
@@ -224,8 +282,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(name) = &args.reproduce {
-        return run_reproduce(args, name);
+    if let Some(what) = args.reproduce {
+        return run_reproduce(args, what);
     }
     let mut cfg = if args.quick {
         Config::quick()
@@ -233,59 +291,40 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         Config::default()
     };
     if !args.workloads.is_empty() {
-        cfg.workloads = parse_workloads(&args.workloads)?;
+        cfg.workloads = args.workloads.iter().flat_map(|w| w.0.clone()).collect();
     }
     if !args.targets.is_empty() {
-        cfg.targets = parse_targets(&args.targets)?;
+        cfg.targets = args.targets.iter().flat_map(|t| t.0.clone()).collect();
     } else if !args.quick {
         cfg.targets.push(Target::Tmpfs);
     }
     cfg.pool.pool = args.pool.clone();
-    cfg.pool.durability = args
-        .durability
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
-    if let Some(size) = &args.pool_size {
-        cfg.pool.size = parse_size(size)?;
+    cfg.pool.durability = args.durability;
+    if let Some(size) = args.pool_size {
+        cfg.pool.size = size;
     }
     cfg.pool.segment_size = segment_size;
     cfg.pool.member_per_node = args.member_per_node;
     cfg.pool.data = args.data.clone();
-    if let Some(size) = &args.data_size {
-        cfg.pool.data_size = parse_size(size)?;
+    if let Some(size) = args.data_size {
+        cfg.pool.data_size = size;
     }
-    if let Some(t) = &args.topology {
-        cfg.pool.topology = t.parse().map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
+    if let Some(t) = args.topology {
+        cfg.pool.topology = t;
     }
     cfg.pool.zero_fill = args.zero_fill;
-    cfg.pool.sublogs = args
-        .sublogs
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--sublogs: {e}"))?;
-    cfg.pool.placement = args
-        .placement
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
-    cfg.pool.thread_placement = args
-        .thread_placement
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--thread-placement: {e}"))?;
-    cfg.pool.placement_policy = args
-        .placement_policy
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--placement-policy: {e}"))?;
-    cfg.pool.index = args
-        .index
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--index: {e}"))?;
+    cfg.pool.sublogs = args.sublogs;
+    cfg.pool.placement = args.placement;
+    cfg.pool.thread_placement = args.thread_placement;
+    cfg.pool.placement_policy = args.placement_policy;
+    cfg.pool.index = args.index;
     cfg.pool.dir_shards = args.dir_shards;
-    if let Some(s) = &args.stage_max {
-        cfg.pool.stage_max =
-            manyfs_bench::sys::parse_size(s).map_err(|e| anyhow::anyhow!("--stage-max: {e}"))?;
+    if let Some(s) = args.stage_max {
+        cfg.pool.stage_max = s;
     }
     apply_common(&mut cfg, args)?;
-    cfg.pool.remote_cost = parse_remote_cost(&args.remote_cost)?;
-    cfg.pool.bandwidth_cap = parse_bandwidth_cap(&args.bandwidth_cap)?;
+    cfg.pool.remote_cost = args.remote_cost.value;
+    cfg.pool.bandwidth_cap = args.bandwidth_cap.value;
     // Refuse what every lib: mount would refuse (an emulation on the
     // machine's own topology, say) once, before making any pool.
     cfg.pool
@@ -293,12 +332,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         .validate()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     cfg.membw = !args.no_membw;
-    let device_ios = args
-        .device_io
-        .iter()
-        .map(|s| s.parse::<manyfs::DeviceIo>())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("--device-io: {e}"))?;
+    let device_ios = &args.device_io;
     let records = if device_ios.len() <= 1 {
         cfg.pool.device_io = device_ios.first().copied().unwrap_or_default();
         manyfs_bench::run(&cfg)?
@@ -308,7 +342,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         cfg.pool.label_device_io = true;
         let mut series = Vec::new();
         for t in &cfg.targets {
-            for &io in &device_ios {
+            for &io in device_ios {
                 let mut c = cfg.clone();
                 c.pool.device_io = io;
                 let s = manyfs_bench::Series::plain(t, &c);
@@ -356,14 +390,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_remote_cost(s: &str) -> Result<Option<manyfs::RemoteCost>> {
-    manyfs::RemoteCost::parse_option(s).map_err(|e| anyhow::anyhow!("--remote-cost: {e}"))
-}
-
-fn parse_bandwidth_cap(s: &str) -> Result<Option<manyfs::BandwidthCap>> {
-    manyfs::BandwidthCap::parse_option(s).map_err(|e| anyhow::anyhow!("--bandwidth-cap: {e}"))
-}
-
 /// The options every workload run takes: threads, durations, repeats,
 /// pinning.
 fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
@@ -373,17 +399,15 @@ fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
         }
         cfg.threads = t.clone();
     }
-    if let Some(d) = &args.duration {
-        cfg.duration = parse_duration(d)?;
+    if let Some(d) = args.duration {
+        cfg.duration = d;
     }
-    if let Some(d) = &args.warmup {
-        cfg.warmup = parse_duration(d)?;
+    if let Some(d) = args.warmup {
+        cfg.warmup = d;
     }
     cfg.pin = !args.no_pin;
-    if let Some(s) = &args.stride {
-        cfg.stride = parse_size(s).map_err(|e| anyhow::anyhow!("--stride: {e}"))?;
-        manyfs_bench::workload::check_stride(cfg.stride)
-            .map_err(|e| anyhow::anyhow!("--stride: {e}"))?;
+    if let Some(s) = args.stride {
+        cfg.stride = s;
     }
     if args.repeat == 0 {
         bail!("--repeat must be at least 1");
@@ -396,13 +420,15 @@ fn apply_common(cfg: &mut Config, args: &BenchArgs) -> Result<()> {
 }
 
 /// `--reproduce NAME`.
-fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
+fn run_reproduce(args: &BenchArgs, what: Reproduce) -> Result<ExitCode> {
     use manyfs_bench::reproduce;
-    if name == "list" {
-        print!("{}", reproduce::list());
-        return Ok(ExitCode::SUCCESS);
-    }
-    let fig = reproduce::find(name)?;
+    let fig = match what {
+        Reproduce::List => {
+            print!("{}", reproduce::list());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Reproduce::Figure(fig) => fig,
+    };
     if fig.name == "tier-fig6" {
         return run_tier_fig6(args);
     }
@@ -417,15 +443,9 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
     };
     apply_common(&mut cfg, args)?;
     cfg.pool.pool = args.pool.clone();
-    cfg.pool.durability = args
-        .durability
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
-    cfg.pool.size = match &args.pool_size {
-        Some(s) => parse_size(s)?,
-        None => 512 << 20,
-    };
-    cfg.pool.segment_size = parse_size(&args.segment_size)?;
+    cfg.pool.durability = args.durability;
+    cfg.pool.size = args.pool_size.unwrap_or(512 << 20);
+    cfg.pool.segment_size = args.segment_size;
     let records = match fig.name {
         "numa-fig6" => run_fig6(&cfg, args)?,
         "ncache-fig7" => run_fig7(&cfg, fig.name, args)?,
@@ -433,9 +453,9 @@ fn run_reproduce(args: &BenchArgs, name: &str) -> Result<ExitCode> {
             // `off` (the flag's default) means the figure's model: a figure
             // is about the emulation; its control series run with the
             // models off.
-            let cost = match parse_remote_cost(&args.remote_cost)? {
+            let cost = match args.remote_cost.value {
                 Some(c) => c,
-                None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
+                None if args.remote_cost.is_off() => manyfs::RemoteCost::PAPER,
                 None => bail!(
                     "--remote-cost {}: {} needs a model (its control series run without)",
                     args.remote_cost,
@@ -470,11 +490,11 @@ fn tier_common(
         &mut bool,
     ),
 ) -> Result<Config> {
-    if let Some(s) = &args.pool_size {
-        *sizes.0 = parse_size(s)?;
+    if let Some(s) = args.pool_size {
+        *sizes.0 = s;
     }
-    if let Some(s) = &args.data_size {
-        *sizes.1 = parse_size(s)?;
+    if let Some(s) = args.data_size {
+        *sizes.1 = s;
     }
     let mut common = Config {
         threads: run.0.clone(),
@@ -612,14 +632,9 @@ fn run_tier_checkpoint(args: &BenchArgs) -> Result<ExitCode> {
 /// `--reproduce numa-fig6`: its header, records and comparison table.
 fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>> {
     use manyfs_bench::reproduce;
-    let topology = match &args.topology {
-        Some(t) => t
-            .parse::<manyfs::TopologySpec>()
-            .map_err(|e| anyhow::anyhow!("--topology: {e}"))?,
-        None => reproduce::FIG6_TOPOLOGY,
-    };
+    let topology = args.topology.unwrap_or(reproduce::FIG6_TOPOLOGY);
     if topology == manyfs::TopologySpec::System {
-        if args.remote_cost != "off" {
+        if !args.remote_cost.is_off() {
             bail!(
                 "--remote-cost {}: numa-fig6 --topology system runs without the model (the \
                  machine's remote accesses are real)",
@@ -643,9 +658,9 @@ fn run_fig6(cfg: &Config, args: &BenchArgs) -> Result<Vec<manyfs_bench::Record>>
             reproduce::FIG6_TOPOLOGY
         );
     }
-    let cost = match parse_remote_cost(&args.remote_cost)? {
+    let cost = match args.remote_cost.value {
         Some(c) => c,
-        None if args.remote_cost == "off" => manyfs::RemoteCost::PAPER,
+        None if args.remote_cost.is_off() => manyfs::RemoteCost::PAPER,
         None => bail!(
             "--remote-cost {}: numa-fig6 needs a model",
             args.remote_cost
@@ -716,9 +731,9 @@ fn run_nthread(
     if args.warmup.is_none() {
         cfg.warmup = std::time::Duration::from_millis(500);
     }
-    let cap = match parse_bandwidth_cap(&args.bandwidth_cap)? {
+    let cap = match args.bandwidth_cap.value {
         Some(c) => c,
-        None if args.bandwidth_cap == "off" => nthread::DEFAULT_CAP,
+        None if args.bandwidth_cap.is_off() => nthread::DEFAULT_CAP,
         None => bail!(
             "--bandwidth-cap {}: {name} needs a cap (its control series run without)",
             args.bandwidth_cap
@@ -775,8 +790,8 @@ fn run_lock_bench(
     if let Some(t) = &args.threads {
         cfg.threads = t.clone();
     }
-    if let Some(d) = &args.duration {
-        cfg.duration = parse_duration(d)?;
+    if let Some(d) = args.duration {
+        cfg.duration = d;
     }
     let rep = run_locks(&cfg, |m| {
         if tty {

@@ -22,16 +22,16 @@ pub struct CrashtestArgs {
     /// The medium: pm (x86 cache lines), pagecache (a file mapped through
     /// the page cache: 4 KiB pages, durable at msync), blockdev (a disk with
     /// a volatile write cache: durable at a flush), or all.
-    #[arg(long, default_value = "pm")]
-    model: String,
+    #[arg(long, default_value = "pm", value_parser = parse_models)]
+    model: Models,
     /// Plant a bug to see the explorer catch it: dropped-flush (pm: every
     /// sub-cache-line flush is dropped), forgotten-sync (page models: the
     /// first sync of each workload does nothing), skipped-device-flush
     /// (tiered pools: the data device is never flushed) or
     /// staged-block-freed-early (tiered pm pools; builds with the
     /// `planted-bugs` feature only). Without a value, the model's own.
-    #[arg(long, num_args = 0..=1, default_missing_value = "")]
-    planted_bug: Option<String>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_parser = parse_planted_bug)]
+    planted_bug: Option<PlantedBugArg>,
     /// Page models: let a pool page reach the disk torn, in pieces of this
     /// many bytes (512: a drive with 512-byte sectors; 64: a store racing
     /// the page's write-back). Unsynced in-place overwrites may then show
@@ -50,6 +50,33 @@ pub struct CrashtestArgs {
     max_violations: usize,
 }
 
+/// `--model`: one medium, or `all`.
+#[derive(Debug, Clone)]
+struct Models(Vec<MediaModel>);
+
+fn parse_models(s: &str) -> std::result::Result<Models, String> {
+    Ok(Models(if s == "all" {
+        MediaModel::ALL.to_vec()
+    } else {
+        vec![s.parse().map_err(|e: String| format!("{e}, or all"))?]
+    }))
+}
+
+/// `--planted-bug [KIND]`: a kind, or the model's own (no value).
+#[derive(Debug, Clone, Copy)]
+enum PlantedBugArg {
+    ModelsOwn,
+    Kind(PlantedBug),
+}
+
+fn parse_planted_bug(s: &str) -> std::result::Result<PlantedBugArg, String> {
+    if s.is_empty() {
+        Ok(PlantedBugArg::ModelsOwn)
+    } else {
+        s.parse().map(PlantedBugArg::Kind)
+    }
+}
+
 /// A tear unit: 64 or 512 bytes.
 fn parse_torn_unit(s: &str) -> std::result::Result<usize, String> {
     match s {
@@ -61,11 +88,6 @@ fn parse_torn_unit(s: &str) -> std::result::Result<usize, String> {
 
 /// Run the explorer.
 pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
-    let models: Vec<MediaModel> = if args.model == "all" {
-        MediaModel::ALL.to_vec()
-    } else {
-        vec![args.model.parse().map_err(anyhow::Error::msg)?]
-    };
     let mut workloads = crashtest::standard_workloads(args.seed);
     if let Some(name) = &args.only {
         workloads.retain(|w| &w.name == name);
@@ -85,12 +107,11 @@ pub fn run(args: &CrashtestArgs) -> Result<ExitCode> {
         args.min_images
     };
     let mut failed = None;
-    for model in models {
-        let planted_bug = match args.planted_bug.as_deref() {
-            None => None,
-            Some("") => Some(PlantedBug::for_model(model)),
-            Some(k) => Some(k.parse::<PlantedBug>().map_err(anyhow::Error::msg)?),
-        };
+    for &model in &args.model.0 {
+        let planted_bug = args.planted_bug.map(|b| match b {
+            PlantedBugArg::ModelsOwn => PlantedBug::for_model(model),
+            PlantedBugArg::Kind(k) => k,
+        });
         let cfg = Config {
             seed: args.seed,
             model,

@@ -38,7 +38,9 @@ enum Command {
     /// absolute one as it is.
     Mkfs {
         /// Pool file to create, optionally POOL@NODE (e.g. /pmem0/pool@0).
-        /// An existing non-empty file is refused unless --force is given.
+        /// An `@` in the file name starts the node number: name a file
+        /// whose name contains `@` with its node (`a@b@0`). An existing
+        /// non-empty file is refused unless --force is given.
         #[arg(value_parser = parse_pool_arg)]
         pool: PoolArg,
         /// Size of the pool file (member 0) and of every member given
@@ -50,7 +52,8 @@ enum Command {
         /// member, in order (member 1, 2, ...).
         #[arg(long = "member", value_name = "PATH@NODE[:SIZE]", value_parser = parse_member_arg)]
         members: Vec<MemberArg>,
-        /// One inode per this many bytes.
+        /// One inode per this many bytes: from 4096 (one inode per block)
+        /// to the pool's size.
         #[arg(long, default_value = "16K", value_parser = parse_size)]
         bytes_per_inode: u64,
         /// Replace an existing file at POOL (its contents are lost; a pool
@@ -106,9 +109,14 @@ enum Command {
         seconds: f64,
         /// How the pool is mapped: pm (real persistent memory), file or dram.
         #[arg(long, default_value = "file")]
-        durability: String,
+        durability: Durability,
     },
     /// Print a pool's layout and usage.
+    ///
+    /// Exit status: 0; 4 when the primary superblock is damaged (the
+    /// layout shown is the backup's, a warning says so on stderr; `manyfs
+    /// fsck --repair` rewrites the primary); 1 when the pool cannot be
+    /// read.
     Inspect {
         /// Pool file.
         pool: PathBuf,
@@ -128,15 +136,13 @@ enum Command {
 }
 
 /// `manyfs calibrate`: measure, print, store beside the pool.
-fn calibrate(pool: &std::path::Path, seconds: f64, durability: &str) -> Result<ExitCode> {
+fn calibrate(pool: &std::path::Path, seconds: f64, durability: Durability) -> Result<ExitCode> {
     if !(seconds > 0.0 && seconds <= 600.0) {
         anyhow::bail!("--seconds must be above 0 and at most 600");
     }
     let opts = {
         let mut mo = MountOptions::default();
-        mo.durability = durability
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--durability: {e}"))?;
+        mo.durability = durability;
         mo
     };
     let fs = Fs::mount(pool, &opts).with_context(|| format!("calibrate {}", pool.display()))?;
@@ -183,27 +189,35 @@ fn parse_node(s: &str) -> std::result::Result<u32, String> {
     s.parse().map_err(|_| format!("node {s:?} is out of range"))
 }
 
-/// `POOL` or `POOL@NODE`: a trailing `@` and digits name the node; any
-/// other `@` is part of the path.
+/// `POOL` or `POOL@NODE`. The last `@` of the file name (the last path
+/// component) starts the node number, so a file whose name contains `@` is
+/// written with its node (`a@b@0`); an `@` in a directory name is part of
+/// the path.
 fn parse_pool_arg(s: &str) -> std::result::Result<PoolArg, String> {
     if s.is_empty() {
         return Err("empty pool path".into());
     }
-    match s.rsplit_once('@') {
-        Some((path, node)) if !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit()) => {
-            if path.is_empty() {
-                return Err(format!("{s:?}: expected POOL or POOL@NODE"));
-            }
-            Ok(PoolArg {
-                path: path.into(),
-                node: parse_node(node)?,
-            })
-        }
-        _ => Ok(PoolArg {
+    let name_start = s.rfind('/').map_or(0, |i| i + 1);
+    let Some(at) = s[name_start..].rfind('@').map(|i| name_start + i) else {
+        return Ok(PoolArg {
             path: s.into(),
             node: 0,
-        }),
+        });
+    };
+    let (path, node) = (&s[..at], &s[at + 1..]);
+    if path.len() == name_start {
+        return Err(format!("{s:?}: expected POOL or POOL@NODE"));
     }
+    let node = parse_node(node).map_err(|e| {
+        format!(
+            "{s:?}: {e}: an @ in the pool's file name starts its NUMA node (POOL@NODE); \
+             name a file that contains @ with its node, e.g. \"{s}@0\""
+        )
+    })?;
+    Ok(PoolArg {
+        path: path.into(),
+        node,
+    })
 }
 
 /// `PATH@NODE` or `PATH@NODE:SIZE`.
@@ -229,6 +243,29 @@ fn parse_member_arg(s: &str) -> std::result::Result<MemberArg, String> {
     })
 }
 
+/// Refuse a node the topology `mount` resolves to (the machine's, or the
+/// emulated one `MANYFS_TOPOLOGY` names) does not have, for a new pool's
+/// `member` (0 is the pool file). The library records any node, and a
+/// mount counts a node its topology lacks as `node % nodes`, so that a
+/// pool made on a larger or emulated topology mounts anywhere (inspect,
+/// fsck, a smaller machine); a node typed at mkfs must exist.
+fn check_node(topology: &manyfs::Topology, member: usize, node: u32) -> Result<()> {
+    let nodes = topology.node_count();
+    if (node as usize) < nodes {
+        return Ok(());
+    }
+    let hint = if topology.is_emulated() {
+        ""
+    } else {
+        "; an emulated topology (MANYFS_TOPOLOGY=NxC) may have more"
+    };
+    anyhow::bail!(
+        "pool member {member}: NUMA node {node} does not exist (the topology in use, {topology}, \
+         has nodes 0 to {}){hint}",
+        nodes - 1
+    )
+}
+
 /// Sizes on the command line (`--size 1G`, `--bytes-per-inode 16K`): the
 /// one size grammar shared by all `manyfs` tools, see
 /// [`manyfs_bench::sys::parse_size`].
@@ -242,6 +279,24 @@ const FSCK_CORRECTED: u8 = 1;
 const FSCK_UNCORRECTED: u8 = 4;
 /// fsck exit status: operational error.
 const FSCK_OPERATIONAL: u8 = 8;
+
+/// Why `pool`'s primary superblock does not decode, where it does not: a
+/// mount then used the backup (`sb`, what it found), and a read-only mount
+/// leaves the primary as it is.
+fn primary_superblock_damage(
+    pool: &std::path::Path,
+    sb: &manyfs::format::Superblock,
+) -> Result<Option<String>> {
+    use manyfs::format::{BLOCK_SIZE, SUPERBLOCK_BLOCK, SUPERBLOCK_LEN, Superblock};
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; SUPERBLOCK_LEN];
+    std::fs::File::open(pool)
+        .and_then(|f| f.read_exact_at(&mut buf, SUPERBLOCK_BLOCK * BLOCK_SIZE))
+        .with_context(|| format!("read {}", pool.display()))?;
+    Ok(Superblock::decode(&buf, sb.total_blocks * BLOCK_SIZE)
+        .err()
+        .map(|e| e.to_string()))
+}
 
 /// Let a closed stdout end the process quietly, as it ends `ls | head`:
 /// Rust ignores `SIGPIPE`, so the next `println!` after the reader went
@@ -372,6 +427,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 })
                 .collect();
             let total: u64 = size + members.iter().map(|m| m.size).sum::<u64>();
+            let mount = MountOptions::default();
+            let topology = manyfs::Topology::resolve(mount.topology)?;
+            check_node(&topology, 0, node)?;
+            for (i, m) in members.iter().enumerate() {
+                check_node(&topology, i + 1, m.node)?;
+            }
             let fs = match Fs::mkfs(
                 &pool,
                 &{
@@ -388,7 +449,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     });
                     mk
                 },
-                &MountOptions::default(),
+                &mount,
             ) {
                 Err(manyfs::Error::Exists(what)) => {
                     let what = what.strip_prefix("pool ").unwrap_or(&what).to_string();
@@ -429,7 +490,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             pool,
             seconds,
             durability,
-        } => calibrate(&pool, seconds, &durability),
+        } => calibrate(&pool, seconds, durability),
         Command::Inspect { pool } => {
             let opts = {
                 let mut mo = MountOptions::default();
@@ -439,6 +500,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let fs =
                 Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
+            let damage = primary_superblock_damage(&pool, &manyfs::diag::superblock(&fs))?;
             {
                 let sb = manyfs::diag::superblock(&fs);
                 println!("pool            {}", pool.display());
@@ -492,6 +554,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 st.total_blocks,
                 100.0 * st.free_blocks as f64 / st.total_blocks.max(1) as f64
             );
+            if let Some(why) = damage {
+                eprintln!(
+                    "manyfs: warning: {}: the primary superblock is damaged ({why}); \
+                     shown from the backup; `manyfs fsck --repair` rewrites it",
+                    pool.display()
+                );
+                return Ok(ExitCode::from(FSCK_UNCORRECTED));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo::run(&args),
@@ -592,11 +662,25 @@ mod tests {
             ]
         );
         assert_eq!(parse_pool_arg("plain").unwrap().node, 0);
+        let err = parse_pool_arg("a@b").unwrap_err();
+        assert!(err.contains("\"a@b@0\""), "{err}");
         assert_eq!(
-            parse_pool_arg("a@b").unwrap().path,
-            PathBuf::from("a@b"),
-            "an @ not followed by digits is part of the path"
+            parse_pool_arg("a@b@0").unwrap(),
+            PoolArg {
+                path: "a@b".into(),
+                node: 0
+            },
+            "a file whose name contains @ is written with its node"
         );
+        assert_eq!(
+            parse_pool_arg("/u@h/pool").unwrap(),
+            PoolArg {
+                path: "/u@h/pool".into(),
+                node: 0
+            },
+            "an @ in a directory name is part of the path"
+        );
+        assert!(parse_pool_arg("/u@h/@1").is_err());
         for bad in [
             "m1",
             "m1@",
@@ -635,6 +719,32 @@ mod tests {
                 command: Command::Mkfs { size, .. },
             }) => assert_eq!(size, 512 << 20),
             _ => panic!("512M should parse"),
+        }
+    }
+
+    /// Every spelling of `manyfs bench` arguments that scripts/ and the docs
+    /// use parses (the values are typed now).
+    #[test]
+    fn documented_bench_spellings_parse() {
+        for line in [
+            "-w DRBM,DWOM -t lib:srl-tree --threads 1,2 --duration 1s --repeat 3 --no-membw \
+             --thread-placement advise",
+            "-w DWOM,DRBM,DWOL,DRBL,HACCIO,MIX:3:1 -t lib:all,tmpfs,dir:/mnt/x --workload all",
+            "-w DRBL -t lib:srl-tree --topology 2x1 --member-per-node --placement node0 \
+             --placement-policy rl --sublogs one --index cascade --dir-shards 64",
+            "-w DWSL -t lib:srl-tree --durability dram --pool /dev/shm/p --pool-size 256M \
+             --data /var/tmp/d --data-size 512M --device-io sync,uring --stage-max 32K",
+            "--segment-size 64K --stride 4K --warmup 100ms --durability pm",
+            "--reproduce nthread-fig2 --bandwidth-cap paper --remote-cost 270/583",
+            "--reproduce nthread-fig5 --bandwidth-cap 400M --remote-cost off --topology system",
+            "--reproduce numa-fig6 --threads 1,2 --duration 300ms --stage-max 0",
+        ] {
+            let args = ["manyfs", "bench"]
+                .into_iter()
+                .chain(line.split_whitespace());
+            if let Err(e) = Cli::try_parse_from(args) {
+                panic!("{line}: {e}");
+            }
         }
     }
 }

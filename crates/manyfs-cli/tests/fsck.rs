@@ -157,3 +157,20 @@ fn orphan_of_a_damaged_directory_lands_in_lost_found() {
     assert_eq!(fs.read("/a/f").unwrap(), vec![7u8; 5000]);
     fs.unmount().unwrap();
 }
+
+#[test]
+fn truncated_pool_is_reported_as_short_with_both_sizes() {
+    let (_dir, p, _, _) = pool();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(4 << 20).unwrap();
+    drop(f);
+    let (rc, out) = fsck(&p, false);
+    assert_eq!(rc, 4, "{out}");
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{out}");
+    assert!(
+        errors[0].contains("4194304 bytes") && errors[0].contains("8388608 bytes"),
+        "{out}"
+    );
+    assert!(!out.contains("damaged"), "{out}");
+}

@@ -108,13 +108,9 @@ fn inspect_shows_the_spills_of_the_last_unmount_and_remounts_add_to_them() {
     assert!(out.status.success(), "{out:?}");
 }
 
-/// A reader that goes away (`manyfs inspect POOL | head -1`) ends the
-/// command by `SIGPIPE`, as it ends `ls`, not by a panic.
-#[test]
-fn inspect_into_a_closed_pipe_ends_quietly() {
-    use std::os::unix::process::ExitStatusExt;
-    let dir = tempfile::tempdir().unwrap();
-    let pool = dir.path().join("pool");
+/// A new, empty 8 MiB pool in `dir`.
+fn empty_pool(dir: &Path) -> std::path::PathBuf {
+    let pool = dir.join("pool");
     Fs::mkfs(
         &pool,
         &{
@@ -127,6 +123,16 @@ fn inspect_into_a_closed_pipe_ends_quietly() {
     .unwrap()
     .unmount()
     .unwrap();
+    pool
+}
+
+/// A reader that goes away (`manyfs inspect POOL | head -1`) ends the
+/// command by `SIGPIPE`, as it ends `ls`, not by a panic.
+#[test]
+fn inspect_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = empty_pool(dir.path());
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
@@ -138,4 +144,32 @@ fn inspect_into_a_closed_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
+}
+
+/// A damaged primary superblock: `inspect` still shows the layout (the
+/// backup's), warns on stderr and exits 4; a clean pool exits 0.
+#[test]
+fn inspect_of_a_damaged_primary_superblock_warns_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = empty_pool(dir.path());
+    inspect(&pool);
+    let mut img = std::fs::read(&pool).unwrap();
+    img[20] ^= 0x40; // total_blocks, under the primary's checksum
+    std::fs::write(&pool, img).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("inspect")
+        .arg(&pool)
+        .output()
+        .expect("run manyfs");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("primary superblock is damaged") && stderr.contains("backup"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("total blocks    2048"),
+        "{out:?}"
+    );
 }

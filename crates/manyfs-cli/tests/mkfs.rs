@@ -93,7 +93,9 @@ fn mkfs_with_members_inspect_and_fsck() {
     let pool = dir.path().join("pool");
     let m1 = dir.path().join("m1");
     let m2 = dir.path().join("m2");
+    // Nodes 1 and 2 of an emulated topology: the machine may have one.
     let out = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .env("MANYFS_TOPOLOGY", "3x1")
         .arg("mkfs")
         .arg(format!("{}@0", pool.display()))
         .args(["--size", "8M", "--member"])
@@ -200,4 +202,96 @@ fn mkfs_with_a_data_device_then_fsck_finds_it_or_says_what_is_wrong() {
         String::from_utf8_lossy(&out.stderr).contains("exists; use --force"),
         "{out:?}"
     );
+}
+
+/// `manyfs mkfs` with `args` then `pool` and `extra` in `dir`, with
+/// `MANYFS_TOPOLOGY` set to `topology` (or removed).
+fn mkfs_in(dir: &Path, topology: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_manyfs"));
+    cmd.arg("mkfs").args(args).current_dir(dir);
+    match topology {
+        Some(t) => cmd.env("MANYFS_TOPOLOGY", t),
+        None => cmd.env_remove("MANYFS_TOPOLOGY"),
+    };
+    cmd.output().expect("run manyfs")
+}
+
+/// A refused mkfs: non-zero exit, one line on stderr holding every
+/// `needle`, and no file left in `dir`.
+fn assert_refused(dir: &Path, out: &Output, needles: &[&str]) {
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{n:?} not in {stderr}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bytes_per_inode_out_of_range_is_refused_with_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["0", "1", "4095", "16M"] {
+        let out = mkfs_in(
+            dir.path(),
+            None,
+            &["p", "--size", "8M", "--bytes-per-inode", bad],
+        );
+        assert_refused(dir.path(), &out, &["out of range", "4096", "8388608"]);
+    }
+    for good in ["4096", "8M"] {
+        let out = mkfs_in(
+            dir.path(),
+            None,
+            &["p", "--size", "8M", "--force", "--bytes-per-inode", good],
+        );
+        assert!(out.status.success(), "{good}: {out:?}");
+    }
+}
+
+#[test]
+fn nodes_the_topology_lacks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // No machine has node 99999 (the kernel's limit is 1024).
+    let out = mkfs_in(dir.path(), None, &["p@99999", "--size", "8M"]);
+    assert_refused(dir.path(), &out, &["NUMA node 99999 does not exist"]);
+    let out = mkfs_in(
+        dir.path(),
+        None,
+        &["p", "--size", "8M", "--member", "m1@99999"],
+    );
+    assert_refused(dir.path(), &out, &["pool member 1", "node 99999"]);
+
+    // The topology mkfs uses is the emulated one MANYFS_TOPOLOGY names:
+    // its nodes are accepted whatever the machine has, others refused.
+    let out = mkfs_in(
+        dir.path(),
+        Some("2x1"),
+        &["p", "--size", "8M", "--member", "m1@5"],
+    );
+    assert_refused(dir.path(), &out, &["node 5", "nodes 0 to 1"]);
+    let out = mkfs_in(
+        dir.path(),
+        Some("2x1"),
+        &["p@1", "--size", "8M", "--member", "m1@0"],
+    );
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn an_at_sign_in_the_file_name_must_start_a_node_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mkfs_in(dir.path(), None, &["p@abc", "--size", "8M"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().next().unwrap().contains("\"p@abc@0\""),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    // The documented way to name such a file.
+    let out = mkfs_in(dir.path(), None, &["p@abc@0", "--size", "8M"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.path().join("p@abc").exists());
 }

@@ -44,12 +44,13 @@ pub struct MountArgs {
     /// interrupted (SIGINT/SIGTERM unmount cleanly).
     #[arg(short = 'f', long)]
     pub foreground: bool,
-    /// Mount options, comma-separated, repeatable:
-    /// lock=inode|interval|srl-array|srl-tree, segment=BYTES, threads=N,
-    /// durability=pm|file|dram, ro, allow_other, private (a mount made by
-    /// root serves every user unless private), debug (log to stderr;
-    /// RUST_LOG also turns logging on and chooses the levels).
-    #[arg(short = 'o', value_name = "OPT[,OPT...]")]
+    /// Mount options, comma-separated, repeatable (`--help` lists them;
+    /// docs/mount.md says more).
+    #[arg(
+        short = 'o',
+        value_name = "OPT[,OPT...]",
+        long_help = crate::options::options_help()
+    )]
     pub options: Vec<String>,
 }
 

@@ -1,6 +1,6 @@
 //! Mount options (`-o lock=...,index=...,segment=...,threads=...`).
 
-use manyfs::{Durability, LockKind, MountOptions};
+use manyfs::MountOptions;
 
 use crate::error::{FuseError, Result};
 
@@ -94,262 +94,498 @@ impl FuseConfig {
     }
 
     /// Parse `-o` option lists such as `["lock=srl-tree,threads=8", "ro"]`
-    /// on top of the defaults.
-    ///
-    /// Known options: `lock=inode|interval|srl-array|srl-tree`,
-    /// `index=cas|rw|cascade` (the file index's tree),
-    /// `segment=BYTES` (see [`parse_size()`]), `threads=N`, `ttl=SECONDS`,
-    /// `durability=pm|file|dram`, `topology=system|NODESxCPUS`,
-    /// `sublogs=cpu|one`, `placement=local|node0|interleave`,
-    /// `thread_placement=off|advise|migrate`,
-    /// `placement_policy=off|rl|cpu|nm|full`,
-    /// `remote_cost=off|paper|READ/WRITE` and
-    /// `bandwidth_cap=off|paper|BYTES_PER_SEC` (emulated topologies only),
-    /// `data=PATH` (a tiered pool's data device, if not at the recorded path),
-    /// `commit=SECONDS` (how often the commit thread makes everything
-    /// durable in `file` mode and on a tiered pool; 0 turns it off),
-    /// `checkpoint=background|blocking` (whether writers wait for it),
-    /// `device_io=sync|uring` (how the data device is read and written),
-    /// `dir_shards=N` (name shards per directory, a power of two),
-    /// `stage_max=BYTES` (a tiered `pm`/`dram` pool: the largest write to an
-    /// fsync'd file staged in the pool; 0 turns staging off), `ro`, `rw`,
-    /// `allow_other`, `private`, `debug`, `writeback_cache`, `noxattr`, `uring[=on|off|auto]`. `allow_other` and
-    /// `private` exclude each other.
+    /// on top of the defaults. The options are those of [`OPTIONS`]. An
+    /// option given twice must have the same value both times, and no
+    /// option may come with one it contradicts (`ro` and `rw`,
+    /// `allow_other` and `private`).
     pub fn parse_options<S: AsRef<str>>(lists: &[S]) -> Result<FuseConfig> {
         let mut cfg = FuseConfig::default();
+        let mut given: Vec<(&MountOption, &str)> = Vec::new();
         for list in lists {
-            for opt in list.as_ref().split(',') {
-                let opt = opt.trim();
+            for opt in list.as_ref().split(',').map(str::trim) {
                 if opt.is_empty() {
                     continue;
                 }
-                cfg.apply(opt)?;
+                let (option, value) = MountOption::parse(opt)?;
+                if let Some(why) = given
+                    .iter()
+                    .find_map(|&(o, v)| option.conflict(value, o, v))
+                {
+                    return Err(FuseError::bad_option(opt, why));
+                }
+                (option.set)(&mut cfg, value)
+                    .map_err(|bad| FuseError::bad_option(opt, option.reason(bad)))?;
+                given.push((option, value));
             }
         }
         Ok(cfg)
     }
+}
 
-    /// Apply one `key` or `key=value` option.
-    pub fn apply(&mut self, opt: &str) -> Result<()> {
-        let (key, value) = match opt.split_once('=') {
+/// How a mount option takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// None: the option is a flag.
+    Flag,
+    /// `name=VALUE`; the string shows what VALUE may be (`a|b|c` lists
+    /// choices, a word in capitals stands for a number, size or path).
+    Required(&'static str),
+    /// `name` or `name=VALUE`; `name` alone means `name=bare`.
+    Optional {
+        /// What VALUE may be, as for [`Value::Required`].
+        values: &'static str,
+        /// The value `name` alone stands for.
+        bare: &'static str,
+    },
+}
+
+/// Why a value was refused.
+enum Bad {
+    /// It is not one of the choices the option's [`Value`] lists.
+    Choice,
+    /// Anything else, in words.
+    Because(String),
+}
+
+/// One `-o` mount option: the one description that the parser, the
+/// unknown-option error, `manyfs mount --help` and docs/mount.md's table
+/// (checked by a test) are made from.
+pub struct MountOption {
+    /// Its name, before any `=`.
+    pub name: &'static str,
+    /// Whether and what value it takes.
+    pub value: Value,
+    /// One line of help.
+    pub help: &'static str,
+    /// The options it contradicts (each lists this one too).
+    pub contradicts: &'static [&'static str],
+    /// Set it on a configuration; the value is `""` for a flag.
+    set: fn(&mut FuseConfig, &str) -> std::result::Result<(), Bad>,
+}
+
+impl MountOption {
+    /// How it is written: `name`, `name=VALUE` or `name[=VALUE]`.
+    pub fn syntax(&self) -> String {
+        match self.value {
+            Value::Flag => self.name.to_string(),
+            Value::Required(v) => format!("{}={v}", self.name),
+            Value::Optional { values, .. } => format!("{}[={values}]", self.name),
+        }
+    }
+
+    /// The option `opt` (`name` or `name=value`) names, and its value
+    /// (`""` for a flag, `bare` for an optional value left out).
+    fn parse(opt: &str) -> Result<(&'static MountOption, &str)> {
+        let (name, value) = match opt.split_once('=') {
             Some((k, v)) => (k, Some(v)),
             None => (opt, None),
         };
-        fn need<'a>(opt: &str, v: Option<&'a str>) -> Result<&'a str> {
-            v.filter(|v| !v.is_empty())
-                .ok_or_else(|| FuseError::bad_option(opt, "needs a value"))
+        let Some(option) = OPTIONS.iter().find(|o| o.name == name) else {
+            let known: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
+            return Err(FuseError::bad_option(
+                opt,
+                format!("unknown option (known: {})", known.join(", ")),
+            ));
+        };
+        let value = match (option.value, value) {
+            (Value::Flag, None) => "",
+            (Value::Flag, Some(_)) => return Err(FuseError::bad_option(opt, "takes no value")),
+            (Value::Optional { bare, .. }, None) => bare,
+            (Value::Required(_), None) | (_, Some("")) => {
+                return Err(FuseError::bad_option(opt, "needs a value"));
+            }
+            (_, Some(v)) => v,
+        };
+        Ok((option, value))
+    }
+
+    /// Why this option with `value` cannot come with `other` given before
+    /// with `other_value`, if it cannot.
+    fn conflict(&self, value: &str, other: &MountOption, other_value: &str) -> Option<String> {
+        if other.name == self.name && other_value != value {
+            Some(format!(
+                "contradicts {}={other_value} given before",
+                other.name
+            ))
+        } else if self.contradicts.contains(&other.name) {
+            Some(format!("contradicts {}", other.name))
+        } else {
+            None
         }
-        fn flag(opt: &str, v: Option<&str>) -> Result<()> {
-            match v {
-                None => Ok(()),
-                Some(_) => Err(FuseError::bad_option(opt, "takes no value")),
+    }
+
+    /// The words of a refusal.
+    fn reason(&self, bad: Bad) -> String {
+        match (bad, self.value) {
+            (Bad::Because(why), _) => why,
+            (Bad::Choice, Value::Required(v) | Value::Optional { values: v, .. }) => {
+                let choices: Vec<&str> = v.split('|').collect();
+                match choices.split_last() {
+                    Some((last, [])) => format!("expected {last}"),
+                    Some((last, rest)) => format!("expected {} or {last}", rest.join(", ")),
+                    None => "expected a value".into(),
+                }
             }
+            (Bad::Choice, Value::Flag) => "takes no value".into(),
         }
-        match key {
-            "lock" => {
-                let v = need(opt, value)?;
-                self.fs.lock = v.parse::<LockKind>().map_err(|_| {
-                    FuseError::bad_option(opt, "expected inode, interval, srl-array or srl-tree")
-                })?;
-            }
-            "index" => {
-                let v = need(opt, value)?;
-                self.fs.index = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected cas, rw or cascade"))?;
-            }
-            "segment" => {
-                let v = need(opt, value)?;
-                let bytes = parse_size(v).map_err(|e| {
-                    FuseError::bad_option(
-                        opt,
-                        format!("expected a size, e.g. 4096, 64k, 2M, 1GiB ({e})"),
-                    )
-                })?;
-                if bytes == 0 {
-                    return Err(FuseError::bad_option(opt, "must be greater than 0"));
-                }
-                self.fs.segment_size = bytes;
-            }
-            "placement" => {
-                let v = need(opt, value)?;
-                self.fs.placement = v.parse().map_err(|_| {
-                    FuseError::bad_option(opt, "expected local, node0 or interleave")
-                })?;
-            }
-            "thread_placement" => {
-                let v = need(opt, value)?;
-                self.fs.thread_placement = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected off, advise or migrate"))?;
-            }
-            "placement_policy" => {
-                let v = need(opt, value)?;
-                self.fs.placement_policy = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected off, rl, cpu, nm or full"))?;
-            }
-            "sublogs" => {
-                let v = need(opt, value)?;
-                self.fs.sublogs = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected cpu or one"))?;
-            }
-            "remote_cost" => {
-                let v = need(opt, value)?;
-                self.fs.remote_cost = manyfs::RemoteCost::parse_option(v).map_err(|_| {
-                    FuseError::bad_option(
-                        opt,
-                        "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583",
-                    )
-                })?;
-            }
-            "dir_shards" => {
-                let v = need(opt, value)?;
-                let n = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| n.is_power_of_two() && *n <= manyfs::MAX_DIR_SHARDS)
-                    .ok_or_else(|| {
-                        FuseError::bad_option(opt, "expected a power of two from 1 to 1024")
-                    })?;
-                self.fs.dir_shards = Some(n);
-            }
-            "stage_max" => {
-                let v = need(opt, value)?;
-                self.fs.stage_max = parse_size(v)
-                    .map_err(|_| FuseError::bad_option(opt, "expected a size, e.g. 32K or 0"))?;
-            }
-            "checkpoint" => {
-                let v = need(opt, value)?;
-                self.fs.checkpoint = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected background or blocking"))?;
-            }
-            "commit" => {
-                let v = need(opt, value)?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 1e6)
-                    .ok_or_else(|| {
-                        FuseError::bad_option(
-                            opt,
-                            "expected seconds from 0 (off) to 1e6, e.g. 5 or 0.5",
-                        )
-                    })?;
-                self.fs.commit_interval = std::time::Duration::from_secs_f64(secs);
-            }
-            "device_io" => {
-                let v = need(opt, value)?;
-                self.fs.device_io = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected sync or uring"))?;
-            }
-            "data" => {
-                let v = need(opt, value)?;
-                self.fs.data_device = Some(std::path::PathBuf::from(v));
-            }
-            "bandwidth_cap" => {
-                let v = need(opt, value)?;
-                self.fs.bandwidth_cap = manyfs::BandwidthCap::parse_option(v).map_err(|_| {
-                    FuseError::bad_option(
-                        opt,
-                        "expected off, paper or weighted bytes per second per node (W + R/3), \
-                         e.g. 1G, at least 1M",
-                    )
-                })?;
-            }
-            "topology" => {
-                let v = need(opt, value)?;
-                self.fs.topology = v.parse().map_err(|_| {
-                    FuseError::bad_option(opt, "expected `system` or NODESxCPUS, e.g. 2x1")
-                })?;
-            }
-            "threads" => {
-                let v = need(opt, value)?;
-                let n: usize = v
-                    .parse()
-                    .map_err(|_| FuseError::bad_option(opt, "expected a number of threads"))?;
-                if n == 0 || n > MAX_THREADS {
-                    return Err(FuseError::bad_option(
-                        opt,
-                        format!("must be between 1 and {MAX_THREADS}"),
-                    ));
-                }
-                self.threads = n;
-            }
-            "ttl" => {
-                let v = need(opt, value)?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 1e9)
-                    .ok_or_else(|| {
-                        FuseError::bad_option(opt, "expected seconds from 0 to 1e9, e.g. 1 or 0.5")
-                    })?;
-                self.ttl = std::time::Duration::from_secs_f64(secs);
-            }
-            "durability" => {
-                let v = need(opt, value)?;
-                self.fs.durability = v
-                    .parse::<Durability>()
-                    .map_err(|_| FuseError::bad_option(opt, "expected pm, file or dram"))?;
-            }
-            "ro" => {
-                flag(opt, value)?;
-                self.fs.read_only = true;
-            }
-            "rw" => {
-                flag(opt, value)?;
-                self.fs.read_only = false;
-            }
-            "allow_other" => {
-                flag(opt, value)?;
-                if self.private {
-                    return Err(FuseError::bad_option(opt, "contradicts private"));
-                }
-                self.allow_other = true;
-            }
-            "private" => {
-                flag(opt, value)?;
-                if self.allow_other {
-                    return Err(FuseError::bad_option(opt, "contradicts allow_other"));
-                }
-                self.private = true;
-            }
-            "debug" => {
-                flag(opt, value)?;
-                self.debug = true;
-            }
-            "writeback_cache" => {
-                flag(opt, value)?;
-                self.writeback_cache = true;
-            }
-            "noxattr" => {
-                flag(opt, value)?;
-                self.xattrs = false;
-                // Nobody enforces ACLs without xattrs: none are inherited.
-                self.fs.inherit_acls = false;
-            }
-            "uring" => {
-                self.uring = match value {
-                    None | Some("on") => UringMode::On,
-                    Some("auto") => UringMode::Auto,
-                    Some("off") => UringMode::Off,
-                    Some(_) => return Err(FuseError::bad_option(opt, "expected on, off or auto")),
-                };
-            }
-            _ => {
-                return Err(FuseError::bad_option(
-                    opt,
-                    "unknown option (known: lock, index, segment, threads, ttl, durability, topology, sublogs, placement, thread_placement, placement_policy, remote_cost, bandwidth_cap, data, ro, rw, allow_other, private, debug, writeback_cache, noxattr, uring)",
-                ));
-            }
-        }
-        Ok(())
     }
 }
+
+/// `manyfs mount -o`'s `--help`: every option's syntax and help line.
+pub fn options_help() -> String {
+    let width = OPTIONS.iter().map(|o| o.syntax().len()).max().unwrap_or(0);
+    let mut out = String::from(
+        "Mount options, comma-separated, repeatable (an option given twice must have one \
+         value; ro/rw and allow_other/private contradict each other):",
+    );
+    for o in OPTIONS {
+        out.push_str(&format!("\n  {:<width$}  {}", o.syntax(), o.help));
+    }
+    out
+}
+
+/// One of the choices of the option's [`Value`], by `T`'s `FromStr`.
+fn pick<T: std::str::FromStr>(v: &str) -> std::result::Result<T, Bad> {
+    v.parse().map_err(|_| Bad::Choice)
+}
+
+/// A size (see [`parse_size()`]).
+fn size(v: &str) -> std::result::Result<u64, Bad> {
+    parse_size(v)
+        .map_err(|e| Bad::Because(format!("expected a size, e.g. 4096, 64k, 2M, 1GiB ({e})")))
+}
+
+/// Seconds from 0 to `max`, fractions allowed; `zero` says what 0 means.
+fn seconds(v: &str, max: f64, zero: &str) -> std::result::Result<std::time::Duration, Bad> {
+    v.parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= max)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| {
+            Bad::Because(format!(
+                "expected seconds from 0{zero} to {max:e}, e.g. 5 or 0.5"
+            ))
+        })
+}
+
+/// Every `-o` option, in the order `--help` and docs/mount.md list them.
+pub static OPTIONS: &[MountOption] = &[
+    MountOption {
+        name: "lock",
+        value: Value::Required("inode|interval|srl-array|srl-tree"),
+        help: "range lock used for every file (docs/locking.md)",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.lock = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "index",
+        value: Value::Required("cas|rw|cascade"),
+        help: "tree of every file's page index (lock-free, nCACHE's or F2FS's)",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.index = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "segment",
+        value: Value::Required("BYTES"),
+        help: "segment size of the SRL locks: a power of two, 4K to 1G",
+        contradicts: &[],
+        set: |c, v| match size(v)? {
+            0 => Err(Bad::Because("must be greater than 0".into())),
+            bytes => {
+                c.fs.segment_size = bytes;
+                Ok(())
+            }
+        },
+    },
+    MountOption {
+        name: "threads",
+        value: Value::Required("N"),
+        help: "threads serving FUSE requests, 1 to 1024 [one per CPU, 2 to 64]",
+        contradicts: &[],
+        set: |c, v| {
+            let n: usize = v
+                .parse()
+                .map_err(|_| Bad::Because("expected a number of threads".into()))?;
+            if n == 0 || n > MAX_THREADS {
+                return Err(Bad::Because(format!("must be between 1 and {MAX_THREADS}")));
+            }
+            {
+                c.threads = n;
+                Ok(())
+            }
+        },
+    },
+    MountOption {
+        name: "ttl",
+        value: Value::Required("SECONDS"),
+        help: "how long the kernel caches attributes and names (0: ask every time)",
+        contradicts: &[],
+        set: |c, v| {
+            c.ttl = seconds(v, 1e9, "")?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "durability",
+        value: Value::Required("pm|file|dram"),
+        help: "media durability mode [file]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.durability = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "data",
+        value: Value::Required("PATH"),
+        help: "a tiered pool's data device, if not at the path the pool records",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.data_device = Some(v.into());
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "commit",
+        value: Value::Required("SECONDS"),
+        help: "interval of the commit thread's checkpoints in file mode and on a tier (0: off) [5]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.commit_interval = seconds(v, 1e6, " (off)")?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "dir_shards",
+        value: Value::Required("N"),
+        help: "name shards per directory: a power of two, 1 to 1024",
+        contradicts: &[],
+        set: |c, v| {
+            let n = v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n <= manyfs::MAX_DIR_SHARDS)
+                .ok_or_else(|| {
+                    Bad::Because(format!(
+                        "expected a power of two from 1 to {}",
+                        manyfs::MAX_DIR_SHARDS
+                    ))
+                })?;
+            {
+                c.fs.dir_shards = Some(n);
+                Ok(())
+            }
+        },
+    },
+    MountOption {
+        name: "stage_max",
+        value: Value::Required("BYTES"),
+        help: "largest fsync'd write staged in a pm/dram tiered pool (0: no staging) [32K]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.stage_max = size(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "device_io",
+        value: Value::Required("sync|uring"),
+        help: "how a tiered pool's data device is read and written [uring]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.device_io = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "checkpoint",
+        value: Value::Required("background|blocking"),
+        help: "whether writes wait for a checkpoint in progress [background]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.checkpoint = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "sublogs",
+        value: Value::Required("cpu|one"),
+        help: "sub-logs per inode: one per CPU, or one (NOVA's) [cpu]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.sublogs = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "placement",
+        value: Value::Required("local|node0|interleave"),
+        help: "where new blocks go in a pool of several members [local]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.placement = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "thread_placement",
+        value: Value::Required("off|advise|migrate"),
+        help: "NThread's thread placement: report, or also move the threads [off]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.thread_placement = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "placement_policy",
+        value: Value::Required("off|rl|cpu|nm|full"),
+        help: "which of NThread's rules apply [full]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.placement_policy = pick(v)?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "remote_cost",
+        value: Value::Required("off|paper|READ/WRITE"),
+        help: "emulated remote-memory cost, ns per KiB (emulated topology only) [off]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.remote_cost = manyfs::RemoteCost::parse_option(v).map_err(|_| {
+                Bad::Because(
+                    "expected off, paper or READ/WRITE nanoseconds per KiB, e.g. 270/583".into(),
+                )
+            })?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "bandwidth_cap",
+        value: Value::Required("off|paper|BYTES_PER_SEC"),
+        help: "emulated NVMM bandwidth per node, W + R/3 (emulated topology only) [off]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.bandwidth_cap = manyfs::BandwidthCap::parse_option(v).map_err(|_| {
+                Bad::Because(
+                    "expected off, paper or weighted bytes per second per node (W + R/3), \
+                     e.g. 1G, at least 1M"
+                        .into(),
+                )
+            })?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "topology",
+        value: Value::Required("system|NxC"),
+        help: "NUMA topology: the machine's, or N emulated nodes of C CPUs [system]",
+        contradicts: &[],
+        set: |c, v| {
+            c.fs.topology = v
+                .parse()
+                .map_err(|_| Bad::Because("expected `system` or NODESxCPUS, e.g. 2x1".into()))?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "ro",
+        value: Value::Flag,
+        help: "read-only mount",
+        contradicts: &["rw"],
+        set: |c, _| {
+            c.fs.read_only = true;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "rw",
+        value: Value::Flag,
+        help: "read-write mount (the default)",
+        contradicts: &["ro"],
+        set: |c, _| {
+            c.fs.read_only = false;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "allow_other",
+        value: Value::Flag,
+        help: "serve every user (a mount made by root does unless private)",
+        contradicts: &["private"],
+        set: |c, _| {
+            c.allow_other = true;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "private",
+        value: Value::Flag,
+        help: "serve only the user who mounted, also when that is root",
+        contradicts: &["allow_other"],
+        set: |c, _| {
+            c.private = true;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "debug",
+        value: Value::Flag,
+        help: "log to stderr (RUST_LOG also turns logging on and chooses the levels)",
+        contradicts: &[],
+        set: |c, _| {
+            c.debug = true;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "writeback_cache",
+        value: Value::Flag,
+        help: "kernel write-back caching of file data (combines small writes)",
+        contradicts: &[],
+        set: |c, _| {
+            c.writeback_cache = true;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "noxattr",
+        value: Value::Flag,
+        help: "serve no extended attributes (and so no POSIX ACLs)",
+        contradicts: &[],
+        set: |c, _| {
+            c.xattrs = false;
+            // Nobody enforces ACLs without xattrs: none are inherited.
+            c.fs.inherit_acls = false;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "uring",
+        value: Value::Optional {
+            values: "auto|on|off",
+            bare: "on",
+        },
+        help: "serve over FUSE-over-io_uring where offered; on: say when not [auto]",
+        contradicts: &[],
+        set: |c, v| {
+            c.uring = match v {
+                "on" => UringMode::On,
+                "auto" => UringMode::Auto,
+                "off" => UringMode::Off,
+                _ => return Err(Bad::Choice),
+            };
+            Ok(())
+        },
+    },
+];
 
 /// Parse a byte count: a number with an optional binary multiple (`K`, `M`,
 /// `G`, `T`, ... = powers of 1024, any case, with or without `B`/`iB`), e.g.
@@ -362,6 +598,7 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, parse_size::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use manyfs::{Durability, LockKind};
 
     #[test]
     fn sizes() {
@@ -516,10 +753,77 @@ mod tests {
             "allow_other,private",
             "frobnicate",
             "lock",
+            "uring=",
+            "ro,rw",
+            "rw,ro",
+            "lock=inode,lock=interval",
+            "uring,uring=off",
         ] {
             let err = FuseConfig::parse_options(&[bad]).unwrap_err();
             assert!(matches!(err, FuseError::BadOption { .. }), "{bad}: {err}");
             assert!(!err.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn contradictions_name_both_options_and_repeats_of_one_value_pass() {
+        let err = FuseConfig::parse_options(&["ro", "rw"]).unwrap_err();
+        assert_eq!(err.to_string(), "bad mount option `rw`: contradicts ro");
+        let err = FuseConfig::parse_options(&["threads=2,threads=4"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad mount option `threads=4`: contradicts threads=2 given before"
+        );
+        for same in ["ro,ro", "uring,uring=on", "lock=inode,lock=inode", "rw,rw"] {
+            assert!(FuseConfig::parse_options(&[same]).is_ok(), "{same}");
+        }
+        assert!(!FuseConfig::parse_options(&["rw"]).unwrap().fs.read_only);
+    }
+
+    #[test]
+    fn the_table_is_consistent() {
+        for (i, o) in OPTIONS.iter().enumerate() {
+            assert!(
+                OPTIONS[..i].iter().all(|p| p.name != o.name),
+                "{} twice",
+                o.name
+            );
+            assert!(!o.help.contains('\n'), "{}", o.name);
+            for c in o.contradicts {
+                let other = OPTIONS.iter().find(|p| p.name == *c).expect(c);
+                assert!(other.contradicts.contains(&o.name), "{c} / {}", o.name);
+            }
+            // Each option's help line is in --help, and the unknown-option
+            // error names it.
+            let line = format!("{}  ", o.syntax());
+            assert!(options_help().contains(&line), "{line}");
+            let err = FuseConfig::parse_options(&["nope"])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(" {},", o.name)) || err.contains(&format!(" {})", o.name)),
+                "{err}"
+            );
+        }
+    }
+
+    /// docs/mount.md's option table lists exactly the options of
+    /// [`OPTIONS`], in its order, each written as [`MountOption::syntax`].
+    #[test]
+    fn docs_mount_md_lists_the_table() {
+        let doc = include_str!("../../../docs/mount.md");
+        let section = doc
+            .split("## Options (`-o`)")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("docs/mount.md has an Options (`-o`) section");
+        let documented: Vec<String> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` |"))
+            .map(|(cell, _)| cell.replace("\\|", "|"))
+            .collect();
+        let table: Vec<String> = OPTIONS.iter().map(MountOption::syntax).collect();
+        assert_eq!(documented, table);
     }
 }

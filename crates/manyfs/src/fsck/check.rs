@@ -111,11 +111,12 @@ pub(crate) fn walk(media: &Media) -> Result<Walk> {
                     media.path().display()
                 )));
             }
-            problems.push(Problem::new(
-                "superblock",
-                format!("{e}; the backup is damaged too"),
-                Fix::None,
-            ));
+            // A short file fails both copies alike: say that, not damage.
+            let detail = match &e {
+                Error::Corrupt { what, .. } if what == SHORT_POOL => e.to_string(),
+                _ => format!("{e}; the backup is damaged too"),
+            };
+            problems.push(Problem::new("superblock", detail, Fix::None));
             return Ok(Walk {
                 sb: None,
                 problems,

@@ -123,8 +123,17 @@ impl CommitRule {
     }
 }
 
+/// The fewest bytes per inode a pool may be made with: one inode per
+/// block.
+pub const MIN_BYTES_PER_INODE: u64 = BLOCK_SIZE;
+
+/// What [`Superblock::decode`]'s error names when the superblock is intact
+/// but the pool file is shorter than the pool it describes (truncated).
+pub const SHORT_POOL: &str = "pool file";
+
 impl Superblock {
-    /// Geometry for a pool of `size` bytes with one inode per `bytes_per_inode`.
+    /// Geometry for a pool of `size` bytes with one inode per
+    /// `bytes_per_inode` (from [`MIN_BYTES_PER_INODE`] to `size`).
     pub fn for_size(size: u64, bytes_per_inode: u64) -> Result<Superblock> {
         let total_blocks = size / BLOCK_SIZE;
         if total_blocks < 64 {
@@ -139,8 +148,17 @@ impl Superblock {
                 KEY_LIMIT * BLOCK_SIZE
             )));
         }
+        // The format allots at most one inode per block; more inodes than
+        // the pool has bytes per inode would be 0, which the 64-inode
+        // minimum below would hide.
+        if !(MIN_BYTES_PER_INODE..=size).contains(&bytes_per_inode) {
+            return Err(Error::InvalidArgument(format!(
+                "{bytes_per_inode} bytes per inode is out of range: from {MIN_BYTES_PER_INODE} \
+                 (one inode per block) to the pool's size, {size}"
+            )));
+        }
         let per_block = BLOCK_SIZE / INODE_SIZE;
-        let wanted = (size / bytes_per_inode.max(BLOCK_SIZE)).clamp(64, 1 << 24);
+        let wanted = (size / bytes_per_inode).clamp(64, 1 << 24);
         let inode_table_blocks = wanted.div_ceil(per_block).min(total_blocks / 4);
         let inode_count = inode_table_blocks * per_block;
         let mut uuid = [0u8; 16];
@@ -289,10 +307,6 @@ impl Superblock {
         };
         let per_block = BLOCK_SIZE / INODE_SIZE;
         let geometry_ok = sb.total_blocks <= KEY_LIMIT
-            && sb
-                .total_blocks
-                .checked_mul(BLOCK_SIZE)
-                .is_some_and(|b| b <= pool_len)
             && sb.inode_table_start == INODE_TABLE_START
             && sb.inode_table_blocks.checked_mul(per_block) == Some(sb.inode_count)
             && sb.inode_table_start.checked_add(sb.inode_table_blocks) == Some(sb.data_start)
@@ -303,6 +317,16 @@ impl Superblock {
             return Err(Error::corrupt(
                 what,
                 format!("inconsistent geometry {sb:?}"),
+            ));
+        }
+        // KEY_LIMIT above keeps this product in range.
+        let need = sb.total_blocks * BLOCK_SIZE;
+        if need > pool_len {
+            return Err(Error::corrupt(
+                SHORT_POOL,
+                format!(
+                    "the file is {pool_len} bytes, shorter than the pool's {need} bytes (truncated?)"
+                ),
             ));
         }
         Ok(sb)
