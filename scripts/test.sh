@@ -23,8 +23,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-fuse 
 # impls beside their types (xtask/src/layers.rs).
 cargo run -q -p xtask -- layers > /dev/null
 cargo test --workspace
-# Model-checked concurrency: the lock word, the CAS radix tree and the
-# big-reader lock compiled against shuttle's scheduler.
-cargo test -p manyfs --features shuttle --lib shuttle_models
+# Model-checked concurrency, compiled against shuttle's scheduler: the lock
+# word, SRL and the big-reader lock (manyfs-rangelock), the index trees
+# (manyfs-index), the log append and the name table (manyfs).
+cargo test -p manyfs-rangelock -p manyfs-index -p manyfs --features shuttle --lib shuttle_models
 # POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md).
 bash scripts/pjdfstest.sh

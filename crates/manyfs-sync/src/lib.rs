@@ -47,8 +47,8 @@
 //! parking becomes a yield, so shuttle decides who runs next, and
 //! [`cpu::current`] is always 0. The models of the crates built on this one
 //! run with `cargo test -p manyfs-rangelock -p manyfs-index --features
-//! shuttle --lib shuttle_models`; [`testing::explore`] is the driver they
-//! share.
+//! shuttle --lib shuttle_models`; `testing::explore` (under the feature) is
+//! the driver they share.
 
 #![deny(missing_docs)]
 
