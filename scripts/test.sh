@@ -18,7 +18,7 @@ cargo "+$msrv" check --workspace --all-targets --quiet
 cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 # The library's public boundary is documented and its modules form layers;
 # the other library crates' docs build without broken links as well.
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
 cargo run -q -p xtask -- layers > /dev/null

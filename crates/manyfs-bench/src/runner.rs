@@ -50,7 +50,7 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
     /// The threads thread placement moved during the point, warm-up
-    /// included ([`manyfs::Fs::placement_report`]), as `N` or `N (REASON
+    /// included ([`manyfs::diag::placement_report`]), as `N` or `N (REASON
     /// n, ...)`; `None` where thread placement was off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moves: Option<String>,

@@ -10,7 +10,7 @@
 //! are failure-atomic). Every image must
 //! - mount (the rebuild checks checksums, commit marks, block ownership,
 //!   tree shape, generations: what `fsck` checks),
-//! - match its own rebuild ([`Fs::verify`]),
+//! - match its own rebuild ([`manyfs::fsck::verify`]),
 //! - show a state the workload could have left: every operation that returned
 //!   is there, and the one in flight is all or nothing.
 //!
@@ -82,7 +82,7 @@ pub enum PlantedBug {
     /// that a staged write superseded is freed at once instead of after
     /// the file's next sync, so a later write may reuse it while the
     /// superseded entry still counts after a crash. Planted in the engine
-    /// (`manyfs::Fs::plant_bug`): needs this crate's `planted-bugs`
+    /// (`manyfs::diag::plant_bug`): needs this crate's `planted-bugs`
     /// feature (its tests have it).
     StagedBlockFreedEarly,
     /// Page models, a file written from a second CPU: the log array its

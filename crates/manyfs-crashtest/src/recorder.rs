@@ -68,7 +68,7 @@ struct State {
 }
 
 /// Records the persistence events of one mounted pool (attach it with
-/// [`manyfs::Fs::mount_observed`]).
+/// [`manyfs::diag::mount_observed`]).
 #[derive(Default)]
 pub struct Recorder {
     state: Mutex<State>,

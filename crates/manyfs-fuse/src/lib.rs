@@ -2,7 +2,7 @@
 //! (`cp`, `fio`, `sqlite3`, ...) can use it.
 //!
 //! * [`ManyFuse`] implements [`fuser::Filesystem`] over the library's
-//!   inode-level API ([`manyfs::Fs::lookup`], [`manyfs::Fs::open_ino`], ...).
+//!   inode-level API ([`manyfs::lowlevel::InodeOps`]: `lookup`, `open_ino`, ...).
 //! * [`MountedFs`] mounts an [`manyfs::Fs`] and serves it from background
 //!   threads of the calling process (tests, embedding).
 //! * [`cli`] is `manyfs mount`: foreground or daemon, with clean unmount on

@@ -30,7 +30,7 @@ fn chmod(fs: &Fs, ino: u64, mode: u32, uid: Option<u32>) {
     .unwrap();
 }
 
-/// Log pages of the whole file system (`Fs::usage`).
+/// Log pages of the whole file system (`Fs::stats`).
 fn log_pages(fs: &Fs) -> u64 {
     {
         let s = fs.stats();

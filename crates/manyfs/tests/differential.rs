@@ -8,7 +8,7 @@
 //! metadata/symlink_metadata, and open handles that outlive renames and
 //! unlinks. Each case mounts with a random range-lock kind, index kind,
 //! segment size, durability mode and block placement, on a pool of one
-//! file or of two or three member files. After every operation `Fs::verify()` must be empty; at
+//! file or of two or three member files. After every operation `fsck::verify(&fs)` must be empty; at
 //! remount points (chosen by proptest, and at the end) manyfs is unmounted
 //! and mounted again and its whole tree (names, kinds, contents, symlink
 //! targets, link counts, modes) is compared with the tmpfs tree. Finally

@@ -142,7 +142,7 @@ impl Spills {
     }
 }
 
-/// The engine bugs a test build planted in one mount (`Fs::plant_bug`)
+/// The engine bugs a test build planted in one mount (`diag::plant_bug`)
 /// other than staging's ([`crate::inode::EngineBug::StagedBlockFreedEarly`],
 /// which `Staging` keeps).
 #[cfg(feature = "planted-bugs")]

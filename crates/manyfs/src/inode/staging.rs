@@ -68,7 +68,7 @@ pub struct Staging {
     free_superseded_at_once: AtomicBool,
 }
 
-/// What staging did since the mount (`Fs::staging_stats`): how many pages
+/// What staging did since the mount (`Stats::staging`): how many pages
 /// small synchronous writes placed in pool blocks, and how many staged
 /// pages destaging moved onto the data device. Both 0 where staging is
 /// off.
@@ -212,7 +212,7 @@ impl Staging {
     }
 }
 
-/// A bug a test build plants in a mount (`Fs::plant_bug`, the
+/// A bug a test build plants in a mount (`diag::plant_bug`, the
 /// `planted-bugs` feature) to show that the crash explorer finds it.
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The persist-observer seam: the one way code outside the library watches
 //! (and perturbs) what reaches persistence.
 //!
-//! With an observer attached ([`crate::Fs::mount_observed`]), every store,
+//! With an observer attached ([`crate::diag::mount_observed`]), every store,
 //! non-temporal store, cache-line flush, fence and durability point of the
 //! pool's media is reported to it, in program order per thread. The media
 //! then issues no hardware flushes or fences of its own: the observer models

@@ -1,5 +1,5 @@
 //! Rebuilding DRAM state from the media alone (mount), and the same rebuild
-//! used by `fsck` and by [`crate::Fs::verify`] to check a live mount.
+//! used by `fsck` and by [`crate::fsck::verify`] to check a live mount.
 //!
 //! 1. Read the superblock (falling back to the backup copy).
 //! 2. Walk the tree from the root. For each reachable inode: check its
@@ -272,7 +272,7 @@ pub fn rebuild(media: &Media) -> Result<Rebuilt> {
 }
 
 /// Rebuild, under `rule` instead of the recorded one when given
-/// (`Fs::verify` compares the live mapping with memory: every committed
+/// (`fsck::verify` compares the live mapping with memory: every committed
 /// entry counts there). Runs on every CPU the process may use; a walk on
 /// several threads that meets any error walks the pool again on one
 /// thread, so that the error reported is the one the walk in order meets

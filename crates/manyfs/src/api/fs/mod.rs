@@ -578,7 +578,7 @@ mod tests {
     }
 }
 
-/// The planted engine bugs (`Fs::plant_bug`) do what they say, seen where
+/// The planted engine bugs (`diag::plant_bug`) do what they say, seen where
 /// they act; the crash explorer's tests show it finds them.
 #[cfg(all(test, feature = "planted-bugs"))]
 mod planted_bug_tests {
