@@ -25,6 +25,7 @@
 //! pages are read between operations), and tearing inside a page (a page
 //! is taken whole); the explorer's page models cover both.
 
+use crate::Rng;
 use crate::workloads::pattern_bytes;
 use manyfs::diag::affinity;
 use manyfs::{Durability, Fs, MkfsOptions, MountOptions, OpenOptions};
@@ -432,18 +433,6 @@ impl Model {
     }
 }
 
-/// A small generator for the workload (`seed` fixes every choice).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// The next operation: mostly writes of existing names, sync_all, and
 /// now and then a remove, a create or a full sync.
 fn next_op(rng: &mut Rng, model: &Model, tag: &mut u8) -> Op {
@@ -676,7 +665,7 @@ fn workload(
             .map(|i| vec![watch.page(i).to_vec()])
             .collect(),
     };
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded(seed);
     let mut model = Model::default();
     let mut tag = 0u8;
     let image = image_dir.join(format!("image{w}"));

@@ -47,6 +47,8 @@ pub use workloads::{
 use manyfs::lowlevel::InodeOps;
 use manyfs::{Durability, Error, FileKind, Fs, MkfsOptions, MountOptions, Result};
 use oracle::{History, Window};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use recorder::{Event, PAGE, PageData, apply};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
@@ -403,13 +405,19 @@ fn scratch_dir() -> Result<tempfile::TempDir> {
     d.map_err(|e| Error::io("create scratch directory", e))
 }
 
-struct Rng(u64);
+/// The explorer's random choices: rand's [`StdRng`], so that every choice
+/// of a run follows from its seed.
+pub(crate) struct Rng(StdRng);
+
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+    /// A generator whose choices follow from `seed`.
+    pub(crate) fn seeded(seed: u64) -> Rng {
+        Rng(StdRng::seed_from_u64(seed))
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.0.random_range(0..n) }
     }
 }
 
@@ -635,7 +643,7 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
         for _ in 0..cfg.random_subsets {
             out.push(
                 (0..n)
-                    .filter(|_| rng.next().is_multiple_of(2))
+                    .filter(|_| rng.below(2) == 0)
                     .map(|i| (i, 0xff))
                     .collect(),
             );
@@ -650,8 +658,8 @@ fn selections(n: usize, cfg: &Config, rng: &mut Rng) -> Vec<Vec<(usize, u8)>> {
         for _ in 0..mixes {
             let mut sel = Vec::new();
             for i in 0..n {
-                if rng.next().is_multiple_of(2) {
-                    sel.push((i, (rng.next() % 255) as u8));
+                if rng.below(2) == 0 {
+                    sel.push((i, rng.below(255) as u8));
                 }
             }
             out.push(sel);
@@ -681,21 +689,16 @@ fn torn_page(old: &[u8], versions: &[PageData], choice: u8, off: u64, unit: usiz
     let chain: Vec<&[u8]> = std::iter::once(old)
         .chain(versions.iter().map(|v| &v[..]))
         .collect();
-    let mut h = u64::from(choice).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ off;
-    let mut next = move || {
-        h ^= h >> 31;
-        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^= h >> 29;
-        h
-    };
-    let n = chain.len();
-    let a = (next() % (n as u64 - 1)) as usize;
-    let b = a + 1 + (next() % (n - a - 1) as u64) as usize;
+    let mut rng = Rng::seeded(u64::from(choice).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ off);
+    let n = chain.len() as u64;
+    let a = rng.below(n - 1);
+    let b = (a + 1 + rng.below(n - a - 1)) as usize;
+    let a = a as usize;
     let (older, newer) = (chain[a], chain[b]);
     let mut page = older.to_vec();
     let len = page.len().min(newer.len());
     for (piece, src) in page[..len].chunks_mut(unit).zip(newer[..len].chunks(unit)) {
-        if next() % 2 == 1 {
+        if rng.below(2) == 1 {
             piece.copy_from_slice(src);
         }
     }
@@ -1307,7 +1310,7 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     if let Some(bug) = cfg.planted_bug.and_then(PlantedBug::engine_bug) {
         manyfs::diag::plant_bug(&fs, bug);
     }
-    let mut rng = Rng(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9) ^ 1);
+    let mut rng = Rng::seeded(cfg.seed ^ (w.name.len() as u64).wrapping_mul(0x9e37_79b9));
     stats.workloads += 1;
     let mut models = Vec::new();
     if w.concurrent.is_none() {

@@ -2,7 +2,7 @@
 //! operations on a small populated tree (ACE-style), random longer
 //! sequences, and concurrent writers to one file.
 
-use super::WRITE_RETURNED;
+use super::{Rng, WRITE_RETURNED};
 use manyfs::lowlevel::InodeOps;
 use manyfs::lowlevel::{SetAttr, XattrSet};
 use manyfs::{Fs, OpenOptions, Result};
@@ -515,6 +515,21 @@ pub fn regression_workloads() -> Vec<Workload> {
                 Op::Write("/D/x", 0, 4096, 0x52),
             ],
         ),
+        // A cross-directory rename over /A, then a rename in the root over
+        // /A again, then a create synced by fdatasync (which syncs the root,
+        // where the new name is): the journal still holds the first rename,
+        // whose own root entry counted, so recovery must not redo it over
+        // the newer rename (found by the random tier workloads).
+        seq(
+            "dur-rename-over-renamed-then-fdatasync-new",
+            vec![
+                Op::Rename("/D/x", "/A"),
+                Op::Append("/B", 2871, 0x31),
+                Op::Rename("/B", "/A"),
+                Op::Create("/C"),
+                Op::FsyncData("/C"),
+            ],
+        ),
         seq(
             "dur-rename-into-new-dir",
             vec![
@@ -623,16 +638,11 @@ pub fn ace_workloads() -> Vec<Workload> {
 /// Random sequences of `len` operations over a small name space.
 pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     let ops = single_ops();
-    let mut x = seed | 1;
+    let mut next = below(seed);
     (0..count)
         .map(|k| {
             let seq = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ops[(x % ops.len() as u64) as usize].clone()
-                })
+                .map(|_| ops[next(ops.len() as u64) as usize].clone())
                 .collect();
             Workload {
                 name: format!("random{len}-{seed}-{k}"),
@@ -657,7 +667,7 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
 /// part, synced, unlinked and re-created; every write has a tag of its
 /// own.
 pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
-    let mut next = xorshift(seed ^ 0x6d69_6772);
+    let mut next = below(seed ^ 0x6d69_6772);
     on_random_cpus(
         "migrating",
         seed,
@@ -746,7 +756,7 @@ const LONG_VALUES: [&[u8]; 2] = [&[0x5a; 300], &[0xa5; 300]];
 pub fn attr_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     const PATHS: [&str; 3] = ["/A", "/D", "/D/x"];
     const MODES: [u32; 6] = [0o600, 0o640, 0o4755, 0o2775, 0o755, 0o660];
-    let mut next = xorshift(seed ^ 0x6174_7472);
+    let mut next = below(seed ^ 0x6174_7472);
     on_random_cpus("attr", seed, count, len, 4, 0x60, &mut next, |next, tag| {
         let p = PATHS[next(PATHS.len() as u64) as usize];
         match next(14) {
@@ -1028,7 +1038,7 @@ const TIER_FILES: [&str; 4] = ["/A", "/B", "/C", "/D/x"];
 /// of its own, so bytes of any other write, of any file, are foreign.
 pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     const SIZES: [u64; 6] = [0, 100, 1000, 4096, 5000, 12288];
-    let mut next = xorshift(seed);
+    let mut next = below(seed);
     (0..count)
         .map(|k| {
             // Tags 0x30.. are this workload's own: the setup uses 0xA1,
@@ -1080,7 +1090,7 @@ pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<
     // The files of the populated tree (`/C` only after a create or a
     // rename).
     const FILES: [&str; 3] = ["/A", "/B", "/D/x"];
-    let mut next = xorshift(seed);
+    let mut next = below(seed);
     (0..count)
         .map(|k| {
             let mut tag = 0x30u8;
@@ -1117,15 +1127,11 @@ pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<
         .collect()
 }
 
-/// A generator of random numbers below `n` (xorshift, from `seed`).
-fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    move |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    }
+/// A generator of random numbers below `n` whose choices follow from
+/// `seed` ([`Rng`]).
+fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = Rng::seeded(seed);
+    move |n: u64| rng.below(n)
 }
 
 /// A write of 1 to 4096 bytes inside the page at `page` of `f`.

@@ -263,6 +263,7 @@ impl FsCore {
 
     /// A core with every data block in use and no inodes (recovery fills it).
     pub fn new(media: Media, sb: Superblock, opts: MountOptions) -> FsCore {
+        let sb_epoch = sb.mount_epoch;
         // `MountOptions::validate` already reported a bad topology.
         let topology =
             Topology::resolve(opts.topology).unwrap_or_else(|_| Topology::system().clone());
@@ -296,7 +297,10 @@ impl FsCore {
                 .collector(seize::Collector::new().batch_size(RETIRE_BATCH))
                 .build(),
             namespace_lock: Mutex::new(()),
-            next_txid: AtomicU64::new(1),
+            // Unique across mounts: an entry a rename of an earlier mount
+            // stamped never carries a txid of this one (recovery tells
+            // whether a journaled rename's own entries counted by it).
+            next_txid: AtomicU64::new((sb_epoch << 32) + 1),
             file_sublogs,
             topology,
             sync_engine: Default::default(),

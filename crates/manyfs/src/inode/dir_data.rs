@@ -38,6 +38,10 @@ pub struct DirState {
     pub seq: u64,
     /// Entries in the directory's log, live or not (compaction trigger).
     pub log_entries: u64,
+    /// Whether this directory's own entry of the rename the journal still
+    /// records (stamped with its txid) counted: that side of the rename is
+    /// done, and later entries for the same names stand.
+    pub pending_rename_counted: bool,
 }
 
 /// The writer state of one shard of a directory (its names are in the

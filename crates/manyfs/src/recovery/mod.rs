@@ -653,8 +653,18 @@ fn replay_dir(
         *live.entry(loc_page(loc)).or_default() += 1;
         st.seq = st.seq.max(seq);
         apply_dir_entry(&mut st, e);
+        if let (Some(r), Entry::DirAdd { txid, .. } | Entry::DirRemove { txid, .. }) = (pending, e)
+            && *txid == r.txid
+        {
+            st.pending_rename_counted = true;
+        }
     }
-    if let Some(r) = pending {
+    // Complete the journaled rename only where its own entry did not count:
+    // where it did, entries after it (a later rename over the same name,
+    // say) are newer and stand.
+    if let Some(r) = pending
+        && !st.pending_rename_counted
+    {
         apply_pending_rename(&mut st, ino, r);
     }
     Ok(st)

@@ -112,7 +112,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
         core.media.fence();
         cut_undurable_links(&core, &rebuilt)?;
         if let Some(rec) = &rebuilt.pending_rename {
-            redo_rename(&core, rec)?;
+            redo_rename(&core, rec, &rebuilt)?;
         }
         core.media.sync_all()?;
         finish_mount(&core, &rebuilt)?;
@@ -281,7 +281,20 @@ fn load_inode(core: &FsCore, ino: u64, node: &RebuiltInode) {
     core.insert(Arc::new(inode));
 }
 
-fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<()> {
+fn redo_rename(
+    core: &FsCore,
+    rec: &namespace::journal::RenameRecord,
+    rebuilt: &Rebuilt,
+) -> Result<()> {
+    // A directory whose own entry of the rename counted needs nothing: its
+    // later entries stand (see `replay_dir`).
+    let counted = |dir: u64| {
+        rebuilt
+            .inodes
+            .get(&dir)
+            .and_then(|n| n.dir.as_ref())
+            .is_some_and(|d| d.pending_rename_counted)
+    };
     // Both entries are idempotent: adding a name that is there replaces it
     // with itself; removing a name that is gone (or names another inode) is
     // ignored by replay.
@@ -289,6 +302,7 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     // reachable; persist exactly that.
     if let Ok(dst) = core.get(rec.dst_dir)
         && dst.is_dir()
+        && !counted(rec.dst_dir)
     {
         append_dir_entry(core, &dst, &|seq| {
             namespace::dir_add(seq, &rec.dst_name, rec.moving, rec.txid)
@@ -296,6 +310,7 @@ fn redo_rename(core: &FsCore, rec: &namespace::journal::RenameRecord) -> Result<
     }
     if let Ok(src) = core.get(rec.src_dir)
         && src.is_dir()
+        && !counted(rec.src_dir)
     {
         append_dir_entry(core, &src, &|seq| match rec.exchange {
             // An exchange: the source name names the other inode.
