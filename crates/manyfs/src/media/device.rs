@@ -23,11 +23,13 @@ impl Media {
     /// Whether pool offset `off` is on the data device (past the
     /// mapping): a range of device blocks is one transfer, however many
     /// blocks it spans.
+    #[inline]
     pub(crate) fn on_data_device(&self, off: u64) -> bool {
         self.device.as_ref().is_some_and(|(_, start)| off >= *start)
     }
 
     /// The data device, if the pool has one.
+    #[inline]
     pub(crate) fn device(&self) -> Option<&crate::tier::Device> {
         self.device.as_ref().map(|(d, _)| d)
     }
@@ -35,6 +37,7 @@ impl Media {
     /// Whether durability needs durable marks: the page cache (`file`
     /// mode) or a data device can make a later write durable before an
     /// earlier one, so a commit counts only once a barrier covered it.
+    #[inline]
     pub(crate) fn marked(&self) -> bool {
         self.mode == Durability::File || self.device.is_some()
     }
@@ -42,6 +45,7 @@ impl Media {
     /// `Some(device offset)` when `[off, off+len)` is on the data device
     /// (an error when it starts there but does not fit); `None` for an
     /// offset in the mapping.
+    #[inline]
     pub(super) fn on_device(
         &self,
         off: u64,
