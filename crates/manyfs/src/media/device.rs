@@ -92,56 +92,6 @@ impl Media {
         })
     }
 
-    /// [`Media::read`] of each `(offset, buffer)` of `reqs`: those on the
-    /// data device are read as one batch of device transfers (one
-    /// io_uring submission with `device_io=uring`), the others from the
-    /// mapping.
-    pub fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
-        let mut on_dev: smallvec::SmallVec<[(u64, &mut [u8]); 4]> = smallvec::SmallVec::new();
-        for (off, buf) in reqs.iter_mut() {
-            match self.on_device(*off, buf.len()) {
-                Some(d) => on_dev.push((d?.1, &mut **buf)),
-                None => self.read(*off, buf)?,
-            }
-        }
-        match (&self.device, on_dev.is_empty()) {
-            (Some((dev, _)), false) => dev.read_many(&mut on_dev),
-            _ => Ok(()),
-        }
-    }
-
-    /// [`Media::nt_copy`] of each `(offset, data)` of `reqs`: those on the
-    /// data device are written as one batch of device transfers (one
-    /// io_uring submission with `device_io=uring`), the others into the
-    /// mapping.
-    pub fn nt_copy_batch(&self, reqs: &[(u64, &[u8])]) -> Result<()> {
-        self.check_writable()?;
-        let mut on_dev: smallvec::SmallVec<[(u64, &[u8]); 4]> = smallvec::SmallVec::new();
-        for &(off, data) in reqs {
-            match self.on_device(off, data.len()) {
-                Some(d) => on_dev.push((d?.1, data)),
-                None => self.nt_copy(off, data)?,
-            }
-        }
-        let Some((dev, _)) = &self.device else {
-            return Ok(());
-        };
-        if on_dev.is_empty() {
-            return Ok(());
-        }
-        dev.write_many(&on_dev).inspect_err(|e| {
-            self.fail(format!("a write to the data device failed ({e})"));
-        })?;
-        if let Some(r) = &self.observer {
-            for &(off, data) in reqs {
-                if self.on_device(off, data.len()).is_some() {
-                    r.0.on_store(off, data.len(), &MediaView::new(self));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Write `data` at pool offset `off`, device offset `local`, and tell
     /// the observer (as a store: not durable before a barrier). A failure
     /// fails the media: the device may hold part of the write.
