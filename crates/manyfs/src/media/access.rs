@@ -1,7 +1,8 @@
 //! Byte access to the pool: bounds-checked reads and stores (cached,
 //! non-temporal, 8-byte atomic) of the mapping, and in `file` mode the
-//! stores through the descriptor. A range past the mapping goes to the
-//! data device (`device.rs`).
+//! stores through the descriptor, one at a time or in batches. A range
+//! past the mapping goes to the data device (`device.rs`); a batch sends
+//! all of its device ranges as one batch of transfers.
 
 use super::{Durability, Media, MediaView, PersistObserver, remote};
 use crate::error::{Error, Result};
@@ -24,15 +25,18 @@ impl Media {
     }
 
     /// Length of the mapping in bytes.
+    #[inline]
     pub fn len(&self) -> u64 {
         self.len as u64
     }
 
     /// Whether the mapping is empty (never true for an opened pool).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    #[inline]
     pub(super) fn check(&self, off: u64, len: usize) -> Result<usize> {
         let end = off.checked_add(len as u64);
         match end {
@@ -63,6 +67,56 @@ impl Media {
         // A page the file no longer backs reads as the SIGBUS handler's
         // zeros: never hand those out as data.
         self.check_faults()
+    }
+
+    /// [`Media::read`] of each `(offset, buffer)` of `reqs`: those on the
+    /// data device are read as one batch of device transfers (one
+    /// io_uring submission with `device_io=uring`), the others from the
+    /// mapping.
+    pub fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
+        let mut on_dev: smallvec::SmallVec<[(u64, &mut [u8]); 4]> = smallvec::SmallVec::new();
+        for (off, buf) in reqs.iter_mut() {
+            match self.on_device(*off, buf.len()) {
+                Some(d) => on_dev.push((d?.1, &mut **buf)),
+                None => self.read(*off, buf)?,
+            }
+        }
+        match (&self.device, on_dev.is_empty()) {
+            (Some((dev, _)), false) => dev.read_many(&mut on_dev),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Media::nt_copy`] of each `(offset, data)` of `reqs`: those on the
+    /// data device are written as one batch of device transfers (one
+    /// io_uring submission with `device_io=uring`), the others into the
+    /// mapping.
+    pub fn nt_copy_batch(&self, reqs: &[(u64, &[u8])]) -> Result<()> {
+        self.check_writable()?;
+        let mut on_dev: smallvec::SmallVec<[(u64, &[u8]); 4]> = smallvec::SmallVec::new();
+        for &(off, data) in reqs {
+            match self.on_device(off, data.len()) {
+                Some(d) => on_dev.push((d?.1, data)),
+                None => self.nt_copy(off, data)?,
+            }
+        }
+        let Some((dev, _)) = &self.device else {
+            return Ok(());
+        };
+        if on_dev.is_empty() {
+            return Ok(());
+        }
+        dev.write_many(&on_dev).inspect_err(|e| {
+            self.fail(format!("a write to the data device failed ({e})"));
+        })?;
+        if let Some(r) = &self.observer {
+            for &(off, data) in reqs {
+                if self.on_device(off, data.len()).is_some() {
+                    r.0.on_store(off, data.len(), &MediaView::new(self));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Read `len` bytes at `off` into a new vector.
@@ -196,6 +250,7 @@ impl Media {
         self.flush_lines(off, data.len())
     }
 
+    #[inline]
     pub(super) fn atomic_u64(&self, off: u64) -> Result<&AtomicU64> {
         let start = self.check(off, 8)?;
         if start % 8 != 0 {
@@ -246,6 +301,7 @@ impl Media {
     /// against 190 us for the same 4 KiB made durable after a `pwrite`);
     /// the page cache keeps the mapping, which still serves every read,
     /// coherent with the descriptor.
+    #[inline]
     pub(super) fn writes_through_fd(&self) -> bool {
         self.mode == Durability::File
     }

@@ -23,11 +23,13 @@ impl Media {
     /// Whether pool offset `off` is on the data device (past the
     /// mapping): a range of device blocks is one transfer, however many
     /// blocks it spans.
+    #[inline]
     pub(crate) fn on_data_device(&self, off: u64) -> bool {
         self.device.as_ref().is_some_and(|(_, start)| off >= *start)
     }
 
     /// The data device, if the pool has one.
+    #[inline]
     pub(crate) fn device(&self) -> Option<&crate::tier::Device> {
         self.device.as_ref().map(|(d, _)| d)
     }
@@ -35,6 +37,7 @@ impl Media {
     /// Whether durability needs durable marks: the page cache (`file`
     /// mode) or a data device can make a later write durable before an
     /// earlier one, so a commit counts only once a barrier covered it.
+    #[inline]
     pub(crate) fn marked(&self) -> bool {
         self.mode == Durability::File || self.device.is_some()
     }
@@ -42,6 +45,7 @@ impl Media {
     /// `Some(device offset)` when `[off, off+len)` is on the data device
     /// (an error when it starts there but does not fit); `None` for an
     /// offset in the mapping.
+    #[inline]
     pub(super) fn on_device(
         &self,
         off: u64,
@@ -86,56 +90,6 @@ impl Media {
         dev.flush().inspect_err(|e| {
             self.fail(format!("a flush of the data device failed ({e})"));
         })
-    }
-
-    /// [`Media::read`] of each `(offset, buffer)` of `reqs`: those on the
-    /// data device are read as one batch of device transfers (one
-    /// io_uring submission with `device_io=uring`), the others from the
-    /// mapping.
-    pub fn read_batch(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
-        let mut on_dev: smallvec::SmallVec<[(u64, &mut [u8]); 4]> = smallvec::SmallVec::new();
-        for (off, buf) in reqs.iter_mut() {
-            match self.on_device(*off, buf.len()) {
-                Some(d) => on_dev.push((d?.1, &mut **buf)),
-                None => self.read(*off, buf)?,
-            }
-        }
-        match (&self.device, on_dev.is_empty()) {
-            (Some((dev, _)), false) => dev.read_many(&mut on_dev),
-            _ => Ok(()),
-        }
-    }
-
-    /// [`Media::nt_copy`] of each `(offset, data)` of `reqs`: those on the
-    /// data device are written as one batch of device transfers (one
-    /// io_uring submission with `device_io=uring`), the others into the
-    /// mapping.
-    pub fn nt_copy_batch(&self, reqs: &[(u64, &[u8])]) -> Result<()> {
-        self.check_writable()?;
-        let mut on_dev: smallvec::SmallVec<[(u64, &[u8]); 4]> = smallvec::SmallVec::new();
-        for &(off, data) in reqs {
-            match self.on_device(off, data.len()) {
-                Some(d) => on_dev.push((d?.1, data)),
-                None => self.nt_copy(off, data)?,
-            }
-        }
-        let Some((dev, _)) = &self.device else {
-            return Ok(());
-        };
-        if on_dev.is_empty() {
-            return Ok(());
-        }
-        dev.write_many(&on_dev).inspect_err(|e| {
-            self.fail(format!("a write to the data device failed ({e})"));
-        })?;
-        if let Some(r) = &self.observer {
-            for &(off, data) in reqs {
-                if self.on_device(off, data.len()).is_some() {
-                    r.0.on_store(off, data.len(), &MediaView::new(self));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Write `data` at pool offset `off`, device offset `local`, and tell

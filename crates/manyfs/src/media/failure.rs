@@ -9,6 +9,7 @@ use std::fs::File;
 use std::sync::atomic::Ordering;
 
 impl Media {
+    #[inline]
     pub(super) fn check_writable(&self) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly);
@@ -32,6 +33,7 @@ impl Media {
     }
 
     /// Err(EIO), with the reason, once the media has failed.
+    #[inline]
     pub fn check_alive(&self) -> Result<()> {
         if self.has_failed() {
             return Err(self.failure_error());
@@ -51,6 +53,7 @@ impl Media {
     /// Err(EIO) when a SIGBUS was absorbed in this mapping (the pool file
     /// shrank, or lost pages, under it): the bytes just copied may be the
     /// handler's zeros. Fails the media on the first such report.
+    #[inline]
     pub(super) fn check_faults(&self) -> Result<()> {
         if self.sigbus.faults() != 0 {
             self.fail_shrunk();
@@ -107,6 +110,7 @@ impl Media {
 
     /// Whether the media has failed: a durability point failed, the pool
     /// file shrank under the mapping, or [`Media::fail`] was called.
+    #[inline]
     pub fn has_failed(&self) -> bool {
         if self.failed.load(Ordering::Acquire) {
             return true;

@@ -250,6 +250,7 @@ impl Media {
 
     /// The pieces of `[off, off+len)` (already bounds-checked) per member:
     /// `(member, offset in the member's file, offset in the pool, length)`.
+    #[inline]
     pub(super) fn pieces(
         &self,
         off: u64,

@@ -11,7 +11,7 @@
 //! code outside the library (the crash explorer, fault-injection tests)
 //! watches every persistence event of a mount.
 //!
-//! The parts, one concern each (each adds its methods to [`Media`]):
+//! The parts, one concern each (each adds its methods to `Media`):
 //! - `mapping.rs`: the member files mapped side by side into one reserved
 //!   address range, and unmapping them;
 //! - `files.rs`: creating, sizing, opening and locking the files;

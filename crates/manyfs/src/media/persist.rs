@@ -110,6 +110,7 @@ impl Media {
     }
 
     /// [`Media::flush`] without counting (for callers that counted).
+    #[inline]
     pub(super) fn flush_lines(&self, off: u64, len: usize) -> Result<()> {
         if let Some(d) = self.on_device(off, len) {
             // No cache lines: only a device flush (a barrier) counts.
