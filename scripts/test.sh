@@ -3,29 +3,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
-cargo fmt --all --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# Each step's wall time goes to stderr, so a slow CI run says where.
+step() {
+    local start=$SECONDS
+    "$@"
+    echo "test.sh: ${SECONDS}s total, $((SECONDS - start))s: $*" >&2
+}
+
+step bash scripts/install-deps.sh
+step cargo fmt --all --check
+step cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The minimum supported Rust version (rust-version in Cargo.toml) still
 # builds every target: its toolchain is installed once, then reused.
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 [[ $msrv == *.*.* ]] || msrv="$msrv.0"
 rustup run "$msrv" rustc --version >/dev/null 2>&1 ||
     rustup toolchain install "$msrv" --profile minimal --no-self-update
-cargo "+$msrv" check --workspace --all-targets --quiet
+step cargo "+$msrv" check --workspace --all-targets --quiet
 # The fuzz targets (their own workspace; run with cargo-fuzz on nightly)
 # build on stable.
-cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
+step cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 # The library's public boundary is documented and its modules form layers;
 # the other library crates' docs build without broken links as well.
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
+step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
-cargo run -q -p xtask -- layers > /dev/null
-cargo test --workspace
+step cargo run -q -p xtask -- layers > /dev/null
+step cargo test --workspace
 # Model-checked concurrency, compiled against shuttle's scheduler: the lock
 # word, SRL and the big-reader lock (manyfs-rangelock), the index trees
 # (manyfs-index), the log append and the name table (manyfs).
-cargo test -p manyfs-rangelock -p manyfs-index -p manyfs --features shuttle --lib shuttle_models
+step cargo test -p manyfs-rangelock -p manyfs-index -p manyfs --features shuttle --lib shuttle_models
 # POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md).
-bash scripts/pjdfstest.sh
+step bash scripts/pjdfstest.sh
