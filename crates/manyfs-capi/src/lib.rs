@@ -64,7 +64,7 @@ use manyfs_lib::{Error, File, Fs, OpenOptions};
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::sync::Mutex;
 
-/// Options of [`manyfs_mkfs`] and [`manyfs_mount`] (`struct
+/// Options of `manyfs_mkfs()` and `manyfs_mount()` (`struct
 /// manyfs_options`). Zero in a field means its default; set `size` to
 /// `sizeof(struct manyfs_options)`, e.g. `struct manyfs_options o = {
 /// .size = sizeof o, .durability = MANYFS_DURABILITY_DRAM };`.
@@ -102,7 +102,7 @@ pub const MANYFS_DURABILITY_FILE: u32 = 2;
 pub const MANYFS_DURABILITY_DRAM: u32 = 3;
 
 /// Attributes of a file (`struct manyfs_stat`), filled by
-/// [`manyfs_stat`] and [`manyfs_fstat`]. Times are seconds and
+/// `manyfs_stat()` and `manyfs_fstat()`. Times are seconds and
 /// nanoseconds (`0..999999999`) since the Unix epoch.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -178,12 +178,13 @@ impl ManyfsFile {
     }
 }
 
-/// The callback of [`manyfs_readdir`]: called once per entry with the
+/// The callback of `manyfs_readdir()`: called once per entry with the
 /// caller's `ctx`, the entry's NUL-terminated name (valid until the
 /// callback returns), inode number and type (`MANYFS_DT_*`). Returning
 /// non-zero stops the listing. It must not unwind (a C++ exception).
-pub type ManyfsReaddirCb =
-    unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char, ino: u64, kind: u8) -> c_int;
+pub type ManyfsReaddirCb = Option<
+    unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char, ino: u64, kind: u8) -> c_int,
+>;
 
 /// Copy the message of this thread's last failed call into `buf` (at most
 /// `len` bytes, truncated and NUL-terminated; nothing is written when `buf`
@@ -244,7 +245,7 @@ pub unsafe extern "C" fn manyfs_mkfs(
 }
 
 /// Mount the pool in the file `path` and store its handle in `*out_fs`
-/// (freed by [`manyfs_unmount`]). `opts` may be NULL. A pool mounted by
+/// (freed by `manyfs_unmount()`). `opts` may be NULL. A pool mounted by
 /// another process is `-EBUSY`.
 ///
 /// # Safety
@@ -272,7 +273,7 @@ pub unsafe extern "C" fn manyfs_mount(
 /// even when the final sync fails (the error is returned). NULL: `-EBADF`.
 ///
 /// # Safety
-/// `fs` must be NULL or a handle from [`manyfs_mount`] not yet unmounted;
+/// `fs` must be NULL or a handle from `manyfs_mount()` not yet unmounted;
 /// it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn manyfs_unmount(fs: *mut ManyfsFs) -> c_int {
@@ -319,7 +320,7 @@ fn open_options(flags: c_int, mode: u32) -> CResult<OpenOptions> {
 }
 
 /// Open (or create) the file at `path` and store a handle in `*out_file`
-/// (freed by [`manyfs_close`]). `flags`: `O_RDONLY`, `O_WRONLY` or
+/// (freed by `manyfs_close()`). `flags`: `O_RDONLY`, `O_WRONLY` or
 /// `O_RDWR`, plus any of `O_CREAT`, `O_EXCL`, `O_TRUNC`, `O_APPEND` from
 /// `<fcntl.h>`; any other flag is `-EINVAL`, as are `O_CREAT` and
 /// `O_TRUNC` without write access. `mode`: permission bits of a created
@@ -357,7 +358,7 @@ pub unsafe extern "C" fn manyfs_open(
 /// or `-EBADF` for NULL.
 ///
 /// # Safety
-/// `file` must be NULL or a handle from [`manyfs_open`] not yet closed,
+/// `file` must be NULL or a handle from `manyfs_open()` not yet closed,
 /// which no other thread is using; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn manyfs_close(file: *mut ManyfsFile) -> c_int {
@@ -418,7 +419,7 @@ pub unsafe extern "C" fn manyfs_pwrite(
 /// the number read, 0 at end of file.
 ///
 /// # Safety
-/// As [`manyfs_pread`].
+/// As `manyfs_pread()`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn manyfs_read(
     file: *const ManyfsFile,
@@ -439,7 +440,7 @@ pub unsafe extern "C" fn manyfs_read(
 /// with `O_APPEND`) and move the offset past them: the number written.
 ///
 /// # Safety
-/// As [`manyfs_pwrite`].
+/// As `manyfs_pwrite()`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn manyfs_write(
     file: *const ManyfsFile,
@@ -578,7 +579,7 @@ pub unsafe extern "C" fn manyfs_stat(
 pub unsafe extern "C" fn manyfs_readdir(
     fs: *const ManyfsFs,
     path: *const c_char,
-    callback: Option<ManyfsReaddirCb>,
+    callback: ManyfsReaddirCb,
     ctx: *mut c_void,
 ) -> i64 {
     call("manyfs_readdir", || {
