@@ -54,17 +54,17 @@
 // Entry type of a socket (`DT_SOCK`).
 #define MANYFS_DT_SOCK 12
 
-// An open file (`manyfs_file`, opaque).
-typedef struct manyfs_file manyfs_file;
+// An open file (`struct manyfs_file`, opaque).
+struct manyfs_file;
 
-// A mounted pool (`manyfs_fs`, opaque).
-typedef struct manyfs_fs manyfs_fs;
+// A mounted pool (`struct manyfs_fs`, opaque).
+struct manyfs_fs;
 
 // Options of `manyfs_mkfs()` and `manyfs_mount()` (`struct
 // manyfs_options`). Zero in a field means its default; set `size` to
 // `sizeof(struct manyfs_options)`, e.g. `struct manyfs_options o = {
 // .size = sizeof o, .durability = MANYFS_DURABILITY_DRAM };`.
-typedef struct manyfs_options {
+struct manyfs_options {
   // `sizeof(struct manyfs_options)` as the caller's header declares it.
   uint32_t size;
   // How writes become durable: one of `MANYFS_DURABILITY_*`.
@@ -83,12 +83,12 @@ typedef struct manyfs_options {
   // mkfs: one inode slot per this many bytes of pool (0: the default,
   // 16 KiB).
   uint64_t bytes_per_inode;
-} manyfs_options;
+};
 
 // Attributes of a file (`struct manyfs_stat`), filled by
 // `manyfs_stat()` and `manyfs_fstat()`. Times are seconds and
 // nanoseconds (`0..999999999`) since the Unix epoch.
-typedef struct manyfs_stat {
+struct manyfs_stat {
   // Inode number.
   uint64_t ino;
   // File type (`S_IFMT` bits: `S_IFREG`, `S_IFDIR`, ...) and
@@ -118,7 +118,7 @@ typedef struct manyfs_stat {
   int64_t ctime_sec;
   // Last status change, nanoseconds.
   int64_t ctime_nsec;
-} manyfs_stat;
+};
 
 // The callback of `manyfs_readdir()`: called once per entry with the
 // caller's `ctx`, the entry's NUL-terminated name (valid until the

@@ -153,12 +153,12 @@ pub const MANYFS_DT_LNK: u8 = 10;
 /// Entry type of a socket (`DT_SOCK`).
 pub const MANYFS_DT_SOCK: u8 = 12;
 
-/// A mounted pool (`manyfs_fs`, opaque).
+/// A mounted pool (`struct manyfs_fs`, opaque).
 pub struct ManyfsFs {
     fs: Fs,
 }
 
-/// An open file (`manyfs_file`, opaque).
+/// An open file (`struct manyfs_file`, opaque).
 pub struct ManyfsFile {
     file: File,
     /// Opened with `O_APPEND`: `manyfs_write` writes at the end of file.
