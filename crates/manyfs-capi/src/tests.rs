@@ -600,22 +600,24 @@ fn threads_share_a_handle() {
     let (_dir, _pool, fs) = mounted();
     const THREADS: u64 = 4;
     const CHUNKS: u64 = 64;
+    // `step(t, i)` for chunk `i` of thread `t`, the threads at once.
+    let each_thread = |step: &(dyn Fn(u64, u64) + Sync)| {
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                s.spawn(move || (0..CHUNKS).for_each(|i| step(t, i)));
+            }
+        })
+    };
     // SAFETY (whole test): the handles stay live until the threads are
     // joined; every buffer is as long as the count passed.
     unsafe {
         // pwrite from many threads: each its own blocks.
         let f = open(fs, b"/shared", libc::O_RDWR | libc::O_CREAT);
         let file = &*f;
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                s.spawn(move || {
-                    for i in 0..CHUNKS {
-                        let block = [(t * CHUNKS + i) as u8; 4096];
-                        let off = ((i * THREADS + t) * 4096) as i64;
-                        assert_eq!(manyfs_pwrite(file, block.as_ptr().cast(), 4096, off), 4096);
-                    }
-                });
-            }
+        each_thread(&|t, i| {
+            let block = [(t * CHUNKS + i) as u8; 4096];
+            let off = ((i * THREADS + t) * 4096) as i64;
+            assert_eq!(manyfs_pwrite(file, block.as_ptr().cast(), 4096, off), 4096);
         });
         let mut block = [0u8; 4096];
         for t in 0..THREADS {
@@ -631,15 +633,9 @@ fn threads_share_a_handle() {
         // overlapped, as with a shared POSIX descriptor.
         let f = open(fs, b"/log", libc::O_RDWR | libc::O_CREAT);
         let file = &*f;
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                s.spawn(move || {
-                    for i in 0..CHUNKS {
-                        let rec = (t * CHUNKS + i).to_le_bytes();
-                        assert_eq!(manyfs_write(file, rec.as_ptr().cast(), 8), 8);
-                    }
-                });
-            }
+        each_thread(&|t, i| {
+            let rec = (t * CHUNKS + i).to_le_bytes();
+            assert_eq!(manyfs_write(file, rec.as_ptr().cast(), 8), 8);
         });
         let total = THREADS * CHUNKS;
         assert_eq!(manyfs_lseek(f, 0, libc::SEEK_CUR), (total * 8) as i64);
