@@ -12,7 +12,8 @@ set -euo pipefail
 # rsync, attr, acl: the FUSE tests copy trees with FIFOs, devices, extended
 #          attributes and ACLs in and out (rsync -aHAX) and read and set
 #          attributes and ACLs (getfattr, setfacl)
-# gcc:     compiles mimalloc, the allocator of the `manyfs` command
+# gcc:     compiles mimalloc, the allocator of the `manyfs` command, and the
+#          C example of libmanyfs (crates/manyfs-capi/tests/c_example.rs)
 PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc)
 
 missing=()

@@ -25,6 +25,9 @@ step cargo "+$msrv" check --workspace --all-targets --quiet
 step cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 # The library's public boundary is documented and its modules form layers;
 # the other library crates' docs build without broken links as well.
+# manyfs-capi's library is also named `manyfs` (libmanyfs.so): documented
+# on its own, first, so the library's pages are the ones left in target/doc.
+step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs-capi
 step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
