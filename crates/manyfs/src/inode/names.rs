@@ -23,6 +23,15 @@
 //! Unlinked nodes and old arrays are retired to the reclamation scheme and
 //! freed once no guard taken before the retirement is held, so a reader
 //! never follows a freed pointer.
+//!
+//! Why not `papaya` (the inode table's map): a directory has 16 to 32
+//! shards, each with its own table, and a file system has many small
+//! directories. A `papaya::HashMap` owns its reclamation collector (the
+//! builder takes one by value; maps cannot share one), and an empty map
+//! with its collector takes 17.7 KiB of heap (18.2 KiB holding one name;
+//! measured with a counting allocator over 1,000 maps, papaya 0.2.5): 280
+//! KiB or more per empty directory. A [`NameTable`] is one pointer, null
+//! until the shard holds a name, and all tables share one collector.
 
 use crate::layout::FileKind;
 use crate::sync::{AtomicPtr, Ordering};
