@@ -326,7 +326,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    match run(cli) {
+    match set_topology_from_env().and_then(|()| run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("manyfs: {e:#}");
@@ -336,6 +336,22 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// `MANYFS_TOPOLOGY=NxC` runs every mount, mkfs and benchmark of this
+/// process on an emulated topology of N nodes with C CPUs each (the
+/// library reads no environment; the command passes it in).
+fn set_topology_from_env() -> Result<()> {
+    match std::env::var("MANYFS_TOPOLOGY") {
+        Ok(v) if !v.trim().is_empty() => {
+            let spec: manyfs::TopologySpec = v
+                .parse()
+                .map_err(|e| anyhow::anyhow!("MANYFS_TOPOLOGY: {e}"))?;
+            manyfs::Topology::set_process_default(spec)?;
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -37,7 +37,8 @@ pub struct MountOptions {
     /// writes, truncates and preallocations wait until it is done.
     pub checkpoint: Checkpoint,
     /// The NUMA topology per-CPU structures are sized and placed by: the
-    /// machine's (or the one `MANYFS_TOPOLOGY` names), or an emulated one.
+    /// machine's (or the process default a program set,
+    /// [`crate::Topology::set_process_default`]), or an emulated one.
     pub topology: crate::topology::TopologySpec,
     /// Sub-logs per file and directory log: one per CPU (the design), or
     /// one (NOVA's single log per inode, a baseline for comparisons).
@@ -269,7 +270,6 @@ impl MountOptions {
             )));
         }
         self.placement_config.validate()?;
-        // A bad `MANYFS_TOPOLOGY` is an error here, not at first use.
         let topology = crate::topology::Topology::resolve(self.topology)?;
         if let Some(cost) = self.remote_cost
             && !topology.is_emulated()

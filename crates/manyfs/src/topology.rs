@@ -18,13 +18,18 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+/// What [`TopologySpec::System`] resolves to in this process, when a
+/// program set it ([`Topology::set_process_default`]).
+static PROCESS_DEFAULT: std::sync::OnceLock<TopologySpec> = std::sync::OnceLock::new();
+
 /// The most CPUs a topology may have (the sub-log array holds 511 heads).
 pub const MAX_CPUS: usize = 511;
 
 /// Which topology a mount uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TopologySpec {
-    /// The machine's own (sysfs), unless `MANYFS_TOPOLOGY` names another.
+    /// The machine's own (sysfs), unless the program set another
+    /// ([`Topology::set_process_default`]).
     #[default]
     System,
     /// `nodes` nodes of `cpus_per_node` CPUs each.
@@ -94,13 +99,13 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// The topology `spec` names; for [`TopologySpec::System`], the
-    /// `MANYFS_TOPOLOGY` environment variable may name an emulated one.
+    /// The topology `spec` names; for [`TopologySpec::System`], the one a
+    /// program set with [`Topology::set_process_default`] (the `manyfs`
+    /// command sets what `MANYFS_TOPOLOGY` names), else the machine's. The
+    /// library itself never reads the environment.
     pub fn resolve(spec: TopologySpec) -> Result<Topology> {
-        let spec = match (spec, std::env::var("MANYFS_TOPOLOGY")) {
-            (TopologySpec::System, Ok(v)) if !v.trim().is_empty() => v
-                .parse()
-                .map_err(|e| Error::InvalidArgument(format!("MANYFS_TOPOLOGY: {e}")))?,
+        let spec = match (spec, PROCESS_DEFAULT.get()) {
+            (TopologySpec::System, Some(&d)) => d,
             (s, _) => s,
         };
         Ok(match spec {
@@ -127,6 +132,20 @@ impl Topology {
                 .collect(),
             os_ids: (0..nodes as u32).collect(),
             emulated: true,
+        }
+    }
+
+    /// Make `spec` what [`TopologySpec::System`] resolves to in this
+    /// process, for every mount and mkfs that follows (a program's
+    /// configuration, such as an emulated topology for tests and
+    /// benchmarks). Once per process: a second call with another value is
+    /// refused.
+    pub fn set_process_default(spec: TopologySpec) -> Result<()> {
+        match PROCESS_DEFAULT.get_or_init(|| spec) {
+            &d if d == spec => Ok(()),
+            d => Err(Error::InvalidArgument(format!(
+                "the process's topology is already {d:?}, not {spec:?}"
+            ))),
         }
     }
 

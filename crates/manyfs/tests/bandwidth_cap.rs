@@ -27,12 +27,7 @@ fn opts(cap: Option<BandwidthCap>) -> MountOptions {
 
 #[test]
 fn the_machines_own_topology_refuses_the_cap() {
-    let Some(err) = common::refused_on_system_topology(
-        "the_machines_own_topology_refuses_the_cap",
-        opts(Some(BandwidthCap::PAPER)),
-    ) else {
-        return;
-    };
+    let err = common::refused_on_system_topology(opts(Some(BandwidthCap::PAPER)));
     let Error::BandwidthCapNeedsEmulatedTopology { cap, .. } = &err else {
         panic!("not the bandwidth cap's error: {err}");
     };

@@ -52,14 +52,11 @@ fn two_node_pool(pool: &Path, node: usize, opts: MountOptions) -> Fs {
 #[test]
 fn the_machines_own_topology_refuses_the_model() {
     let o = opts(Placement::Local, Some(RemoteCost::PAPER));
-    if let Some(err) =
-        common::refused_on_system_topology("the_machines_own_topology_refuses_the_model", o)
-    {
-        assert!(
-            matches!(err, Error::RemoteCostNeedsEmulatedTopology { .. }),
-            "{err}"
-        );
-    }
+    let err = common::refused_on_system_topology(o);
+    assert!(
+        matches!(err, Error::RemoteCostNeedsEmulatedTopology { .. }),
+        "{err}"
+    );
 }
 
 #[test]

@@ -70,18 +70,8 @@ pub fn pin_to_an_allowed_cpu() -> usize {
 /// Make a pool with `opts` (which turn an emulation option on) moved to
 /// the machine's own topology: it must be refused with `EINVAL` and a
 /// message naming the emulated topology it needs, before the pool file is
-/// created. Returns the error; `None` where `MANYFS_TOPOLOGY` makes the
-/// machine's topology an emulated one (nothing to check: `test` is
-/// skipped, see [`skip`]).
-pub fn refused_on_system_topology(test: &str, mut opts: MountOptions) -> Option<manyfs::Error> {
-    if std::env::var_os("MANYFS_TOPOLOGY").is_some_and(|v| !v.is_empty()) {
-        skip(
-            test,
-            Lack::Setup,
-            "MANYFS_TOPOLOGY is set, so the machine's own topology is an emulated one",
-        );
-        return None;
-    }
+/// created. Returns the error.
+pub fn refused_on_system_topology(mut opts: MountOptions) -> manyfs::Error {
     opts.topology = manyfs::TopologySpec::System;
     let dir = tempfile::tempdir().unwrap();
     let pool = dir.path().join("pool");
@@ -91,7 +81,7 @@ pub fn refused_on_system_topology(test: &str, mut opts: MountOptions) -> Option<
     assert_eq!(err.errno(), libc::EINVAL);
     assert!(err.to_string().contains("emulated topology"), "{err}");
     assert!(!pool.exists(), "refused before mkfs");
-    Some(err)
+    err
 }
 
 /// A pool at `pool` for a thread of emulated node `node` (of a `2x1`
