@@ -322,6 +322,10 @@ pub unsafe extern "C" fn __readlink_chk(
 }
 
 fn mkdir_ours(fs: &Fs, p: &Path, mode: mode_t) -> Result<c_int, c_int> {
+    if p == Path::new("/") {
+        // The directory itself (fio makes its --directory).
+        return Err(libc::EEXIST);
+    }
     fs.create_dir(p).map_err(errno_of)?;
     let mode = mode & 0o7777 & !state::umask();
     if mode != 0o755 {
