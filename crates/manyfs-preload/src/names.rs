@@ -84,6 +84,9 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     }
 }
 
+/// Two pool paths.
+type PoolPair = (Vec<u8>, Vec<u8>);
+
 /// Where two paths lead: both ours (the pool paths), both the kernel's
 /// (`None`), or one each (`EXDEV`).
 ///
@@ -94,7 +97,7 @@ unsafe fn two_paths(
     p1: *const c_char,
     dir2: c_int,
     p2: *const c_char,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>, c_int> {
+) -> Result<Option<PoolPair>, c_int> {
     // SAFETY: the caller's promise.
     let (a, b) = unsafe { (paths::target_c(dir1, p1)?, paths::target_c(dir2, p2)?) };
     match (a, b) {
