@@ -4,6 +4,7 @@ mod bench;
 mod crashtest;
 mod demo;
 mod mount;
+mod run;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -133,6 +134,9 @@ enum Command {
     /// Mount a pool through FUSE; returns once the mount is usable
     /// (`--foreground` keeps serving in this process).
     Mount(mount::MountArgs),
+    /// Run a program with the pool mounted inside its own process at a
+    /// directory (LD_PRELOAD; no daemon, no kernel mount; docs/run.md).
+    Run(run::RunArgs),
 }
 
 /// `manyfs calibrate`: measure, print, store beside the pool.
@@ -583,6 +587,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Mount(args) => mount::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Run(args) => run::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Crashtest(args) => crashtest::run(&args),
     }
 }

@@ -64,10 +64,13 @@ pub enum Error {
     #[error("{0}: operation not supported")]
     NotSupported(String),
     /// Another process has the pool mounted.
-    #[error("{path}: pool is in use by another process (already mounted?)")]
+    #[error("{path}: pool is in use by {} (already mounted?)", owner_text(*owner))]
     Busy {
         /// The pool file.
         path: PathBuf,
+        /// The process that holds the pool's lock, where `/proc/locks`
+        /// names it.
+        owner: Option<u32>,
     },
     /// A member file of a pool with several members is missing, or is not
     /// the member the pool's member table names.
@@ -260,6 +263,14 @@ impl Error {
             other => other,
         }
     }
+}
+
+/// Who holds a busy pool, for [`Error::Busy`]'s message.
+fn owner_text(owner: Option<u32>) -> String {
+    owner.map_or_else(
+        || "another process".to_string(),
+        |pid| format!("process {pid}"),
+    )
 }
 
 impl From<Error> for std::io::Error {

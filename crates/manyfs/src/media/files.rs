@@ -113,10 +113,33 @@ fn flock(file: &File, path: &Path, op: libc::c_int) -> Result<()> {
         if std::time::Instant::now() >= deadline {
             return Err(Error::Busy {
                 path: path.to_path_buf(),
+                owner: lock_owner(file),
             });
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// The process holding a `flock` on `file`, as `/proc/locks` lists it
+/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`: pid, then
+/// major:minor:inode in hex, hex, decimal), other than this one.
+fn lock_owner(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let id = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    let me = std::process::id();
+    std::fs::read_to_string("/proc/locks")
+        .ok()?
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .filter(|f| *f != "->")
+                .collect::<Vec<_>>()
+        })
+        .filter(|f| f.len() > 5 && f[1] == "FLOCK" && f[5] == id)
+        .filter_map(|f| f[4].parse::<u32>().ok())
+        .find(|&pid| pid != me)
 }
 
 #[cfg(test)]
@@ -130,6 +153,8 @@ mod tests {
         let (d, m) = pool(Durability::File);
         let err = Media::open(&d.path().join("p"), Durability::File, true).unwrap_err();
         assert!(matches!(err, Error::Busy { .. }), "{err}");
+        // The holder is this process, which the message does not name.
+        assert!(err.to_string().contains("another process"), "{err}");
         drop(m);
         Media::open(&d.path().join("p"), Durability::File, true).unwrap();
     }

@@ -1,0 +1,315 @@
+//! `manyfs run`: unmodified programs (coreutils, tar, sqlite3, fio) on a
+//! pool mounted inside their own process through the preload library.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `libmanyfs_preload.so` beside the `manyfs` binary; a workspace build
+/// makes it, a build of this package alone does not: then build it.
+fn ensure_preload() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_manyfs"));
+    let dir = exe.parent().unwrap();
+    if dir.join("libmanyfs_preload.so").is_file() {
+        return;
+    }
+    let target = dir.parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args(["build", "-p", "manyfs-preload"])
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .unwrap();
+    assert!(st.success(), "building manyfs-preload failed");
+    assert!(dir.join("libmanyfs_preload.so").is_file());
+}
+
+struct Run {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    pool: PathBuf,
+    at: PathBuf,
+}
+
+impl Run {
+    fn new() -> Run {
+        ensure_preload();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        Run {
+            pool: root.join("p.pool"),
+            at: root.join("mnt"),
+            root,
+            _dir: dir,
+        }
+    }
+
+    fn cmd(&self, program: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_manyfs"));
+        c.arg("run")
+            .arg("--pool")
+            .arg(&self.pool)
+            .arg("--at")
+            .arg(&self.at)
+            .args(["--size", "256M", "--"])
+            .args(program);
+        c
+    }
+
+    /// Run `program` (a shell line when it is one string with spaces) and
+    /// insist it succeeds.
+    fn ok(&self, line: &str) -> String {
+        let out = self.cmd(&["sh", "-c", line]).output().unwrap();
+        check(line, &out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn at(&self, rel: &str) -> String {
+        self.at.join(rel).display().to_string()
+    }
+
+    fn kernel(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+}
+
+fn check(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn coreutils_and_tar_copy_trees_in_and_out() {
+    let r = Run::new();
+    let src = env!("CARGO_MANIFEST_DIR");
+    r.ok(&format!("cp -r {src}/src {}", r.at("tree")));
+    let listing = r.ok(&format!("ls -l {}", r.at("tree")));
+    assert!(listing.contains("main.rs"), "{listing}");
+    // Named one by one: a shell glob under the directory would mount the
+    // pool in the shell, and its children could not (docs/run.md).
+    let names: Vec<String> = std::fs::read_dir(format!("{src}/src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let sums = |dir: &str| {
+        let mut c = r.cmd(&["sha256sum"]);
+        c.args(names.iter().map(|n| format!("{dir}/{n}")));
+        let out = c.output().unwrap();
+        check("sha256sum", &out);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sums(&format!("{src}/src")), sums(&r.at("tree")));
+    assert_eq!(
+        r.ok(&format!("cat {}", r.at("tree/main.rs"))),
+        std::fs::read_to_string(format!("{src}/src/main.rs")).unwrap()
+    );
+    r.ok(&format!(
+        "tar cf {} -C {} tree",
+        r.kernel("t.tar"),
+        r.at("")
+    ));
+    r.ok(&format!("mkdir {}", r.at("x")));
+    r.ok(&format!("tar xf {} -C {}", r.kernel("t.tar"), r.at("x")));
+    r.ok(&format!("cp -r {} {}", r.at("x/tree"), r.kernel("out")));
+    let diff = Command::new("diff")
+        .args(["-r", &format!("{src}/src"), &r.kernel("out")])
+        .output()
+        .unwrap();
+    check(
+        "diff -r of the tree copied in, tarred, untarred and copied out",
+        &diff,
+    );
+    // Nothing reached the kernel's tree under the directory.
+    assert!(!r.at.exists());
+    let fsck = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("fsck")
+        .arg(&r.pool)
+        .output()
+        .unwrap();
+    check("fsck", &fsck);
+}
+
+#[test]
+fn sqlite_wal_database_with_exclusive_locking_is_intact() {
+    if !have("sqlite3") {
+        panic!("sqlite3 is not installed: run scripts/install-deps.sh");
+    }
+    let r = Run::new();
+    let db = r.at("db");
+    let sql = "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; \
+        CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT); \
+        WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<5000) \
+        INSERT INTO t(b) SELECT hex(randomblob(40)) FROM c;";
+    check(
+        "sqlite3 write",
+        &r.cmd(&["sqlite3", &db, sql]).output().unwrap(),
+    );
+    let out = r
+        .cmd(&[
+            "sqlite3",
+            &db,
+            "PRAGMA locking_mode=EXCLUSIVE; PRAGMA integrity_check; SELECT count(*) FROM t;",
+        ])
+        .output()
+        .unwrap();
+    check("sqlite3 check", &out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "exclusive\nok\n5000\n"
+    );
+}
+
+/// Shared-memory WAL maps the `-shm` file, which the library cannot
+/// serve: the failure is loud (a line naming mmap, an I/O error), not
+/// silent.
+#[test]
+fn sqlite_shared_memory_wal_fails_loudly() {
+    if !have("sqlite3") {
+        panic!("sqlite3 is not installed: run scripts/install-deps.sh");
+    }
+    let r = Run::new();
+    let out = r
+        .cmd(&[
+            "sqlite3",
+            &r.at("db"),
+            "PRAGMA journal_mode=WAL; CREATE TABLE t(a);",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("manyfs run: mmap of a file under"), "{err}");
+}
+
+#[test]
+fn fio_threads_share_one_file() {
+    if !have("fio") {
+        panic!("fio is not installed: run scripts/install-deps.sh");
+    }
+    let r = Run::new();
+    let dir = r.at("");
+    for rw in ["randwrite", "randread"] {
+        let out = r
+            .cmd(&[
+                "fio",
+                "--name=t",
+                "--directory",
+                &dir,
+                "--filename=shared",
+                "--size=16M",
+                "--bs=4k",
+                &format!("--rw={rw}"),
+                "--ioengine=psync",
+                "--thread",
+                "--numjobs=2",
+                "--time_based",
+                "--runtime=1",
+                "--group_reporting",
+                "--verify=0",
+            ])
+            .output()
+            .unwrap();
+        check(&format!("fio {rw}"), &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("IOPS="), "{text}");
+    }
+}
+
+#[test]
+fn a_program_killed_mid_write_leaves_a_pool_that_mounts_clean_with_its_synced_data() {
+    let r = Run::new();
+    let src = r.kernel("src");
+    std::fs::write(
+        &src,
+        (0..1_000_000u32)
+            .flat_map(|i| i.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let marker = r.kernel("synced");
+    // The synced copy, then writes forever (fio over one file), killed.
+    let line = format!(
+        "dd if={src} of={} bs=64k conv=fsync status=none && touch {marker} && \
+         exec fio --name=k --filename={} --size=32M --bs=4k --rw=randwrite \
+         --ioengine=psync --thread --time_based --runtime=60",
+        r.at("a"),
+        r.at("b")
+    );
+    let mut child = r
+        .cmd(&["sh", "-c", &line])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !Path::new(&marker).exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the synced copy never finished"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the writer exited early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let fsck = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("fsck")
+        .arg(&r.pool)
+        .output()
+        .unwrap();
+    check("fsck after SIGKILL", &fsck);
+    r.ok(&format!("cmp {src} {}", r.at("a")));
+}
+
+#[test]
+fn a_second_run_of_a_busy_pool_is_refused_naming_the_owner() {
+    let r = Run::new();
+    // The owner: a program that keeps the pool mounted (fio writing).
+    let owner = format!(
+        "exec fio --name=h --filename={} --size=4M --bs=4k --rw=randwrite --ioengine=psync --thread --time_based --runtime=30",
+        r.at("f")
+    );
+    let mut child = r
+        .cmd(&["sh", "-c", &owner])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let refused = loop {
+        let out = r.cmd(&["true"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            break err;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the pool never became busy"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        refused.contains(&format!("in use by process {}", child.id())),
+        "{refused}"
+    );
+}

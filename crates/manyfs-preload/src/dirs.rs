@@ -1,0 +1,226 @@
+//! Directory streams of directories under the pool: `DIR*` handles of
+//! this library's own, told apart from glibc's by a registry of the
+//! pointers it handed out.
+
+use crate::table;
+use crate::{errno_of, mounted, on_path, real, ret, state};
+use libc::{DIR, c_char, c_int, c_long, dirent64};
+use manyfs::lowlevel::InodeOps;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One stream: the entries as they were when opened (or rewound), and
+/// the `dirent64` that `readdir` returns, reused by the next call.
+struct Stream {
+    fd: c_int,
+    entries: Vec<(Vec<u8>, u64, u8)>,
+    pos: usize,
+    ent: dirent64,
+}
+
+/// The streams handed out, by address.
+static STREAMS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// How many: 0 lets glibc's streams skip the registry's lock.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn ours(dirp: *mut DIR) -> Option<*mut Stream> {
+    if COUNT.load(Ordering::Acquire) == 0 || dirp.is_null() {
+        return None;
+    }
+    let streams = STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    streams.contains(&(dirp as usize)).then_some(dirp.cast())
+}
+
+/// The entries of the directory open at `fd`, `.` and `..` first.
+fn entries(fd: c_int) -> Result<Vec<(Vec<u8>, u64, u8)>, c_int> {
+    use std::os::unix::ffi::OsStrExt;
+    let open = table::get(fd).ok_or(libc::EBADF)?;
+    if !open.is_dir {
+        return Err(libc::ENOTDIR);
+    }
+    let ino = open.file.ino();
+    let list = mounted()?.readdir_ino(ino).map_err(errno_of)?;
+    let mut out = vec![
+        (b".".to_vec(), ino, libc::DT_DIR),
+        (b"..".to_vec(), ino, libc::DT_DIR),
+    ];
+    out.extend(list.into_iter().map(|e| {
+        (
+            e.name.as_bytes().to_vec(),
+            e.ino,
+            crate::meta::dirent_type(e.kind),
+        )
+    }));
+    Ok(out)
+}
+
+/// A stream over our directory descriptor `fd`, which it then owns.
+fn stream_of(fd: c_int) -> Result<*mut DIR, c_int> {
+    let s = Box::new(Stream {
+        fd,
+        entries: entries(fd)?,
+        pos: 0,
+        // SAFETY: an all-zero dirent64 is valid.
+        ent: unsafe { std::mem::zeroed() },
+    });
+    let p = Box::into_raw(s);
+    STREAMS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(p as usize);
+    COUNT.fetch_add(1, Ordering::Release);
+    Ok(p.cast())
+}
+
+/// `opendir(3)`.
+///
+/// # Safety
+/// As `opendir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| {
+                let fd = crate::files::open_ours(fs, p, flags, 0)?;
+                stream_of(fd).inspect_err(|_| {
+                    crate::files::close_ours(fd);
+                })
+            },
+            |path| real::opendir()(path),
+        )
+    }
+}
+
+/// `fdopendir(3)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
+    if !table::is_ours(fd) {
+        // SAFETY: the caller's argument, unchanged, to libc.
+        return unsafe { real::fdopendir()(fd) };
+    }
+    ret(state::fs().and_then(|_| stream_of(fd)))
+}
+
+/// `readdir64(3)`.
+///
+/// # Safety
+/// As `readdir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readdir64(dirp: *mut DIR) -> *mut dirent64 {
+    let Some(s) = ours(dirp) else {
+        // SAFETY: the caller's argument, unchanged, to libc.
+        return unsafe { real::readdir64()(dirp) };
+    };
+    // SAFETY: a live stream of ours; one thread reads a stream at a time.
+    let s = unsafe { &mut *s };
+    let Some((name, ino, kind)) = s.entries.get(s.pos) else {
+        return std::ptr::null_mut();
+    };
+    s.pos += 1;
+    let n = name.len().min(s.ent.d_name.len() - 1);
+    s.ent.d_ino = *ino;
+    s.ent.d_off = s.pos as i64;
+    s.ent.d_reclen = std::mem::size_of::<dirent64>() as u16;
+    s.ent.d_type = *kind;
+    for (d, &c) in s.ent.d_name.iter_mut().zip(&name[..n]) {
+        *d = c as c_char;
+    }
+    s.ent.d_name[n] = 0;
+    &mut s.ent
+}
+
+/// `readdir(3)` (the same structure on x86-64).
+///
+/// # Safety
+/// As `readdir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readdir(dirp: *mut DIR) -> *mut dirent64 {
+    // SAFETY: forwarded from the caller.
+    unsafe { readdir64(dirp) }
+}
+
+/// `closedir(3)`.
+///
+/// # Safety
+/// As `closedir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closedir(dirp: *mut DIR) -> c_int {
+    let Some(s) = ours(dirp) else {
+        // SAFETY: the caller's argument, unchanged, to libc.
+        return unsafe { real::closedir()(dirp) };
+    };
+    STREAMS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != dirp as usize);
+    COUNT.fetch_sub(1, Ordering::Release);
+    // SAFETY: made by `Box::into_raw` in `stream_of`, now unregistered.
+    let s = unsafe { Box::from_raw(s) };
+    crate::files::close_ours(s.fd)
+}
+
+/// `dirfd(3)`.
+///
+/// # Safety
+/// As `dirfd(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dirfd(dirp: *mut DIR) -> c_int {
+    match ours(dirp) {
+        // SAFETY: a live stream of ours.
+        Some(s) => unsafe { (*s).fd },
+        // SAFETY: the caller's argument, unchanged, to libc.
+        None => unsafe { real::dirfd()(dirp) },
+    }
+}
+
+/// `rewinddir(3)`: the entries are read again.
+///
+/// # Safety
+/// As `rewinddir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rewinddir(dirp: *mut DIR) {
+    match ours(dirp) {
+        Some(s) => {
+            // SAFETY: a live stream of ours.
+            let s = unsafe { &mut *s };
+            if let Ok(e) = entries(s.fd) {
+                s.entries = e;
+            }
+            s.pos = 0;
+        }
+        // SAFETY: the caller's argument, unchanged, to libc.
+        None => unsafe { real::rewinddir()(dirp) },
+    }
+}
+
+/// `telldir(3)`.
+///
+/// # Safety
+/// As `telldir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn telldir(dirp: *mut DIR) -> c_long {
+    match ours(dirp) {
+        // SAFETY: a live stream of ours.
+        Some(s) => unsafe { (*s).pos as c_long },
+        // SAFETY: the caller's argument, unchanged, to libc.
+        None => unsafe { real::telldir()(dirp) },
+    }
+}
+
+/// `seekdir(3)`.
+///
+/// # Safety
+/// As `seekdir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn seekdir(dirp: *mut DIR, loc: c_long) {
+    match ours(dirp) {
+        // SAFETY: a live stream of ours.
+        Some(s) => unsafe { (*s).pos = loc.max(0) as usize },
+        // SAFETY: the caller's argument, unchanged, to libc.
+        None => unsafe { real::seekdir()(dirp, loc) },
+    }
+}

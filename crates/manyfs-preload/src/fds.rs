@@ -1,0 +1,221 @@
+//! Descriptor calls: `dup`, `dup2`, `dup3`, `fcntl`, and the calls that
+//! refuse a manyfs descriptor (`ioctl`, `mmap`, `copy_file_range`).
+
+use crate::files::SHOWN_FLAGS;
+use crate::table::{self, Open};
+use crate::{on_fd, real, ret, state};
+use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t, ssize_t};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A new descriptor, at least `min`, for the open file behind `fd`.
+fn dup_ours(fd: c_int, min: c_int, cloexec: bool) -> Result<c_int, c_int> {
+    let open = table::get(fd).ok_or(libc::EBADF)?;
+    let new = table::reserve(min)?;
+    table::install(new, open, cloexec);
+    Ok(new)
+}
+
+/// Make `new` a copy of `old` (either may be ours).
+fn dup_onto(old: c_int, new: c_int, cloexec: bool) -> Result<c_int, c_int> {
+    if old == new {
+        return Err(libc::EINVAL);
+    }
+    let open: Option<Arc<Open>> = table::get(old);
+    // The kernel's copy keeps close-on-exec set for ours (see `table`).
+    let kflags = if cloexec || open.is_some() {
+        libc::O_CLOEXEC
+    } else {
+        0
+    };
+    if table::is_ours(new) {
+        crate::files::close_ours(new);
+    }
+    // SAFETY: two descriptor numbers; the kernel checks them.
+    let r = unsafe { real::dup3()(old, new, kflags) };
+    if r < 0 {
+        return Err(crate::errno());
+    }
+    if let Some(open) = open {
+        table::install(new, open, cloexec);
+    }
+    Ok(new)
+}
+
+/// `dup(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn dup(fd: c_int) -> c_int {
+    on_fd(
+        fd,
+        |_| dup_ours(fd, 0, false),
+        // SAFETY: the caller's argument, unchanged, to libc.
+        || unsafe { real::dup()(fd) },
+    )
+}
+
+/// `dup2(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old == new {
+        return on_fd(
+            old,
+            |_| Ok(new),
+            // SAFETY: the caller's arguments, unchanged, to libc.
+            || unsafe { real::dup2()(old, new) },
+        );
+    }
+    if !table::is_ours(old) && !table::is_ours(new) {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        return unsafe { real::dup2()(old, new) };
+    }
+    ret(state::fs().and_then(|_| dup_onto(old, new, false)))
+}
+
+/// `dup3(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if !table::is_ours(old) && !table::is_ours(new) {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        return unsafe { real::dup3()(old, new, flags) };
+    }
+    if flags & !libc::O_CLOEXEC != 0 {
+        return ret(Err(libc::EINVAL));
+    }
+    ret(state::fs().and_then(|_| dup_onto(old, new, flags & libc::O_CLOEXEC != 0)))
+}
+
+/// `fcntl` on ours. Record locks (`F_SETLK`, `F_SETLKW`, `F_OFD_*`)
+/// succeed without locking anything: one process owns the pool, and its
+/// threads' locks on one another are not kept (`F_GETLK` reports the
+/// range unlocked).
+fn fcntl_ours(fd: c_int, o: &Open, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {
+    match cmd {
+        libc::F_DUPFD => dup_ours(fd, arg as c_int, false),
+        libc::F_DUPFD_CLOEXEC => dup_ours(fd, arg as c_int, true),
+        libc::F_GETFD => Ok(if table::cloexec(fd) {
+            libc::FD_CLOEXEC
+        } else {
+            0
+        }),
+        libc::F_SETFD => {
+            table::set_cloexec(fd, arg as c_int & libc::FD_CLOEXEC != 0);
+            Ok(0)
+        }
+        libc::F_GETFL => Ok(o.flags.load(Ordering::Relaxed)),
+        libc::F_SETFL => {
+            let settable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_NOATIME | libc::O_DIRECT;
+            let _ = o
+                .flags
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| {
+                    Some((f & !settable) | (arg as c_int & settable & SHOWN_FLAGS))
+                });
+            Ok(0)
+        }
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => Ok(0),
+        libc::F_GETLK | libc::F_OFD_GETLK => {
+            let lock = arg as *mut libc::flock;
+            if lock.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: the caller passes a `struct flock` for F_GETLK.
+            unsafe { (*lock).l_type = libc::F_UNLCK as i16 };
+            Ok(0)
+        }
+        _ => {
+            state::say(&format!(
+                "fcntl command {cmd} is not supported on a file under the pool"
+            ));
+            Err(libc::EINVAL)
+        }
+    }
+}
+
+/// `fcntl(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    on_fd(
+        fd,
+        |o| fcntl_ours(fd, o, cmd, arg),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::fcntl64()(fd, cmd, arg) },
+    )
+}
+
+/// `fcntl64(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    fcntl(fd, cmd, arg)
+}
+
+/// `ioctl(2)`: none on ours (`ENOTTY`, as for a file without any).
+#[unsafe(no_mangle)]
+pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
+    on_fd(
+        fd,
+        |_| Err(libc::ENOTTY),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::ioctl()(fd, req, arg) },
+    )
+}
+
+/// `mmap(2)`: a file under the pool cannot be mapped (`ENODEV`, said on
+/// stderr).
+///
+/// # Safety
+/// As `mmap(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if flags & libc::MAP_ANONYMOUS == 0 && table::is_ours(fd) {
+        let at = state::config().map_or_else(String::new, |c| c.at.display().to_string());
+        state::say(&format!("mmap of a file under {at} is not supported"));
+        crate::set_errno(libc::ENODEV);
+        return libc::MAP_FAILED;
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::mmap64()(addr, len, prot, flags, fd, off) }
+}
+
+/// `mmap64(2)`.
+///
+/// # Safety
+/// As `mmap(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    // SAFETY: forwarded from the caller.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// `copy_file_range(2)`: `EXDEV` when either side is ours, so programs
+/// fall back to reading and writing.
+///
+/// # Safety
+/// As `copy_file_range(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if table::is_ours(fd_in) || table::is_ours(fd_out) {
+        return ret(Err(libc::EXDEV));
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::copy_file_range()(fd_in, off_in, fd_out, off_out, len, flags) }
+}

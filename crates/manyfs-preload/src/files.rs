@@ -1,0 +1,768 @@
+//! Opening, reading, writing, seeking, syncing and sizing files.
+
+use crate::table::{self, Open};
+use crate::{bytes, bytes_mut, errno_of, on_fd, on_path, real, state};
+use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off_t, size_t, ssize_t};
+use manyfs::{Fs, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Status flags `F_GETFL` reports and `F_SETFL` may change.
+pub(crate) const SHOWN_FLAGS: c_int = libc::O_ACCMODE
+    | libc::O_APPEND
+    | libc::O_NONBLOCK
+    | libc::O_DSYNC
+    | libc::O_SYNC
+    | libc::O_DIRECT
+    | libc::O_NOATIME
+    | libc::O_LARGEFILE;
+
+/// Open `path` in the pool with `open(2)`'s flags; returns the descriptor.
+pub(crate) fn open_ours(fs: &Fs, path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        state::say(&format!("O_TMPFILE in {} is not supported", path.display()));
+        return Err(libc::EOPNOTSUPP);
+    }
+    let acc = flags & libc::O_ACCMODE;
+    let path_only = flags & libc::O_PATH != 0;
+    let (read, write) = (acc != libc::O_WRONLY, acc != libc::O_RDONLY && !path_only);
+    let create = flags & libc::O_CREAT != 0 && !path_only;
+    let trunc = flags & libc::O_TRUNC != 0 && !path_only;
+    if flags & libc::O_NOFOLLOW != 0
+        && let Ok(m) = fs.symlink_metadata(path)
+        && m.is_symlink()
+    {
+        return Err(if path_only {
+            libc::ENOTSUP
+        } else {
+            libc::ELOOP
+        });
+    }
+    let mut oo = OpenOptions::new();
+    oo.read(true)
+        .write(write || create || trunc)
+        .create(create)
+        .create_new(create && flags & libc::O_EXCL != 0)
+        .truncate(trunc)
+        .mode(mode & 0o7777 & !state::umask());
+    let file = oo.open(fs, path).map_err(errno_of)?;
+    let meta = file.metadata().map_err(errno_of)?;
+    if flags & libc::O_DIRECTORY != 0 && !meta.is_dir() {
+        return Err(libc::ENOTDIR);
+    }
+    let fd = table::reserve(0)?;
+    let open = Open {
+        file,
+        path: crate::paths::outer(path.as_os_str().as_bytes()),
+        is_dir: meta.is_dir(),
+        read: read && !path_only,
+        write,
+        flags: (flags & SHOWN_FLAGS).into(),
+        offset: 0.into(),
+    };
+    table::install(fd, Arc::new(open), flags & libc::O_CLOEXEC != 0);
+    Ok(fd)
+}
+
+/// `openat` with the mode read only when the flags say it was passed.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn do_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    let mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+        mode
+    } else {
+        0
+    };
+    // SAFETY: the caller's promise; the kernel gets the caller's arguments.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| open_ours(fs, p, flags, mode),
+            |path| real::openat()(dirfd, path, flags, mode),
+        )
+    }
+}
+
+/// `open(2)`.
+///
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// `open64(2)`.
+///
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// glibc's fortified `open` (no mode).
+///
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(libc::AT_FDCWD, path, flags, 0) }
+}
+
+/// glibc's fortified `open64` (no mode).
+///
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(libc::AT_FDCWD, path, flags, 0) }
+}
+
+/// `openat(2)`.
+///
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(dirfd, path, flags, mode) }
+}
+
+/// `openat64(2)`.
+///
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(dirfd, path, flags, mode) }
+}
+
+/// glibc's fortified `openat` (no mode).
+///
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(dirfd, path, flags, 0) }
+}
+
+/// glibc's fortified `openat64` (no mode).
+///
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(dirfd, path, flags, 0) }
+}
+
+/// `creat(2)`.
+///
+/// # Safety
+/// As `creat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    // SAFETY: forwarded from the caller.
+    unsafe { do_openat(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// `creat64(2)`.
+///
+/// # Safety
+/// As `creat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { creat(path, mode) }
+}
+
+/// Close a manyfs descriptor: forget it, then release its kernel
+/// descriptor. In a forked child of the owner the handle is leaked rather
+/// than dropped: dropping the last handle of an unlinked file frees it in
+/// the pool, which is the parent's.
+pub(crate) fn close_ours(fd: c_int) -> c_int {
+    if let Some(open) = table::forget(fd)
+        && state::fs().is_err()
+    {
+        std::mem::forget(open);
+    }
+    // SAFETY: the kernel descriptor reserved for `fd`.
+    unsafe { real::close()(fd) }
+}
+
+/// `close(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn close(fd: c_int) -> c_int {
+    if table::is_ours(fd) {
+        return close_ours(fd);
+    }
+    // SAFETY: the caller's argument, unchanged, to libc.
+    unsafe { real::close()(fd) }
+}
+
+fn readable(o: &Open) -> Result<(), c_int> {
+    if o.is_dir {
+        return Err(libc::EISDIR);
+    }
+    if !o.read {
+        return Err(libc::EBADF);
+    }
+    Ok(())
+}
+
+fn writable(o: &Open) -> Result<(), c_int> {
+    if !o.write {
+        return Err(libc::EBADF);
+    }
+    Ok(())
+}
+
+/// Read at `off`, or at the file offset (advancing it) when `off` is
+/// `None`.
+pub(crate) fn read_ours(o: &Open, buf: &mut [u8], off: Option<u64>) -> Result<usize, c_int> {
+    readable(o)?;
+    match off {
+        Some(off) => o.file.read_at(buf, off).map_err(errno_of),
+        None => {
+            let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+            let n = o.file.read_at(buf, *pos).map_err(errno_of)?;
+            *pos += n as u64;
+            Ok(n)
+        }
+    }
+}
+
+/// Write at `off`, or at the file offset (advancing it) when `off` is
+/// `None`; at the end of file with `O_APPEND` (also for `pwrite`, as
+/// Linux does); synced with `O_DSYNC`/`O_SYNC`.
+pub(crate) fn write_ours(o: &Open, buf: &[u8], off: Option<u64>) -> Result<usize, c_int> {
+    writable(o)?;
+    let flags = o.flags.load(Ordering::Relaxed);
+    let n = if flags & libc::O_APPEND != 0 {
+        let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let at = o.file.append(buf).map_err(errno_of)?;
+        *pos = at + buf.len() as u64;
+        buf.len()
+    } else if let Some(off) = off {
+        o.file.write_at(buf, off).map_err(errno_of)?
+    } else {
+        let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let n = o.file.write_at(buf, *pos).map_err(errno_of)?;
+        *pos += n as u64;
+        n
+    };
+    if flags & libc::O_DSYNC != 0 {
+        o.file.sync_data().map_err(errno_of)?;
+    }
+    Ok(n)
+}
+
+fn offset(off: off_t) -> Result<u64, c_int> {
+    u64::try_from(off).map_err(|_| libc::EINVAL)
+}
+
+/// `read(2)`.
+///
+/// # Safety
+/// As `read(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: the caller passes `n` writable bytes at `buf`.
+        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, None).map(|n| n as ssize_t),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::read()(fd, buf, n) },
+    )
+}
+
+/// glibc's fortified `read`.
+///
+/// # Safety
+/// As `read(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
+    if n > buflen {
+        // SAFETY: libc's check reports the overflow.
+        return unsafe { real::__read_chk()(fd, buf, n, buflen) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { read(fd, buf, n) }
+}
+
+/// `write(2)`.
+///
+/// # Safety
+/// As `write(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: the caller passes `n` readable bytes at `buf`.
+        |o| write_ours(o, unsafe { bytes(buf, n) }, None).map(|n| n as ssize_t),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::write()(fd, buf, n) },
+    )
+}
+
+/// `pread(2)`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: the caller passes `n` writable bytes at `buf`.
+        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::pread64()(fd, buf, n, off) },
+    )
+}
+
+/// `pread64(2)`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// glibc's fortified `pread64` (also `__pread_chk`: the same on x86-64).
+///
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pread64_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off_t,
+    buflen: size_t,
+) -> ssize_t {
+    if n > buflen {
+        // SAFETY: libc's check reports the overflow.
+        return unsafe { real::__pread64_chk()(fd, buf, n, off, buflen) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// glibc's fortified `pread`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off_t,
+    buflen: size_t,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { __pread64_chk(fd, buf, n, off, buflen) }
+}
+
+/// `pwrite(2)`.
+///
+/// # Safety
+/// As `pwrite(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: the caller passes `n` readable bytes at `buf`.
+        |o| write_ours(o, unsafe { bytes(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::pwrite64()(fd, buf, n, off) },
+    )
+}
+
+/// `pwrite64(2)`.
+///
+/// # Safety
+/// As `pwrite(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+/// The buffers of an iovec array.
+///
+/// # Safety
+/// `iov` points at `cnt` iovecs whose buffers are valid.
+unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> Result<&'a [iovec], c_int> {
+    let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
+    if cnt > libc::UIO_MAXIOV as usize {
+        return Err(libc::EINVAL);
+    }
+    if cnt == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { std::slice::from_raw_parts(iov, cnt) })
+}
+
+/// Vectored read: one read of the total length, scattered.
+///
+/// # Safety
+/// As `readv(2)`.
+unsafe fn readv_ours(
+    o: &Open,
+    iov: *const iovec,
+    cnt: c_int,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    // SAFETY: the caller's promise.
+    let iov = unsafe { iovecs(iov, cnt)? };
+    let total: usize = iov.iter().map(|v| v.iov_len).sum();
+    let mut tmp = vec![0u8; total];
+    let n = read_ours(o, &mut tmp, off)?;
+    let mut done = 0;
+    for v in iov {
+        let take = v.iov_len.min(n - done);
+        // SAFETY: each iovec names `iov_len` writable bytes.
+        unsafe { bytes_mut(v.iov_base, take) }.copy_from_slice(&tmp[done..done + take]);
+        done += take;
+    }
+    Ok(n as ssize_t)
+}
+
+/// Vectored write: gathered into one write, so it stays atomic.
+///
+/// # Safety
+/// As `writev(2)`.
+unsafe fn writev_ours(
+    o: &Open,
+    iov: *const iovec,
+    cnt: c_int,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    // SAFETY: the caller's promise.
+    let iov = unsafe { iovecs(iov, cnt)? };
+    let mut tmp = Vec::with_capacity(iov.iter().map(|v| v.iov_len).sum());
+    for v in iov {
+        // SAFETY: each iovec names `iov_len` readable bytes.
+        tmp.extend_from_slice(unsafe { bytes(v.iov_base, v.iov_len) });
+    }
+    write_ours(o, &tmp, off).map(|n| n as ssize_t)
+}
+
+/// `readv(2)`.
+///
+/// # Safety
+/// As `readv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { readv_ours(o, iov, cnt, None) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::readv()(fd, iov, cnt) },
+    )
+}
+
+/// `writev(2)`.
+///
+/// # Safety
+/// As `writev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { writev_ours(o, iov, cnt, None) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::writev()(fd, iov, cnt) },
+    )
+}
+
+/// `preadv(2)`.
+///
+/// # Safety
+/// As `preadv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { readv_ours(o, iov, cnt, Some(offset(off)?)) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::preadv64()(fd, iov, cnt, off) },
+    )
+}
+
+/// `preadv64(2)`.
+///
+/// # Safety
+/// As `preadv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { preadv(fd, iov, cnt, off) }
+}
+
+/// `pwritev(2)`.
+///
+/// # Safety
+/// As `pwritev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { writev_ours(o, iov, cnt, Some(offset(off)?)) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::pwritev64()(fd, iov, cnt, off) },
+    )
+}
+
+/// `pwritev64(2)`.
+///
+/// # Safety
+/// As `pwritev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { pwritev(fd, iov, cnt, off) }
+}
+
+/// `lseek` on a manyfs descriptor (`SEEK_DATA`/`SEEK_HOLE` see one data
+/// extent: the whole file).
+pub(crate) fn lseek_ours(o: &Open, off: off_t, whence: c_int) -> Result<off_t, c_int> {
+    let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+    let size = || o.file.metadata().map(|m| m.size as i64).map_err(errno_of);
+    let new = match whence {
+        libc::SEEK_SET => off,
+        libc::SEEK_CUR => (*pos as i64).checked_add(off).ok_or(libc::EOVERFLOW)?,
+        libc::SEEK_END => size()?.checked_add(off).ok_or(libc::EOVERFLOW)?,
+        libc::SEEK_DATA | libc::SEEK_HOLE => {
+            let size = size()?;
+            if off < 0 {
+                return Err(libc::EINVAL);
+            }
+            if off >= size {
+                return Err(libc::ENXIO);
+            }
+            if whence == libc::SEEK_DATA { off } else { size }
+        }
+        _ => return Err(libc::EINVAL),
+    };
+    *pos = u64::try_from(new).map_err(|_| libc::EINVAL)?;
+    Ok(new)
+}
+
+/// `lseek(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    on_fd(
+        fd,
+        |o| lseek_ours(o, off, whence),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::lseek64()(fd, off, whence) },
+    )
+}
+
+/// `lseek64(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    lseek(fd, off, whence)
+}
+
+/// `fsync(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fsync(fd: c_int) -> c_int {
+    on_fd(
+        fd,
+        |o| o.file.sync_all().map(|()| 0).map_err(errno_of),
+        // SAFETY: the caller's argument, unchanged, to libc.
+        || unsafe { real::fsync()(fd) },
+    )
+}
+
+/// `fdatasync(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fdatasync(fd: c_int) -> c_int {
+    on_fd(
+        fd,
+        |o| o.file.sync_data().map(|()| 0).map_err(errno_of),
+        // SAFETY: the caller's argument, unchanged, to libc.
+        || unsafe { real::fdatasync()(fd) },
+    )
+}
+
+/// `sync_file_range(2)`: the file's data made durable (more than asked).
+#[unsafe(no_mangle)]
+pub extern "C" fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags: c_uint) -> c_int {
+    on_fd(
+        fd,
+        |o| o.file.sync_data().map(|()| 0).map_err(errno_of),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::sync_file_range()(fd, off, n, flags) },
+    )
+}
+
+fn set_len_ours(o: &Open, len: off_t) -> Result<c_int, c_int> {
+    if o.is_dir {
+        return Err(libc::EISDIR);
+    }
+    if !o.write {
+        return Err(libc::EINVAL);
+    }
+    o.file.set_len(offset(len)?).map(|()| 0).map_err(errno_of)
+}
+
+/// `ftruncate(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
+    on_fd(
+        fd,
+        |o| set_len_ours(o, len),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::ftruncate64()(fd, len) },
+    )
+}
+
+/// `ftruncate64(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
+    ftruncate(fd, len)
+}
+
+/// `truncate(2)`.
+///
+/// # Safety
+/// As `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| fs.set_len(p, offset(len)?).map(|()| 0).map_err(errno_of),
+            |path| real::truncate64()(path, len),
+        )
+    }
+}
+
+/// `truncate64(2)`.
+///
+/// # Safety
+/// As `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { truncate(path, len) }
+}
+
+/// `fallocate` on ours: mode 0 extends the size; `FALLOC_FL_KEEP_SIZE`
+/// succeeds with nothing to do (blocks are allocated when written);
+/// other modes (punching holes, zeroing, collapsing) are not supported.
+fn fallocate_ours(o: &Open, mode: c_int, off: off_t, len: off_t) -> Result<c_int, c_int> {
+    writable(o)?;
+    let (off, len) = (offset(off)?, offset(len)?);
+    if len == 0 {
+        return Err(libc::EINVAL);
+    }
+    match mode {
+        0 => o.file.allocate(off, len).map(|()| 0).map_err(errno_of),
+        libc::FALLOC_FL_KEEP_SIZE => Ok(0),
+        _ => {
+            state::say(&format!(
+                "fallocate mode {mode:#x} is not supported under the pool"
+            ));
+            Err(libc::EOPNOTSUPP)
+        }
+    }
+}
+
+/// `fallocate(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+    on_fd(
+        fd,
+        |o| fallocate_ours(o, mode, off, len),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::fallocate64()(fd, mode, off, len) },
+    )
+}
+
+/// `fallocate64(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+    fallocate(fd, mode, off, len)
+}
+
+/// `posix_fallocate(3)`: returns the error number instead of setting
+/// `errno`.
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
+    match table::get(fd) {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        None => unsafe { real::posix_fallocate64()(fd, off, len) },
+        Some(o) => match state::fs().and_then(|_| fallocate_ours(&o, 0, off, len)) {
+            Ok(_) => 0,
+            Err(e) => e,
+        },
+    }
+}
+
+/// `posix_fallocate64(3)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
+    posix_fallocate(fd, off, len)
+}
+
+/// `posix_fadvise(3)`: advice on ours is taken and ignored.
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
+    if table::is_ours(fd) {
+        return 0;
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::posix_fadvise64()(fd, off, len, advice) }
+}
+
+/// `posix_fadvise64(3)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fadvise64(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
+    posix_fadvise(fd, off, len, advice)
+}

@@ -1,0 +1,177 @@
+//! `libmanyfs_preload.so`: the library `manyfs run` preloads into a
+//! program (`LD_PRELOAD`) so that the program's file calls on paths under
+//! one directory, and on descriptors opened there, are served by a manyfs
+//! pool mounted inside the program's own process, in the calling thread:
+//! no daemon, no kernel mount, no context switch. Every other call goes to
+//! libc untouched.
+//!
+//! # Why symbol interposition
+//!
+//! Rewriting the program's `syscall` instructions (pmem's
+//! `syscall_intercept`) would catch every system call, those glibc makes
+//! internally included; but it is not packaged here and needs building
+//! from source with capstone. Symbol interposition is what can ship: this
+//! library defines `open`, `read`, `stat`, ... and the dynamic linker binds
+//! the program's calls to them before libc's. Its known gap is the calls
+//! glibc makes internally (`fopen` opens through an internal `open` the
+//! program's calls never see), which it closes by interposing those
+//! higher-level entry points too: `fopen`/`fdopen` (a `FILE*` from
+//! `fopencookie` whose read, write, seek and close call manyfs),
+//! `opendir`/`fdopendir`/`readdir`/`closedir` (directory streams of its
+//! own, known by a registry of the pointers it returned), the whole `stat`
+//! family (`stat`, `fstatat`, glibc's `__xstat`-style entry points,
+//! `statx`, `statfs`, `statvfs`) and glibc's fortified `__*_chk` variants.
+//!
+//! What stays out of reach fails loudly, never silently: `mmap` of one of
+//! its descriptors returns `MAP_FAILED` with `ENODEV` and a line on stderr;
+//! raw `syscall(2)` and statically linked programs reach the kernel, which
+//! knows no such directory (`ENOENT`) and sees the reserved descriptors as
+//! `O_PATH` ones (`EBADF`). `docs/run.md` lists every call and each limit.
+//!
+//! Modules: [`state`] (configuration, the mount, fork and exit),
+//! [`paths`] (is this path ours?), [`table`] (the descriptors), `real`
+//! (libc's definitions), and the interposed calls by area: `files`
+//! (open, read, write, sync, size), `meta` (stat, statfs, access, mode,
+//! owner, times), `names` (unlink, rename, mkdir, links, the working
+//! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `dirs`
+//! (directory streams), `stdio` (`FILE*` streams), `xattrs` (extended
+//! attributes).
+//!
+//! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
+//! defined with their optional argument as a fixed one: on x86-64 the
+//! System V calling convention passes it in the same register either way,
+//! and it is only read when the flags or command say it was passed.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#![deny(missing_docs)]
+
+mod dirs;
+mod fds;
+mod files;
+mod meta;
+mod names;
+pub mod paths;
+mod real;
+pub mod state;
+mod stdio;
+pub mod table;
+mod xattrs;
+
+use real::xattr as real_xattr;
+
+use libc::c_int;
+
+/// The calling thread's `errno`.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: glibc's thread-local errno is always valid to read.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Set the calling thread's `errno`.
+pub(crate) fn set_errno(e: c_int) {
+    // SAFETY: glibc's thread-local errno is always valid to write.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// What a C call returns on failure (with `errno` set).
+pub(crate) trait Fail {
+    /// `-1`, or `MAP_FAILED`, or a null pointer.
+    const FAIL: Self;
+}
+impl Fail for c_int {
+    const FAIL: Self = -1;
+}
+impl Fail for isize {
+    const FAIL: Self = -1;
+}
+impl Fail for i64 {
+    const FAIL: Self = -1;
+}
+
+/// The C return of a result: the value, or `FAIL` with `errno` set.
+pub(crate) fn ret<T: Fail>(r: Result<T, c_int>) -> T {
+    r.unwrap_or_else(|e| {
+        set_errno(e);
+        T::FAIL
+    })
+}
+
+/// The errno of a library error.
+pub(crate) fn errno_of(e: manyfs::Error) -> c_int {
+    e.errno()
+}
+
+/// Serve a call on descriptor `fd`: `ours` if it is a manyfs descriptor
+/// (`EIO` in a forked child of the pool's owner), else `kernel`.
+pub(crate) fn on_fd<T: Fail>(
+    fd: c_int,
+    ours: impl FnOnce(&table::Open) -> Result<T, c_int>,
+    kernel: impl FnOnce() -> T,
+) -> T {
+    match table::get(fd) {
+        None => kernel(),
+        Some(open) => ret(state::fs().and_then(|_| ours(&open))),
+    }
+}
+
+/// Serve a call on `path` (relative to `dirfd`): `ours` with the mount and
+/// the path inside the pool if it leads under the run's directory, else
+/// `kernel` with the path to give the kernel (normalised when its route
+/// went through the directory; then absolute, so the kernel ignores
+/// `dirfd`).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+pub(crate) unsafe fn on_path<T: Fail>(
+    dirfd: c_int,
+    path: *const libc::c_char,
+    ours: impl FnOnce(&manyfs::Fs, &std::path::Path) -> Result<T, c_int>,
+    kernel: impl FnOnce(*const libc::c_char) -> T,
+) -> T {
+    // SAFETY: the caller's promise about `path`.
+    match unsafe { paths::target_c(dirfd, path) } {
+        Ok(paths::Target::Kernel) => kernel(path),
+        Ok(paths::Target::KernelAt(abs)) => kernel(abs.as_ptr()),
+        Ok(paths::Target::Ours(inner)) => ret(mounted().and_then(|fs| ours(fs, pool_path(&inner)))),
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// The mount, which a path or descriptor of ours implies.
+pub(crate) fn mounted() -> Result<&'static manyfs::Fs, c_int> {
+    state::fs()?.ok_or(libc::EIO)
+}
+
+/// A pool path from its bytes.
+pub(crate) fn pool_path(inner: &[u8]) -> &std::path::Path {
+    use std::os::unix::ffi::OsStrExt;
+    std::path::Path::new(std::ffi::OsStr::from_bytes(inner))
+}
+
+/// `n` bytes at `p` (none when `n` is 0, whatever `p` is).
+///
+/// # Safety
+/// When `n > 0`, `p` points at `n` readable bytes that stay valid for `'a`.
+pub(crate) unsafe fn bytes<'a>(p: *const libc::c_void, n: usize) -> &'a [u8] {
+    if n == 0 || p.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts(p.cast(), n) }
+}
+
+/// `n` writable bytes at `p` (none when `n` is 0).
+///
+/// # Safety
+/// When `n > 0`, `p` points at `n` writable bytes, not aliased, valid for `'a`.
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut libc::c_void, n: usize) -> &'a mut [u8] {
+    if n == 0 || p.is_null() {
+        return &mut [];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts_mut(p.cast(), n) }
+}
+
+impl<T> Fail for *mut T {
+    const FAIL: Self = std::ptr::null_mut();
+}

@@ -1,0 +1,486 @@
+//! Names: unlink, rmdir, rename, mkdir, hard and symbolic links,
+//! `readlink`, and the working directory (virtual while it is under the
+//! run's directory).
+
+use crate::paths::{self, Target};
+use crate::{errno_of, mounted, on_fd, on_path, pool_path, real, ret, state};
+use libc::{c_char, c_int, c_uint, mode_t, size_t, ssize_t};
+use manyfs::Fs;
+use manyfs::lowlevel::InodeOps;
+use manyfs::lowlevel::Rename;
+use std::ffi::{CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn unlink_ours(fs: &Fs, p: &Path, flags: c_int) -> Result<c_int, c_int> {
+    if flags & libc::AT_REMOVEDIR != 0 {
+        fs.remove_dir(p)
+    } else {
+        fs.remove_file(p)
+    }
+    .map(|()| 0)
+    .map_err(errno_of)
+}
+
+/// `unlinkat(2)`.
+///
+/// # Safety
+/// As `unlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| unlink_ours(fs, p, flags),
+            |path| real::unlinkat()(dirfd, path, flags),
+        )
+    }
+}
+
+/// `unlink(2)`.
+///
+/// # Safety
+/// As `unlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
+}
+
+/// `rmdir(2)`.
+///
+/// # Safety
+/// As `rmdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
+}
+
+/// `remove(3)` (glibc's calls `unlink`/`rmdir` internally).
+///
+/// # Safety
+/// As `remove(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| match fs.symlink_metadata(p).map_err(errno_of)?.is_dir() {
+                true => unlink_ours(fs, p, libc::AT_REMOVEDIR),
+                false => unlink_ours(fs, p, 0),
+            },
+            |path| match real::unlinkat()(libc::AT_FDCWD, path, 0) {
+                -1 if crate::errno() == libc::EISDIR => {
+                    real::unlinkat()(libc::AT_FDCWD, path, libc::AT_REMOVEDIR)
+                }
+                r => r,
+            },
+        )
+    }
+}
+
+/// Two pool paths.
+type PoolPair = (Vec<u8>, Vec<u8>);
+
+/// Where two paths lead: both ours (the pool paths), both the kernel's
+/// (`None`), or one each (`EXDEV`).
+///
+/// # Safety
+/// The paths are null or NUL-terminated.
+unsafe fn two_paths(
+    dir1: c_int,
+    p1: *const c_char,
+    dir2: c_int,
+    p2: *const c_char,
+) -> Result<Option<PoolPair>, c_int> {
+    // SAFETY: the caller's promise.
+    let (a, b) = unsafe { (paths::target_c(dir1, p1)?, paths::target_c(dir2, p2)?) };
+    match (a, b) {
+        (Target::Kernel, Target::Kernel) => Ok(None),
+        (Target::Ours(a), Target::Ours(b)) => Ok(Some((a, b))),
+        _ => Err(libc::EXDEV),
+    }
+}
+
+/// The parent directory's inode and the last name of a pool path.
+fn parent_and_name<'a>(fs: &Fs, p: &'a Path) -> Result<(u64, &'a OsStr), c_int> {
+    let name = p.file_name().ok_or(libc::EINVAL)?;
+    let parent = p.parent().ok_or(libc::EINVAL)?;
+    Ok((fs.metadata(parent).map_err(errno_of)?.ino, name))
+}
+
+fn rename_ours(fs: &Fs, from: &Path, to: &Path, flags: c_uint) -> Result<c_int, c_int> {
+    let how = match flags {
+        0 => return fs.rename(from, to).map(|()| 0).map_err(errno_of),
+        libc::RENAME_NOREPLACE => Rename::NoReplace,
+        libc::RENAME_EXCHANGE => Rename::Exchange,
+        _ => return Err(libc::EINVAL),
+    };
+    let (p1, n1) = parent_and_name(fs, from)?;
+    let (p2, n2) = parent_and_name(fs, to)?;
+    fs.rename_at(p1, n1, p2, n2, how)
+        .map(|()| 0)
+        .map_err(errno_of)
+}
+
+/// `renameat2(2)`.
+///
+/// # Safety
+/// As `renameat2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat2(
+    d1: c_int,
+    p1: *const c_char,
+    d2: c_int,
+    p2: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    match unsafe { two_paths(d1, p1, d2, p2) } {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        Ok(None) => unsafe { real::renameat2()(d1, p1, d2, p2, flags) },
+        Ok(Some((a, b))) => {
+            ret(mounted().and_then(|fs| rename_ours(fs, pool_path(&a), pool_path(&b), flags)))
+        }
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// `renameat(2)`.
+///
+/// # Safety
+/// As `renameat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat(
+    d1: c_int,
+    p1: *const c_char,
+    d2: c_int,
+    p2: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { renameat2(d1, p1, d2, p2, 0) }
+}
+
+/// `rename(2)`.
+///
+/// # Safety
+/// As `rename(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rename(p1: *const c_char, p2: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { renameat2(libc::AT_FDCWD, p1, libc::AT_FDCWD, p2, 0) }
+}
+
+/// `linkat(2)` (`AT_SYMLINK_FOLLOW` is not followed under the pool: the
+/// link names what the path names).
+///
+/// # Safety
+/// As `linkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn linkat(
+    d1: c_int,
+    p1: *const c_char,
+    d2: c_int,
+    p2: *const c_char,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    match unsafe { two_paths(d1, p1, d2, p2) } {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        Ok(None) => unsafe { real::linkat()(d1, p1, d2, p2, flags) },
+        Ok(Some((a, b))) => ret(mounted().and_then(|fs| {
+            fs.hard_link(pool_path(&a), pool_path(&b))
+                .map(|()| 0)
+                .map_err(errno_of)
+        })),
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// `link(2)`.
+///
+/// # Safety
+/// As `link(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn link(p1: *const c_char, p2: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { linkat(libc::AT_FDCWD, p1, libc::AT_FDCWD, p2, 0) }
+}
+
+/// `symlinkat(2)`: the target is stored as given.
+///
+/// # Safety
+/// As `symlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
+    if target.is_null() {
+        return ret(Err(libc::EFAULT));
+    }
+    // SAFETY: a NUL-terminated string (caller).
+    let t = Path::new(OsStr::from_bytes(
+        unsafe { CStr::from_ptr(target) }.to_bytes(),
+    ));
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| fs.symlink(t, p).map(|()| 0).map_err(errno_of),
+            |path| real::symlinkat()(target, dirfd, path),
+        )
+    }
+}
+
+/// `symlink(2)`.
+///
+/// # Safety
+/// As `symlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { symlinkat(target, libc::AT_FDCWD, path) }
+}
+
+/// `readlinkat(2)`.
+///
+/// # Safety
+/// As `readlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: size_t,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| {
+                let t = fs.read_link(p).map_err(errno_of)?;
+                let t = t.as_os_str().as_bytes();
+                let n = t.len().min(size);
+                // SAFETY: the caller's buffer of `size` bytes.
+                crate::bytes_mut(buf.cast(), n).copy_from_slice(&t[..n]);
+                Ok(n as ssize_t)
+            },
+            |path| real::readlinkat()(dirfd, path, buf, size),
+        )
+    }
+}
+
+/// `readlink(2)`.
+///
+/// # Safety
+/// As `readlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { readlinkat(libc::AT_FDCWD, path, buf, size) }
+}
+
+/// glibc's fortified `readlinkat`.
+///
+/// # Safety
+/// As `readlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __readlinkat_chk(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: size_t,
+    buflen: size_t,
+) -> ssize_t {
+    if size > buflen {
+        // SAFETY: libc's check reports the overflow.
+        return unsafe { real::__readlinkat_chk()(dirfd, path, buf, size, buflen) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { readlinkat(dirfd, path, buf, size) }
+}
+
+/// glibc's fortified `readlink`.
+///
+/// # Safety
+/// As `readlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __readlink_chk(
+    path: *const c_char,
+    buf: *mut c_char,
+    size: size_t,
+    buflen: size_t,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { __readlinkat_chk(libc::AT_FDCWD, path, buf, size, buflen) }
+}
+
+fn mkdir_ours(fs: &Fs, p: &Path, mode: mode_t) -> Result<c_int, c_int> {
+    if p == Path::new("/") {
+        // The directory itself (fio makes its --directory).
+        return Err(libc::EEXIST);
+    }
+    fs.create_dir(p).map_err(errno_of)?;
+    let mode = mode & 0o7777 & !state::umask();
+    if mode != 0o755 {
+        fs.set_permissions(p, mode).map_err(errno_of)?;
+    }
+    Ok(0)
+}
+
+/// `mkdirat(2)`.
+///
+/// # Safety
+/// As `mkdirat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| mkdir_ours(fs, p, mode),
+            |path| real::mkdirat()(dirfd, path, mode),
+        )
+    }
+}
+
+/// `mkdir(2)`.
+///
+/// # Safety
+/// As `mkdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
+}
+
+/// `umask(2)`: recorded, so files created in the pool get it.
+#[unsafe(no_mangle)]
+pub extern "C" fn umask(mask: mode_t) -> mode_t {
+    state::set_umask(mask);
+    // SAFETY: the caller's argument, unchanged, to libc.
+    unsafe { real::umask()(mask) }
+}
+
+/// Enter directory `inner` of the pool as the working directory.
+fn enter(fs: &Fs, inner: &[u8]) -> Result<c_int, c_int> {
+    if !fs.metadata(pool_path(inner)).map_err(errno_of)?.is_dir() {
+        return Err(libc::ENOTDIR);
+    }
+    paths::set_virtual_cwd(Some(paths::outer(inner)));
+    Ok(0)
+}
+
+/// `chdir(2)`: into the pool, the working directory becomes virtual.
+///
+/// # Safety
+/// As `chdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| enter(fs, p.as_os_str().as_bytes()),
+            |path| {
+                let r = real::chdir()(path);
+                if r == 0 {
+                    paths::set_virtual_cwd(None);
+                }
+                r
+            },
+        )
+    }
+}
+
+/// `fchdir(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fchdir(fd: c_int) -> c_int {
+    on_fd(
+        fd,
+        |o| {
+            if !o.is_dir {
+                return Err(libc::ENOTDIR);
+            }
+            paths::set_virtual_cwd(Some(o.path.clone()));
+            Ok(0)
+        },
+        || {
+            // SAFETY: the caller's argument, unchanged, to libc.
+            let r = unsafe { real::fchdir()(fd) };
+            if r == 0 {
+                paths::set_virtual_cwd(None);
+            }
+            r
+        },
+    )
+}
+
+/// `getcwd(3)`, virtual under the pool (a null `buf` allocates, as
+/// glibc's does).
+///
+/// # Safety
+/// As `getcwd(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
+    let Some(cwd) = paths::virtual_cwd() else {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        return unsafe { real::getcwd()(buf, size) };
+    };
+    let need = cwd.len() + 1;
+    let out = if buf.is_null() {
+        let len = if size == 0 { need } else { size };
+        if len < need {
+            crate::set_errno(libc::ERANGE);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: malloc of a non-zero size; the caller frees it.
+        let p = unsafe { libc::malloc(len) }.cast::<c_char>();
+        if p.is_null() {
+            crate::set_errno(libc::ENOMEM);
+            return p;
+        }
+        p
+    } else {
+        if size < need {
+            crate::set_errno(libc::ERANGE);
+            return std::ptr::null_mut();
+        }
+        buf
+    };
+    // SAFETY: `out` has at least `need` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(cwd.as_ptr(), out.cast::<u8>(), cwd.len());
+        *out.add(cwd.len()) = 0;
+    }
+    out
+}
+
+/// glibc's fortified `getcwd`.
+///
+/// # Safety
+/// As `getcwd(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __getcwd_chk(
+    buf: *mut c_char,
+    size: size_t,
+    buflen: size_t,
+) -> *mut c_char {
+    if size > buflen {
+        // SAFETY: libc's check reports the overflow.
+        return unsafe { real::__getcwd_chk()(buf, size, buflen) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { getcwd(buf, size) }
+}

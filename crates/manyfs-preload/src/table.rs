@@ -1,0 +1,115 @@
+//! The descriptors this library serves: one slot per descriptor number,
+//! each under its own lock, so calls on different descriptors never wait
+//! for each other and a call on a kernel descriptor costs one load.
+//!
+//! Every manyfs descriptor holds a real kernel descriptor of the same
+//! number (`/dev/null` opened `O_PATH | O_CLOEXEC`), so the kernel never
+//! hands that number out for anything else while it is ours; if one leaks
+//! to the kernel (through a call this library does not interpose) the
+//! kernel answers `EBADF`, and an `exec` closes it.
+
+use libc::c_int;
+use manyfs::File;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Descriptor numbers this library can serve (higher ones: `EMFILE`).
+pub const MAX_FDS: usize = 1 << 16;
+
+/// One open file description: what `open` made, shared by the
+/// descriptors `dup` makes of it.
+pub struct Open {
+    /// The manyfs handle (directories too: opened for reading).
+    pub file: File,
+    /// The absolute path it was opened at (under the run's directory).
+    pub path: Vec<u8>,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Opened for reading.
+    pub read: bool,
+    /// Opened for writing.
+    pub write: bool,
+    /// The status flags `F_GETFL` shows (`O_APPEND`, `O_NONBLOCK`, ...).
+    pub flags: AtomicI32,
+    /// The file offset of `read`, `write` and `lseek`.
+    pub offset: Mutex<u64>,
+}
+
+static OURS: [AtomicBool; MAX_FDS] = [const { AtomicBool::new(false) }; MAX_FDS];
+static SLOTS: [RwLock<Option<Arc<Open>>>; MAX_FDS] = [const { RwLock::new(None) }; MAX_FDS];
+/// `FD_CLOEXEC` as the program set it (the kernel's copy is always set).
+static CLOEXEC: [AtomicBool; MAX_FDS] = [const { AtomicBool::new(false) }; MAX_FDS];
+
+fn index(fd: c_int) -> Option<usize> {
+    usize::try_from(fd).ok().filter(|&i| i < MAX_FDS)
+}
+
+/// The open file behind `fd`, if it is ours.
+pub fn get(fd: c_int) -> Option<Arc<Open>> {
+    let i = index(fd)?;
+    if !OURS[i].load(Ordering::Acquire) {
+        return None;
+    }
+    SLOTS[i].read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Whether `fd` is ours.
+pub fn is_ours(fd: c_int) -> bool {
+    index(fd).is_some_and(|i| OURS[i].load(Ordering::Acquire))
+}
+
+/// Make `fd` (a kernel descriptor this library reserved) serve `open`.
+pub fn install(fd: c_int, open: Arc<Open>, cloexec: bool) {
+    if let Some(i) = index(fd) {
+        *SLOTS[i].write().unwrap_or_else(|e| e.into_inner()) = Some(open);
+        CLOEXEC[i].store(cloexec, Ordering::Relaxed);
+        OURS[i].store(true, Ordering::Release);
+    }
+}
+
+/// Forget `fd` (before its kernel descriptor is closed or replaced).
+pub fn forget(fd: c_int) -> Option<Arc<Open>> {
+    let i = index(fd)?;
+    if !OURS[i].swap(false, Ordering::AcqRel) {
+        return None;
+    }
+    SLOTS[i].write().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The program's `FD_CLOEXEC` of `fd`.
+pub fn cloexec(fd: c_int) -> bool {
+    index(fd).is_some_and(|i| CLOEXEC[i].load(Ordering::Relaxed))
+}
+
+/// Set the program's `FD_CLOEXEC` of `fd`.
+pub fn set_cloexec(fd: c_int, on: bool) {
+    if let Some(i) = index(fd) {
+        CLOEXEC[i].store(on, Ordering::Relaxed);
+    }
+}
+
+/// A fresh kernel descriptor to stand for a manyfs one (`min`: the
+/// lowest number it may have, as `F_DUPFD` asks).
+pub fn reserve(min: c_int) -> Result<c_int, c_int> {
+    let fd = if min > 0 {
+        let base = reserve(0)?;
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor this function opened.
+        let fd =
+            unsafe { crate::real::fcntl64()(base, libc::F_DUPFD_CLOEXEC, min as libc::c_ulong) };
+        // SAFETY: closing the descriptor opened above.
+        unsafe { crate::real::close()(base) };
+        fd
+    } else {
+        // SAFETY: a NUL-terminated path.
+        unsafe { crate::real::open()(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
+    };
+    if fd < 0 {
+        return Err(crate::errno());
+    }
+    if index(fd).is_none() {
+        // SAFETY: closing the descriptor just opened.
+        unsafe { crate::real::close()(fd) };
+        return Err(libc::EMFILE);
+    }
+    Ok(fd)
+}
