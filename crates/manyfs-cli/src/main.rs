@@ -426,6 +426,82 @@ fn fsck(pool: &std::path::Path, repair: bool, data: Option<&std::path::Path>) ->
     }
 }
 
+/// `manyfs inspect POOL`: geometry, members, usage; exit 4 with a warning
+/// when the primary superblock is damaged (shown from the backup).
+fn inspect(pool: &std::path::Path) -> Result<ExitCode> {
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.read_only = true;
+        mo.durability = Durability::File;
+        mo
+    };
+    let fs = Fs::mount(pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
+    let damage = primary_superblock_damage(pool, &manyfs::diag::superblock(&fs))?;
+    {
+        let sb = manyfs::diag::superblock(&fs);
+        println!("pool            {}", pool.display());
+        println!("format          manyfs v{}", sb.version());
+        println!("block size      {}", manyfs::format::BLOCK_SIZE);
+        println!("total blocks    {}", sb.total_blocks);
+        println!(
+            "inode table     blocks {}..{} ({} inodes)",
+            sb.inode_table_start, sb.data_start, sb.inode_count
+        );
+        println!(
+            "data region     blocks {}..{}",
+            sb.data_start, sb.total_blocks
+        );
+        if sb.tiered() {
+            let r = sb.device_data_blocks();
+            println!(
+                "data device     blocks {}..{} (header at block {})",
+                r.start, r.end, sb.total_blocks
+            );
+        }
+    }
+    let stats = fs.stats();
+    let members = &stats.members;
+    println!("members         {}", members.len());
+    for m in members {
+        println!(
+            "  member {:<3} node {:<3} blocks {}..{} ({} blocks, {} bytes), {} used, {} spills  {}",
+            m.index,
+            m.node,
+            m.first_block,
+            m.first_block + m.blocks,
+            m.blocks,
+            m.blocks * manyfs::format::BLOCK_SIZE,
+            m.used_blocks,
+            m.spills,
+            m.path.display()
+        );
+    }
+    let st = fs.statfs();
+    let (inodes, log_pages, data_pages) = {
+        let s = fs.stats();
+        (s.inodes, s.log_pages, s.data_pages)
+    };
+    println!("inodes in use   {inodes} (free {})", st.free_inodes);
+    println!("log pages       {log_pages}");
+    println!("log arrays      {}", stats.log_arrays);
+    println!("data pages      {data_pages}");
+    println!(
+        "free space      {} of {} blocks ({:.1}%)",
+        st.free_blocks,
+        st.total_blocks,
+        100.0 * st.free_blocks as f64 / st.total_blocks.max(1) as f64
+    );
+    if let Some(why) = damage {
+        eprintln!(
+            "manyfs: warning: {}: the primary superblock is damaged ({why}); \
+                 shown from the backup; `manyfs fsck --repair` rewrites it",
+            pool.display()
+        );
+        return Ok(ExitCode::from(FSCK_UNCORRECTED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Mkfs {
@@ -511,79 +587,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seconds,
             durability,
         } => calibrate(&pool, seconds, durability),
-        Command::Inspect { pool } => {
-            let opts = {
-                let mut mo = MountOptions::default();
-                mo.read_only = true;
-                mo.durability = Durability::File;
-                mo
-            };
-            let fs =
-                Fs::mount(&pool, &opts).with_context(|| format!("inspect {}", pool.display()))?;
-            let damage = primary_superblock_damage(&pool, &manyfs::diag::superblock(&fs))?;
-            {
-                let sb = manyfs::diag::superblock(&fs);
-                println!("pool            {}", pool.display());
-                println!("format          manyfs v{}", sb.version());
-                println!("block size      {}", manyfs::format::BLOCK_SIZE);
-                println!("total blocks    {}", sb.total_blocks);
-                println!(
-                    "inode table     blocks {}..{} ({} inodes)",
-                    sb.inode_table_start, sb.data_start, sb.inode_count
-                );
-                println!(
-                    "data region     blocks {}..{}",
-                    sb.data_start, sb.total_blocks
-                );
-                if sb.tiered() {
-                    let r = sb.device_data_blocks();
-                    println!(
-                        "data device     blocks {}..{} (header at block {})",
-                        r.start, r.end, sb.total_blocks
-                    );
-                }
-            }
-            let members = fs.stats().members;
-            println!("members         {}", members.len());
-            for m in &members {
-                println!(
-                    "  member {:<3} node {:<3} blocks {}..{} ({} blocks, {} bytes), {} used, {} spills  {}",
-                    m.index,
-                    m.node,
-                    m.first_block,
-                    m.first_block + m.blocks,
-                    m.blocks,
-                    m.blocks * manyfs::format::BLOCK_SIZE,
-                    m.used_blocks,
-                    m.spills,
-                    m.path.display()
-                );
-            }
-            let st = fs.statfs();
-            let (inodes, log_pages, data_pages) = {
-                let s = fs.stats();
-                (s.inodes, s.log_pages, s.data_pages)
-            };
-            println!("inodes in use   {inodes} (free {})", st.free_inodes);
-            println!("log pages       {log_pages}");
-            println!("log arrays      {}", fs.stats().log_arrays);
-            println!("data pages      {data_pages}");
-            println!(
-                "free space      {} of {} blocks ({:.1}%)",
-                st.free_blocks,
-                st.total_blocks,
-                100.0 * st.free_blocks as f64 / st.total_blocks.max(1) as f64
-            );
-            if let Some(why) = damage {
-                eprintln!(
-                    "manyfs: warning: {}: the primary superblock is damaged ({why}); \
-                     shown from the backup; `manyfs fsck --repair` rewrites it",
-                    pool.display()
-                );
-                return Ok(ExitCode::from(FSCK_UNCORRECTED));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Inspect { pool } => inspect(&pool),
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Mount(args) => mount::run(&args).map(|()| ExitCode::SUCCESS),

@@ -627,6 +627,9 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Stats)) -> Result<Stats, Unav
     Ok(stats)
 }
 
+// Longer than 150 lines on purpose: one workload's loop of operation,
+// page-flag reading and image checks shares the pool, the sync points and
+// the oracle; each phase is one commented block.
 fn workload(
     cfg: &Config,
     seed: u64,

@@ -1220,6 +1220,10 @@ fn relative_from_cwd(to: &Path) -> Result<PathBuf> {
 }
 
 /// Run one workload and check all its crash images.
+///
+/// Longer than 150 lines on purpose: the loop over crash points, images and
+/// recovery crashes shares the recorder, the oracle's state and the
+/// counters; each phase is one commented block.
 pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
     let scratch = scratch_dir()?;
     let files = Files {

@@ -174,6 +174,10 @@ pub(super) fn is_ancestor(core: &FsCore, ancestor: u64, mut dir: u64) -> bool {
 
 /// Rename `src_name` in `src` to `dst_name` in `dst`, replacing a
 /// compatible target unless `no_replace`.
+///
+/// Longer than 150 lines on purpose: its steps run under one set of
+/// directory and inode locks taken in the documented order, and reading
+/// the whole lock scope in one place is what makes that order checkable.
 pub fn rename(
     core: &FsCore,
     src: &Arc<Inode>,
