@@ -111,42 +111,7 @@ pub const MAX_STAGE_MAX: u64 = 64 << 20;
 /// The most name shards a directory may have ([`MountOptions::dir_shards`]).
 pub const MAX_DIR_SHARDS: usize = 1024;
 
-/// Block placement across NUMA nodes ([`MountOptions::placement`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Placement {
-    /// The allocating thread's node first, then the nearest others.
-    #[default]
-    Local,
-    /// Node 0 first, whoever allocates (all data on one node, as a
-    /// NUMA-unaware file system on one device).
-    Node0,
-    /// Each allocation on the next node in turn.
-    Interleave,
-}
-
-impl std::str::FromStr for Placement {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "local" => Ok(Placement::Local),
-            "node0" => Ok(Placement::Node0),
-            "interleave" => Ok(Placement::Interleave),
-            _ => Err(crate::Error::InvalidArgument(format!(
-                "placement {s:?} (expected local, node0 or interleave)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Placement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Placement::Local => "local",
-            Placement::Node0 => "node0",
-            Placement::Interleave => "interleave",
-        })
-    }
-}
+pub use crate::alloc::Placement;
 
 /// What a full sync does to writers ([`MountOptions::checkpoint`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

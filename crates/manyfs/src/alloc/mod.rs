@@ -22,6 +22,43 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Block placement across NUMA nodes (`MountOptions::placement`; the allocator follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// The allocating thread's node first, then the nearest others.
+    #[default]
+    Local,
+    /// Node 0 first, whoever allocates (all data on one node, as a
+    /// NUMA-unaware file system on one device).
+    Node0,
+    /// Each allocation on the next node in turn.
+    Interleave,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "local" => Ok(Placement::Local),
+            "node0" => Ok(Placement::Node0),
+            "interleave" => Ok(Placement::Interleave),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "placement {s:?} (expected local, node0 or interleave)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Placement::Local => "local",
+            Placement::Node0 => "node0",
+            Placement::Interleave => "interleave",
+        })
+    }
+}
+
 /// What a block is for. Metadata (log pages, log arrays) may dip into a
 /// small reserve, so that deleting files still works on a full pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +162,8 @@ pub struct BlockAllocator {
     /// another node.
     spills: Box<[CachePadded<AtomicU64>]>,
     reserve_per_pool: u64,
-    placement: crate::options::Placement,
-    /// Next node for [`crate::options::Placement::Interleave`].
+    placement: Placement,
+    /// Next node for [`Placement::Interleave`].
     next_node: CachePadded<AtomicU64>,
 }
 
@@ -151,24 +188,18 @@ impl BlockAllocator {
     /// belong to that region's node (a node the topology lacks counts as
     /// node `node % nodes`); each node's regions are split among its CPUs.
     /// Blocks in no region go to node 0. All blocks start used. Places
-    /// blocks [`Placement::Local`](crate::options::Placement::Local)ly.
+    /// blocks [`Placement::Local`](Placement::Local)ly.
     pub fn for_nodes(
         start: u64,
         end: u64,
         regions: &[NodeRegion],
         topology: &crate::topology::Topology,
     ) -> Self {
-        Self::placed(
-            start,
-            end,
-            regions,
-            topology,
-            crate::options::Placement::Local,
-        )
+        Self::placed(start, end, regions, topology, Placement::Local)
     }
 
     /// [`BlockAllocator::for_nodes`], placing blocks by `placement`. With
-    /// [`Placement::Node0`](crate::options::Placement::Node0) node 0's
+    /// [`Placement::Node0`](Placement::Node0) node 0's
     /// regions are split among *every* CPU and each CPU starts at its own
     /// share of them, as NOVA splits its one device among all CPUs: the
     /// baseline keeps per-CPU allocation and differs from the design only
@@ -178,9 +209,8 @@ impl BlockAllocator {
         end: u64,
         regions: &[NodeRegion],
         topology: &crate::topology::Topology,
-        placement: crate::options::Placement,
+        placement: Placement,
     ) -> Self {
-        use crate::options::Placement;
         let node0 = placement == Placement::Node0;
         let every_cpu: Vec<usize> = (0..topology.cpu_count()).collect();
         let nodes = topology.node_count();
@@ -309,7 +339,6 @@ impl BlockAllocator {
     /// Allocate between 1 and `want` contiguous blocks, preferring the
     /// calling CPU's pool, then its node. Returns `(first, count)`.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
-        use crate::options::Placement;
         let cpu = crate::cpu::current() % self.order.len();
         match self.placement {
             Placement::Local => {
@@ -693,7 +722,6 @@ mod tests {
 
     #[test]
     fn node0_and_interleaved_placement_for_baselines() {
-        use crate::options::Placement;
         let t = crate::topology::Topology::emulated(2, 1);
         let regions = hundred_block_regions(2);
         let node0 = BlockAllocator::placed(100, 300, &regions, &t, Placement::Node0);
