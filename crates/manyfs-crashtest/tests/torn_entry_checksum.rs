@@ -26,7 +26,7 @@ fn explore(torn_pages: Option<usize>, planted: bool) -> Stats {
         planted_bug: planted.then_some(PlantedBug::EntryChecksumIgnored),
         keep_going: true,
         max_violations: 1000,
-        version_mixes: 200,
+        version_mixes: 2000,
         ..Config::default()
     };
     let mut stats = Stats::default();
