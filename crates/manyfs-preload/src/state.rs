@@ -87,7 +87,7 @@ fn mount() -> Option<Fs> {
             return None;
         }
     };
-    match Fs::mount(&cfg.pool, &opts) {
+    match mount_waiting_out_checks(&cfg.pool, &opts) {
         Ok(fs) => {
             // SAFETY: umask only swaps the process's mask; it is put back
             // at once.
@@ -111,6 +111,26 @@ fn mount() -> Option<Fs> {
                 cfg.at.display()
             ));
             None
+        }
+    }
+}
+
+/// Mount `pool`; a pool that is busy for a moment is tried again for up
+/// to two seconds. `manyfs run` itself mounts the pool briefly to see
+/// whether another process owns it, and a program it started may reach
+/// its first call under the directory while that check still holds the
+/// pool; a real owner holds it longer and is then reported.
+fn mount_waiting_out_checks(
+    pool: &std::path::Path,
+    opts: &manyfs::MountOptions,
+) -> manyfs::Result<Fs> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match Fs::mount(pool, opts) {
+            Err(manyfs::Error::Busy { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
         }
     }
 }
