@@ -224,3 +224,54 @@ fn mount_errors_are_one_readable_line() {
         assert!(!is_mounted(&s.mnt));
     }
 }
+
+/// A session the kernel has already ended (`umount` from outside) must not
+/// unmount its mount point by path when it winds down: by then another
+/// file system may be mounted there. Scripts do exactly this (umount, then
+/// mount a fresh pool on the same directory), and the old session's late
+/// umount(2) used to take the new mount away.
+#[test]
+fn an_ended_session_leaves_the_next_mount_on_its_directory_alone() {
+    if !fuse_available("an_ended_session_leaves_the_next_mount_on_its_directory_alone") {
+        return;
+    }
+    let first = Scratch::new();
+    let second = Scratch::new();
+    let mnt = first.mnt.clone();
+    let _cleanup = Cleanup(mnt.clone());
+    let cfg = manyfs_fuse::FuseConfig::parse_options::<&str>(&[]).unwrap();
+
+    let fs = manyfs::Fs::mount(&first.pool, &cfg.fs).unwrap();
+    let ended = manyfs_fuse::ReadySession::mount(fs, &mnt, &cfg, None).unwrap();
+    // umount(2) itself: umount(8) would first look at the directory, a
+    // request this session, not yet serving, would never answer.
+    let path = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: umount(2) with a NUL-terminated path that outlives the call.
+    let rc = within(PROGRESS_LIMIT, "umount(2)", move || unsafe {
+        libc::umount(path.as_ptr())
+    });
+    assert_eq!(rc, 0, "umount: {}", std::io::Error::last_os_error());
+    assert!(!is_mounted(&mnt));
+
+    // The next file system on the same directory, mounted before the first
+    // session has noticed that it ended.
+    let fs = manyfs::Fs::mount(&second.pool, &cfg.fs).unwrap();
+    let next = manyfs_fuse::MountedFs::spawn(fs, &mnt, &cfg).unwrap();
+    fs::write(mnt.join("next.txt"), b"second pool").unwrap();
+
+    // The first session now sees the end and winds down.
+    within(
+        PROGRESS_LIMIT,
+        "the ended session winding down",
+        move || ended.run(),
+    )
+    .unwrap();
+
+    assert!(
+        is_mounted(&mnt),
+        "the ended session unmounted the next mount"
+    );
+    assert_eq!(fs::read(mnt.join("next.txt")).unwrap(), b"second pool");
+    unmount(next);
+    assert_eq!(read_back(&second.pool, "next.txt"), b"second pool");
+}

@@ -207,6 +207,15 @@ fn is_mounted(fuse_device: &DevFuse) -> bool {
         let res = poll(slice::from_mut(&mut poll_fd), PollTimeout::ZERO);
         break match res {
             Ok(0) => true,
+            // manyfs: on Linux the device reports POLLERR once the kernel
+            // has ended the connection (unmounted, aborted): the session is
+            // over, and a umount(2) of the path now would hit whatever was
+            // mounted there since.
+            #[cfg(target_os = "linux")]
+            Ok(1) => !poll_fd
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLERR)),
+            #[cfg(not(target_os = "linux"))]
             Ok(1) => poll_fd
                 .revents()
                 .is_some_and(|r| r.contains(PollFlags::POLLERR)),
