@@ -293,19 +293,25 @@ fn a_second_run_of_a_busy_pool_is_refused_naming_the_owner() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    // Wait until fio holds the pool's lock (/proc/locks: `1: FLOCK
+    // ADVISORY WRITE <pid> ...`) without mounting it: checks of our own,
+    // one after another, could keep fio's first mount from ever getting
+    // the pool.
+    let pid = child.id().to_string();
     let start = Instant::now();
-    let refused = loop {
-        let out = r.cmd(&["true"]).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        if !out.status.success() {
-            break err;
-        }
+    while !std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"FLOCK") && f.get(4) == Some(&pid.as_str())
+    }) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
-            "the pool never became busy"
+            "fio never mounted the pool"
         );
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+    let out = r.cmd(&["true"]).output().unwrap();
+    let refused = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "a second run was let in: {refused}");
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
