@@ -296,13 +296,23 @@ fn a_second_run_of_a_busy_pool_is_refused_naming_the_owner() {
     // Wait until fio holds the pool's lock (/proc/locks: `1: FLOCK
     // ADVISORY WRITE <pid> ...`) without mounting it: checks of our own,
     // one after another, could keep fio's first mount from ever getting
-    // the pool.
+    // the pool. The pid is manyfs run's until it execs (sh, then fio), and
+    // manyfs run holds the lock for a moment too: only a lock seen after
+    // the pid became fio is fio's.
     let pid = child.id().to_string();
+    let fio_holds_the_pool = || {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        comm.trim() == "fio"
+            && std::fs::read_to_string("/proc/locks")
+                .unwrap()
+                .lines()
+                .any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.get(1) == Some(&"FLOCK") && f.get(4) == Some(&pid.as_str())
+                })
+    };
     let start = Instant::now();
-    while !std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.get(1) == Some(&"FLOCK") && f.get(4) == Some(&pid.as_str())
-    }) {
+    while !fio_holds_the_pool() {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "fio never mounted the pool"
