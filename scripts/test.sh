@@ -41,5 +41,6 @@ step cargo test --workspace
 # word, SRL and the big-reader lock (manyfs-rangelock), the index trees
 # (manyfs-index), the log append and the name table (manyfs).
 step cargo test -p manyfs-rangelock -p manyfs-index -p manyfs --features shuttle --lib shuttle_models
-# POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md).
-step bash scripts/pjdfstest.sh
+# POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md),
+# through the manyfs binary `cargo test` built.
+step env MANYFS="$PWD/target/debug/manyfs" bash scripts/pjdfstest.sh

@@ -5,23 +5,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// `libmanyfs_preload.so` beside the `manyfs` binary; a workspace build
-/// makes it, a build of this package alone does not: then build it.
-fn ensure_preload() {
+/// The preload library `cargo test` built for these tests (manyfs-preload
+/// is a dev-dependency, so it lands in the `deps/` beside the test
+/// binaries, with their profile). Named explicitly: a `libmanyfs_preload.so`
+/// beside the `manyfs` binary may be an older build of another profile.
+fn preload() -> PathBuf {
     let exe = Path::new(env!("CARGO_BIN_EXE_manyfs"));
-    let dir = exe.parent().unwrap();
-    if dir.join("libmanyfs_preload.so").is_file() {
-        return;
-    }
-    let target = dir.parent().unwrap();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = Command::new(cargo)
-        .args(["build", "-p", "manyfs-preload"])
-        .env("CARGO_TARGET_DIR", target)
-        .status()
-        .unwrap();
-    assert!(st.success(), "building manyfs-preload failed");
-    assert!(dir.join("libmanyfs_preload.so").is_file());
+    let lib = exe.parent().unwrap().join("deps/libmanyfs_preload.so");
+    assert!(lib.is_file(), "{} is missing", lib.display());
+    lib
 }
 
 struct Run {
@@ -33,7 +25,6 @@ struct Run {
 
 impl Run {
     fn new() -> Run {
-        ensure_preload();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         Run {
@@ -46,7 +37,8 @@ impl Run {
 
     fn cmd(&self, program: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_manyfs"));
-        c.arg("run")
+        c.env("MANYFS_PRELOAD", preload())
+            .arg("run")
             .arg("--pool")
             .arg(&self.pool)
             .arg("--at")

@@ -17,6 +17,8 @@
 //! replays are best effort: the damaged images of failing iterations are
 //! kept in the temp directory, path printed).
 
+mod common;
+
 use manyfs::format::{
     BLOCK_SIZE, COMMIT_MAGIC, INODE_MAGIC, LOG_PAGE_MAGIC, SUPERBLOCK_LEN, Superblock,
 };
@@ -80,15 +82,6 @@ fn put_u32(b: &mut [u8], at: usize, v: u32) {
 
 fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn scratch_dir() -> tempfile::TempDir {
-    if Path::new("/dev/shm").is_dir()
-        && let Ok(d) = tempfile::tempdir_in("/dev/shm")
-    {
-        return d;
-    }
-    tempfile::tempdir().unwrap()
 }
 
 // ---- pristine images ---------------------------------------------------------
@@ -875,7 +868,7 @@ fn env_u64(name: &str) -> Option<u64> {
 /// rejected by the checksum and never reach the semantic checks.
 #[test]
 fn crc32_is_the_checksum_on_media() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let img = build_image(dir.path(), 0);
     let r = regions(&img);
     for base in [0, BS] {
@@ -905,7 +898,7 @@ fn crc32_is_the_checksum_on_media() {
 
 #[test]
 fn damaged_pools_never_panic_or_hang() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let seed = env_u64("MANYFS_CORRUPT_SEED").unwrap_or(0x6d61_6e79_6673);
     let iterations = env_u64("MANYFS_CORRUPT_ITERS").unwrap_or(1200) as usize;
     let only = env_u64("MANYFS_CORRUPT_ONLY").map(|v| v as usize);
@@ -1328,7 +1321,7 @@ fn corrupt_members(pool: &mut [u8], m1: &mut [u8], rng: &mut Rng) -> String {
 /// or a hang; a pool fsck calls clean mounts and reads without errors.
 #[test]
 fn damaged_member_tables_and_headers_never_panic_or_hang() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let (pool0, m10) = build_two_member_image(dir.path());
     let iterations = env_u64("MANYFS_CORRUPT_MEMBER_ITERS").unwrap_or(200) as usize;
     record_guarded_panics();
@@ -1475,7 +1468,7 @@ fn staged_entries(img: &[u8], r: &Regions) -> Vec<(usize, usize)> {
 /// pages (they were still staged); the pool stays clean.
 #[test]
 fn fsck_and_repair_find_a_tiered_pool_with_staged_pages_clean() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let t = build_tiered_image(dir.path());
     let staged = staged_entries(&t.pool, &regions(&t.pool));
     assert!(staged.len() >= 6, "{} staged entries", staged.len());
@@ -1599,7 +1592,7 @@ fn corrupt_tiered(
 /// calls clean checks clean and mounts (counted like the untiered images).
 #[test]
 fn damaged_tiered_pools_never_panic_or_hang() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let t = build_tiered_image(dir.path());
     let map = regions(&t.pool);
     let staged = staged_entries(&t.pool, &map);
@@ -1653,7 +1646,7 @@ fn damaged_tiered_pools_never_panic_or_hang() {
 /// whose directory lists only names that resolve.
 #[test]
 fn a_stale_name_of_a_reused_inode_number_is_found() {
-    let dir = scratch_dir();
+    let dir = common::modelled_scratch();
     let pool = dir.path().join("stale");
     let fs = mkfs_plain(&pool);
     fs.create_dir("/d").unwrap();

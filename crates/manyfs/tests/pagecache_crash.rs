@@ -22,8 +22,8 @@ mod common;
 use common::Durable;
 
 use manyfs::diag::PersistObserver;
-use manyfs::{Fs, MkfsOptions, MountOptions, OpenOptions};
-use rand::{Rng, RngExt, SeedableRng};
+use manyfs::{Fs, MkfsOptions, MountOptions};
+use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -219,7 +219,7 @@ fn power_cuts_n(durable: &[u8], current: &[u8], expect: &Expect, seed: u64, samp
         .filter(|&p| durable[p * PAGE..(p + 1) * PAGE] != current[p * PAGE..(p + 1) * PAGE])
         .collect();
     let n = differing.len();
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let subsets: Vec<Vec<bool>> = if n <= EXHAUSTIVE {
         (0..1u64 << n)
@@ -314,7 +314,7 @@ fn pin_to(cpus: &[usize]) {
 
 fn overwrite_then_reuse(pages: usize, first_cpu: Option<usize>, second_cpu: Option<usize>) {
     {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::modelled_scratch();
         let (fs, obs) = fresh_observed(dir.path());
         let a0 = pattern(1, 0, pages * PAGE);
         let a1 = pattern(1, 1, pages * PAGE);
@@ -353,7 +353,7 @@ fn overwrite_then_reuse(pages: usize, first_cpu: Option<usize>, second_cpu: Opti
 /// pool mounts (the new log page's link may arrive before the page).
 #[test]
 fn single_create_in_a_fresh_pool() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs) = fresh_observed(dir.path());
     fs.sync().unwrap();
     let _f = write_file(&fs, "/new", &pattern(1, 0, 100), 0);
@@ -368,7 +368,7 @@ fn single_create_in_a_fresh_pool() {
 /// recovered state).
 #[test]
 fn appends_after_remount_and_sync() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, _) = fresh_observed(dir.path());
     let f = write_file(&fs, "/log", &pattern(1, 0, 3000), 0);
     f.sync_all().unwrap();
@@ -407,7 +407,7 @@ fn appends_after_remount_and_sync() {
 #[test]
 fn fsync_of_one_file_leaves_the_other_at_risk() {
     for pages in [1usize, 3] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::modelled_scratch();
         let (fs, obs) = fresh_observed(dir.path());
         fs.create_dir("/d").unwrap();
         fs.sync().unwrap();
@@ -472,7 +472,7 @@ struct Model {
 
 fn random_run(seed: u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(1000 + seed);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs) = fresh_observed(dir.path());
     fs.create_dir("/d").unwrap();
     fs.sync().unwrap();
@@ -585,9 +585,6 @@ fn random_run(seed: u64) {
     power_cuts_n(&durable, &current, &expect, seed, samples);
 }
 
-#[allow(dead_code)]
-fn unused(_: &OpenOptions, _: &mut dyn Rng) {}
-
 /// fsck and repair read logs under the `Marked` rule as the mount does: in a
 /// power-cut image where the root directory's link to a new log page
 /// reached the disk but the page did not (zeros), fsck reports no problem
@@ -596,7 +593,7 @@ fn unused(_: &OpenOptions, _: &mut dyn Rng) {}
 #[test]
 fn fsck_accepts_a_link_written_before_its_page() {
     use manyfs::format::{LOG_FOOTER_OFFSET, LOG_PAGE_MAGIC};
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, _durable) = fresh_observed(dir.path());
     let f = write_file(&fs, "/a", &pattern(1, 0, 3000), 0);
     f.sync_all().unwrap();
@@ -622,7 +619,7 @@ fn fsck_accepts_a_link_written_before_its_page() {
     drop(later);
     drop(f);
     drop(fs);
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let pool = scratch.path().join("pool");
     std::fs::write(&pool, &image).unwrap();
 
@@ -712,7 +709,7 @@ fn three_synced_pages(dir: &Path) -> (Fs, Arc<Durable>, manyfs::File, u64, Vec<u
 /// can leave.
 #[test]
 fn one_barrier_fsync_keeps_its_data() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs, f, ino, mut want) = three_synced_pages(dir.path());
     // 70 fsync'd overwrites of two pages each (copy-on-write: only
     // single-page writes go in place): the log's tail page fills and a new
@@ -756,7 +753,7 @@ fn one_barrier_fsync_keeps_its_data() {
 #[test]
 fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     stay_on_this_cpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs) = fresh_observed(dir.path());
     // Two pages each: a multi-page write is always copy-on-write (a
     // single page written before would be overwritten in place).
@@ -815,7 +812,7 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
     // The torn image: everything of the fsync but that data block.
     let mut torn = after.clone();
     torn[foreign * PAGE..(foreign + 1) * PAGE].copy_from_slice(&page(&before, foreign));
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let pool = scratch.path().join("pool");
     std::fs::write(&pool, &torn).unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
@@ -853,7 +850,7 @@ fn torn_one_barrier_fsync_never_shows_foreign_bytes() {
 #[test]
 fn single_page_overwrites_go_in_place() {
     stay_on_this_cpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs) = fresh_observed(dir.path());
     let f = write_file(&fs, "/a", &pattern(1, 0, 2 * PAGE), 0);
     f.sync_data().unwrap();
@@ -909,7 +906,7 @@ fn single_page_overwrites_go_in_place() {
     // fsync (not fdatasync) logs the mtime the overwrites left.
     let mtime = f.metadata().unwrap().mtime;
     f.sync_all().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let pool = scratch.path().join("pool");
     std::fs::write(&pool, obs.image()).unwrap();
     let cut = Fs::mount(&pool, &opts()).unwrap();
@@ -943,7 +940,7 @@ impl PersistObserver for SyncRanges {
 #[test]
 fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
     stay_on_this_cpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let pool = dir.path().join("pool");
     mkfs_unmounted(&pool);
     let obs = Arc::new(SyncRanges::default());
@@ -990,7 +987,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
     // The pool as the last fsync left it (a crash of the process: the page
     // cache survives) shows that mtime.
     let image = std::fs::read(&pool).unwrap();
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let copy = scratch.path().join("pool");
     std::fs::write(&copy, image).unwrap();
     let cut = Fs::mount(&copy, &opts()).unwrap();
@@ -1006,7 +1003,7 @@ fn fsync_within_one_clock_tick_writes_the_data_block_alone() {
 #[test]
 fn a_pool_of_the_marked_rule_still_mounts() {
     use manyfs::format::*;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, _obs) = fresh_observed(dir.path());
     let mut want = BTreeMap::new();
     for i in 0..4u8 {
@@ -1055,7 +1052,7 @@ fn a_pool_of_the_marked_rule_still_mounts() {
         let enc = sb.encode();
         image[at..at + enc.len()].copy_from_slice(&enc);
     }
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::modelled_scratch();
     let pool = scratch.path().join("pool");
     std::fs::write(&pool, &image).unwrap();
     let report = manyfs::fsck::check(&pool).unwrap();
@@ -1128,7 +1125,7 @@ fn settled(page: &(usize, u64, u32, u32)) -> bool {
 /// after each of those fsyncs.
 #[test]
 fn fsyncs_after_a_settled_prefix_keep_their_data() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::modelled_scratch();
     let (fs, obs, f, ino, mut want) = three_synced_pages(dir.path());
     // fsync'd two-page overwrites (copy-on-write, one entry each): the log
     // grows a page every 63 of them, and each page that fills is sealed and

@@ -174,3 +174,20 @@ pub fn acl(text: &str) -> Vec<u8> {
     }
     b
 }
+
+/// A scratch directory for a test that models durability itself (a
+/// persistence observer decides what a power cut keeps, not the disk): on
+/// tmpfs (`/dev/shm`) where there is one, where the pool's real syncs
+/// cost nothing; they made such tests wait on the disk for most of their
+/// time.
+pub fn modelled_scratch() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
+            .prefix("manyfs-test")
+            .tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().unwrap()
+}
