@@ -3,8 +3,8 @@
 # against a manyfs FUSE mount. Exit 0 when every test passes or is one of
 # the skips listed in docs/mount.md ("POSIX conformance").
 #
-# Installs pjdfstest into target/pjdfstest once (cargo install, about two
-# minutes on two cores); later runs reuse it. Needs root (the suite switches
+# Installs pjdfstest into target/pjdfstest once (cargo install --debug,
+# under half a minute on two cores); later runs reuse it. Needs root (the suite switches
 # users, makes device nodes and remounts read-only): as another user it
 # says so and exits 0, except under CI=true, where that is a failure.
 set -euo pipefail
