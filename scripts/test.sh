@@ -36,7 +36,28 @@ step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p man
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
 step cargo run -q -p xtask -- layers > /dev/null
-step cargo test --workspace
+# Every test binary, built once. The crash explorer (CPU-bound, about 100 s
+# on two cores) then runs beside the rest of the suite, whose tests mostly
+# wait on mounts, processes and the disk; there its tests are skipped (they
+# are all named `crash_explorer::...`).
+step cargo test --workspace --no-run --quiet
+explorer=$(cargo test --workspace --test crash_explorer --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\/crash_explorer-[^"]*\)".*/\1/p' | tail -n 1)
+[[ -x $explorer ]] || { echo "test.sh: the crash explorer's test binary was not built" >&2; exit 1; }
+explorer_log="$PWD/target/crash-explorer.log"
+(cd crates/manyfs-crashtest && exec "$explorer") > "$explorer_log" 2>&1 &
+explorer_pid=$!
+trap 'kill "$explorer_pid" 2>/dev/null || true' EXIT
+step cargo test --workspace -- --skip crash_explorer::
+explorer_start=$SECONDS
+if ! wait "$explorer_pid"; then
+    cat "$explorer_log" >&2
+    echo "test.sh: the crash explorer failed (above)" >&2
+    exit 1
+fi
+grep "^test result" "$explorer_log"
+echo "test.sh: ${SECONDS}s total, $((SECONDS - explorer_start))s: waiting for the crash explorer (tests/crash_explorer.rs)" >&2
+trap - EXIT
 # Model-checked concurrency, compiled against shuttle's scheduler: the lock
 # word, SRL and the big-reader lock (manyfs-rangelock), the index trees
 # (manyfs-index), the log append and the name table (manyfs).
