@@ -447,6 +447,26 @@ pub fn regression_workloads() -> Vec<Workload> {
                 Op::Fsync("/D/x"),
             ],
         ),
+        // A truncate from one CPU, then a write from another into a page
+        // the truncate cut off, then an fsync: the write's page is zeros
+        // where the truncate cut, so it must not count without the
+        // truncate (it goes to the truncate's sub-log; a power cut inside
+        // the fsync could otherwise keep it alone and show the file's
+        // other pages at their old contents beside it: found by the random
+        // tier workloads once their thread changed CPU). Both ways round,
+        // since which sub-log takes attribute entries depends on the CPU
+        // that loaded the inode.
+        seq(
+            "dur-write-after-truncate-from-another-cpu",
+            vec![
+                Op::on_cpu(0, Op::Truncate("/D/x", 0)),
+                Op::on_cpu(1, Op::Write("/D/x", 5903, 1750, 0x42)),
+                Op::Fsync("/D/x"),
+                Op::on_cpu(1, Op::Truncate("/D/x", 100)),
+                Op::on_cpu(0, Op::Write("/D/x", 4100, 300, 0x43)),
+                Op::Fsync("/D/x"),
+            ],
+        ),
         // A setfacl from one CPU, then a chown from another, then an fsync:
         // the chown's attribute entry restates the mode the ACL set, so it
         // must not count without the ACL (every attribute entry goes to one
@@ -664,8 +684,9 @@ pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
 /// file's log has not seen yet (a new sub-log, a log array, a new slot
 /// group) or from one whose sub-log holds synced entries. Four files of
 /// the populated tree are created, written in whole pages (1 to 3) and in
-/// part, synced, unlinked and re-created; every write has a tag of its
-/// own.
+/// part, truncated (to 0, 3000 or 6000 bytes: a write after a truncate
+/// from another CPU), synced, unlinked and re-created; every write has a
+/// tag of its own.
 pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     let mut next = below(seed ^ 0x6d69_6772);
     on_random_cpus(
@@ -678,7 +699,7 @@ pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Wo
         &mut next,
         |next, tag| {
             let f = TIER_FILES[next(TIER_FILES.len() as u64) as usize];
-            let op = match next(12) {
+            let op = match next(13) {
                 0..=3 => Op::Write(f, next(4) * 4096, 4096 * (1 + next(3) as usize), *tag),
                 4 => {
                     let page = next(4) * 4096;
@@ -689,6 +710,7 @@ pub fn migrating_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Wo
                 8 => Op::FsyncData(f),
                 9 => Op::Unlink(f),
                 10 => Op::Create(f),
+                11 => Op::Truncate(f, next(3) * 3000),
                 _ => Op::Sync,
             };
             if matches!(op, Op::Write(..) | Op::Append(..)) {
@@ -1085,12 +1107,17 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
 /// `fsync`s and `fdatasync`s of one file follow each other: staged writes
 /// over staged and over device pages, their superseded pool blocks freed
 /// by the next sync and reused, destaging, and between them appends,
-/// truncates, unlinks, re-creates, renames and full syncs.
+/// truncates, unlinks, re-creates, renames and full syncs. Each operation
+/// runs on one of two CPUs drawn from a generator of its own (the
+/// sequences are those of the seed either way): which sub-log an entry
+/// goes to then follows from the workload, not from where the scheduler
+/// happened to run the explorer's thread.
 pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     // The files of the populated tree (`/C` only after a create or a
     // rename).
     const FILES: [&str; 3] = ["/A", "/B", "/D/x"];
     let mut next = below(seed);
+    let mut cpu = below(seed ^ 0x6370_7573);
     (0..count)
         .map(|k| {
             let mut tag = 0x30u8;
@@ -1122,6 +1149,10 @@ pub fn tier_staged_random_workloads(seed: u64, count: usize, len: usize) -> Vec<
                 }
                 ops.push(op);
             }
+            let ops = ops
+                .into_iter()
+                .map(|op| Op::on_cpu(cpu(2) as usize, op))
+                .collect();
             tier_random(format!("tier-staged-random{len}-{seed}-{k}"), ops)
         })
         .collect()

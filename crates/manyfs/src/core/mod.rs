@@ -463,6 +463,7 @@ impl FsCore {
             attr_entries: AtomicU64::new(0),
             size_changes: AtomicU64::new(0),
             size_changes_synced: AtomicU64::new(0),
+            size_set_entry: AtomicU64::new(0),
             log: log.with_identity(rec.generation, self.sb.mount_epoch << 32),
             file,
             dir,

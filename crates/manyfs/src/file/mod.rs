@@ -204,13 +204,16 @@ fn write_locked(
     };
     let extends = end > span.size_now;
     let entries = write_entries(&span, &extents, epoch, version, mtime_ns, extends);
-    // Partial pages copy the bytes of the entry that maps them now.
+    // Partial pages copy the bytes of the entry that maps them now, and
+    // every page depends on the newest size change while it may still be
+    // dropped: a page it cut off is zeros here, not its older bytes.
     let copied = std::iter::once(span.first_pg)
         .chain((span.last_pg != span.first_pg).then_some(span.last_pg))
         .filter(|&pg| span.is_partial(pg))
         .map(|pg| old[(pg - span.first_pg) as usize])
         .filter(|m| m.block != 0)
-        .map(|m| m.entry);
+        .map(|m| m.entry)
+        .chain(unsynced_size_change(inode));
     let filled = fill_extents(core, &span, &old, &extents, want_crcs, &mut crcs)
         .and_then(|_| sublog_after(core, inode, None, copied));
     let locs = filled.and_then(|sublog| {
@@ -653,6 +656,16 @@ fn overwrite_in_place(
     Ok(true)
 }
 
+/// The entry of the inode's newest truncate or `set_len` if a sync may
+/// not have made it durable yet ([`Inode::size_set_entry`]); two loads
+/// when every size change is synced.
+fn unsynced_size_change(inode: &Inode) -> Option<crate::log::EntryLoc> {
+    let synced = inode.size_changes_synced.load(Ordering::Acquire)
+        >= inode.size_changes.load(Ordering::Acquire);
+    let loc = inode.size_set_entry.load(Ordering::Acquire);
+    (!synced && loc != 0).then_some(loc)
+}
+
 /// The sub-log a write or truncate appends to, given the entries whose
 /// bytes it copies (`copied`): it must count only with every one of them
 /// that a power cut may still drop ([`crate::log::InodeLog::unsynced_sublog`]).
@@ -987,6 +1000,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
     };
     inode.attr_seq.store(seq, Ordering::Release);
     inode.attr_entries.fetch_add(1, Ordering::Relaxed);
+    inode.size_set_entry.store(locs[0], Ordering::Release);
 
     let keep_pages = len.div_ceil(PAGE);
     for (pg, m) in f.index.mapped() {
@@ -1106,6 +1120,8 @@ fn compact_file(core: &FsCore, inode: &Inode, f: &FileData, a: &crate::inode::At
     }
     inode.attr_seq.store(seq, Ordering::Release);
     inode.attr_entries.store(1, Ordering::Relaxed);
+    // The rewritten log's attribute entry sets the size now.
+    inode.size_set_entry.store(locs[0], Ordering::Release);
     *f.size_definer.lock() = None;
     Ok(())
 }

@@ -111,6 +111,13 @@ pub struct Inode {
     /// than its current one, so no write goes in place (it could show in
     /// part, cut at that other size).
     pub size_changes_synced: AtomicU64,
+    /// The log entry of the newest truncate or `set_len` (0: none since
+    /// the load, or known durable). A write after it must count only
+    /// together with it: the pages it cut off are zeros in the write's
+    /// copy-on-write page, so the write kept without it would show the
+    /// truncate in part (the file's other pages at their old contents).
+    /// See [`crate::log::InodeLog::unsynced_sublog`].
+    pub size_set_entry: AtomicU64,
     /// The inode's log.
     pub log: InodeLog,
     /// Regular-file and symlink state (boxed: its cache-line-aligned
