@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# CI builds a fresh clone once: incremental compilation only adds work
+# there (about 15% of the test build's CPU time on two cores).
+if [[ -n ${CI:-} ]]; then
+    export CARGO_INCREMENTAL=0
+fi
+
 # Each step's wall time goes to stderr, so a slow CI run says where.
 step() {
     local start=$SECONDS
@@ -25,8 +31,9 @@ if [[ $(rustc --version) != "rustc $msrv "* ]]; then
     step cargo "+$msrv" check --workspace --all-targets --quiet
 fi
 # The fuzz targets (their own workspace; run with cargo-fuzz on nightly)
-# build on stable.
-step cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
+# build on stable (without compiling libFuzzer, which only `cargo fuzz`
+# links).
+step cargo check --manifest-path fuzz/Cargo.toml --bins --no-default-features --quiet
 # The library's public boundary is documented and its modules form layers;
 # the other library crates' docs build without broken links as well.
 # manyfs-capi's library is also named `manyfs` (libmanyfs.so): documented

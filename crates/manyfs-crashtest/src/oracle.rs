@@ -479,8 +479,8 @@ impl History {
         let (tree, data) = read_tree(fs).map_err(|e| format!("reading the tree: {e}"))?;
         for (p, n) in &tree {
             let PNode::File(id) = n else { continue };
-            let own: BTreeSet<u8> = match self.tags.get(id) {
-                Some(t) => t.clone(),
+            let own: Vec<u8> = match self.tags.get(id) {
+                Some(t) => t.iter().copied().collect(),
                 // Identity unknown (stale generation): any write to that
                 // inode number.
                 None => self
@@ -491,10 +491,16 @@ impl History {
                     .collect(),
             };
             let c = &data[p];
-            let bad = c
-                .iter()
-                .enumerate()
-                .position(|(x, &b)| b != 0 && !own.iter().any(|&t| pattern(t, x as u64) == b));
+            // A write's bytes are contiguous: the tag that matched the byte
+            // before is tried first (most images hold a few long writes).
+            let mut last = None;
+            let bad = c.iter().enumerate().position(|(x, &b)| {
+                if b == 0 || last.is_some_and(|t| pattern(t, x as u64) == b) {
+                    return false;
+                }
+                last = own.iter().copied().find(|&t| pattern(t, x as u64) == b);
+                last.is_none()
+            });
             if let Some(x) = bad {
                 let end = (x + 64).min(c.len());
                 let whose = self
