@@ -4,7 +4,9 @@
 # the skips listed in docs/mount.md ("POSIX conformance").
 #
 # Installs pjdfstest into target/pjdfstest once (cargo install --debug,
-# under half a minute on two cores); later runs reuse it. Needs root (the suite switches
+# under half a minute on two cores); later runs reuse it. With --install,
+# installs it and stops (scripts/test.sh builds it while other steps
+# run). Needs root (the suite switches
 # users, makes device nodes and remounts read-only): as another user it
 # says so and exits 0, except under CI=true, where that is a failure.
 set -euo pipefail
@@ -27,6 +29,9 @@ if ! [ -x "$PJD" ] || ! "$PJD" --version 2>/dev/null | grep -qF "$PJD_VERSION"; 
     # --debug: it compiles in half the time, and the suite's time is in
     # the file system's system calls, not in its own code.
     cargo install pjdfstest --version "=$PJD_VERSION" --locked --root "$ROOT" --quiet --debug
+fi
+if [ "${1:-}" = "--install" ]; then
+    exit 0
 fi
 # The manyfs binary: $MANYFS when given (scripts/test.sh passes the one
 # `cargo test` built), else a debug build.

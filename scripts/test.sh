@@ -43,19 +43,25 @@ step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p man
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
 step cargo run -q -p xtask -- layers > /dev/null
-# Every test binary, built once. The crash explorer (CPU-bound, about 100 s
-# on two cores) then runs beside the rest of the suite, whose tests mostly
-# wait on mounts, processes and the disk; there its tests are skipped (they
-# are all named `crash_explorer::...`).
-step cargo test --workspace --no-run --quiet
+# Every test binary, built once (not the examples: clippy checked them
+# above, and cargo test would also link them). The crash explorer
+# (CPU-bound, about 80 s on two cores) then runs beside the rest of the
+# suite, whose tests mostly wait on mounts, processes and the disk; there
+# its tests are skipped (they are all named `crash_explorer::...`).
+step cargo test --workspace --lib --bins --tests --no-run --quiet
+# pjdfstest's own build (about 30 s of CPU) overlaps the suite too; it
+# runs at the end.
+bash scripts/pjdfstest.sh --install > target/pjdfstest-install.log 2>&1 &
+pjdfstest_install=$!
 explorer=$(cargo test --workspace --test crash_explorer --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\/crash_explorer-[^"]*\)".*/\1/p' | tail -n 1)
 [[ -x $explorer ]] || { echo "test.sh: the crash explorer's test binary was not built" >&2; exit 1; }
 explorer_log="$PWD/target/crash-explorer.log"
 (cd crates/manyfs-crashtest && exec "$explorer") > "$explorer_log" 2>&1 &
 explorer_pid=$!
-trap 'kill "$explorer_pid" 2>/dev/null || true' EXIT
-step cargo test --workspace -- --skip crash_explorer::
+trap 'kill "$explorer_pid" "$pjdfstest_install" 2>/dev/null || true' EXIT
+step cargo test --workspace --lib --bins --tests -- --skip crash_explorer::
+step cargo test --workspace --doc --quiet
 explorer_start=$SECONDS
 if ! wait "$explorer_pid"; then
     cat "$explorer_log" >&2
@@ -65,10 +71,28 @@ fi
 grep "^test result" "$explorer_log"
 echo "test.sh: ${SECONDS}s total, $((SECONDS - explorer_start))s: waiting for the crash explorer (tests/crash_explorer.rs)" >&2
 trap - EXIT
+if ! wait "$pjdfstest_install"; then
+    cat target/pjdfstest-install.log >&2
+    echo "test.sh: installing pjdfstest failed (above)" >&2
+    exit 1
+fi
+# POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md),
+# through the manyfs binary `cargo test` built; it mostly waits on the
+# mount, so it runs beside the CPU-bound shuttle build below.
+pjdfstest_log="$PWD/target/pjdfstest.log"
+pjdfstest_start=$SECONDS
+env MANYFS="$PWD/target/debug/manyfs" bash scripts/pjdfstest.sh > "$pjdfstest_log" 2>&1 &
+pjdfstest_pid=$!
+trap 'kill "$pjdfstest_pid" 2>/dev/null || true' EXIT
 # Model-checked concurrency, compiled against shuttle's scheduler: the lock
 # word, SRL and the big-reader lock (manyfs-rangelock), the index trees
 # (manyfs-index), the log append and the name table (manyfs).
 step cargo test -p manyfs-rangelock -p manyfs-index -p manyfs --features shuttle --lib shuttle_models
-# POSIX conformance of a FUSE mount (pjdfstest, as root; see docs/mount.md),
-# through the manyfs binary `cargo test` built.
-step env MANYFS="$PWD/target/debug/manyfs" bash scripts/pjdfstest.sh
+if ! wait "$pjdfstest_pid"; then
+    cat "$pjdfstest_log" >&2
+    echo "test.sh: pjdfstest failed (above)" >&2
+    exit 1
+fi
+trap - EXIT
+cat "$pjdfstest_log"
+echo "test.sh: ${SECONDS}s total, $((SECONDS - pjdfstest_start))s since it started: pjdfstest (scripts/pjdfstest.sh)" >&2
