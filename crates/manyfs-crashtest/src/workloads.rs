@@ -655,14 +655,18 @@ pub fn ace_workloads() -> Vec<Workload> {
     out
 }
 
-/// Random sequences of `len` operations over a small name space.
+/// Random sequences of `len` operations over a small name space, each on
+/// one of two CPUs drawn from a generator of its own (so which sub-log an
+/// entry reaches follows from the workload, not from the scheduler).
 pub fn random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     let ops = single_ops();
     let mut next = below(seed);
+    let mut cpu = below(seed ^ 0x6370_7573);
     (0..count)
         .map(|k| {
             let seq = (0..len)
                 .map(|_| ops[next(ops.len() as u64) as usize].clone())
+                .map(|op| Op::on_cpu(cpu(2) as usize, op))
                 .collect();
             Workload {
                 name: format!("random{len}-{seed}-{k}"),
@@ -1058,9 +1062,12 @@ const TIER_FILES: [&str; 4] = ["/A", "/B", "/C", "/D/x"];
 /// `fdatasync`, unlinks and re-creates (whose freed device blocks later
 /// writes reuse after a full sync) and full syncs. Every write has a tag
 /// of its own, so bytes of any other write, of any file, are foreign.
+/// Each operation runs on one of two CPUs drawn from a generator of its
+/// own, as in [`tier_staged_random_workloads`].
 pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workload> {
     const SIZES: [u64; 6] = [0, 100, 1000, 4096, 5000, 12288];
     let mut next = below(seed);
+    let mut cpu = below(seed ^ 0x6370_7573);
     (0..count)
         .map(|k| {
             // Tags 0x30.. are this workload's own: the setup uses 0xA1,
@@ -1093,6 +1100,10 @@ pub fn tier_random_workloads(seed: u64, count: usize, len: usize) -> Vec<Workloa
                 }
                 ops.push(op);
             }
+            let ops = ops
+                .into_iter()
+                .map(|op| Op::on_cpu(cpu(2) as usize, op))
+                .collect();
             tier_random(format!("tier-random{len}-{seed}-{k}"), ops)
         })
         .collect()
