@@ -1280,7 +1280,12 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         None
     };
     let mut hist = History::new();
-    {
+    // Making the pool, the setup, the mount and every operation without a
+    // CPU of its own run on the first CPU, not wherever the scheduler had
+    // the explorer's thread: which sub-log an entry reaches (a new inode's
+    // attribute sub-log among them) then follows from the workload, and a
+    // violation found in CI is found again on any machine.
+    manyfs::diag::run_on_cpu(0, || -> Result<()> {
         let fs = Fs::mkfs(
             &pool,
             &{
@@ -1296,11 +1301,14 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         for op in &w.setup {
             hist.setup(op, &fs);
         }
-    }
+        Ok(())
+    })??;
     let base = files.read(&pool)?;
     let rec = Arc::new(files.recorder(cfg.model));
     rec.drop_short_flushes(cfg.planted_bug == Some(PlantedBug::DroppedFlush));
-    let fs = manyfs::diag::mount_observed(&pool, &opts, rec.clone())?;
+    let fs = manyfs::diag::run_on_cpu(0, || {
+        manyfs::diag::mount_observed(&pool, &opts, rec.clone())
+    })??;
     if cfg.planted_bug == Some(PlantedBug::ForgottenSync) {
         // The first sync of the workload (not the mount's) is forgotten.
         rec.forget_syncs(1);
@@ -1322,7 +1330,12 @@ pub fn explore(w: &Workload, cfg: &Config, stats: &mut Stats) -> Result<()> {
         models.push(snapshot(&fs)?);
         for (i, op) in w.ops.iter().enumerate() {
             manyfs::diag::note(&fs, OP_START | i as u64);
-            hist.op(op, &fs)?;
+            // An operation with a CPU of its own is moved there from this
+            // thread (a thread already pinned could not reach it).
+            match op {
+                Op::OnCpu(..) => hist.op(op, &fs)?,
+                _ => manyfs::diag::run_on_cpu(0, || hist.op(op, &fs))??,
+            }
             models.push(snapshot(&fs)?);
             manyfs::diag::note(&fs, OP_END | i as u64);
             stats.operations += 1;
