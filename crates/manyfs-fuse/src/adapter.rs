@@ -40,6 +40,7 @@ use manyfs::lowlevel::on_behalf_of;
 use manyfs::{DirEntry, File, FileKind, Fs, Metadata};
 use parking_lot::{Mutex, RwLock};
 
+use crate::groups::caller_in_group;
 use crate::poison::{self, ErrorReply, Poison, ShutDown};
 
 /// How long the kernel may cache attributes, directory entries and the
@@ -237,6 +238,9 @@ pub struct Shared {
     uring: Mutex<Option<Result<crate::uring::UringParams, String>>>,
     /// Requests served over io_uring, per queue.
     pub uring_stats: crate::uring::UringStats,
+    /// Tells the kernel about changes it did not ask for (set once the
+    /// session exists).
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 impl Shared {
@@ -250,6 +254,28 @@ impl Shared {
     /// it is healthy). See [`crate::poison`].
     pub fn poisoned(&self) -> Option<&str> {
         self.poison.reason()
+    }
+
+    /// Let the adapter tell the kernel about attribute changes it made on
+    /// its own (see [`Shared::attributes_changed`]).
+    pub(crate) fn set_notifier(&self, notifier: fuser::Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// `ino`'s attributes changed without a request that returns them (a
+    /// write that cleared setuid/setgid): drop the kernel's cached copy, or
+    /// `stat` would show the old mode for as long as the TTL (a day by
+    /// default). Sent before the request's reply, so a caller that waits
+    /// for its write sees the new mode. Only attributes are invalidated
+    /// (offset -1), which takes no lock a request in flight may hold.
+    fn attributes_changed(&self, ino: u64) {
+        if let Some(n) = self.notifier.get()
+            && let Err(e) = n.inval_inode(fuser::INodeNo(ino), -1, 0)
+            // ENOENT: the kernel has no inode to invalidate.
+            && e.raw_os_error() != Some(libc::ENOENT)
+        {
+            tracing::debug!(ino, "invalidating attributes: {e}");
+        }
     }
 
     /// The outcome of `-o uring`'s negotiation at `INIT`, once.
@@ -469,7 +495,7 @@ impl ManyFuse {
     /// `O_TRUNC` open by a user other than root also clears setuid/setgid
     /// (the kernel leaves that to the file system when the truncation is
     /// part of the open).
-    fn open_handle(&self, ino: u64, flags: i32, uid: u32) -> Result<u64, Errno> {
+    fn open_handle(&self, ino: u64, flags: i32, req: &Request) -> Result<u64, Errno> {
         let fs = self.fs()?;
         let (read, write) = match flags & libc::O_ACCMODE {
             libc::O_RDONLY => (true, false),
@@ -489,8 +515,12 @@ impl ManyFuse {
         let file = fs.open_ino(ino, read, write).map_err(errno)?;
         if write && flags & libc::O_TRUNC != 0 {
             file.set_len(0).map_err(errno)?;
-            if uid != 0 {
-                file.clear_setid().map_err(errno)?;
+            if req.uid() != 0
+                && file
+                    .clear_setid(|gid| caller_in_group(req.pid(), req.gid(), gid))
+                    .map_err(errno)?
+            {
+                self.shared.attributes_changed(ino);
             }
         }
         let h = FileHandleState {
@@ -504,6 +534,7 @@ impl ManyFuse {
 
     fn do_write(
         &self,
+        req: &Request,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -529,7 +560,12 @@ impl ManyFuse {
             if flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 // The writer lacks CAP_FSETID: drop setuid/setgid as
                 // kernel file systems do (one relaxed load when unset).
-                h.file.clear_setid().map_err(errno)?;
+                if h.file
+                    .clear_setid(|gid| caller_in_group(req.pid(), req.gid(), gid))
+                    .map_err(errno)?
+                {
+                    self.shared.attributes_changed(h.file.ino());
+                }
             }
             Ok(len)
         })
@@ -583,6 +619,25 @@ impl ManyFuse {
 
     fn reply_attr(&self, reply: ReplyAttr, r: Result<FileAttr, Errno>) {
         reply_with(reply, r, |reply, a| reply.attr(&self.ttl, &a));
+    }
+
+    /// After a truncate or preallocation by a user other than root, clear
+    /// what such a write clears (setuid, setgid by the writer's groups; see
+    /// [`manyfs::lowlevel::FileExt::clear_setid`]) and tell the kernel.
+    /// Where the kernel does not flag the request itself, uid 0 stands for
+    /// `CAP_FSETID`. Returns whether the mode changed.
+    fn drop_setid(&self, ino: u64, req: &Request) -> Result<bool, Errno> {
+        if req.uid() == 0 {
+            return Ok(false);
+        }
+        let file = self.fs()?.open_ino(ino, false, false).map_err(errno)?;
+        let changed = file
+            .clear_setid(|gid| caller_in_group(req.pid(), req.gid(), gid))
+            .map_err(errno)?;
+        if changed {
+            self.shared.attributes_changed(ino);
+        }
+        Ok(changed)
     }
 
     fn do_setattr(&self, ino: u64, attr: &SetAttr) -> Result<FileAttr, Errno> {
@@ -928,7 +983,7 @@ impl Filesystem for ManyFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -957,7 +1012,16 @@ impl Filesystem for ManyFuse {
                 atime: atime.map(to_time),
                 mtime: mtime.map(to_time),
             };
-            let r = self.do_setattr(ino.0, &attr);
+            let r = self.do_setattr(ino.0, &attr).and_then(|a| {
+                // A truncate by another user: the kernel sends the mode only
+                // when setuid, or setgid with group execute, goes; a setgid
+                // file without group execute loses the bit too when the
+                // writer is outside its group (see `drop_setid`).
+                if size.is_some() && mode.is_none() && self.drop_setid(ino.0, req)? {
+                    return self.fs()?.stat(ino.0).map(|m| to_attr(&m)).map_err(errno);
+                }
+                Ok(a)
+            });
             self.reply_attr(reply, r);
         });
     }
@@ -1092,11 +1156,9 @@ impl Filesystem for ManyFuse {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.serve("open", reply, |reply| {
-            reply_with(
-                reply,
-                self.open_handle(ino.0, flags.0, req.uid()),
-                |reply, fh| reply.opened(FileHandle(fh), self.fopen_flags()),
-            );
+            reply_with(reply, self.open_handle(ino.0, flags.0, req), |reply, fh| {
+                reply.opened(FileHandle(fh), self.fopen_flags())
+            });
         });
     }
 
@@ -1133,7 +1195,7 @@ impl Filesystem for ManyFuse {
             // Page-cache writeback is the kernel's, not the caller's I/O.
             let caller =
                 caller(req).filter(|_| !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
-            let r = on_behalf_of(caller, || self.do_write(fh, offset, data, write_flags));
+            let r = on_behalf_of(caller, || self.do_write(req, fh, offset, data, write_flags));
             reply_with(reply, r, |reply, n| reply.written(n));
         });
     }
@@ -1378,7 +1440,7 @@ impl Filesystem for ManyFuse {
                 if md.kind == FileKind::Dir {
                     return Err(Errno::EISDIR);
                 }
-                let fh = self.open_handle(md.ino, flags, req.uid())?;
+                let fh = self.open_handle(md.ino, flags, req)?;
                 // O_TRUNC may have changed the size.
                 let md = if flags & libc::O_TRUNC != 0 {
                     fs.stat(md.ino).map_err(errno)?
@@ -1401,8 +1463,8 @@ impl Filesystem for ManyFuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -1417,7 +1479,8 @@ impl Filesystem for ManyFuse {
                 }
                 self.writable()?;
                 // Extends atomically with respect to concurrent writers.
-                self.with_file(fh, |h| h.file.allocate(offset, length).map_err(errno))
+                self.with_file(fh, |h| h.file.allocate(offset, length).map_err(errno))?;
+                self.drop_setid(ino.0, req).map(|_| ())
             })();
             reply_empty(reply, r);
         });

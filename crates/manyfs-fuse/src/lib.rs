@@ -16,6 +16,7 @@
 pub mod adapter;
 pub mod cli;
 pub mod error;
+mod groups;
 pub mod log;
 pub mod options;
 pub mod poison;

@@ -167,6 +167,7 @@ impl ReadySession {
                 mountpoint: mountpoint.to_path_buf(),
                 cause,
             })?;
+        shared.set_notifier(session.notifier());
         tracing::info!(
             mountpoint = %mountpoint.display(),
             pool = %pool.map_or_else(String::new, |p| p.display().to_string()),

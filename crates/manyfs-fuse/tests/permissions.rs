@@ -181,8 +181,8 @@ echo ok
     assert_eq!(mode(&pubd.join("sgid")), 0o777, "setgid (with g+x) cleared");
     assert_eq!(
         mode(&pubd.join("sgid-noexec")),
-        0o2767,
-        "setgid without g+x (mandatory locking) stays"
+        0o767,
+        "setgid without g+x cleared too: the writer is outside the file's group (Linux 6.2+)"
     );
     // Root writing keeps the bits (CAP_FSETID), and truncation by another
     // user clears them.
@@ -315,4 +315,78 @@ fn cp_a_and_rsync_ax_copy_every_file_type_links_and_xattrs_in_and_out() {
     assert_eq!(m.stats().handler_panics(), 0);
     unmount(m);
     s.fsck();
+}
+
+/// Every way a user without CAP_FSETID changes a file's data, on a file
+/// whose setuid/setgid bits the kernel has cached (root wrote it and looked
+/// at it first): the modes `stat` shows afterwards through the mount are
+/// tmpfs's for the same script, with and without `writeback_cache`. The
+/// kernel caches attributes for a day by default, so a bit cleared by the
+/// daemon alone stayed visible (4777 after `dd conv=notrunc` by another
+/// user, where tmpfs shows 777).
+#[test]
+fn writes_by_another_user_clear_setuid_and_setgid_as_on_tmpfs() {
+    let test = "writes_by_another_user_clear_setuid_and_setgid_as_on_tmpfs";
+    if !fuse_available(test) {
+        return;
+    }
+    if !is_root() {
+        skip(test, Lack::Setup, "needs root to act as another user");
+        return;
+    }
+    require_tool("setpriv");
+    // Run as root: each file is written and stat'ed by root, then changed
+    // by uid 65534 in one of six ways, then stat'ed by root again.
+    let script = r#"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- sh -c "$1" _ "$2"; }
+for kind in notrunc append rdwr otrunc truncate fallocate; do
+  for m in 4777 2777 2767 6777 0777; do
+    f="$D/$kind-$m"
+    echo root > "$f"; chmod "$m" "$f"; stat -c %a "$f" > /dev/null
+    case $kind in
+      notrunc) as_nobody 'echo zz | dd of="$1" conv=notrunc 2> /dev/null' "$f" ;;
+      append) as_nobody 'echo zz >> "$1"' "$f" ;;
+      rdwr) as_nobody 'exec 3<> "$1"; echo zz >&3' "$f" ;;
+      otrunc) as_nobody ': > "$1"' "$f" ;;
+      truncate) as_nobody 'truncate -s 1 "$1"' "$f" ;;
+      fallocate) as_nobody 'fallocate -l 8192 "$1"' "$f" ;;
+    esac || echo "$kind $m failed"
+    echo "$kind $m -> $(stat -c %a "$f")"
+  done
+done
+"#;
+    let run = |dir: &Path| {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).unwrap();
+        run_ok(Command::new("sh").args(["-c", script]).env("D", dir))
+    };
+    let reference = tempfile::tempdir_in("/dev/shm").unwrap();
+    let expected = run(reference.path());
+    assert!(
+        expected.contains("notrunc 4777 -> 777") && !expected.contains("failed"),
+        "tmpfs is the reference:\n{expected}"
+    );
+    // With writeback_cache the kernel's FUSE module strips the bits of a
+    // buffered write itself, by the rule before Linux 6.2: a setgid file
+    // without group execute keeps its bit (docs/mount.md).
+    let buffered_rule: String = expected
+        .lines()
+        .map(|l| match l.split_once(" 2767 -> ") {
+            Some((kind, _)) if ["notrunc", "append", "rdwr"].contains(&kind) => {
+                format!("{kind} 2767 -> 2767\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    for (options, want) in [
+        (&[][..], &expected),
+        (&["writeback_cache"][..], &buffered_rule),
+    ] {
+        let s = Scratch::new();
+        let m = s.mount(options);
+        let dir = s.mnt.join("d");
+        fs::create_dir(&dir).unwrap();
+        let got = run(&dir);
+        unmount(m);
+        assert_eq!(&got, want, "with -o {options:?} (left: manyfs)");
+    }
 }

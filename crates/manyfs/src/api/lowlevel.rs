@@ -111,11 +111,15 @@ pub trait InodeOps: Sealed {
 
 /// What an adapter does for the kernel on an open [`File`].
 pub trait FileExt: Sealed {
-    /// Clear the setuid bit, and the setgid bit when group execute is set,
-    /// as kernel file systems do when a process without `CAP_FSETID`
-    /// writes or truncates a file (the FUSE adapter calls this when the
-    /// kernel flags a write so). Returns whether the mode changed.
-    fn clear_setid(&self) -> Result<bool>;
+    /// Clear the setuid bit, and the setgid bit when group execute is set
+    /// or the writer is outside the file's group, as Linux file systems do
+    /// when a process without `CAP_FSETID` writes or truncates a file (the
+    /// FUSE adapter calls this when the kernel flags a write so).
+    /// `writer_in_group` answers, for the file's group id, whether the
+    /// writer belongs to it (its fsgid or a supplementary group); it is
+    /// asked only for a setgid file without group execute. Returns whether
+    /// the mode changed.
+    fn clear_setid(&self, writer_in_group: impl FnOnce(u32) -> bool) -> Result<bool>;
 
     /// Where the file's blocks are: per NUMA node of the pool's members,
     /// how many of its data pages and of its log blocks (log array, if any, and
@@ -127,8 +131,8 @@ pub trait FileExt: Sealed {
 impl Sealed for File {}
 
 impl FileExt for File {
-    fn clear_setid(&self) -> Result<bool> {
-        crate::file::kill_setid(self.core(), self.inode())
+    fn clear_setid(&self, writer_in_group: impl FnOnce(u32) -> bool) -> Result<bool> {
+        crate::file::kill_setid(self.core(), self.inode(), writer_in_group)
     }
 
     fn blocks_per_node(&self) -> BlocksPerNode {

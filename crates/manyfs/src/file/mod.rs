@@ -852,25 +852,35 @@ const S_ISGID: u32 = 0o2000;
 const S_IXGRP: u32 = 0o0010;
 
 /// `mode` after a write or truncate by a process without `CAP_FSETID`, as
-/// kernel file systems do it: setuid cleared, setgid cleared when group
-/// execute is set (without it, setgid means mandatory locking and stays).
-pub fn mode_without_setid(mode: u32) -> u32 {
+/// Linux (6.2 and later) does it on its own file systems: setuid cleared;
+/// setgid cleared when group execute is set, and also without it unless
+/// the writer belongs to the file's group (`writer_in_group`).
+pub fn mode_without_setid(mode: u32, writer_in_group: bool) -> u32 {
     let mut m = mode & !S_ISUID;
-    if m & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP {
+    if m & S_ISGID != 0 && (m & S_IXGRP != 0 || !writer_in_group) {
         m &= !S_ISGID;
     }
     m
 }
 
 /// Clear the setuid/setgid bits a write by an unprivileged process clears
-/// ([`mode_without_setid`]). Costs one relaxed load when there are none.
-/// Returns whether the mode changed.
-pub fn kill_setid(core: &FsCore, inode: &Inode) -> Result<bool> {
+/// ([`mode_without_setid`]); `writer_in_group` is asked, with the file's
+/// group, only when the answer matters. Costs one relaxed load when there
+/// are no such bits. Returns whether the mode changed.
+pub fn kill_setid(
+    core: &FsCore,
+    inode: &Inode,
+    writer_in_group: impl FnOnce(u32) -> bool,
+) -> Result<bool> {
     if !inode.setid.load(Ordering::Relaxed) {
         return Ok(false);
     }
-    let mode = inode.attrs.lock().mode;
-    let next = mode_without_setid(mode);
+    let (mode, gid) = {
+        let attrs = inode.attrs.lock();
+        (attrs.mode, attrs.gid)
+    };
+    let in_group = mode & (S_ISGID | S_IXGRP) == S_ISGID && writer_in_group(gid);
+    let next = mode_without_setid(mode, in_group);
     if next == mode {
         return Ok(false);
     }
