@@ -4,6 +4,10 @@ use manyfs::MountOptions;
 
 use crate::error::{FuseError, Result};
 
+/// How long an idle FUSE worker thread waits for work before it ends,
+/// unless `-o worker_idle=SECONDS` says otherwise.
+pub const DEFAULT_WORKER_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Largest number of FUSE worker threads accepted by `threads=N`.
 pub const MAX_THREADS: usize = 1024;
 
@@ -13,9 +17,13 @@ pub const MAX_THREADS: usize = 1024;
 pub struct FuseConfig {
     /// Options handed to [`manyfs::Fs::mount`].
     pub fs: MountOptions,
-    /// Number of threads that serve FUSE requests (each reads its own requests
-    /// from the kernel, so independent requests run in parallel).
+    /// Most threads that serve FUSE requests (each reads its own requests
+    /// from the kernel, so independent requests run in parallel). The mount
+    /// starts with one and makes another whenever every one is busy.
     pub threads: usize,
+    /// How long a serving thread with nothing to do waits before it ends
+    /// (`-o worker_idle=SECONDS`; a lone caller keeps one or two).
+    pub worker_idle: std::time::Duration,
     /// Let users other than the one who mounted use the file system
     /// (`-o allow_other`; a non-root mounter needs `user_allow_other` in
     /// /etc/fuse.conf). A mount made by root does this unless `private`.
@@ -59,6 +67,7 @@ impl Default for FuseConfig {
         FuseConfig {
             fs: MountOptions::default(),
             threads: default_threads(),
+            worker_idle: DEFAULT_WORKER_IDLE,
             allow_other: false,
             private: false,
             debug: false,
@@ -306,7 +315,7 @@ pub static OPTIONS: &[MountOption] = &[
     MountOption {
         name: "threads",
         value: Value::Required("N"),
-        help: "threads serving FUSE requests, 1 to 1024 [one per CPU, 2 to 64]",
+        help: "most threads serving FUSE requests, made as callers need them, 1 to 1024 [one per CPU, 2 to 64]",
         contradicts: &[],
         set: |c, v| {
             let n: usize = v
@@ -319,6 +328,16 @@ pub static OPTIONS: &[MountOption] = &[
                 c.threads = n;
                 Ok(())
             }
+        },
+    },
+    MountOption {
+        name: "worker_idle",
+        value: Value::Required("SECONDS"),
+        help: "how long a serving thread with no work waits before it ends [10]",
+        contradicts: &[],
+        set: |c, v| {
+            c.worker_idle = seconds(v, 86_400.0, "")?;
+            Ok(())
         },
     },
     MountOption {

@@ -45,7 +45,11 @@ fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
     } else {
         SessionACL::Owner
     };
+    // The most workers: the session starts with one, makes another when
+    // every one is busy and retires those idle for `worker_idle` (see
+    // vendor/fuser/src/workers.rs).
     c.n_threads = Some(cfg.threads.max(1));
+    c.idle_worker_retire = Some(cfg.worker_idle);
     // One /dev/fuse descriptor per thread: threads do not queue behind one
     // another when reading requests.
     c.clone_fd = cfg.threads > 1;

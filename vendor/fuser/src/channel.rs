@@ -84,6 +84,8 @@ pub(crate) struct ChannelSender(Arc<DevFuse>);
 
 impl ChannelSender {
     pub(crate) fn send(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<()> {
+        // manyfs: workers made on demand.
+        crate::workers::before_reply();
         let rc = nix::sys::uio::writev(&self.0, bufs)?;
         // writev is atomic, so do not need to check how many bytes are written.
         // libfuse does not do it either

@@ -104,6 +104,7 @@ mod request;
 mod request_param;
 mod session;
 mod time;
+mod workers;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

@@ -48,6 +48,8 @@ use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
+use crate::workers::DEFAULT_IDLE_RETIRE;
+use crate::workers::WorkerPool;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
 /// FUSE recommends at least 128k, max 16M. The FUSE default is 16M on macOS
@@ -284,77 +286,50 @@ impl<FS: Filesystem> Session<FS> {
             ));
         }
 
-        let Some(n_threads_minus_one) = n_threads.checked_sub(1) else {
+        if n_threads == 0 {
             return Err(io::Error::other("n_threads"));
-        };
+        }
 
         let mut filesystem = Arc::new(filesystem);
 
-        let mut channels = Vec::with_capacity(n_threads);
-
-        for _ in 0..n_threads_minus_one {
-            if config.clone_fd {
-                #[cfg(target_os = "linux")]
-                {
-                    channels.push(ch.clone_fd()?);
-                    continue;
-                }
-                #[cfg(not(target_os = "linux"))]
-                {
-                    return Err(io::Error::other("clone_fd is only supported on Linux"));
-                }
-            } else {
-                channels.push(ch.clone());
-            }
-        }
         // manyfs: external transport.
-        let external_ch = ch.clone();
-        channels.push(ch);
-
-        let mut threads = Vec::with_capacity(n_threads + 1);
-
-        // manyfs: external transport.
-        if let Some(transport) = transport {
-            let dispatcher = Dispatcher {
-                event_loop: SessionEventLoop {
-                    thread_name: "fuser-external".to_string(),
-                    filesystem: filesystem.clone(),
-                    ch: external_ch,
-                    allowed,
-                    session_owner,
-                },
-            };
-            threads.push(
+        let external = transport
+            .map(|transport| {
+                let dispatcher = Dispatcher {
+                    event_loop: SessionEventLoop {
+                        thread_name: "fuser-external".to_string(),
+                        filesystem: filesystem.clone(),
+                        ch: ch.clone(),
+                        allowed,
+                        session_owner,
+                    },
+                };
                 thread::Builder::new()
                     .name("fuser-external".to_string())
-                    .spawn(move || transport(dispatcher))?,
-            );
-        }
+                    .spawn(move || transport(dispatcher))
+            })
+            .transpose()?;
 
-        for (i, ch) in channels.into_iter().enumerate() {
-            let thread_name = format!("fuser-{i}");
-            let event_loop = SessionEventLoop {
-                thread_name: thread_name.clone(),
-                filesystem: filesystem.clone(),
-                ch,
-                allowed,
-                session_owner,
-            };
-            threads.push(
-                thread::Builder::new()
-                    .name(thread_name)
-                    .spawn(move || event_loop.event_loop())?,
-            );
+        // manyfs: workers made on demand, up to `n_threads` (see workers.rs).
+        if config.clone_fd && !cfg!(target_os = "linux") {
+            return Err(io::Error::other("clone_fd is only supported on Linux"));
         }
+        let pool = WorkerPool::new(
+            ch,
+            filesystem.clone(),
+            n_threads,
+            config.clone_fd,
+            config.idle_worker_retire.unwrap_or(DEFAULT_IDLE_RETIRE),
+            allowed,
+            session_owner,
+        );
+        let mut reply = pool.run();
+        drop(pool);
 
-        let mut reply: io::Result<()> = Ok(());
-        for thread in threads {
-            let res = match thread.join() {
-                Ok(res) => res,
-                Err(_) => {
-                    return Err(io::Error::other("event loop thread panicked"));
-                }
-            };
+        if let Some(external) = external {
+            let res = external
+                .join()
+                .map_err(|_| io::Error::other("event loop thread panicked"))?;
             if let Err(e) = res {
                 if reply.is_ok() {
                     reply = Err(e);

@@ -18,6 +18,10 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// manyfs: workers made on demand. The session starts one worker and
+    /// makes another, up to `n_threads`, whenever none is left reading; a
+    /// worker parked this long is retired. `None`: 10 seconds.
+    pub idle_worker_retire: Option<std::time::Duration>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
