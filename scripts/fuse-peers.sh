@@ -12,8 +12,11 @@
 # (HEAD was 3.19.0-rc0; the fuse-3.18.x tags lack memfs_ll's -o fuse_dio.)
 # To use it on a machine that only gets the repository copied in (e.g. the
 # device machine), copy the tree under the repository as an ignored path,
-# e.g. target/libfuse-src (target/ is ignored), pass it with `carry`, and run
+# e.g. target/libfuse-src (target/ is ignored; the tree is 3.6 MB), pass it
+# with `carry`, and run
 #   scripts/fuse-peers.sh target/libfuse-src target/peers
+# There apt-get may have no network: without meson the script compiles with
+# gcc/g++ directly (FUSE_PEERS_DIRECT=1 forces that path anywhere).
 # The binaries are linked against a static libfuse, so they only need libc
 # and libstdc++ and can also be built here and carried as they are.
 #
