@@ -39,6 +39,10 @@
 //!   always wakes it; it may also return spuriously, so callers loop.
 //! - [`cpu::current`] is a hint (the thread may move right after): callers
 //!   use it to pick a per-CPU slot, never for exclusion.
+//! - [`worker_gate`] decides when the FUSE serving threads (the vendored
+//!   fuser's `workers.rs`) read, park, wake one another, are made or
+//!   retire; it is built on the primitives above, so its protocol is
+//!   model-checked too.
 //!
 //! # Model checking
 //!
@@ -46,24 +50,41 @@
 //! used inside a shuttle test (`shuttle::check_random` and friends);
 //! parking becomes a yield, so shuttle decides who runs next, and
 //! [`cpu::current`] is always 0. The models of the crates built on this one
-//! run with `cargo test -p manyfs-rangelock -p manyfs-index --features
-//! shuttle --lib shuttle_models`; `testing::explore` (under the feature) is
+//! run with `cargo test -p manyfs-sync -p manyfs-rangelock -p manyfs-index
+//! --features shuttle --lib shuttle_models` (this crate's own model is the
+//! worker gate's); `testing::explore` (under the feature) is
 //! the driver they share.
 
 #![deny(missing_docs)]
 
 pub mod cpu;
 pub mod testing;
+pub mod worker_gate;
+
+#[cfg(all(test, feature = "shuttle"))]
+mod shuttle_models;
 
 #[cfg(not(feature = "shuttle"))]
-pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(feature = "shuttle"))]
 pub use std::sync::{Mutex, MutexGuard};
 
 #[cfg(feature = "shuttle")]
-pub use shuttle::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub use shuttle::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(feature = "shuttle")]
 pub use shuttle::sync::{Mutex, MutexGuard};
+
+/// Threads' handles and parking: std's, shuttle's under the model checker
+/// (where a timed park never times out: shuttle does not model time).
+pub mod thread {
+    #[cfg(not(feature = "shuttle"))]
+    pub use std::thread::{Thread, current, park, park_timeout};
+
+    #[cfg(feature = "shuttle")]
+    pub use shuttle::thread::{Thread, current, park, park_timeout};
+}
 
 /// A reader-writer lock of `$lib` with parking_lot's interface: `read` and
 /// `write` hand out the guard even if a holder panicked (a panic in a
