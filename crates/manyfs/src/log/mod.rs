@@ -621,7 +621,9 @@ impl InodeLog {
         let idx = (word & 0xffff_ffff) as usize;
         let (_, slot) = self.existing().find(|(i, _)| *i == idx)?;
         let sub = lock(&slot.log);
-        let k = sub.pages.iter().rposition(|&p| p == page)?;
+        // By the footer's sequence: a scan of the chain cost every write
+        // after an unsynced truncate time in the chain's length.
+        let k = Self::find_page(space.media(), &sub, page)?;
         let durable = sub.meta.get(k).map_or(0, |m| m.mark_durable);
         let covered = durable & MARK_SEALED != 0 || loc_slot(loc) < u64::from(durable);
         (!covered).then_some(idx)
