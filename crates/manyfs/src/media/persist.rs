@@ -13,8 +13,8 @@ pub(super) const P_FULL: usize = 3;
 
 /// What a pool's medium was asked to make durable since the mount: the
 /// metadata cost of the file system's durability points, in bytes and in
-/// cache lines. Counted per CPU (no shared line on the I/O path) and
-/// summed when read.
+/// cache lines. Counted per thread (no shared line and no atomic
+/// read-modify-write on the I/O path) and summed when read.
 ///
 /// What counts, by medium:
 /// - `pm`: every range written back by cache-line flushes (and every
