@@ -570,7 +570,7 @@ impl InodeLog {
 
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
-        crate::cpu::current() % usize::from(self.nsublogs)
+        crate::cpu::current_below(usize::from(self.nsublogs))
     }
 
     /// The sub-log every attribute entry (`SetAttr`: mode, owner, times,
