@@ -176,11 +176,18 @@ fn write_locked(
     let npages = span.last_pg - span.first_pg + 1;
 
     // One walk of the index per page: the slots are reused to publish.
-    let slots: SmallVec<[&crate::index::PageSlot; 4]> = (span.first_pg..=span.last_pg)
-        .map(|p| f.index.slot(p))
-        .collect();
-    let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
-    let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
+    // (Pushed one by one: a `collect` is an out-of-line `extend` whose
+    // result is then copied, a store-forwarding stall per write.)
+    let mut slots: SmallVec<[&crate::index::PageSlot; 4]> = SmallVec::new();
+    let mut old: SmallVec<[PageMapping; 4]> = SmallVec::new();
+    let mut version = 1;
+    for p in span.first_pg..=span.last_pg {
+        let slot = f.index.slot(p);
+        let m = slot.get();
+        version = version.max(m.version + 1);
+        slots.push(slot);
+        old.push(m);
+    }
 
     let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
     if span.first_pg == span.last_pg
