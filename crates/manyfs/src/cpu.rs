@@ -27,7 +27,6 @@ struct Registry {
 
 /// A thread's slots: `(registry, slot)` per [`Counters`] it has counted
 /// in, found by the registry's address.
-#[derive(Default)]
 struct Local(Vec<(Weak<Mutex<Registry>>, Arc<Slot>)>);
 
 impl Drop for Local {
@@ -48,7 +47,7 @@ impl Drop for Local {
 }
 
 thread_local! {
-    static LOCAL: RefCell<Local> = RefCell::default();
+    static LOCAL: RefCell<Local> = const { RefCell::new(Local(Vec::new())) };
 }
 
 /// `N` event counters (at most 8) kept per thread: a thread adds to its
