@@ -314,12 +314,13 @@ fn fill_extents(
     let mut reqs: SmallVec<[(u64, Src); 4]> = SmallVec::new();
     let mut pg = span.first_pg;
     for &(block, n) in extents {
-        let mut h = crc32fast::Hasher::new();
+        // Only when asked: a new hasher detects the CPU's features.
+        let mut h = want_crcs.then(crc32fast::Hasher::new);
         let mut extent_run = false;
         for i in 0..n {
             let dst = (block + i) * PAGE;
             if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
-                if want_crcs {
+                if let Some(h) = &mut h {
                     h.update(&staged[k].1[..]);
                 }
                 reqs.push((dst, Src::Staged(k)));
@@ -327,7 +328,7 @@ fn fill_extents(
             } else {
                 let lo = (pg * PAGE - off) as usize;
                 let src = &buf[lo..lo + PAGE as usize];
-                if want_crcs {
+                if let Some(h) = &mut h {
                     h.update(src);
                 }
                 match reqs.last_mut() {
@@ -345,7 +346,9 @@ fn fill_extents(
             }
             pg += 1;
         }
-        crcs.push(h.finalize());
+        if let Some(h) = h {
+            crcs.push(h.finalize());
+        }
     }
     let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
         .iter()
