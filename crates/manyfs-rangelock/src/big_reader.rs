@@ -57,7 +57,7 @@ impl BigReaderLock {
     /// Take it shared.
     pub fn read(&self) -> BigReaderGuard<'_> {
         let lines = self.lines();
-        let slot = manyfs_sync::cpu::current() % lines.readers.len();
+        let slot = manyfs_sync::cpu::current_below(lines.readers.len());
         let counter = &lines.readers[slot];
         let mut spins = 0;
         loop {

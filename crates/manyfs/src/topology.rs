@@ -294,7 +294,7 @@ impl Topology {
     /// fewer CPUs than the machine folds them; with more, some stay
     /// unused).
     pub fn current_cpu(&self) -> usize {
-        crate::cpu::current() % self.cpu_count()
+        crate::cpu::current_below(self.cpu_count())
     }
 
     /// The node of the CPU the calling thread runs on now.

@@ -339,7 +339,7 @@ impl BlockAllocator {
     /// Allocate between 1 and `want` contiguous blocks, preferring the
     /// calling CPU's pool, then its node. Returns `(first, count)`.
     pub fn alloc(&self, want: u64, purpose: Purpose) -> Result<(u64, u64)> {
-        let cpu = crate::cpu::current() % self.order.len();
+        let cpu = crate::cpu::current_below(self.order.len());
         match self.placement {
             Placement::Local => {
                 self.alloc_from(&self.order[cpu], self.cpu_node[cpu], want, purpose)
@@ -581,7 +581,7 @@ impl InodeAllocator {
 
     /// Take a free inode number.
     pub fn alloc(&self) -> Result<u64> {
-        let home = crate::cpu::current() % self.pools.len();
+        let home = crate::cpu::current_below(self.pools.len());
         let n = self.pools.len();
         for i in 0..n {
             let mut pool = self.pools[(home + i) % n].lock();
@@ -600,7 +600,7 @@ impl InodeAllocator {
 
     /// Return an inode number (handed out again first).
     pub fn free(&self, ino: u64) {
-        let home = crate::cpu::current() % self.pools.len();
+        let home = crate::cpu::current_below(self.pools.len());
         let mut pool = self.pools[home].lock();
         match pool.runs.last_mut() {
             Some(last) if last.0 == ino + 1 => last.0 = ino,

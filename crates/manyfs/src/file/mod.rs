@@ -176,11 +176,18 @@ fn write_locked(
     let npages = span.last_pg - span.first_pg + 1;
 
     // One walk of the index per page: the slots are reused to publish.
-    let slots: SmallVec<[&crate::index::PageSlot; 4]> = (span.first_pg..=span.last_pg)
-        .map(|p| f.index.slot(p))
-        .collect();
-    let old: SmallVec<[PageMapping; 4]> = slots.iter().map(|s| s.get()).collect();
-    let version = old.iter().map(|m| m.version).max().unwrap_or(0) + 1;
+    // (Pushed one by one: a `collect` is an out-of-line `extend` whose
+    // result is then copied, a store-forwarding stall per write.)
+    let mut slots: SmallVec<[&crate::index::PageSlot; 4]> = SmallVec::new();
+    let mut old: SmallVec<[PageMapping; 4]> = SmallVec::new();
+    let mut version = 1;
+    for p in span.first_pg..=span.last_pg {
+        let slot = f.index.slot(p);
+        let m = slot.get();
+        version = version.max(m.version + 1);
+        slots.push(slot);
+        old.push(m);
+    }
 
     let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
     if span.first_pg == span.last_pg
@@ -307,12 +314,13 @@ fn fill_extents(
     let mut reqs: SmallVec<[(u64, Src); 4]> = SmallVec::new();
     let mut pg = span.first_pg;
     for &(block, n) in extents {
-        let mut h = crc32fast::Hasher::new();
+        // Only when asked: a new hasher detects the CPU's features.
+        let mut h = want_crcs.then(crc32fast::Hasher::new);
         let mut extent_run = false;
         for i in 0..n {
             let dst = (block + i) * PAGE;
             if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
-                if want_crcs {
+                if let Some(h) = &mut h {
                     h.update(&staged[k].1[..]);
                 }
                 reqs.push((dst, Src::Staged(k)));
@@ -320,7 +328,7 @@ fn fill_extents(
             } else {
                 let lo = (pg * PAGE - off) as usize;
                 let src = &buf[lo..lo + PAGE as usize];
-                if want_crcs {
+                if let Some(h) = &mut h {
                     h.update(src);
                 }
                 match reqs.last_mut() {
@@ -338,7 +346,9 @@ fn fill_extents(
             }
             pg += 1;
         }
-        crcs.push(h.finalize());
+        if let Some(h) = h {
+            crcs.push(h.finalize());
+        }
     }
     let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
         .iter()

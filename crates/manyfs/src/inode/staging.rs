@@ -60,7 +60,7 @@ pub struct Staging {
     max_bytes: u64,
     /// Files that staged pages since the last destaging pass.
     files: Mutex<Vec<u64>>,
-    /// Pages staged and pages destaged since the mount, per CPU
+    /// Pages staged and pages destaged since the mount, per thread
     /// ([`StagingStats`]).
     counts: crate::cpu::Counters<2>,
     /// Planted bug ([`crate::EngineBug::StagedBlockFreedEarly`]).

@@ -284,8 +284,14 @@ impl Entry {
         put_u16(&mut h, 2, flags);
         put_u32(&mut h, 4, epoch);
         put_u64(&mut h, 8, seq);
-        let mut body: smallvec::SmallVec<[u8; 128]> =
-            smallvec::smallvec![0u8; nslots * SLOT_SIZE as usize];
+        let len = nslots * SLOT_SIZE as usize;
+        // Zeroed in place when the slots fit inline (every entry but long
+        // names and values): `smallvec!` fills through an out-of-line loop.
+        let mut body: smallvec::SmallVec<[u8; 128]> = if len <= 128 {
+            smallvec::SmallVec::from_buf_and_len([0u8; 128], len)
+        } else {
+            smallvec::smallvec![0u8; len]
+        };
         body[..64].copy_from_slice(&h);
         body[64..64 + extra.len()].copy_from_slice(&extra);
         let crc = crc32fast::hash(&body);

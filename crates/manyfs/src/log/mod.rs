@@ -570,7 +570,7 @@ impl InodeLog {
 
     /// The sub-log the calling thread should append to.
     pub fn home_sublog(&self) -> usize {
-        crate::cpu::current() % usize::from(self.nsublogs)
+        crate::cpu::current_below(usize::from(self.nsublogs))
     }
 
     /// The sub-log every attribute entry (`SetAttr`: mode, owner, times,
@@ -724,19 +724,18 @@ impl InodeLog {
         } else {
             MarkedDeps::default()
         };
-        let encoded: SmallVec<[EncodedEntry; 2]> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, (e, _))| {
-                e.encode_with(i + 1 < entries.len(), deps.crcs.get(i).copied().flatten())
-            })
-            .collect();
+        let mut encoded: SmallVec<[EncodedEntry; 2]> = SmallVec::new();
+        for (i, (e, _)) in entries.iter().enumerate() {
+            encoded.push(e.encode_with(i + 1 < entries.len(), deps.crcs.get(i).copied().flatten()));
+        }
         let idx = sublog % usize::from(self.nsublogs);
         let mut sub = self.lock_sublog_for_append(space, idx)?;
 
         // Place every entry first, linking new pages as needed, so that a
         // full pool fails before any entry byte is written.
-        let (places, new_pages) = place_entries(space, &sub, &encoded)?;
+        let mut places: EntryLocs = SmallVec::new();
+        let mut new_pages: NewPages = SmallVec::new();
+        place_entries(space, &sub, &encoded, &mut places, &mut new_pages)?;
         if marks && !new_pages.is_empty() {
             self.note_new_pages_unsynced(space, &mut sub, &new_pages);
         }
@@ -1153,23 +1152,25 @@ struct MarkedDeps {
 /// Pages an append links: (new page, final slot count of the page before it).
 type NewPages = SmallVec<[(u64, u64); 2]>;
 
-/// Where each of `encoded` goes in `sub`, and the new pages that takes
-/// (allocated here, all freed again if one allocation fails).
+/// Where each of `encoded` goes in `sub` (pushed to `places`, empty), and
+/// the new pages that takes (pushed to `new_pages`, empty; allocated here,
+/// all freed again if one allocation fails). Out-parameters, not a
+/// returned pair: the pair was copied once more on every append.
 #[inline]
 fn place_entries(
     space: &dyn LogSpace,
     sub: &SubLog,
     encoded: &[EncodedEntry],
-) -> Result<(EntryLocs, NewPages)> {
-    let mut places: EntryLocs = SmallVec::new();
+    places: &mut EntryLocs,
+    new_pages: &mut NewPages,
+) -> Result<()> {
     let (mut page_idx, mut slot) = (sub.pages.len(), sub.next_slot);
-    let mut new_pages: NewPages = SmallVec::new();
     for e in encoded {
         if page_idx == 0 || slot + e.slots() > ENTRY_SLOTS_PER_PAGE {
             match space.alloc_meta_block() {
                 Ok(b) => new_pages.push((b, slot)),
                 Err(err) => {
-                    for (b, _) in new_pages {
+                    for (b, _) in new_pages.drain(..) {
                         space.free_blocks(b, 1);
                     }
                     return Err(err);
@@ -1186,7 +1187,7 @@ fn place_entries(
         places.push(entry_loc(page, slot));
         slot += e.slots();
     }
-    Ok((places, new_pages))
+    Ok(())
 }
 
 /// Steps 2 and 3 of the append protocol: stores, flushes and fences every

@@ -147,6 +147,7 @@ impl Media {
 
     /// Ordinary (cached) store of `data` at `off`. Not durable until flushed
     /// and fenced.
+    #[inline]
     pub fn store(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         if let Some(d) = self.on_device(off, data.len()) {
@@ -276,6 +277,7 @@ impl Media {
 
     /// Failure-atomic, aligned 8-byte store; not durable until flushed and
     /// fenced.
+    #[inline]
     pub fn store_u64(&self, off: u64, value: u64) -> Result<()> {
         self.check_writable()?;
         let word = self.atomic_u64(off)?;

@@ -13,8 +13,8 @@ pub(super) const P_FULL: usize = 3;
 
 /// What a pool's medium was asked to make durable since the mount: the
 /// metadata cost of the file system's durability points, in bytes and in
-/// cache lines. Counted per CPU (no shared line on the I/O path) and
-/// summed when read.
+/// cache lines. Counted per thread (no shared line and no atomic
+/// read-modify-write on the I/O path) and summed when read.
 ///
 /// What counts, by medium:
 /// - `pm`: every range written back by cache-line flushes (and every
@@ -102,6 +102,7 @@ impl Media {
     }
 
     /// Write back every cache line overlapping `[off, off+len)`.
+    #[inline]
     pub fn flush(&self, off: u64, len: usize) -> Result<()> {
         if self.on_device(off, len).is_none() {
             self.count_flushed(off, len);
@@ -138,6 +139,7 @@ impl Media {
     }
 
     /// Order earlier flushes and non-temporal stores before later stores.
+    #[inline]
     pub fn fence(&self) {
         if let Some(r) = &self.observer {
             r.0.on_fence(&MediaView::new(self));
@@ -149,6 +151,7 @@ impl Media {
     }
 
     /// Flush `[off, off+len)` and fence.
+    #[inline]
     pub fn persist(&self, off: u64, len: usize) -> Result<()> {
         self.flush(off, len)?;
         self.fence();

@@ -103,6 +103,7 @@ impl Registration {
     }
 
     /// How many `SIGBUS` faults the handler has absorbed in this mapping.
+    #[inline]
     pub fn faults(&self) -> u64 {
         self.slot
             .map_or(0, |i| TABLE[i].faults.load(Ordering::Acquire))

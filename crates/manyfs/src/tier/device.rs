@@ -142,7 +142,7 @@ pub(crate) struct Device {
     flush_done: parking_lot::Condvar,
     /// A flush failed: nothing written before it is known durable.
     flush_failed: AtomicBool,
-    /// Per-CPU counters: writes, bytes written, reads, flushes, flushes
+    /// Per-thread counters: writes, bytes written, reads, flushes, flushes
     /// skipped, io_uring batches (the `C_*` indices).
     counters: crate::cpu::Counters<6>,
 }
