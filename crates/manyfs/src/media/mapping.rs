@@ -215,11 +215,18 @@ impl Media {
             });
             start += m.len;
         }
+        // A page dirtied through the mapping costs a journaling file
+        // system a commit at each durability point; tmpfs has no journal
+        // and no write-back, so there the mapping's plain copy is cheaper
+        // than a system call per store, and durable exactly as well.
+        let stores_via_fd =
+            mode == Durability::File && !mapped.iter().all(|m| super::numa::on_tmpfs(&m.path));
         Ok(Media {
             base: base.cast(),
             len,
             reserved,
             mode,
+            stores_via_fd,
             flush: FlushInstr::detect(),
             writable,
             path,

@@ -117,6 +117,9 @@ pub(crate) struct Media {
     /// Bytes reserved at `base` (`len` rounded up to whole pages).
     reserved: usize,
     mode: Durability,
+    /// `file` mode's stores go through the descriptor (see
+    /// [`Media::writes_through_fd`]); decided once, from where the members lie.
+    stores_via_fd: bool,
     flush: FlushInstr,
     writable: bool,
     /// Member 0's path (for messages about the whole pool).

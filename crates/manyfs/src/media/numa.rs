@@ -42,7 +42,7 @@ pub(crate) enum Plan {
 
 /// Whether `path` (or, when it does not exist yet, its directory) is on
 /// tmpfs.
-fn on_tmpfs(path: &Path) -> bool {
+pub(crate) fn on_tmpfs(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let probe = if path.exists() {
         path
