@@ -116,7 +116,11 @@ mount_target() {
 
 umount_target() {
   umount "$MNT"
-  [ "$1" = passthrough_hp ] && umount "$BACK"
+  # passthrough_hp leaves its backing directory a moment after the unmount.
+  if [ "$1" = passthrough_hp ]; then
+    for _ in $(seq 100); do umount "$BACK" 2>/dev/null && return 0; sleep 0.1; done
+    umount "$BACK"
+  fi
   [ "$1" = manyfs ] && rm -f "$POOL"
   sleep 0.5  # let a FUSE daemon exit before the next mount on MNT
 }
@@ -164,6 +168,58 @@ bench_target() {
   done
 }
 
+# Tables: one per workload; rows = thread counts, columns = targets (median
+# ops/s, spread), then the ratio of manyfs to the peer that matters for it.
+print_tables() {
+  awk -F'\t' -v targets="$TARGETS" '
+    function med(k,   n, i, j, a, tmp) {
+      n = split(vals[k], a, " ")
+      for (i = 2; i <= n; i++) { tmp = a[i]; for (j = i - 1; j >= 1 && a[j] > tmp; j--) a[j+1] = a[j]; a[j+1] = tmp }
+      lo[k] = a[1]; hi[k] = a[n]
+      return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+    }
+    function human(x) {
+      return x >= 1e6 ? sprintf("%.2fM", x/1e6) : x >= 1e3 ? sprintf("%.1fk", x/1e3) : sprintf("%.0f", x)
+    }
+    {
+      k = $2 SUBSEP $3 SUBSEP $1
+      vals[k] = vals[k] (k in vals ? " " : "") $4
+      if (!($2 in seenw)) { seenw[$2] = 1; wl[++nw] = $2 }
+      if (!(($2, $3) in seent)) { seent[$2, $3] = 1; th[$2] = th[$2] (th[$2] == "" ? "" : " ") $3 }
+    }
+    END {
+      nt = split(targets, tg, " ")
+      for (i = 1; i <= nw; i++) {
+        w = wl[i]
+        meta = (w ~ /^meta_ops/ || w ~ /^fxmark M/)
+        peer = meta ? "passthrough_hp" : "memfs_ll"
+        printf "\n## %s (ops/s, median; spread = (max-min)/median)\n", w
+        printf "%-7s", "threads"
+        for (j = 1; j <= nt; j++) printf " %22s", tg[j]
+        printf "  %s\n", "manyfs/" peer
+        n = split(th[w], ts, " ")
+        for (x = 1; x <= n; x++) {
+          printf "%-7s", ts[x]
+          for (j = 1; j <= nt; j++) {
+            k = w SUBSEP ts[x] SUBSEP tg[j]
+            if (k in vals) { m[tg[j]] = med(k); printf " %13s (%5.1f%%)", human(m[tg[j]]), m[tg[j]] ? 100 * (hi[k] - lo[k]) / m[tg[j]] : 0 }
+            else { m[tg[j]] = ""; printf " %22s", "-" }
+          }
+          if (m["manyfs"] != "" && m[peer] != "" && m[peer] > 0) printf "  %.2fx", m["manyfs"] / m[peer]
+          else printf "  -"
+          printf "\n"
+        }
+      }
+    }
+  ' "$1"
+}
+
+# `fuse-compare.sh --tables RAW`: the tables of an earlier run's raw file.
+if [ "${1:-}" = --tables ]; then
+  print_tables "${2:?--tables needs a raw file}"
+  exit 0
+fi
+
 echo "# fuse-compare $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r); THREADS=\"$THREADS\" REPEAT=$REPEAT DURATION=$DURATION FIO_RUNTIME=$FIO_RUNTIME META_FILES=$META_FILES"
 echo "# manyfs: $M ${MANYFS_OPTS:+-o $MANYFS_OPTS}"
 echo "# memfs_ll: $MEMFS_LL $MEMFS_OPTS; passthrough_hp: $PASSTHROUGH_HP $PT_OPTS (over tmpfs)"
@@ -176,48 +232,6 @@ for r in $(seq "$REPEAT"); do
   done
 done
 
-# Tables: one per workload; rows = thread counts, columns = targets (median
-# ops/s, spread), then the ratio of manyfs to the peer that matters for it.
-awk -F'\t' -v targets="$TARGETS" '
-  function med(k,   n, i, j, a, tmp) {
-    n = split(vals[k], a, " ")
-    for (i = 2; i <= n; i++) { tmp = a[i]; for (j = i - 1; j >= 1 && a[j] > tmp; j--) a[j+1] = a[j]; a[j+1] = tmp }
-    lo[k] = a[1]; hi[k] = a[n]
-    return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-  }
-  function human(x) {
-    return x >= 1e6 ? sprintf("%.2fM", x/1e6) : x >= 1e3 ? sprintf("%.1fk", x/1e3) : sprintf("%.0f", x)
-  }
-  {
-    k = $2 SUBSEP $3 SUBSEP $1
-    vals[k] = vals[k] (k in vals ? " " : "") $4
-    if (!($2 in seenw)) { seenw[$2] = 1; wl[++nw] = $2 }
-    if (!(($2, $3) in seent)) { seent[$2, $3] = 1; th[$2] = th[$2] (th[$2] == "" ? "" : " ") $3 }
-  }
-  END {
-    nt = split(targets, tg, " ")
-    for (i = 1; i <= nw; i++) {
-      w = wl[i]
-      meta = (w ~ /^meta_ops/ || w ~ /^fxmark M/)
-      peer = meta ? "passthrough_hp" : "memfs_ll"
-      printf "\n## %s (ops/s, median; spread = (max-min)/median)\n", w
-      printf "%-7s", "threads"
-      for (j = 1; j <= nt; j++) printf " %22s", tg[j]
-      printf "  %s\n", "manyfs/" peer
-      n = split(th[w], ts, " ")
-      for (x = 1; x <= n; x++) {
-        printf "%-7s", ts[x]
-        for (j = 1; j <= nt; j++) {
-          k = w SUBSEP ts[x] SUBSEP tg[j]
-          if (k in vals) { m[tg[j]] = med(k); printf " %13s (%5.1f%%)", human(m[tg[j]]), m[tg[j]] ? 100 * (hi[k] - lo[k]) / m[tg[j]] : 0 }
-          else { m[tg[j]] = ""; printf " %22s", "-" }
-        }
-        if (m["manyfs"] != "" && m[peer] != "" && m[peer] > 0) printf "  %.2fx", m["manyfs"] / m[peer]
-        else printf "  -"
-        printf "\n"
-      }
-    }
-  }
-' "$RAW"
+print_tables "$RAW"
 echo
 echo "# raw measurements: $RAW"
