@@ -16,9 +16,15 @@
 # - the tier checkpoint's write-latency trace with data on /dev/shm and
 #   on the machine's disk, 1 and 2 writers;
 # - DWSL (4 KiB write + fsync) in file mode and on the tier against ext4;
-# - DWOM/DRBM on one shared file, srl-tree against the per-inode lock.
+# - DWOM/DRBM on one shared file, srl-tree against the per-inode lock;
+# - with PEERS=DIR (libfuse's memfs_ll and passthrough_hp built there by
+#   scripts/fuse-peers.sh, and meta_ops built), the mount against them at
+#   1-16 threads, classic and over io_uring (about 6 more minutes: on a short
+#   lease run it alone, `scripts/fuse-compare.sh` with THREADS="1 2 4 8 16").
 set -u
 M=$(realpath "${MANYFS:-target/release/manyfs}")
+ROOT=$(realpath "$(dirname "$0")/..")
+META=$(realpath -m "${META_OPS:-$ROOT/target/release/examples/meta_ops}")
 OUT=$(realpath -m "${OUT:?set OUT to a folder for the results}")
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
@@ -54,4 +60,18 @@ timeout 60 "$M" bench -w DWSL -t lib:srl-tree,dir:/var/tmp/dwsl-ext4 --durabilit
 rm -rf /var/tmp/dwsl.pool /dev/shm/tier-dwsl.pool /var/tmp/tier-dwsl.data /var/tmp/dwsl-ext4
 timeout 60 "$M" bench -w DWOM,DRBM -t lib:srl-tree,lib:inode,tmpfs --threads 1,2,4,8,16,64 \
   --duration 500ms --no-membw --json "$OUT/rw.json"
+# The mount against libfuse's memfs_ll and passthrough_hp, when the peers
+# were built there (scripts/fuse-peers.sh SRC DIR; PEERS=DIR): FxMark, fio and
+# meta_ops at 1-16 threads, classic /dev/fuse and, where the kernel has the
+# switch, FUSE over io_uring turned on for the run.
+if [ -n "${PEERS:-}" ]; then
+  MANYFS=$M META_OPS=$META MANYFS_OPTS=uring=off THREADS="1 2 4 8 16" REPEAT=1 DURATION=1s \
+    FIO_RUNTIME=2 RAW="$OUT/fuse-peers.tsv" timeout 400 "$ROOT/scripts/fuse-compare.sh" > "$OUT/fuse-peers.txt" 2>&1
+  if [ -w /sys/module/fuse/parameters/enable_uring ]; then
+    echo Y > /sys/module/fuse/parameters/enable_uring
+    MANYFS=$M META_OPS=$META MANYFS_OPTS=uring=on TARGETS=manyfs THREADS="1 2 4 8 16" REPEAT=1 \
+      DURATION=1s FIO_RUNTIME=2 RAW="$OUT/fuse-uring.tsv" timeout 120 "$ROOT/scripts/fuse-compare.sh" > "$OUT/fuse-uring.txt" 2>&1
+    echo N > /sys/module/fuse/parameters/enable_uring
+  fi
+fi
 echo DONE
