@@ -47,7 +47,8 @@ FX_DATA=${FX_DATA:-DWOM,DRBM,DWOL}
 FX_META=${FX_META:-MWCL,MWCM,MWUL,MWUM,MRPL,MRPM}
 MANYFS_OPTS=${MANYFS_OPTS:-}
 # memfs_ll has no -o for worker threads; fuse_dio gives direct I/O with
-# parallel direct writes (libfuse >= 3.19), the setting the issue measured.
+# parallel direct writes (libfuse >= 3.19). memfs_ll parses clone_fd but never
+# hands it to its loop (one descriptor, up to 10 threads).
 MEMFS_OPTS=${MEMFS_OPTS:--o fuse_dio -o clone_fd}
 PT_OPTS=${PT_OPTS:-}
 
