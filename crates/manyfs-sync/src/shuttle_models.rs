@@ -318,25 +318,28 @@ fn session(setup: Setup) {
 
 const LONG: Duration = Duration::from_secs(3600);
 
+/// Three workers at most for three callers of two requests each, every
+/// request answered, a blocked handler, no planted bug: what each model
+/// below starts from.
+const BASE: Setup = Setup {
+    max: 3,
+    idle_retire: LONG,
+    callers: 3,
+    requests_each: 2,
+    no_reply: false,
+    destroy: false,
+    failed_spawns: 0,
+    blocking: true,
+    skip_took_request: false,
+};
+
 /// Three workers at most, three callers: workers are made, park (two
 /// others counted as reading) and are woken; a handler blocked until
 /// another caller's request is served does not stall the mount; at the
 /// unmount the parked workers must be woken to end.
 #[test]
 fn three_workers_three_callers_serve_every_request_and_end() {
-    explore(|| {
-        session(Setup {
-            max: 3,
-            idle_retire: LONG,
-            callers: 3,
-            requests_each: 2,
-            no_reply: false,
-            destroy: false,
-            failed_spawns: 0,
-            blocking: true,
-            skip_took_request: false,
-        })
-    });
+    explore(|| session(BASE));
 }
 
 /// Three workers, three callers, some requests without a reply (nothing
@@ -347,15 +350,10 @@ fn three_workers_three_callers_serve_every_request_and_end() {
 fn three_workers_retiring_at_once_with_destroy_serve_every_request() {
     explore(|| {
         session(Setup {
-            max: 3,
             idle_retire: Duration::ZERO,
-            callers: 3,
-            requests_each: 2,
             no_reply: true,
             destroy: true,
-            failed_spawns: 0,
-            blocking: true,
-            skip_took_request: false,
+            ..BASE
         })
     });
 }
@@ -366,17 +364,12 @@ fn three_workers_retiring_at_once_with_destroy_serve_every_request() {
 fn a_failed_spawn_still_serves_every_request() {
     explore(|| {
         session(Setup {
-            max: 3,
-            idle_retire: LONG,
-            callers: 3,
-            requests_each: 2,
             no_reply: true,
-            destroy: false,
             failed_spawns: 1,
             // A blocked handler would wait for good if no worker could be
             // started: the gate asks for one only when a reader leaves.
             blocking: false,
-            skip_took_request: false,
+            ..BASE
         })
     });
 }
@@ -389,14 +382,9 @@ fn a_worker_that_skips_took_request_is_caught() {
     let caught = finds_a_failure("planted bug", || {
         session(Setup {
             max: 2,
-            idle_retire: LONG,
             callers: 2,
-            requests_each: 2,
-            no_reply: false,
-            destroy: false,
-            failed_spawns: 0,
-            blocking: true,
             skip_took_request: true,
+            ..BASE
         })
     });
     assert!(
@@ -412,15 +400,11 @@ fn a_worker_that_skips_took_request_is_caught() {
 fn bursts_without_replies_park_and_wake_workers() {
     explore(|| {
         session(Setup {
-            max: 3,
-            idle_retire: LONG,
             callers: 2,
             requests_each: 4,
             no_reply: true,
-            destroy: false,
-            failed_spawns: 0,
             blocking: false,
-            skip_took_request: false,
+            ..BASE
         })
     });
 }
