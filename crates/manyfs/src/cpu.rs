@@ -138,16 +138,23 @@ mod tests {
 
     #[test]
     fn counters_sum_every_threads_adds() {
-        let c = Counters::<2>::new();
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
+        let c = Arc::new(Counters::<2>::new());
+        // Joined one by one, not in a scope: a scope ends when the threads'
+        // closures return, before their thread-local destructors (which
+        // fold the counts and leave the registry) have run.
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || {
                     for _ in 0..1000 {
                         c.add([1, 3]);
                     }
-                });
-            }
-        });
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
         assert_eq!(c.sum(), [4000, 12000]);
         // The four threads exited: their counts were folded, their slots
         // left the registry.
