@@ -609,8 +609,58 @@ impl PagedCopy {
         };
         let fs = manyfs::diag::mount_observed(&self.path, &opts, self.written.clone())
             .map_err(|e| format!("mount failed: {e}"))?;
-        check_state(&fs, expect)
+        check_state(&fs, expect)?;
+        grow_files(&fs)
     }
+}
+
+/// Grow every file whose end is inside a page, and check that the bytes
+/// the old end hid read as zeros: alternately by `set_len` to a page
+/// further and by a one-byte write a page past the end (a hole between).
+/// The state a power cut left must stay safe to use: a block's bytes past
+/// the end may hold an append in place the cut dropped, or a fresh block's
+/// old bytes, and must never become file content.
+fn grow_files(fs: &Fs) -> std::result::Result<(), String> {
+    let snap = snapshot(fs).map_err(|e| format!("reading the tree: {e}"))?;
+    let files = snap.iter().filter_map(|(k, v)| match v {
+        Node::File(bytes, _) if bytes.len() % PAGE != 0 => Some((k, bytes.len() as u64)),
+        _ => None,
+    });
+    for (i, (path, size)) in files.enumerate() {
+        let p = Path::new(path.as_str());
+        let page = PAGE as u64;
+        let written = if i % 2 == 0 {
+            fs.set_len(p, size + page)
+                .map_err(|e| format!("growing {path} from {size} with set_len: {e}"))?;
+            None
+        } else {
+            let at = (size / page + 1) * page + 7;
+            let f = manyfs::OpenOptions::new()
+                .write(true)
+                .open(fs, p)
+                .map_err(|e| format!("opening {path}: {e}"))?;
+            f.write_at(&[0x5a], at)
+                .map_err(|e| format!("writing {path} at {at}: {e}"))?;
+            Some(at)
+        };
+        let bytes = fs.read(p).map_err(|e| format!("reading {path}: {e}"))?;
+        let hidden = bytes[size as usize..]
+            .iter()
+            .enumerate()
+            .map(|(k, &b)| (size + k as u64, b))
+            .find(|&(at, b)| b != 0 && Some(at) != written);
+        if let Some((at, b)) = hidden {
+            let how = if written.is_some() {
+                "a write past it"
+            } else {
+                "set_len"
+            };
+            return Err(format!(
+                "{path}: grown from {size} bytes by {how}, byte {at} reads {b:#04x}, not zero"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Image selections for one crash point: each is a list of (unit index,

@@ -413,6 +413,49 @@ pub fn durability_workloads() -> Vec<Workload> {
                 Op::FsyncData("/A"),
             ],
         ),
+        // Appends inside the page that holds the end go into that page's
+        // block (`append_in_place`); a write past that page, a shrink into
+        // it and a growing truncate copy it with its bytes past the end
+        // zeroed. A power cut may drop an append whose bytes reached the
+        // block: the explorer then also grows each file (`grow_files`).
+        seq(
+            "dur-append-in-place",
+            vec![
+                Op::Create("/C"),
+                Op::Append("/C", 100, 0x30),
+                Op::Fsync("/C"),
+                Op::Append("/C", 200, 0x31),
+                Op::Append("/C", 300, 0x32),
+                Op::FsyncData("/C"),
+                Op::Append("/C", 400, 0x33),
+                Op::Write("/C", 9000, 10, 0x34),
+                Op::Append("/C", 50, 0x35),
+                Op::Fsync("/C"),
+                Op::Truncate("/C", 1000),
+                Op::Append("/C", 30, 0x36),
+                Op::Truncate("/C", 20000),
+                Op::Append("/B", 500, 0x37),
+                Op::Fsync("/B"),
+            ],
+        ),
+        // An append in place must not touch bytes a checksum recovery may
+        // verify covers: a write into the middle of the end's page and a
+        // shrink's copy of that page checksum all of it, and an fsync of
+        // one barrier leaves them durable but unchecked (the append copies
+        // the page instead).
+        seq(
+            "dur-append-after-checksummed-page",
+            vec![
+                Op::Truncate("/A", 1000),
+                Op::Sync,
+                Op::Write("/A", 0, 100, 0x38),
+                Op::Fsync("/A"),
+                Op::Append("/A", 50, 0x39),
+                Op::Truncate("/A", 500),
+                Op::Fsync("/A"),
+                Op::Append("/A", 60, 0x3a),
+            ],
+        ),
         seq(
             "dur-unlink-reuse",
             vec![

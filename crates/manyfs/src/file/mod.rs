@@ -104,7 +104,24 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
         .ok_or_else(|| Error::FileTooLarge(format!("write of {} bytes at {off}", buf.len())))?;
     let _gate = core.writer_gate();
     let _t = f.truncate_lock.read();
-    let _r = RangeGuard::new(&*f.lock, off, end, Access::Write);
+    // A write past the page that holds the end of file (a hole before it)
+    // makes that page's bytes past the end part of the file: they are
+    // sealed to zeros first ([`seal_tail`]), under that page's range too.
+    // Held, that page keeps the end of file where it is (any write that
+    // moves it touches that page or is itself such a write), so the range
+    // is taken again only if the end moved to a later page meanwhile.
+    let mut from = off;
+    let _r = loop {
+        let r = RangeGuard::new(&*f.lock, from, end, Access::Write);
+        match tail_to_seal(f.size(), off) {
+            Some(tail) if tail * PAGE < from => from = tail * PAGE,
+            Some(_) => {
+                seal_tail(core, inode, f)?;
+                break r;
+            }
+            None => break r,
+        }
+    };
     let n = write_locked(core, inode, f, buf, off, end, Target::Auto)?;
     // Under the range lock, the index still shows this write's block.
     (core.placement.tracker()).wrote(inode.ino, n, || f.index.lookup(off / PAGE).block);
@@ -198,18 +215,29 @@ fn write_locked(
     {
         return Ok(buf.len());
     }
+    if span.first_pg == span.last_pg
+        && !stage
+        && matches!(target, Target::Auto)
+        && append_in_place(core, inode, f, &span, slots[0], old[0], epoch)?
+    {
+        return Ok(buf.len());
+    }
 
     let extents = alloc_write_extents(core, npages, stage)?;
     // The crc32 of each extent's pages as written (durable marks only:
     // recovery checks them), so the log need not read the blocks back.
     let want_crcs = core.deferring();
-    let mut crcs: SmallVec<[u32; 2]> = SmallVec::new();
+    let mut crcs: SmallVec<[DataCrc; 2]> = SmallVec::new();
     let now = crate::time::now_ns();
     let mtime_ns = match target {
         Target::Auto => now,
         Target::Device => 0,
     };
     let extends = end > span.size_now;
+    // An extending write whose end falls inside its last page checksums
+    // only the bytes below the end: an append may then write the rest of
+    // that page in place ([`append_in_place`]).
+    let below_end = extends && !end.is_multiple_of(PAGE);
     let entries = write_entries(&span, &extents, epoch, version, mtime_ns, extends);
     // Partial pages copy the bytes of the entry that maps them now, and
     // every page depends on the newest size change while it may still be
@@ -221,7 +249,7 @@ fn write_locked(
         .filter(|m| m.block != 0)
         .map(|m| m.entry)
         .chain(unsynced_size_change(inode));
-    let filled = fill_extents(core, &span, &old, &extents, want_crcs, &mut crcs)
+    let filled = fill_extents(core, &span, &old, &extents, want_crcs, below_end, &mut crcs)
         .and_then(|_| sublog_after(core, inode, None, copied));
     let locs = filled.and_then(|sublog| {
         let crcs = want_crcs.then_some(&crcs[..]);
@@ -292,7 +320,8 @@ fn alloc_write_extents(core: &FsCore, npages: u64, stage: bool) -> Result<Extent
 /// Fills a write's new blocks: whole pages straight from the caller's
 /// buffer, partial pages merged with the old contents (`old`: the pages'
 /// mappings before the write; bytes past EOF read as zero). With
-/// `want_crcs`, pushes the crc32 of each extent's pages as written.
+/// `want_crcs`, pushes the checksum of each extent's pages as written: of
+/// the last extent's bytes below the write's end only if `below_end`.
 #[inline]
 fn fill_extents(
     core: &FsCore,
@@ -300,7 +329,8 @@ fn fill_extents(
     old: &[PageMapping],
     extents: &[(u64, u64)],
     want_crcs: bool,
-    crcs: &mut SmallVec<[u32; 2]>,
+    below_end: bool,
+    crcs: &mut SmallVec<[DataCrc; 2]>,
 ) -> Result<()> {
     let staged = merge_partial_pages(core, span, old)?;
     let (buf, off) = (span.buf, span.off);
@@ -321,7 +351,12 @@ fn fill_extents(
             let dst = (block + i) * PAGE;
             if let Some(k) = staged.iter().position(|(p, _)| *p == pg) {
                 if let Some(h) = &mut h {
-                    h.update(&staged[k].1[..]);
+                    let covered = if below_end && pg == span.last_pg {
+                        (span.end % PAGE) as usize
+                    } else {
+                        PAGE as usize
+                    };
+                    h.update(&staged[k].1[..covered]);
                 }
                 reqs.push((dst, Src::Staged(k)));
                 extent_run = false;
@@ -347,7 +382,10 @@ fn fill_extents(
             pg += 1;
         }
         if let Some(h) = h {
-            crcs.push(h.finalize());
+            crcs.push(DataCrc {
+                crc: h.finalize(),
+                below_end: below_end && pg > span.last_pg,
+            });
         }
     }
     let reqs: SmallVec<[(u64, &[u8]); 4]> = reqs
@@ -666,6 +704,185 @@ fn overwrite_in_place(
     Ok(true)
 }
 
+/// Write `span` (inside the page that holds the end of file, at or past
+/// the end) into that page's current block instead of a copy, if that is
+/// safe; returns whether it did. The entry it logs maps the page to the
+/// same block, one version up, with the new end.
+///
+/// The bytes of the block at and past the end of file are no file's
+/// content: reads stop at the end, and whatever makes them part of the file
+/// first writes them (a write merges zeros there, [`seal_tail`] and
+/// `set_len` copy the page with them zeroed). So they may be written before
+/// the entry that makes them count, as the bytes of a fresh block are, and
+/// a power cut that drops the entry leaves the file as it was. The one
+/// thing that must hold is that no checksum recovery may verify covers
+/// them: the entry that maps the page now must carry none, or one of its
+/// bytes below an end no further than the current one (an extending write
+/// checksums only those, see [`fill_extents`]), or be settled
+/// (`InodeLog::settle_for_overwrite`). This entry checksums the page's
+/// bytes below the new end only, so the next append finds the same.
+///
+/// An append of a few hundred bytes then costs a copy of those bytes and
+/// one entry, where a copy-on-write page costs a fresh block (a page fault
+/// on a new pool page), a 4 KiB copy, and a block to free later.
+fn append_in_place(
+    core: &FsCore,
+    inode: &Inode,
+    f: &FileData,
+    span: &WriteSpan<'_>,
+    slot: &crate::index::PageSlot,
+    current: PageMapping,
+    epoch: u32,
+) -> Result<bool> {
+    let page_start = span.first_pg * PAGE;
+    if span.off < span.size_now
+        || span.size_now <= page_start
+        || current.block == 0
+        || core.staging.enabled()
+        || core.media.on_data_device(current.block * PAGE)
+    {
+        return Ok(false);
+    }
+    let want_crcs = core.deferring();
+    if want_crcs
+        && inode
+            .log
+            .data_crc_reach(core, current.entry)?
+            .is_some_and(|reach| reach > span.size_now)
+        && !inode.log.settle_for_overwrite(core, current.entry, false)?
+    {
+        return Ok(false);
+    }
+    let sublog = sublog_keeping(core, inode, current.entry)?;
+    let at = current.block * PAGE;
+    let gap = (span.off - span.size_now) as usize;
+    if gap > 0 {
+        core.media
+            .nt_copy(at + span.size_now % PAGE, &ZERO_PAGE[..gap])?;
+    }
+    core.media.nt_copy(at + span.off % PAGE, span.buf)?;
+    let covered = span.end - page_start;
+    let crc = if want_crcs {
+        Some(DataCrc {
+            crc: core.media.crc32(at, covered)?,
+            below_end: covered < PAGE,
+        })
+    } else {
+        None
+    };
+    let now = crate::time::now_ns();
+    let version = current.version + 1;
+    let entry = Entry::FileWrite {
+        epoch,
+        version,
+        pgoff: span.first_pg,
+        block: current.block,
+        npages: 1,
+        file_end: span.end,
+        mtime_ns: now,
+    };
+    // One reference for the page, one for the size it defines.
+    let locs = inode.log.append_with_crcs(
+        core,
+        sublog,
+        &[(entry, 2)],
+        now,
+        crc.as_ref().map(std::slice::from_ref),
+    )?;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch {
+        // As in `write_locked`: an attribute change raced with this write.
+        let _ = log_write_mtime(core, inode, now);
+    }
+    slot.set(PageMapping {
+        block: current.block,
+        entry: locs[0],
+        version,
+    });
+    // The block stays: only the entry that mapped it before is superseded.
+    core.release_later(inode, current.entry, 1);
+    note_new_end(core, inode, f, span.end, locs[0]);
+    Ok(true)
+}
+
+/// The sub-log for an entry that keeps the bytes of the page `entry` maps:
+/// it counts only with that entry (and with an unsynced truncate), as a
+/// copy of the page would ([`sublog_after`]).
+fn sublog_keeping(core: &FsCore, inode: &Inode, entry: crate::log::EntryLoc) -> Result<usize> {
+    let copied = std::iter::once(entry).chain(unsynced_size_change(inode));
+    sublog_after(core, inode, None, copied)
+}
+
+/// A page of zeros to copy from.
+static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
+
+/// The page holding the end of file `size` if a write at `off` starts past
+/// it (a hole between) and the end is inside it: that page's bytes past
+/// the end are about to become file content ([`seal_tail`]).
+fn tail_to_seal(size: u64, off: u64) -> Option<u64> {
+    (off / PAGE > size / PAGE && !size.is_multiple_of(PAGE)).then_some(size / PAGE)
+}
+
+/// Copy the page holding the end of file with its bytes past the end
+/// zeroed, under a checksum of the whole page, before a write past that
+/// page makes those bytes part of the file. They may hold anything: an
+/// append in place that a power cut dropped, or a fresh block's old bytes
+/// where a page reached the disk torn past the bytes its entry checksums
+/// ([`append_in_place`]). The caller holds the page's range. The write
+/// that follows counts only with this entry (`sublog_after`), and this one
+/// alone changes nothing a reader sees.
+fn seal_tail(core: &FsCore, inode: &Inode, f: &FileData) -> Result<()> {
+    let size = f.size();
+    let Some(pg) = tail_to_seal(size, u64::MAX) else {
+        return Ok(());
+    };
+    let slot = f.index.slot(pg);
+    let prev = slot.get();
+    if prev.block == 0 {
+        return Ok(());
+    }
+    let sublog = sublog_keeping(core, inode, prev.entry)?;
+    let (block, _) = core.alloc_blocks(1, Purpose::Data)?;
+    let mut page = [0u8; PAGE as usize];
+    let keep = (size % PAGE) as usize;
+    let filled = core
+        .media
+        .read(prev.block * PAGE, &mut page[..keep])
+        .and_then(|_| core.media.nt_copy(block * PAGE, &page));
+    let crc = DataCrc::whole(crc32fast::hash(&page));
+    let entry = Entry::FileWrite {
+        epoch: inode.attr_seq.load(Ordering::Acquire) as u32,
+        version: prev.version + 1,
+        pgoff: pg,
+        block,
+        npages: 1,
+        file_end: size,
+        // The file's bytes do not change: its mtime does not move.
+        mtime_ns: 0,
+    };
+    let locs = filled.and_then(|_| {
+        let crcs = core.deferring().then_some(std::slice::from_ref(&crc));
+        inode
+            .log
+            .append_with_crcs(core, sublog, &[(entry, 1)], 0, crcs)
+    });
+    let locs = match locs {
+        Ok(l) => l,
+        Err(e) => {
+            core.blocks.free(block, 1);
+            return Err(e);
+        }
+    };
+    slot.set(PageMapping {
+        block,
+        entry: locs[0],
+        version: prev.version + 1,
+    });
+    core.free_later(prev.block, 1);
+    core.release_later(inode, prev.entry, 1);
+    Ok(())
+}
+
 /// The entry of the inode's newest truncate or `set_len` if a sync may
 /// not have made it durable yet ([`Inode::size_set_entry`]); two loads
 /// when every size change is synced.
@@ -947,11 +1164,17 @@ pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
 
 fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Result<()> {
     let old_size = f.size();
+    // The page whose tail is copied zeroed: where a shrink cuts into a
+    // page, or where the end of a growing file is (its bytes past the old
+    // end may hold anything, see `append_in_place`, and are about to be
+    // file content). Bytes below `keep` of it stay.
+    let keep = len.min(old_size);
+    let tail_pg = (len != old_size && !keep.is_multiple_of(PAGE)).then_some(keep / PAGE);
     // The size goes to the attribute sub-log; a zeroed tail page copies
     // the bytes of the entry that maps that page (before the attribute
     // mutex: the sync this may take logs the mtime under it).
-    let copied = (len < old_size && !len.is_multiple_of(PAGE))
-        .then(|| f.index.lookup(len / PAGE))
+    let copied = tail_pg
+        .map(|pg| f.index.lookup(pg))
         .filter(|m| m.block != 0)
         .map(|m| m.entry);
     let sublog = sublog_after(
@@ -977,17 +1200,16 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
         },
         1,
     )];
-    // Shrinking into the middle of a page: copy that page with its tail
-    // zeroed, in the same atomic group, so bytes past EOF stay zero.
-    let tail_pg = len / PAGE;
+    // Copy the tail page with its bytes past `keep` zeroed, in the same
+    // atomic group, so that what the old end of file hid stays hidden.
     let mut tail = None;
-    if len < old_size && !len.is_multiple_of(PAGE) {
+    if let Some(tail_pg) = tail_pg {
         let prev = f.index.lookup(tail_pg);
         if prev.block != 0 {
             let (block, _) = core.alloc_blocks(1, Purpose::Meta)?;
             let mut page = [0u8; PAGE as usize];
             let filled = core.media.read(prev.block * PAGE, &mut page).and_then(|_| {
-                page[(len % PAGE) as usize..].fill(0);
+                page[(keep % PAGE) as usize..].fill(0);
                 core.media.nt_copy(block * PAGE, &page)
             });
             if let Err(e) = filled {
@@ -1006,13 +1228,13 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
                 },
                 1,
             ));
-            tail = Some((prev, block));
+            tail = Some((tail_pg, prev, block));
         }
     }
     let locs = match inode.log.append(core, sublog, &entries, now) {
         Ok(l) => l,
         Err(e) => {
-            if let Some((_, b)) = tail {
+            if let Some((_, _, b)) = tail {
                 core.blocks.free(b, 1);
             }
             return Err(e);
@@ -1034,7 +1256,7 @@ fn set_len_exclusive(core: &FsCore, inode: &Inode, f: &FileData, len: u64) -> Re
             core.release_later(inode, m.entry, 1);
         }
     }
-    if let Some((prev, block)) = tail {
+    if let Some((tail_pg, prev, block)) = tail {
         f.index.slot(tail_pg).set(PageMapping {
             block,
             entry: locs[1],

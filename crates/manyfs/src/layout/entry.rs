@@ -7,7 +7,7 @@
 //! |---:|---:|---|
 //! | 0 | 1 | kind |
 //! | 1 | 1 | slots in this entry (1..=MAX_ENTRY_SLOTS) |
-//! | 2 | 2 | flags (bit 0: more entries of the same atomic group follow; bit 1: a write entry carries its data's checksum) |
+//! | 2 | 2 | flags (bit 0: more entries of the same atomic group follow; bit 1: a write entry carries its data's checksum; bit 2: it carries the checksum of its data below its file end) |
 //! | 4 | 4 | epoch (file entries: the inode's attribute sequence when written) |
 //! | 8 | 8 | sequence (file data: page version; attributes and directories: per-inode counter) |
 //! | 16 | 40 | payload |
@@ -16,7 +16,13 @@
 //!
 //! A `FileWrite` header's payload is pgoff (16), block (24), npages (32),
 //! the crc32 of its `npages` data blocks (36, only with flag bit 1; written
-//! in `file` mode, see `log/durable.rs`), file end (40) and mtime (48).
+//! in `file` mode, see `log/durable.rs`) or, with flag bit 2 instead, of its
+//! data's bytes below the file end (the entry's first
+//! `file_end - pgoff * 4096` bytes, when that is fewer than its pages hold:
+//! an extending write whose end falls inside its last page, whose bytes past
+//! the end may later be written in place by an append), file end (40) and
+//! mtime (48). A manyfs older than bit 2 reads such an entry as one without
+//! a checksum.
 //!
 //! Bytes 56..64 form the commit word. It is stored with one failure-atomic
 //! 8-byte store only after every other byte of the entry is durable, so after
@@ -38,6 +44,42 @@ pub const FLAG_GROUP_CONTINUES: u16 = 1;
 /// Flag of a `FileWrite` entry: bytes 36..40 hold the crc32 of the data
 /// blocks it points to (all `npages` of them).
 pub const FLAG_DATA_CRC: u16 = 2;
+/// Flag of a `FileWrite` entry: bytes 36..40 hold the crc32 of its data's
+/// bytes below its file end only ([`DataCrc::below_end`]).
+pub const FLAG_DATA_CRC_BELOW_END: u16 = 4;
+
+/// The checksum a `FileWrite` entry carries of the data it points to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataCrc {
+    /// crc32 of the bytes covered.
+    pub crc: u32,
+    /// Whether it covers only the bytes below the entry's file end (the
+    /// bytes past it belong to no file yet: an append may write them in
+    /// place), rather than all its pages.
+    pub below_end: bool,
+}
+
+impl DataCrc {
+    /// A checksum of all the entry's pages.
+    pub fn whole(crc: u32) -> DataCrc {
+        DataCrc {
+            crc,
+            below_end: false,
+        }
+    }
+
+    /// How many bytes from the entry's first block the checksum covers,
+    /// for an entry of `npages` pages from file page `pgoff` that ends the
+    /// file at `file_end`.
+    pub fn covered(&self, pgoff: u64, npages: u32, file_end: u64) -> u64 {
+        let whole = u64::from(npages) * BLOCK_SIZE;
+        if self.below_end {
+            file_end.saturating_sub(pgoff * BLOCK_SIZE).min(whole)
+        } else {
+            whole
+        }
+    }
+}
 
 const KIND_FILE_WRITE: u8 = 1;
 const KIND_SET_ATTR: u8 = 2;
@@ -168,9 +210,9 @@ impl Entry {
         self.encode_with(continues, None)
     }
 
-    /// Encode, with `data_crc` (the crc32 of the data blocks a `FileWrite`
+    /// Encode, with `data_crc` (the checksum of the data a `FileWrite`
     /// points to) recorded in the header; ignored for other kinds.
-    pub fn encode_with(&self, continues: bool, data_crc: Option<u32>) -> EncodedEntry {
+    pub fn encode_with(&self, continues: bool, data_crc: Option<DataCrc>) -> EncodedEntry {
         let mut flags = if continues { FLAG_GROUP_CONTINUES } else { 0 };
         let mut extra: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::new();
         let mut h = [0u8; 64];
@@ -187,9 +229,13 @@ impl Entry {
                 put_u64(&mut h, 16, *pgoff);
                 put_u64(&mut h, 24, *block);
                 put_u32(&mut h, 32, *npages);
-                if let Some(crc) = data_crc {
-                    put_u32(&mut h, 36, crc);
-                    flags |= FLAG_DATA_CRC;
+                if let Some(c) = data_crc {
+                    put_u32(&mut h, 36, c.crc);
+                    flags |= if c.below_end {
+                        FLAG_DATA_CRC_BELOW_END
+                    } else {
+                        FLAG_DATA_CRC
+                    };
                 }
                 put_u64(&mut h, 40, *file_end);
                 put_u64(&mut h, 48, *mtime_ns);
@@ -303,11 +349,25 @@ impl Entry {
     }
 
     /// The data checksum a `FileWrite` entry's header slot carries, if any.
-    pub fn data_crc(header: &[u8]) -> Option<u32> {
-        (header.len() >= 64
-            && header[0] == KIND_FILE_WRITE
-            && le_u16(header, 2) & FLAG_DATA_CRC != 0)
-            .then(|| le_u32(header, 36))
+    pub fn data_crc(header: &[u8]) -> Option<DataCrc> {
+        if header.len() < 64 || header[0] != KIND_FILE_WRITE {
+            return None;
+        }
+        let flags = le_u16(header, 2);
+        (flags & (FLAG_DATA_CRC | FLAG_DATA_CRC_BELOW_END) != 0).then(|| DataCrc {
+            crc: le_u32(header, 36),
+            below_end: flags & FLAG_DATA_CRC == 0,
+        })
+    }
+
+    /// For a `FileWrite` header slot with a data checksum: the file offset
+    /// just past the bytes that checksum covers (bytes of its blocks at and
+    /// past it may change without invalidating the entry).
+    pub fn data_crc_reach(header: &[u8]) -> Option<u64> {
+        let c = Self::data_crc(header)?;
+        let (pgoff, npages, file_end) =
+            (le_u64(header, 16), le_u32(header, 32), le_u64(header, 40));
+        Some(pgoff.saturating_mul(BLOCK_SIZE) + c.covered(pgoff, npages, file_end))
     }
 
     /// How many slots an entry whose header slot is `header` claims, if the
@@ -617,16 +677,38 @@ mod tests {
     }
 
     #[test]
+    fn a_checksum_below_the_end_covers_the_bytes_of_the_file_only() {
+        let below = DataCrc {
+            crc: 1,
+            below_end: true,
+        };
+        // Two pages from page 3, the file ending 100 bytes into the second.
+        let end = 4 * BLOCK_SIZE + 100;
+        assert_eq!(below.covered(3, 2, end), BLOCK_SIZE + 100);
+        assert_eq!(DataCrc::whole(1).covered(3, 2, end), 2 * BLOCK_SIZE);
+        // An end past the entry's pages, or before them, stays inside them.
+        assert_eq!(below.covered(3, 2, 9 * BLOCK_SIZE), 2 * BLOCK_SIZE);
+        assert_eq!(below.covered(3, 2, 0), 0);
+    }
+
+    #[test]
     fn a_write_entry_carries_its_data_checksum() {
         for e in samples() {
-            let enc = e.encode_with(false, Some(0xDEAD_BEEF));
-            let bytes = committed(&enc);
-            let (back, flags) = Entry::decode(&bytes).unwrap();
-            assert_eq!(back, e);
-            assert_eq!(flags & FLAG_GROUP_CONTINUES, 0);
-            let want = matches!(e, Entry::FileWrite { .. }).then_some(0xDEAD_BEEF);
-            assert_eq!(Entry::data_crc(&bytes), want);
+            for below_end in [false, true] {
+                let c = DataCrc {
+                    crc: 0xDEAD_BEEF,
+                    below_end,
+                };
+                let enc = e.encode_with(false, Some(c));
+                let bytes = committed(&enc);
+                let (back, flags) = Entry::decode(&bytes).unwrap();
+                assert_eq!(back, e);
+                assert_eq!(flags & FLAG_GROUP_CONTINUES, 0);
+                let want = matches!(e, Entry::FileWrite { .. }).then_some(c);
+                assert_eq!(Entry::data_crc(&bytes), want);
+            }
             assert_eq!(Entry::data_crc(&committed(&e.encode(false))), None);
+            assert_eq!(Entry::data_crc_reach(&committed(&e.encode(false))), None);
         }
     }
 

@@ -705,17 +705,19 @@ impl InodeLog {
         self.append_with_crcs(space, sublog, entries, mtime_ns, None)
     }
 
-    /// [`InodeLog::append`], with the crc32 of the data of each `FileWrite`
-    /// entry, in order, when the caller computed them from the bytes it
-    /// wrote (saves reading the blocks back: on a data device, a read of
-    /// the device per write).
+    /// [`InodeLog::append`], with the checksum of the data of each
+    /// `FileWrite` entry, in order, when the caller computed them from the
+    /// bytes it wrote (saves reading the blocks back: on a data device, a
+    /// read of the device per write). Only these can cover the bytes below
+    /// the file end alone ([`DataCrc::below_end`]); a checksum computed
+    /// here covers all the entry's pages.
     pub fn append_with_crcs(
         &self,
         space: &dyn LogSpace,
         sublog: usize,
         entries: &[(Entry, u32)],
         mtime_ns: u64,
-        data_crcs: Option<&[u32]>,
+        data_crcs: Option<&[DataCrc]>,
     ) -> Result<EntryLocs> {
         let media = space.media();
         let marks = space.keeps_marks();
@@ -785,14 +787,21 @@ impl InodeLog {
         &self,
         space: &dyn LogSpace,
         entries: &[(Entry, u32)],
-        data_crcs: Option<&[u32]>,
+        data_crcs: Option<&[DataCrc]>,
     ) -> Result<MarkedDeps> {
         let media = space.media();
         let mut known = data_crcs.map(|c| c.iter().copied());
         let mut deps = MarkedDeps::default();
         for (e, _) in entries {
             let mut crc = None;
-            if let Entry::FileWrite { block, npages, .. } = e {
+            if let Entry::FileWrite {
+                block,
+                npages,
+                pgoff,
+                file_end,
+                ..
+            } = e
+            {
                 // The data must be durable before a mark counts the
                 // entry: on the page cache or the data device, by the
                 // sync's first barrier. A pool block of a tiered
@@ -808,16 +817,16 @@ impl InodeLog {
                     Some(c) => {
                         debug_assert_eq!(
                             media
-                                .crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)
+                                .crc32(*block * BLOCK_SIZE, c.covered(*pgoff, *npages, *file_end))
                                 .ok(),
-                            Some(c),
-                            "the caller's checksum of blocks {block}+{npages}"
+                            Some(c.crc),
+                            "the caller's checksum of blocks {block}+{npages} ({c:?})"
                         );
                         Some(c)
                     }
-                    None => {
-                        Some(media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?)
-                    }
+                    None => Some(DataCrc::whole(
+                        media.crc32(*block * BLOCK_SIZE, u64::from(*npages) * BLOCK_SIZE)?,
+                    )),
                 };
             }
             deps.crcs.push(crc);
@@ -1007,6 +1016,18 @@ impl InodeLog {
         Ok(())
     }
 
+    /// The file offset just past the bytes whose checksum the write entry
+    /// at `loc` carries ([`Entry::data_crc_reach`]); `None` if it carries
+    /// none. One 64-byte read of its header slot.
+    pub fn data_crc_reach(&self, space: &dyn LogSpace, loc: EntryLoc) -> Result<Option<u64>> {
+        let mut header = [0u8; SLOT_SIZE as usize];
+        space.media().read(
+            loc_page(loc) * BLOCK_SIZE + loc_slot(loc) * SLOT_SIZE,
+            &mut header,
+        )?;
+        Ok(Entry::data_crc_reach(&header))
+    }
+
     /// Drop `n` live references of the entry at `loc` (its pages were
     /// superseded or truncated away).
     pub fn release(&self, space: &dyn LogSpace, loc: EntryLoc, n: u32) {
@@ -1142,7 +1163,7 @@ impl InodeLog {
 #[derive(Default)]
 struct MarkedDeps {
     /// Per entry: the checksum of a write entry's data.
-    crcs: SmallVec<[Option<u32>; 2]>,
+    crcs: SmallVec<[Option<DataCrc>; 2]>,
     /// Block ranges `[start, end)` to make durable.
     blocks: Vec<(u64, u64)>,
     /// Whether some of them must be durable before the log's own pages.

@@ -221,7 +221,16 @@ impl Chain<'_> {
     /// Whether the data a write entry (header slot `header`) points to
     /// matches the checksum it carries (true if it carries none).
     fn data_intact(&self, entry: &Entry, header: &[u8]) -> Result<bool> {
-        let (Some(crc), Entry::FileWrite { block, npages, .. }) = (Entry::data_crc(header), entry)
+        let (
+            Some(crc),
+            Entry::FileWrite {
+                block,
+                npages,
+                pgoff,
+                file_end,
+                ..
+            },
+        ) = (Entry::data_crc(header), entry)
         else {
             return Ok(true);
         };
@@ -229,7 +238,8 @@ impl Chain<'_> {
         if !self.sb.data_range_ok(*block, n) {
             return Ok(false);
         }
-        Ok(self.media.crc32(block * BLOCK_SIZE, n * BLOCK_SIZE)? == crc)
+        let len = crc.covered(*pgoff, *npages, *file_end);
+        Ok(self.media.crc32(block * BLOCK_SIZE, len)? == crc.crc)
     }
 
     /// Under the `Marked` rule: whether `page` is the page a link with
