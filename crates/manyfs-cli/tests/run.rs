@@ -129,12 +129,7 @@ fn coreutils_and_tar_copy_trees_in_and_out() {
     );
     // Nothing reached the kernel's tree under the directory.
     assert!(!r.at.exists());
-    let fsck = Command::new(env!("CARGO_BIN_EXE_manyfs"))
-        .arg("fsck")
-        .arg(&r.pool)
-        .output()
-        .unwrap();
-    check("fsck", &fsck);
+    fsck_clean(&r);
 }
 
 #[test]
@@ -320,4 +315,99 @@ fn a_second_run_of_a_busy_pool_is_refused_naming_the_owner() {
         refused.contains(&format!("in use by process {}", child.id())),
         "{refused}"
     );
+}
+
+/// Compile the C program `src` with gcc into the run's kernel directory
+/// (`-Wall -Werror`); returns the executable's path.
+fn c_program(r: &Run, name: &str, src: &str) -> String {
+    if !have("gcc") {
+        panic!("gcc is not installed: run scripts/install-deps.sh");
+    }
+    let c = r.kernel(&format!("{name}.c"));
+    let exe = r.kernel(name);
+    std::fs::write(&c, src).unwrap();
+    let out = Command::new("gcc")
+        .args(["-O1", "-Wall", "-Werror", "-o", &exe, &c])
+        .output()
+        .unwrap();
+    check(&format!("gcc {name}.c"), &out);
+    exe
+}
+
+/// Run `program` under `manyfs run`, insist it succeeds and that the
+/// library complained of nothing (no `manyfs run:` line on stderr);
+/// returns its stdout.
+fn quiet_ok(r: &Run, program: &[&str]) -> String {
+    let out = r.cmd(program).output().unwrap();
+    check(&program.join(" "), &out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("manyfs run:"),
+        "{}: the library complained:\n{err}",
+        program.join(" ")
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fsck_clean(r: &Run) {
+    let fsck = Command::new(env!("CARGO_BIN_EXE_manyfs"))
+        .arg("fsck")
+        .arg(&r.pool)
+        .output()
+        .unwrap();
+    check("fsck", &fsck);
+}
+
+/// `fcntl`'s write-life hints (`F_SET_RW_HINT`, which RocksDB sets on its
+/// files, and `F_SET_FILE_RW_HINT`): stored, read back, range-checked.
+#[test]
+fn write_life_hints_are_kept_and_checked() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "hints",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+#define GET_RW 1035
+#define SET_RW 1036
+#define GET_FILE_RW 1037
+#define SET_FILE_RW 1038
+static int fails;
+static void expect(const char *what, int ok) {
+    if (!ok) { printf("FAIL %s (errno %d)\n", what, errno); fails++; }
+}
+static uint64_t get(int fd, int cmd) {
+    uint64_t h = 99;
+    expect("get", fcntl(fd, cmd, &h) == 0);
+    return h;
+}
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_CREAT | O_RDWR, 0644);
+    if (fd < 0) { perror("open"); return 1; }
+    expect("unset at first", get(fd, GET_RW) == 0);
+    uint64_t h = 2; /* RWH_WRITE_LIFE_SHORT */
+    expect("set short", fcntl(fd, SET_RW, &h) == 0);
+    expect("get short", get(fd, GET_RW) == 2);
+    h = 6;
+    expect("set 6 is EINVAL", fcntl(fd, SET_RW, &h) == -1 && errno == EINVAL);
+    expect("still short", get(fd, GET_RW) == 2);
+    expect("file hint falls back", get(fd, GET_FILE_RW) == 2);
+    h = 5; /* RWH_WRITE_LIFE_EXTREME */
+    expect("set file extreme", fcntl(fd, SET_FILE_RW, &h) == 0);
+    expect("get file extreme", get(fd, GET_FILE_RW) == 5);
+    expect("inode hint unchanged", get(fd, GET_RW) == 2);
+    int fd2 = dup(fd);
+    expect("a dup shares it", get(fd2, GET_RW) == 2);
+    expect("null is EFAULT", fcntl(fd, SET_RW, (uint64_t *)0) == -1 && errno == EFAULT);
+    if (!fails) printf("ok\n");
+    return fails != 0;
+}
+"#,
+    );
+    assert_eq!(quiet_ok(&r, &[&exe, &r.at("f")]), "ok\n");
 }
