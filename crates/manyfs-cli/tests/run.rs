@@ -411,3 +411,60 @@ int main(int argc, char **argv) {
     );
     assert_eq!(quiet_ok(&r, &[&exe, &r.at("f")]), "ok\n");
 }
+
+/// db_bench's report line of benchmark `bench` in its output
+/// (`readrandom   :  1.7 micros/op 588010 ops/sec ... (12579 of 20000 found)`).
+fn bench_line<'a>(out: &'a str, bench: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(bench) && l.contains("ops/sec"))
+        .unwrap_or_else(|| panic!("no {bench} report in:\n{out}"))
+}
+
+/// RocksDB's db_bench (Debian's rocksdb-tools) with its database under the
+/// directory: random fills and reads, then a second run reopening the
+/// database and reading every key in order; the pool checks clean.
+#[test]
+fn rocksdb_db_bench_writes_reads_and_reopens_its_database() {
+    if !have("db_bench") {
+        panic!("db_bench is not installed: run scripts/install-deps.sh (rocksdb-tools)");
+    }
+    let r = Run::new();
+    let db = format!("--db={}", r.at("db"));
+    let num = 20_000;
+    let args = |benchmarks: &str, existing: bool| {
+        vec![
+            "db_bench".to_string(),
+            db.clone(),
+            format!("--benchmarks={benchmarks}"),
+            format!("--num={num}"),
+            "--value_size=100".into(),
+            "--threads=1".into(),
+            format!("--use_existing_db={}", u8::from(existing)),
+        ]
+    };
+    let run = |a: Vec<String>| quiet_ok(&r, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(args("fillrandom,readrandom", false));
+    bench_line(&out, "fillrandom");
+    // `(N of M found)`: fillrandom draws its keys at random, so about
+    // 1 - 1/e of them are distinct and found.
+    let read = bench_line(&out, "readrandom");
+    let found: u64 = read
+        .rsplit_once('(')
+        .and_then(|(_, f)| f.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `(N of M found)` in {read}"));
+    assert!(found > 0, "{read}");
+    let out = run(args("readseq", true));
+    let seq = bench_line(&out, "readseq");
+    // `... seconds N operations;`: the keys the reopened database holds.
+    let keys: u64 = seq
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find(|w| w[1].starts_with("operations"))
+        .and_then(|w| w[0].parse().ok())
+        .unwrap_or_else(|| panic!("no operation count in {seq}"));
+    assert!(keys >= num / 2 && keys <= num, "{seq}");
+    assert!(!r.at.exists());
+    fsck_clean(&r);
+}
