@@ -17,7 +17,8 @@ set -euo pipefail
 #          the C programs of `manyfs run`'s tests (crates/manyfs-cli/tests/run.rs)
 # rocksdb-tools: db_bench, the key-value workload of `manyfs run`'s tests
 #          (crates/manyfs-cli/tests/run.rs) and scripts/dbbench-compare.sh
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc rocksdb-tools)
+# make:    GNU make's $(realpath) in `manyfs run`'s tests (glibc's realpath)
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc rocksdb-tools make)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -320,6 +320,11 @@ fn a_second_run_of_a_busy_pool_is_refused_naming_the_owner() {
 /// Compile the C program `src` with gcc into the run's kernel directory
 /// (`-Wall -Werror`); returns the executable's path.
 fn c_program(r: &Run, name: &str, src: &str) -> String {
+    c_program_with(r, name, src, &[])
+}
+
+/// [`c_program`] with more gcc options.
+fn c_program_with(r: &Run, name: &str, src: &str, opts: &[&str]) -> String {
     if !have("gcc") {
         panic!("gcc is not installed: run scripts/install-deps.sh");
     }
@@ -327,7 +332,9 @@ fn c_program(r: &Run, name: &str, src: &str) -> String {
     let exe = r.kernel(name);
     std::fs::write(&c, src).unwrap();
     let out = Command::new("gcc")
-        .args(["-O1", "-Wall", "-Werror", "-o", &exe, &c])
+        .args(["-O1", "-Wall", "-Werror"])
+        .args(opts)
+        .args(["-o", &exe, &c])
         .output()
         .unwrap();
     check(&format!("gcc {name}.c"), &out);
@@ -467,4 +474,126 @@ fn rocksdb_db_bench_writes_reads_and_reopens_its_database() {
     assert!(keys >= num / 2 && keys <= num, "{seq}");
     assert!(!r.at.exists());
     fsck_clean(&r);
+}
+
+/// `realpath`, its fortified `__realpath_chk` (a `PATH_MAX` buffer under
+/// `_FORTIFY_SOURCE`) and `canonicalize_file_name`, which glibc answers
+/// with internal `lstat`/`readlink` calls: relative and absolute symlinks
+/// in the pool, `.`/`..`, a virtual working directory, the errors.
+#[test]
+fn realpath_resolves_symlinks_in_the_pool() {
+    let r = Run::new();
+    let exe = c_program_with(
+        &r,
+        "realpath",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *dir;
+static int fails;
+static const char *at(const char *rel) {
+    static char bufs[4][PATH_MAX];
+    static int n;
+    char *b = bufs[n++ % 4];
+    snprintf(b, PATH_MAX, "%s%s", dir, rel);
+    return b;
+}
+static void expect(const char *in, const char *want) {
+    char buf[PATH_MAX];
+    char *got = realpath(in, buf);
+    if (!got || strcmp(got, want)) {
+        printf("FAIL realpath(%s) = %s (errno %d), want %s\n", in, got ? got : "NULL", errno, want);
+        fails++;
+    }
+}
+static void expect_err(const char *in, int err) {
+    char buf[PATH_MAX];
+    errno = 0;
+    char *got = realpath(in, buf);
+    if (got || errno != err) {
+        printf("FAIL realpath(%s) = %s (errno %d), want errno %d\n", in, got ? got : "NULL", errno, err);
+        fails++;
+    }
+}
+int main(int argc, char **argv) {
+    dir = argv[1];
+    if (mkdir(at("/a"), 0755) || mkdir(at("/a/b"), 0755)) { perror("mkdir"); return 1; }
+    int fd = creat(at("/a/b/f"), 0644);
+    if (fd < 0) { perror("creat"); return 1; }
+    close(fd);
+    if (symlink("a/b", at("/l")) || symlink("/a", at("/abs")) || symlink("loop", at("/loop"))
+        || symlink("nowhere", at("/dangling")) || symlink("../..", at("/a/b/up"))) {
+        perror("symlink");
+        return 1;
+    }
+    expect(at(""), dir);
+    expect(at("/"), dir);
+    expect(at("/l/f"), at("/a/b/f"));
+    expect(at("/./a//b/"), at("/a/b"));
+    expect(at("/abs/b/../b/f"), at("/a/b/f"));
+    expect(at("/l/up/l"), at("/a/b"));
+    expect(at("/a/b/up/../../.."), dir);
+    expect_err(at("/loop"), ELOOP);
+    expect_err(at("/dangling"), ENOENT);
+    expect_err(at("/nope"), ENOENT);
+    expect_err(at("/a/b/f/"), ENOTDIR);
+    expect_err(at("/l/f/x"), ENOTDIR);
+    expect("/", "/");
+    if (chdir(at("/a"))) { perror("chdir"); return 1; }
+    expect(".", at("/a"));
+    expect("../l/f", at("/a/b/f"));
+    expect("b/up/abs", at("/a"));
+    char *c = canonicalize_file_name(at("/l"));
+    if (!c || strcmp(c, at("/a/b"))) { printf("FAIL canonicalize_file_name = %s\n", c); fails++; }
+    free(c);
+    c = realpath("b/f", NULL);
+    if (!c || strcmp(c, at("/a/b/f"))) { printf("FAIL realpath(NULL) = %s\n", c); fails++; }
+    free(c);
+    if (!fails) printf("ok\n");
+    return fails != 0;
+}
+"#,
+        &["-O2", "-D_FORTIFY_SOURCE=2"],
+    );
+    let nm = Command::new("nm").args(["-D", &exe]).output().unwrap();
+    let syms = String::from_utf8_lossy(&nm.stdout);
+    assert!(syms.contains("__realpath_chk"), "not fortified:\n{syms}");
+    let dir = r.at.display().to_string();
+    assert_eq!(quiet_ok(&r, &[&exe, &dir]), "ok\n");
+    fsck_clean(&r);
+}
+
+/// GNU make's `$(realpath ...)` (glibc's fortified `realpath`) on names
+/// under the directory: symlinks followed, a missing name left out.
+#[test]
+fn make_realpath_function_follows_symlinks_in_the_pool() {
+    if !have("make") {
+        panic!("make is not installed: run scripts/install-deps.sh");
+    }
+    let r = Run::new();
+    r.ok(&format!("mkdir -p {}", r.at("a/b")));
+    r.ok(&format!("ln -s a/b {}", r.at("l")));
+    r.ok(&format!("touch {}", r.at("a/b/f")));
+    let mk = r.kernel("Makefile");
+    std::fs::write(
+        &mk,
+        format!(
+            "$(info $(realpath {} {} {}))\nall: ;\n",
+            r.at("l/f"),
+            r.at("l/../l"),
+            r.at("nope")
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        quiet_ok(&r, &["make", "-s", "-f", &mk]),
+        format!("{} {}\n", r.at("a/b/f"), r.at("a/b"))
+    );
 }

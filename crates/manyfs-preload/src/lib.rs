@@ -35,7 +35,7 @@
 //! owner, times), `names` (unlink, rename, mkdir, links, the working
 //! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `dirs`
 //! (directory streams), `stdio` (`FILE*` streams), `xattrs` (extended
-//! attributes).
+//! attributes), `resolve` (`realpath`).
 //!
 //! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
 //! defined with their optional argument as a fixed one: on x86-64 the
@@ -52,6 +52,7 @@ mod meta;
 mod names;
 pub mod paths;
 mod real;
+mod resolve;
 pub mod state;
 mod stdio;
 pub mod table;

@@ -101,6 +101,8 @@ next! {
     fopen64: fn(*const c_char, *const c_char) -> *mut FILE;
     fdopen: fn(c_int, *const c_char) -> *mut FILE;
     freopen64: fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+    realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
+    __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
 }
 
 /// libc's extended-attribute calls.
