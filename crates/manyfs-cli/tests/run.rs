@@ -1,6 +1,7 @@
 //! `manyfs run`: unmodified programs (coreutils, tar, sqlite3, fio) on a
 //! pool mounted inside their own process through the preload library.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -595,5 +596,110 @@ fn make_realpath_function_follows_symlinks_in_the_pool() {
     assert_eq!(
         quiet_ok(&r, &["make", "-s", "-f", &mk]),
         format!("{} {}\n", r.at("a/b/f"), r.at("a/b"))
+    );
+}
+
+/// run-parts (debianutils) lists a directory with `scandir` and
+/// `alphasort`, then keeps valid names (and, with `--test`, executables).
+#[test]
+fn run_parts_lists_a_directory_in_the_pool() {
+    let r = Run::new();
+    let k = r.kernel("parts");
+    std::fs::create_dir(&k).unwrap();
+    for (name, mode) in [
+        ("20-b", 0o755),
+        ("10-a", 0o755),
+        ("15-x", 0o644),
+        ("bad.name", 0o755),
+    ] {
+        let f = format!("{k}/{name}");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::fs::create_dir(format!("{k}/sub")).unwrap();
+    r.ok(&format!("cp -r {k} {}", r.at("parts")));
+    let p = r.at("parts");
+    assert_eq!(
+        quiet_ok(&r, &["run-parts", "--test", &p]),
+        format!("{p}/10-a\n{p}/20-b\n")
+    );
+    assert_eq!(
+        quiet_ok(&r, &["run-parts", "--list", "--reverse", &p]),
+        format!("{p}/20-b\n{p}/15-x\n{p}/10-a\n")
+    );
+}
+
+/// `scandir`, `scandir64` and `scandirat` (from a directory descriptor of
+/// the pool) with a filter and with `alphasort` and a comparison of the
+/// program's own; a kernel directory still goes to libc.
+#[test]
+fn scandir_filters_and_sorts_entries_in_the_pool() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "scandir",
+        r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int no_dots(const struct dirent *e) { return e->d_name[0] != '.'; }
+static int files_only(const struct dirent64 *e) { return e->d_type == DT_REG; }
+static int reverse(const struct dirent **a, const struct dirent **b) {
+    return -strcmp((*a)->d_name, (*b)->d_name);
+}
+static void show(const char *what, struct dirent **l, int n) {
+    printf("%s:", what);
+    for (int i = 0; i < n; i++) { printf(" %s", l[i]->d_name); free(l[i]); }
+    printf("\n");
+    free(l);
+}
+int main(int argc, char **argv) {
+    char p[4096];
+    const char *names[] = {"b", "c", "a"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", argv[1], names[i]);
+        int fd = creat(p, 0644);
+        if (fd < 0) { perror(p); return 1; }
+        close(fd);
+    }
+    snprintf(p, sizeof p, "%s/d", argv[1]);
+    if (mkdir(p, 0755)) { perror(p); return 1; }
+    struct dirent **l;
+    int n = scandir(argv[1], &l, NULL, alphasort);
+    if (n < 0) { perror("scandir"); return 1; }
+    show("all", l, n);
+    n = scandir(argv[1], &l, no_dots, reverse);
+    if (n < 0) { perror("scandir"); return 1; }
+    show("reverse", l, n);
+    struct dirent64 **l64;
+    n = scandir64(argv[1], &l64, files_only, alphasort64);
+    if (n < 0) { perror("scandir64"); return 1; }
+    show("files", (struct dirent **)l64, n);
+    int dfd = open(argv[1], O_RDONLY | O_DIRECTORY);
+    if (dfd < 0) { perror("open"); return 1; }
+    n = scandirat(dfd, "d", &l, no_dots, alphasort);
+    if (n < 0) { perror("scandirat"); return 1; }
+    show("empty", l, n);
+    n = scandirat(dfd, "nope", &l, NULL, NULL);
+    printf("missing: %d %s\n", n, n < 0 ? strerror(errno) : "");
+    n = scandir("/", &l, no_dots, NULL);
+    printf("kernel: %s\n", n > 0 ? "some" : "none");
+    for (int i = 0; i < n; i++) free(l[i]);
+    if (n > 0) free(l);
+    return 0;
+}
+"#,
+    );
+    let dir = r.at.display().to_string();
+    assert_eq!(
+        quiet_ok(&r, &[&exe, &dir]),
+        "all: . .. a b c d\nreverse: d c b a\nfiles: a b c\nempty:\n\
+         missing: -1 No such file or directory\nkernel: some\n"
     );
 }

@@ -6,6 +6,8 @@ use libc::{
     size_t, ssize_t, stat, statfs, statx as Statx,
 };
 
+use crate::dirs::{ScanCompar, ScanFilter};
+
 /// `pub fn NAME() -> unsafe extern "C" fn(ARGS) -> RET`: libc's `NAME`.
 macro_rules! next {
     ($( $name:ident : fn($($t:ty),*) -> $r:ty; )*) => {$(
@@ -102,6 +104,7 @@ next! {
     fdopen: fn(c_int, *const c_char) -> *mut FILE;
     freopen64: fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
     realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
+    scandirat64: fn(c_int, *const c_char, *mut *mut *mut dirent64, ScanFilter, ScanCompar) -> c_int;
     __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
 }
 
