@@ -703,3 +703,287 @@ int main(int argc, char **argv) {
          missing: -1 No such file or directory\nkernel: some\n"
     );
 }
+
+/// hardlink (util-linux) walks a tree with `nftw` and links identical
+/// files: two equal files in the pool become one inode.
+#[test]
+fn hardlink_walks_the_pool_with_nftw_and_links_equal_files() {
+    let r = Run::new();
+    let k = r.kernel("t");
+    std::fs::create_dir_all(format!("{k}/sub")).unwrap();
+    std::fs::write(format!("{k}/a"), "same\n").unwrap();
+    std::fs::write(format!("{k}/sub/b"), "same\n").unwrap();
+    std::fs::write(format!("{k}/c"), "other\n").unwrap();
+    r.ok(&format!("cp -r {k} {}", r.at("t")));
+    let out = quiet_ok(&r, &["hardlink", &r.at("t")]);
+    assert!(out.contains("Linked:") && out.contains("1 files"), "{out}");
+    let links = quiet_ok(
+        &r,
+        &[
+            "stat",
+            "-c",
+            "%h %i",
+            &r.at("t/a"),
+            &r.at("t/sub/b"),
+            &r.at("t/c"),
+        ],
+    );
+    let l: Vec<&str> = links.lines().collect();
+    assert_eq!(l.len(), 3, "{links}");
+    assert!(l[0].starts_with("2 ") && l[0] == l[1], "{links}");
+    assert!(l[2].starts_with("1 "), "{links}");
+    fsck_clean(&r);
+}
+
+/// Check one walk's events (`FLAG LEVEL PATH NAME` lines, in the order
+/// the callback saw them) against the expected set: a directory comes
+/// before what it holds, or after it with `post_order` (`FTW_DEPTH`).
+fn check_walk(what: &str, got: &[&str], want: &[&str], post_order: bool) {
+    let mut g: Vec<&str> = got.to_vec();
+    let mut w: Vec<&str> = want.to_vec();
+    g.sort_unstable();
+    w.sort_unstable();
+    assert_eq!(g, w, "{what}: {got:#?}");
+    let path = |l: &str| l.split(' ').nth(2).unwrap().to_string();
+    for (i, l) in got.iter().enumerate() {
+        let p = path(l);
+        let Some((parent, _)) = p.rsplit_once('/') else {
+            continue;
+        };
+        let Some(j) = got.iter().position(|x| path(x) == parent) else {
+            continue;
+        };
+        assert!(
+            if post_order { j > i } else { j < i },
+            "{what}: {parent} and {p} out of order: {got:#?}"
+        );
+    }
+}
+
+/// `nftw` (`FTW_PHYS`, following symlinks, `FTW_DEPTH`, `FTW_MOUNT`,
+/// `FTW_CHDIR`, `FTW_ACTIONRETVAL`, a callback that stops the walk) and
+/// `ftw` on a tree in the pool with symlinks, one of them dangling and
+/// one leading back up.
+#[test]
+fn nftw_and_ftw_walk_a_tree_in_the_pool() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "walk",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *names[] = {"F", "D", "DNR", "NS", "SL", "DP", "SLN"};
+static const char *prefix = "";
+static char start_cwd[PATH_MAX];
+static int chdir_fails, stop_at_d, skip_d;
+static const char *rel(const char *p) {
+    size_t n = strlen(prefix);
+    return strncmp(p, prefix, n) ? p : p + n;
+}
+static int cb(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    printf("%s %d %s %s\n", names[flag], f->level, rel(p), p + f->base);
+    if (stop_at_d && !strcmp(p + f->base, "d")) return 7;
+    if (skip_d && !strcmp(p + f->base, "d")) return FTW_SKIP_SUBTREE;
+    return 0;
+}
+static int cb_chdir(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    /* The working directory holds the entry: its name alone reaches it. */
+    struct stat s;
+    char cwd[PATH_MAX], want[2 * PATH_MAX];
+    if (lstat(p + f->base, &s) || s.st_ino != st->st_ino) chdir_fails++;
+    size_t n = strlen(start_cwd);
+    memcpy(want, start_cwd, n + 1);
+    if (f->base) {
+        want[n] = '/';
+        memcpy(want + n + 1, p, f->base - 1);
+        want[n + f->base] = 0;
+    }
+    if (!getcwd(cwd, sizeof cwd) || strcmp(cwd, want)) {
+        printf("cwd %s for %s, want %s\n", cwd, p, want);
+        chdir_fails++;
+    }
+    return cb(p, st, flag, f);
+}
+static int cb_old(const char *p, const struct stat *st, int flag) {
+    printf("%s - %s -\n", names[flag], p);
+    return 0;
+}
+static void mk(const char *p, int dir) {
+    int r = dir ? mkdir(p, 0755) : close(creat(p, 0644));
+    if (r) { perror(p); exit(1); }
+}
+static void ln(const char *t, const char *p) {
+    if (symlink(t, p)) { perror(p); exit(1); }
+}
+int main(int argc, char **argv) {
+    if (chdir(argv[1])) { perror("chdir"); return 1; }
+    mk("t", 1); mk("t/a", 0); mk("t/d", 1); mk("t/d/x", 0);
+    mk("e", 1); mk("e/y", 0);
+    ln("../e", "t/l"); ln("nope", "t/dangling"); ln("..", "t/d/up");
+    if (!getcwd(start_cwd, sizeof start_cwd)) return 1;
+    printf("== phys\n");
+    printf("= %d\n", nftw("t", cb, 4, FTW_PHYS));
+    printf("== follow\n");
+    printf("= %d\n", nftw("t", cb, 4, 0));
+    printf("== depth\n");
+    printf("= %d\n", nftw("t", cb, 1, FTW_PHYS | FTW_DEPTH));
+    printf("== mount\n");
+    printf("= %d\n", nftw64("t", (__nftw64_func_t)cb, 4, FTW_PHYS | FTW_MOUNT));
+    printf("== absolute\n");
+    char abs[PATH_MAX];
+    snprintf(abs, sizeof abs, "%s/t/d//", argv[1]);
+    prefix = argv[1];
+    printf("= %d\n", nftw(abs, cb, 4, FTW_PHYS));
+    prefix = "";
+    printf("== chdir\n");
+    printf("= %d\n", nftw("t", cb_chdir, 4, FTW_PHYS | FTW_CHDIR));
+    char cwd[PATH_MAX];
+    printf("== chdir back %s %d\n", getcwd(cwd, sizeof cwd) && !strcmp(cwd, start_cwd) ? "yes" : "no", chdir_fails);
+    printf("== stop\n");
+    stop_at_d = 1;
+    printf("= %d\n", nftw("t/d", cb, 4, FTW_PHYS));
+    stop_at_d = 0;
+    printf("== skip\n");
+    skip_d = 1;
+    printf("= %d\n", nftw("t", cb, 4, FTW_PHYS | FTW_ACTIONRETVAL));
+    skip_d = 0;
+    printf("== ftw\n");
+    printf("= %d\n", ftw("t", cb_old, 4));
+    printf("== file\n");
+    printf("= %d\n", nftw("t/a", cb, 4, 0));
+    printf("== errors\n");
+    errno = 0;
+    int r = nftw("t/nope", cb, 4, 0);
+    printf("= %d %d\n", r, errno == ENOENT);
+    errno = 0;
+    r = nftw("t", cb, 4, 1 << 10);
+    printf("= %d %d\n", r, errno == EINVAL);
+    return 0;
+}
+"#,
+    );
+    let dir = r.at.display().to_string();
+    let out = quiet_ok(&r, &[&exe, &dir]);
+    let parse = |out: &str| {
+        let mut blocks = std::collections::BTreeMap::new();
+        let mut name = String::new();
+        for l in out.lines() {
+            if let Some(n) = l.strip_prefix("== ") {
+                name = n.to_string();
+                blocks.insert(name.clone(), Vec::new());
+            } else {
+                blocks.get_mut(&name).unwrap().push(l.to_string());
+            }
+        }
+        blocks
+    };
+    let blocks = parse(&out);
+    // glibc's own walk of the same tree in the kernel's: the same events.
+    let kdir = r.kernel("k");
+    std::fs::create_dir(&kdir).unwrap();
+    let kout = Command::new(&exe).arg(&kdir).output().unwrap();
+    check("the walk in the kernel's tree", &kout);
+    let sorted = |b: &std::collections::BTreeMap<String, Vec<String>>| {
+        b.iter()
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                v.sort_unstable();
+                (k.clone(), v)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        sorted(&blocks),
+        sorted(&parse(&String::from_utf8_lossy(&kout.stdout))),
+        "the pool's walk and glibc's differ"
+    );
+    let blocks: std::collections::BTreeMap<String, Vec<&str>> = blocks
+        .iter()
+        .map(|(k, v)| (k.clone(), v.iter().map(String::as_str).collect()))
+        .collect();
+    let block = |n: &str| -> Vec<&str> {
+        let b = &blocks[n];
+        assert_eq!(b.last(), Some(&"= 0"), "{n}: {b:#?}");
+        b[..b.len() - 1].to_vec()
+    };
+    let phys = [
+        "D 0 t t",
+        "F 1 t/a a",
+        "D 1 t/d d",
+        "F 2 t/d/x x",
+        "SL 2 t/d/up up",
+        "SL 1 t/l l",
+        "SL 1 t/dangling dangling",
+    ];
+    check_walk("phys", &block("phys"), &phys, false);
+    check_walk("mount", &block("mount"), &phys, false);
+    // Symlinks followed: `l` is `e`, `up` leads back to `t`
+    // (seen: not entered again), `dangling` leads nowhere.
+    check_walk(
+        "follow",
+        &block("follow"),
+        &[
+            "D 0 t t",
+            "F 1 t/a a",
+            "D 1 t/d d",
+            "F 2 t/d/x x",
+            "D 1 t/l l",
+            "F 2 t/l/y y",
+            "SLN 1 t/dangling dangling",
+        ],
+        false,
+    );
+    let depth: Vec<String> = phys.iter().map(|l| l.replace("D ", "DP ")).collect();
+    let depth: Vec<&str> = depth.iter().map(String::as_str).collect();
+    check_walk("depth", &block("depth"), &depth, true);
+    check_walk("chdir", &block("chdir"), &phys, false);
+    assert_eq!(blocks["chdir back yes 0"], Vec::<&str>::new());
+    check_walk(
+        "absolute",
+        &block("absolute"),
+        &["D 0 /t/d d", "F 1 /t/d/x x", "SL 1 /t/d/up up"],
+        false,
+    );
+    assert_eq!(blocks["stop"], ["D 0 t/d d", "= 7"]);
+    check_walk(
+        "skip",
+        &block("skip"),
+        &[
+            "D 0 t t",
+            "F 1 t/a a",
+            "D 1 t/d d",
+            "SL 1 t/l l",
+            "SL 1 t/dangling dangling",
+        ],
+        false,
+    );
+    // `ftw`'s callback: no symlink flags (followed; dangling: NS).
+    let ftw: Vec<&str> = block("ftw");
+    let mut ftw_sorted = ftw.clone();
+    ftw_sorted.sort_unstable();
+    assert_eq!(
+        ftw_sorted,
+        [
+            "D - t -",
+            "D - t/d -",
+            "D - t/l -",
+            "F - t/a -",
+            "F - t/d/x -",
+            "F - t/l/y -",
+            "NS - t/dangling -"
+        ],
+        "{ftw:#?}"
+    );
+    assert_eq!(block("file"), ["F 0 t/a a"]);
+    assert_eq!(blocks["errors"], ["= -1 1", "= -1 1"]);
+    fsck_clean(&r);
+}

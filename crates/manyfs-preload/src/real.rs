@@ -7,6 +7,7 @@ use libc::{
 };
 
 use crate::dirs::{ScanCompar, ScanFilter};
+use crate::ftw::{FtwFn, NftwFn};
 
 /// `pub fn NAME() -> unsafe extern "C" fn(ARGS) -> RET`: libc's `NAME`.
 macro_rules! next {
@@ -104,6 +105,8 @@ next! {
     fdopen: fn(c_int, *const c_char) -> *mut FILE;
     freopen64: fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
     realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
+    nftw64: fn(*const c_char, NftwFn, c_int, c_int) -> c_int;
+    ftw64: fn(*const c_char, FtwFn, c_int) -> c_int;
     scandirat64: fn(c_int, *const c_char, *mut *mut *mut dirent64, ScanFilter, ScanCompar) -> c_int;
     __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
 }
