@@ -12,9 +12,13 @@ set -euo pipefail
 # rsync, attr, acl: the FUSE tests copy trees with FIFOs, devices, extended
 #          attributes and ACLs in and out (rsync -aHAX) and read and set
 #          attributes and ACLs (getfattr, setfacl)
-# gcc:     compiles mimalloc, the allocator of the `manyfs` command, and the
-#          C example of libmanyfs (crates/manyfs-capi/tests/c_example.rs)
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc)
+# gcc:     compiles mimalloc, the allocator of the `manyfs` command, the
+#          C example of libmanyfs (crates/manyfs-capi/tests/c_example.rs) and
+#          the C programs of `manyfs run`'s tests (crates/manyfs-cli/tests/run.rs)
+# rocksdb-tools: db_bench, the key-value workload of `manyfs run`'s tests
+#          (crates/manyfs-cli/tests/run.rs) and scripts/dbbench-compare.sh
+# make:    GNU make's $(realpath) in `manyfs run`'s tests (glibc's realpath)
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc rocksdb-tools make)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -121,16 +121,21 @@ pub unsafe extern "C" fn readdir64(dirp: *mut DIR) -> *mut dirent64 {
         return std::ptr::null_mut();
     };
     s.pos += 1;
-    let n = name.len().min(s.ent.d_name.len() - 1);
-    s.ent.d_ino = *ino;
-    s.ent.d_off = s.pos as i64;
-    s.ent.d_reclen = std::mem::size_of::<dirent64>() as u16;
-    s.ent.d_type = *kind;
-    for (d, &c) in s.ent.d_name.iter_mut().zip(&name[..n]) {
+    fill_dirent(&mut s.ent, name, *ino, *kind, s.pos);
+    &mut s.ent
+}
+
+/// Fill `ent` with one entry; `next` is the position after it (`d_off`).
+fn fill_dirent(ent: &mut dirent64, name: &[u8], ino: u64, kind: u8, next: usize) {
+    let n = name.len().min(ent.d_name.len() - 1);
+    ent.d_ino = ino;
+    ent.d_off = next as i64;
+    ent.d_reclen = std::mem::size_of::<dirent64>() as u16;
+    ent.d_type = kind;
+    for (d, &c) in ent.d_name.iter_mut().zip(&name[..n]) {
         *d = c as c_char;
     }
-    s.ent.d_name[n] = 0;
-    &mut s.ent
+    ent.d_name[n] = 0;
 }
 
 /// `readdir(3)` (the same structure on x86-64).
@@ -223,4 +228,174 @@ pub unsafe extern "C" fn seekdir(dirp: *mut DIR, loc: c_long) {
         // SAFETY: the caller's argument, unchanged, to libc.
         None => unsafe { real::seekdir()(dirp, loc) },
     }
+}
+
+/// `scandir`'s filter: keep the entry when it returns non-zero.
+pub type ScanFilter = Option<unsafe extern "C" fn(*const dirent64) -> c_int>;
+/// `scandir`'s comparison, for `qsort` of the array of entries.
+pub type ScanCompar =
+    Option<unsafe extern "C" fn(*mut *const dirent64, *mut *const dirent64) -> c_int>;
+
+/// Free `n` entries of `scandir` and then the array itself.
+///
+/// # Safety
+/// `list` holds `n` pointers from `malloc` (or is null with `n` 0).
+unsafe fn free_list(list: &[*mut dirent64]) {
+    for &e in list {
+        // SAFETY: each entry came from `malloc` and is freed once.
+        unsafe { libc::free(e.cast()) };
+    }
+}
+
+/// `scandir` of our directory `p`: its entries (`.` and `..` with them,
+/// as glibc's `readdir` gives them), each in memory of its own from
+/// `malloc`, kept by `filter`, sorted by `compar`, into a `malloc`'d
+/// array at `*namelist`.
+///
+/// # Safety
+/// `namelist` is null or writable; `filter` and `compar` are C functions
+/// of the prototypes `scandir(3)` names.
+unsafe fn scandir_ours(
+    fs: &manyfs::Fs,
+    p: &std::path::Path,
+    namelist: *mut *mut *mut dirent64,
+    filter: ScanFilter,
+    compar: ScanCompar,
+) -> Result<c_int, c_int> {
+    if namelist.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let fd = crate::files::open_ours(fs, p, flags, 0)?;
+    let listed = entries(fd);
+    crate::files::close_ours(fd);
+    let mut kept: Vec<*mut dirent64> = Vec::new();
+    for (i, (name, ino, kind)) in listed?.iter().enumerate() {
+        // SAFETY: malloc of a dirent64's size; freed by the caller or below.
+        let e = unsafe { libc::malloc(std::mem::size_of::<dirent64>()) }.cast::<dirent64>();
+        if e.is_null() {
+            // SAFETY: the entries allocated so far.
+            unsafe { free_list(&kept) };
+            return Err(libc::ENOMEM);
+        }
+        // SAFETY: an all-zero dirent64 is valid; `e` has room for one.
+        unsafe { e.write(std::mem::zeroed()) };
+        // SAFETY: `e` was just initialised and is not aliased.
+        fill_dirent(unsafe { &mut *e }, name, *ino, *kind, i + 1);
+        // SAFETY: the caller's filter, on an entry it may read.
+        if filter.is_some_and(|f| unsafe { f(e) } == 0) {
+            // SAFETY: the entry just allocated, not kept.
+            unsafe { libc::free(e.cast()) };
+            continue;
+        }
+        kept.push(e);
+    }
+    let array = if kept.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        let bytes = kept.len() * std::mem::size_of::<*mut dirent64>();
+        // SAFETY: malloc of a non-zero size; the caller frees it.
+        let a = unsafe { libc::malloc(bytes) }.cast::<*mut dirent64>();
+        if a.is_null() {
+            // SAFETY: the entries allocated above.
+            unsafe { free_list(&kept) };
+            return Err(libc::ENOMEM);
+        }
+        // SAFETY: `a` has room for `kept.len()` pointers.
+        unsafe { std::ptr::copy_nonoverlapping(kept.as_ptr(), a, kept.len()) };
+        if let Some(c) = compar {
+            // SAFETY: `compar` takes two pointers to elements of the array
+            // (`const struct dirent **`), which is what `qsort` passes as
+            // `const void *`: the same ABI (glibc's scandir makes the same
+            // cast).
+            let c = unsafe {
+                std::mem::transmute::<
+                    unsafe extern "C" fn(*mut *const dirent64, *mut *const dirent64) -> c_int,
+                    unsafe extern "C" fn(*const libc::c_void, *const libc::c_void) -> c_int,
+                >(c)
+            };
+            // SAFETY: an array of `kept.len()` pointers.
+            unsafe {
+                libc::qsort(
+                    a.cast(),
+                    kept.len(),
+                    std::mem::size_of::<*mut dirent64>(),
+                    Some(c),
+                )
+            };
+        }
+        a
+    };
+    // SAFETY: checked non-null above.
+    unsafe { *namelist = array };
+    c_int::try_from(kept.len()).map_err(|_| libc::EOVERFLOW)
+}
+
+/// `scandirat(3)`.
+///
+/// # Safety
+/// As `scandirat(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandirat(
+    dirfd: c_int,
+    path: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: ScanFilter,
+    compar: ScanCompar,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| scandir_ours(fs, p, namelist, filter, compar),
+            |path| real::scandirat64()(dirfd, path, namelist, filter, compar),
+        )
+    }
+}
+
+/// `scandirat64(3)` (the same structure on x86-64).
+///
+/// # Safety
+/// As `scandirat(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandirat64(
+    dirfd: c_int,
+    path: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: ScanFilter,
+    compar: ScanCompar,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { scandirat(dirfd, path, namelist, filter, compar) }
+}
+
+/// `scandir(3)`.
+///
+/// # Safety
+/// As `scandir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandir(
+    path: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: ScanFilter,
+    compar: ScanCompar,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { scandirat(libc::AT_FDCWD, path, namelist, filter, compar) }
+}
+
+/// `scandir64(3)`.
+///
+/// # Safety
+/// As `scandir(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandir64(
+    path: *const c_char,
+    namelist: *mut *mut *mut dirent64,
+    filter: ScanFilter,
+    compar: ScanCompar,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { scandirat(libc::AT_FDCWD, path, namelist, filter, compar) }
 }

@@ -6,7 +6,7 @@ use crate::table::{self, Open};
 use crate::{on_fd, real, ret, state};
 use libc::{c_int, c_uint, c_ulong, c_void, off_t, size_t, ssize_t};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A new descriptor, at least `min`, for the open file behind `fd`.
 fn dup_ours(fd: c_int, min: c_int, cloexec: bool) -> Result<c_int, c_int> {
@@ -84,6 +84,46 @@ pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     ret(state::fs().and_then(|_| dup_onto(old, new, flags & libc::O_CLOEXEC != 0)))
 }
 
+/// `fcntl` commands of Linux's write-life hints (`F_LINUX_SPECIFIC_BASE`
+/// 1024 + 11 ... 14; the `libc` crate does not name them).
+const F_GET_RW_HINT: c_int = 1035;
+const F_SET_RW_HINT: c_int = 1036;
+const F_GET_FILE_RW_HINT: c_int = 1037;
+const F_SET_FILE_RW_HINT: c_int = 1038;
+/// The highest valid hint, `RWH_WRITE_LIFE_EXTREME` (`RWH_WRITE_LIFE_NOT_SET`
+/// is 0).
+const RWH_WRITE_LIFE_EXTREME: u64 = 5;
+
+/// The `u64` a hint command's argument points at (`EFAULT` for null).
+fn hint_arg(arg: c_ulong) -> Result<*mut u64, c_int> {
+    let p = arg as *mut u64;
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    Ok(p)
+}
+
+/// `F_SET_RW_HINT`/`F_SET_FILE_RW_HINT`: store the hint `arg` points at
+/// (`EINVAL` past `RWH_WRITE_LIFE_EXTREME`).
+fn set_hint(slot: &AtomicU64, arg: c_ulong) -> Result<c_int, c_int> {
+    // SAFETY: the caller passes a pointer to a `u64` for these commands;
+    // checked non-null, read unaligned as the kernel's copy would.
+    let hint = unsafe { hint_arg(arg)?.read_unaligned() };
+    if hint > RWH_WRITE_LIFE_EXTREME {
+        return Err(libc::EINVAL);
+    }
+    slot.store(hint, Ordering::Relaxed);
+    Ok(0)
+}
+
+/// `F_GET_RW_HINT`/`F_GET_FILE_RW_HINT`: write `hint` where `arg` points.
+fn get_hint(hint: u64, arg: c_ulong) -> Result<c_int, c_int> {
+    // SAFETY: the caller passes a pointer to a `u64` for these commands;
+    // checked non-null, written unaligned as the kernel's copy would.
+    unsafe { hint_arg(arg)?.write_unaligned(hint) };
+    Ok(0)
+}
+
 /// `fcntl` on ours. Record locks (`F_SETLK`, `F_SETLKW`, `F_OFD_*`)
 /// succeed without locking anything: one process owns the pool, and its
 /// threads' locks on one another are not kept (`F_GETLK` reports the
@@ -112,6 +152,20 @@ fn fcntl_ours(fd: c_int, o: &Open, cmd: c_int, arg: c_ulong) -> Result<c_int, c_
             Ok(0)
         }
         libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => Ok(0),
+        // Write-life hints are kept (with the open file, see `Open`) and
+        // read back; they do not change where data goes.
+        F_SET_RW_HINT => set_hint(&o.write_hint, arg),
+        F_GET_RW_HINT => get_hint(o.write_hint.load(Ordering::Relaxed), arg),
+        F_SET_FILE_RW_HINT => set_hint(&o.file_write_hint, arg),
+        // The file's own hint, else the one `F_SET_RW_HINT` set (as Linux's
+        // `file_write_hint()`).
+        F_GET_FILE_RW_HINT => get_hint(
+            match o.file_write_hint.load(Ordering::Relaxed) {
+                0 => o.write_hint.load(Ordering::Relaxed),
+                h => h,
+            },
+            arg,
+        ),
         libc::F_GETLK | libc::F_OFD_GETLK => {
             let lock = arg as *mut libc::flock;
             if lock.is_null() {

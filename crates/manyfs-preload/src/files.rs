@@ -61,6 +61,8 @@ pub(crate) fn open_ours(fs: &Fs, path: &Path, flags: c_int, mode: mode_t) -> Res
         write,
         flags: (flags & SHOWN_FLAGS).into(),
         offset: 0.into(),
+        write_hint: 0.into(),
+        file_write_hint: 0.into(),
     };
     table::install(fd, Arc::new(open), flags & libc::O_CLOEXEC != 0);
     Ok(fd)

@@ -35,7 +35,7 @@
 //! owner, times), `names` (unlink, rename, mkdir, links, the working
 //! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `dirs`
 //! (directory streams), `stdio` (`FILE*` streams), `xattrs` (extended
-//! attributes).
+//! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`).
 //!
 //! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
 //! defined with their optional argument as a fixed one: on x86-64 the
@@ -48,10 +48,12 @@
 mod dirs;
 mod fds;
 mod files;
+mod ftw;
 mod meta;
 mod names;
 pub mod paths;
 mod real;
+mod resolve;
 pub mod state;
 mod stdio;
 pub mod table;

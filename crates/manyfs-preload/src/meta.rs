@@ -55,6 +55,13 @@ fn fill_stat(m: &Metadata, st: *mut Stat) -> Result<c_int, c_int> {
     if st.is_null() {
         return Err(libc::EFAULT);
     }
+    // SAFETY: the caller's buffer, checked non-null.
+    unsafe { st.write(stat_of(m)) };
+    Ok(0)
+}
+
+/// The `struct stat` of a file of the pool.
+pub(crate) fn stat_of(m: &Metadata) -> Stat {
     // SAFETY: an all-zero `stat` is valid.
     let mut s: Stat = unsafe { std::mem::zeroed() };
     s.st_dev = libc::makedev(DEV_MAJOR, DEV_MINOR);
@@ -70,9 +77,7 @@ fn fill_stat(m: &Metadata, st: *mut Stat) -> Result<c_int, c_int> {
     (s.st_atime, s.st_atime_nsec) = split_time(m.atime);
     (s.st_mtime, s.st_mtime_nsec) = split_time(m.mtime);
     (s.st_ctime, s.st_ctime_nsec) = split_time(m.ctime);
-    // SAFETY: the caller's buffer, checked non-null.
-    unsafe { st.write(s) };
-    Ok(0)
+    s
 }
 
 fn fill_statx(m: &Metadata, stx: *mut Statx) -> Result<c_int, c_int> {

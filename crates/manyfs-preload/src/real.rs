@@ -6,6 +6,9 @@ use libc::{
     size_t, ssize_t, stat, statfs, statx as Statx,
 };
 
+use crate::dirs::{ScanCompar, ScanFilter};
+use crate::ftw::{FtwFn, NftwFn};
+
 /// `pub fn NAME() -> unsafe extern "C" fn(ARGS) -> RET`: libc's `NAME`.
 macro_rules! next {
     ($( $name:ident : fn($($t:ty),*) -> $r:ty; )*) => {$(
@@ -101,6 +104,11 @@ next! {
     fopen64: fn(*const c_char, *const c_char) -> *mut FILE;
     fdopen: fn(c_int, *const c_char) -> *mut FILE;
     freopen64: fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+    realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
+    nftw64: fn(*const c_char, NftwFn, c_int, c_int) -> c_int;
+    ftw64: fn(*const c_char, FtwFn, c_int) -> c_int;
+    scandirat64: fn(c_int, *const c_char, *mut *mut *mut dirent64, ScanFilter, ScanCompar) -> c_int;
+    __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
 }
 
 /// libc's extended-attribute calls.

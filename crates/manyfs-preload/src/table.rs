@@ -10,7 +10,7 @@
 
 use libc::c_int;
 use manyfs::File;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Descriptor numbers this library can serve (higher ones: `EMFILE`).
@@ -33,6 +33,14 @@ pub struct Open {
     pub flags: AtomicI32,
     /// The file offset of `read`, `write` and `lseek`.
     pub offset: Mutex<u64>,
+    /// The write-life hint of `F_SET_RW_HINT` (`RWH_WRITE_LIFE_*`). Linux
+    /// keeps it with the inode; here it stays with the open file
+    /// description (shared by its `dup`s) and is not stored in the pool.
+    /// It changes nothing: the library places data by itself.
+    pub write_hint: AtomicU64,
+    /// The hint of `F_SET_FILE_RW_HINT`, of this open file description
+    /// only (as Linux kept it before 5.17).
+    pub file_write_hint: AtomicU64,
 }
 
 static OURS: [AtomicBool; MAX_FDS] = [const { AtomicBool::new(false) }; MAX_FDS];

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# RocksDB's db_bench, fillrandom then readrandom (100-byte values, 1 and 2
+# threads), three ways, side by side in one run: `manyfs run` (the pool in
+# the db_bench process), the FUSE mount (`manyfs mount`), and tmpfs
+# (/dev/shm).
+#
+#   scripts/dbbench-compare.sh [NUM]        (default 200000 keys per thread)
+#
+# Uses the `manyfs` binary and libmanyfs_preload.so of $BIN (default
+# target/release; build them with `cargo build --release -p manyfs-cli
+# -p manyfs-preload`) and db_bench from PATH (Debian's rocksdb-tools;
+# scripts/install-deps.sh installs it), or $DB_BENCH. Pools are 2 GiB
+# files under /dev/shm. Each db_bench run gets a fresh database
+# directory: fillrandom on an empty database, then readrandom of the keys
+# it wrote, with the same seed everywhere. Prints a markdown table of
+# ops/s as db_bench reports them (`fillrandom : X micros/op N ops/sec`;
+# with 2 threads, both threads' operations over the run's time).
+set -euo pipefail
+num=${1:-200000}
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+manyfs=$bin/manyfs
+dbbench=${DB_BENCH:-db_bench}
+[ -x "$manyfs" ] && [ -f "$bin/libmanyfs_preload.so" ] || {
+    echo "dbbench-compare: $manyfs or $bin/libmanyfs_preload.so missing (set BIN)" >&2
+    exit 1
+}
+command -v "$dbbench" >/dev/null || {
+    echo "dbbench-compare: $dbbench not found (scripts/install-deps.sh installs rocksdb-tools)" >&2
+    exit 1
+}
+work=$(mktemp -d /dev/shm/dbbench-compare.XXXXXX)
+mnt=$work/fuse
+trap 'fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$mnt" "$work/tmpfs"
+
+ops() { # BENCH < db_bench output -> its ops/s, as 55.1k or 1.23M
+    awk -v b="$1" '$1 == b && $2 == ":" {
+        for (i = 3; i < NF; i++) if ($(i + 1) == "ops/sec") { n = $i; break }
+    }
+    END {
+        if (n == "") { print "?"; exit }
+        if (n >= 1e6) printf "%.2fM\n", n / 1e6
+        else if (n >= 1e3) printf "%.1fk\n", n / 1e3
+        else print n
+    }'
+}
+bench() { # DB THREADS [PREFIX...] -> "FILL READ"
+    local db=$1 threads=$2 out
+    shift 2
+    out=$("$@" "$dbbench" --db="$db" --benchmarks=fillrandom,readrandom \
+        --num="$num" --value_size=100 --threads="$threads" --seed=1 \
+        --use_existing_db=0 2>"$work/stderr") || {
+        echo "dbbench-compare: db_bench failed in $db:" >&2
+        cat "$work/stderr" >&2
+        exit 1
+    }
+    if grep -q 'manyfs run:' "$work/stderr"; then
+        echo "dbbench-compare: the preload complained in $db:" >&2
+        grep 'manyfs run:' "$work/stderr" >&2
+    fi
+    echo "$(ops fillrandom <<<"$out") $(ops readrandom <<<"$out")"
+}
+
+echo "| where | fillrandom 1 thread | fillrandom 2 threads | readrandom 1 thread | readrandom 2 threads |"
+echo "|---|---|---|---|---|"
+row() { # NAME DIR [PREFIX...]
+    local name=$1 dir=$2 one two
+    shift 2
+    read -r -a one <<<"$(bench "$dir/db1" 1 "$@")"
+    read -r -a two <<<"$(bench "$dir/db2" 2 "$@")"
+    echo "| $name | ${one[0]} | ${two[0]} | ${one[1]} | ${two[1]} |"
+}
+row "manyfs run" "$work/run" "$manyfs" run --pool "$work/run.pool" --at "$work/run" --size 2G --
+"$manyfs" mkfs "$work/fuse.pool" --size 2G >/dev/null
+"$manyfs" mount "$work/fuse.pool" "$mnt"
+row "FUSE mount" "$mnt"
+fusermount3 -u "$mnt"
+row "tmpfs" "$work/tmpfs"
