@@ -427,6 +427,12 @@ pub fn durability_workloads() -> Vec<Workload> {
                 Op::Append("/C", 200, 0x31),
                 Op::Append("/C", 300, 0x32),
                 Op::FsyncData("/C"),
+                // An overwrite in place of the end's page, then an append
+                // whose checksum must be of the bytes the page holds now.
+                Op::Write("/C", 50, 20, 0x3b),
+                Op::Write("/C", 60, 30, 0x3c),
+                Op::Append("/C", 40, 0x3d),
+                Op::Fsync("/C"),
                 Op::Append("/C", 400, 0x33),
                 Op::Write("/C", 9000, 10, 0x34),
                 Op::Append("/C", 50, 0x35),

@@ -744,11 +744,12 @@ fn append_in_place(
         return Ok(false);
     }
     let want_crcs = core.deferring();
-    if want_crcs
-        && inode
-            .log
-            .data_crc_reach(core, current.entry)?
-            .is_some_and(|reach| reach > span.size_now)
+    let current_crc = if want_crcs {
+        inode.log.data_crc_span(core, current.entry)?
+    } else {
+        None
+    };
+    if current_crc.is_some_and(|c| c.end > span.size_now)
         && !inode.log.settle_for_overwrite(core, current.entry, false)?
     {
         return Ok(false);
@@ -763,8 +764,26 @@ fn append_in_place(
     core.media.nt_copy(at + span.off % PAGE, span.buf)?;
     let covered = span.end - page_start;
     let crc = if want_crcs {
+        // Where the entry mapping the page checksums exactly its bytes
+        // below the end (an append's, or an extending write's of this one
+        // page), go on from its checksum: only the new bytes are hashed.
+        // Not from a settled entry: an overwrite in place (which settles
+        // the entry first) may have changed the bytes it checksummed.
+        let crc = match current_crc {
+            Some(c)
+                if c.start == page_start
+                    && c.end == span.size_now
+                    && !inode.log.settle_for_overwrite(core, current.entry, false)? =>
+            {
+                let mut h = crc32fast::Hasher::new_with_initial_len(c.crc, c.end - c.start);
+                h.update(&ZERO_PAGE[..gap]);
+                h.update(span.buf);
+                h.finalize()
+            }
+            _ => core.media.crc32(at, covered)?,
+        };
         Some(DataCrc {
-            crc: core.media.crc32(at, covered)?,
+            crc,
             below_end: covered < PAGE,
         })
     } else {

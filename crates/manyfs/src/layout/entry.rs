@@ -59,6 +59,18 @@ pub struct DataCrc {
     pub below_end: bool,
 }
 
+/// A write entry's data checksum, with the file bytes it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataCrcSpan {
+    /// crc32 of file bytes `start..end` as the entry's blocks hold them.
+    pub crc: u32,
+    /// First file byte covered (the entry's first page).
+    pub start: u64,
+    /// The file offset just past the bytes covered: bytes of its blocks at
+    /// and past it may change without invalidating the entry.
+    pub end: u64,
+}
+
 impl DataCrc {
     /// A checksum of all the entry's pages.
     pub fn whole(crc: u32) -> DataCrc {
@@ -360,14 +372,18 @@ impl Entry {
         })
     }
 
-    /// For a `FileWrite` header slot with a data checksum: the file offset
-    /// just past the bytes that checksum covers (bytes of its blocks at and
-    /// past it may change without invalidating the entry).
-    pub fn data_crc_reach(header: &[u8]) -> Option<u64> {
+    /// For a `FileWrite` header slot with a data checksum: that checksum
+    /// and where it lies in the file.
+    pub fn data_crc_span(header: &[u8]) -> Option<DataCrcSpan> {
         let c = Self::data_crc(header)?;
         let (pgoff, npages, file_end) =
             (le_u64(header, 16), le_u32(header, 32), le_u64(header, 40));
-        Some(pgoff.saturating_mul(BLOCK_SIZE) + c.covered(pgoff, npages, file_end))
+        let start = pgoff.saturating_mul(BLOCK_SIZE);
+        Some(DataCrcSpan {
+            crc: c.crc,
+            start,
+            end: start + c.covered(pgoff, npages, file_end),
+        })
     }
 
     /// How many slots an entry whose header slot is `header` claims, if the
@@ -708,7 +724,7 @@ mod tests {
                 assert_eq!(Entry::data_crc(&bytes), want);
             }
             assert_eq!(Entry::data_crc(&committed(&e.encode(false))), None);
-            assert_eq!(Entry::data_crc_reach(&committed(&e.encode(false))), None);
+            assert_eq!(Entry::data_crc_span(&committed(&e.encode(false))), None);
         }
     }
 

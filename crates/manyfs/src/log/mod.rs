@@ -1016,16 +1016,20 @@ impl InodeLog {
         Ok(())
     }
 
-    /// The file offset just past the bytes whose checksum the write entry
-    /// at `loc` carries ([`Entry::data_crc_reach`]); `None` if it carries
+    /// The data checksum the write entry at `loc` carries, and the file
+    /// bytes it covers ([`Entry::data_crc_span`]); `None` if it carries
     /// none. One 64-byte read of its header slot.
-    pub fn data_crc_reach(&self, space: &dyn LogSpace, loc: EntryLoc) -> Result<Option<u64>> {
+    pub fn data_crc_span(
+        &self,
+        space: &dyn LogSpace,
+        loc: EntryLoc,
+    ) -> Result<Option<DataCrcSpan>> {
         let mut header = [0u8; SLOT_SIZE as usize];
         space.media().read(
             loc_page(loc) * BLOCK_SIZE + loc_slot(loc) * SLOT_SIZE,
             &mut header,
         )?;
-        Ok(Entry::data_crc_reach(&header))
+        Ok(Entry::data_crc_span(&header))
     }
 
     /// Drop `n` live references of the entry at `loc` (its pages were
