@@ -128,14 +128,19 @@ fn a_file_written_from_two_cpus_gets_a_log_array() {
             fs.metadata("/d").unwrap().ino,
         );
         // A second CPU: its sub-log needs the array (one block) and a page.
+        // Each append is synced from the CPU that made it: in `file` mode
+        // appends into the end's page are logged by the sync that follows
+        // (`append_in_place`), from the thread that runs it.
         on(1, &|| {
             let f = common::open_rw(&fs, "/f");
             f.write_at(b"bc", 1).unwrap();
+            f.sync_data().unwrap();
             fs.write("/d/b", b"b").unwrap();
         });
         on(0, &|| {
             let f = common::open_rw(&fs, "/f");
             f.write_at(b"d", 3).unwrap();
+            f.sync_data().unwrap();
         });
         // /f: array + page; /d: array + page; /d/b: page + data.
         assert_eq!(used_blocks(&fs) - before, 6, "{durability:?}");

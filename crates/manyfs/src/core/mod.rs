@@ -91,6 +91,9 @@ pub struct FsCore {
     pub sync_engine: crate::alloc::deferred::SyncEngine,
     /// `file` mode: inodes named since the last full sync, and where.
     pub named: crate::alloc::deferred::Named,
+    /// Inodes that began holding appends not logged yet since the last full
+    /// sync took this list (`file::append_in_place`).
+    pub(crate) pending_appends: Mutex<Vec<u64>>,
     /// Thread placement: per-thread I/O accounting and the planner.
     pub placement: crate::placement::Placement,
     /// With `checkpoint=blocking`: writers hold it shared, a checkpoint
@@ -305,6 +308,7 @@ impl FsCore {
             topology,
             sync_engine: Default::default(),
             named: Default::default(),
+            pending_appends: Mutex::new(Vec::new()),
             checkpoint_gate: parking_lot::RwLock::new(()),
             staging,
             #[cfg(feature = "planted-bugs")]
@@ -472,6 +476,8 @@ impl FsCore {
             parent: AtomicU64::new(0),
             freed: std::sync::atomic::AtomicBool::new(false),
             staging: Default::default(),
+            pending_append: Mutex::new(None),
+            has_pending_append: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -69,6 +69,15 @@ pub(crate) use crate::alloc::deferred::Pending;
 impl FsCore {
     /// Make everything done so far durable (see the module comment).
     pub fn full_sync(&self) -> Result<()> {
+        // Appends gathered in place get their entries first (a failure is
+        // reported after the rest is synced).
+        let appends_logged = crate::file::log_pending_appends(self);
+        self.full_sync_entries()?;
+        appends_logged
+    }
+
+    /// [`FsCore::full_sync`] of what is logged.
+    fn full_sync_entries(&self) -> Result<()> {
         if !self.deferring() {
             if self.media.check_alive().is_ok() {
                 self.persist_spills()?;
@@ -161,6 +170,21 @@ impl FsCore {
     /// `with_metadata` false is `fdatasync`: the mtime of writes made in
     /// place is not logged (their data is made durable).
     pub fn sync_inode(&self, inode: &crate::inode::Inode, with_metadata: bool) -> Result<()> {
+        if !self.deferring() {
+            return self.full_sync();
+        }
+        // The appends it gathered in place get their entry first.
+        crate::file::log_pending_append(self, inode)?;
+        self.sync_inode_entries(inode, with_metadata)
+    }
+
+    /// [`FsCore::sync_inode`] of what the inode's log holds, without first
+    /// logging appends gathered in place (the caller may be logging them).
+    pub(crate) fn sync_inode_entries(
+        &self,
+        inode: &crate::inode::Inode,
+        with_metadata: bool,
+    ) -> Result<()> {
         if !self.deferring() {
             return self.full_sync();
         }

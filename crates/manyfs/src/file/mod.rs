@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::index::PageMapping;
 use crate::inode::FileData;
 use crate::inode::Inode;
+use crate::inode::PendingAppend;
 use crate::layout::*;
 use crate::lock::{Access, RangeGuard};
 use crate::sync::Ordering;
@@ -116,6 +117,7 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
         match tail_to_seal(f.size(), off) {
             Some(tail) if tail * PAGE < from => from = tail * PAGE,
             Some(_) => {
+                log_pending_append(core, inode)?;
                 seal_tail(core, inode, f)?;
                 break r;
             }
@@ -191,6 +193,13 @@ fn write_locked(
         size_now: f.size(),
     };
     let npages = span.last_pg - span.first_pg + 1;
+    let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
+    let one_page = span.first_pg == span.last_pg && !stage && matches!(target, Target::Auto);
+    if one_page && append_in_place(core, inode, f, &span, f.index.slot(span.first_pg), epoch)? {
+        return Ok(buf.len());
+    }
+    // Any other write comes after the appends gathered in place.
+    log_pending_append(core, inode)?;
 
     // One walk of the index per page: the slots are reused to publish.
     // (Pushed one by one: a `collect` is an out-of-line `extend` whose
@@ -206,20 +215,7 @@ fn write_locked(
         old.push(m);
     }
 
-    let stage = matches!(target, Target::Auto) && core.staging.wants(inode, buf.len());
-    if span.first_pg == span.last_pg
-        && end <= span.size_now
-        && !stage
-        && matches!(target, Target::Auto)
-        && overwrite_in_place(core, inode, buf, off, old[0])?
-    {
-        return Ok(buf.len());
-    }
-    if span.first_pg == span.last_pg
-        && !stage
-        && matches!(target, Target::Auto)
-        && append_in_place(core, inode, f, &span, slots[0], old[0], epoch)?
-    {
+    if one_page && end <= span.size_now && overwrite_in_place(core, inode, buf, off, old[0])? {
         return Ok(buf.len());
     }
 
@@ -706,8 +702,8 @@ fn overwrite_in_place(
 
 /// Write `span` (inside the page that holds the end of file, at or past
 /// the end) into that page's current block instead of a copy, if that is
-/// safe; returns whether it did. The entry it logs maps the page to the
-/// same block, one version up, with the new end.
+/// safe; returns whether it did. The entry that makes it count maps the
+/// page to the same block, one version up, with the new end.
 ///
 /// The bytes of the block at and past the end of file are no file's
 /// content: reads stop at the end, and whatever makes them part of the file
@@ -719,68 +715,143 @@ fn overwrite_in_place(
 /// them: the entry that maps the page now must carry none, or one of its
 /// bytes below an end no further than the current one (an extending write
 /// checksums only those, see [`fill_extents`]), or be settled
-/// (`InodeLog::settle_for_overwrite`). This entry checksums the page's
+/// (`InodeLog::settle_for_overwrite`). The new entry checksums the page's
 /// bytes below the new end only, so the next append finds the same.
 ///
-/// An append of a few hundred bytes then costs a copy of those bytes and
-/// one entry, where a copy-on-write page costs a fresh block (a page fault
-/// on a new pool page), a 4 KiB copy, and a block to free later.
+/// In `file` mode the entry is not appended now: the appends to the page
+/// gather in the inode's [`PendingAppend`] (bytes in the block, size in
+/// memory), and one entry is logged for all of them by the next sync of the
+/// file or the pool, or before anything else changes the file
+/// ([`log_pending_append`]). Until a sync, `file` mode promises nothing
+/// durable, and the gathered appends count or not as one (each is whole or
+/// absent, as docs/guarantees.md promises for unsynced operations). An
+/// append of a few hundred bytes then costs a copy of those bytes, where a
+/// copy-on-write page cost a fresh block (a page fault on new pool memory),
+/// a 4 KiB copy, an entry, and a block to free later.
 fn append_in_place(
     core: &FsCore,
     inode: &Inode,
     f: &FileData,
     span: &WriteSpan<'_>,
     slot: &crate::index::PageSlot,
-    current: PageMapping,
     epoch: u32,
 ) -> Result<bool> {
     let page_start = span.first_pg * PAGE;
-    if span.off < span.size_now
-        || span.size_now <= page_start
-        || current.block == 0
-        || core.staging.enabled()
-        || core.media.on_data_device(current.block * PAGE)
-    {
+    if span.off < span.size_now || span.size_now <= page_start || core.staging.enabled() {
         return Ok(false);
     }
-    let want_crcs = core.deferring();
-    let current_crc = if want_crcs {
-        inode.log.data_crc_span(core, current.entry)?
-    } else {
-        None
-    };
-    if current_crc.is_some_and(|c| c.end > span.size_now)
-        && !inode.log.settle_for_overwrite(core, current.entry, false)?
-    {
+    let usable = |m: &PageMapping| m.block != 0 && !core.media.on_data_device(m.block * PAGE);
+    let now = crate::time::now_ns();
+    if !core.deferring() {
+        // `pm` and `dram`: logged now (durable on return in `pm` mode).
+        let current = slot.get();
+        if !usable(&current) {
+            return Ok(false);
+        }
+        let sublog = sublog_keeping(core, inode, current.entry)?;
+        write_past_end(core, current.block, span)?;
+        let appended = PendingAppend {
+            page: span.first_pg,
+            block: current.block,
+            entry: current.entry,
+            version: current.version,
+            end: span.end,
+            crc: None,
+            mtime_ns: now,
+        };
+        log_append(core, inode, f, slot, &appended, sublog, epoch)?;
+        return Ok(true);
+    }
+    let mut pending = inode.pending_append.lock();
+    // Read under the mutex: a pending append is logged under it.
+    let current = slot.get();
+    if !usable(&current) {
         return Ok(false);
     }
-    let sublog = sublog_keeping(core, inode, current.entry)?;
-    let at = current.block * PAGE;
+    let continues = pending
+        .as_ref()
+        .map(|p| p.page == span.first_pg && p.block == current.block && p.end == span.size_now);
+    match continues {
+        Some(true) => {}
+        // Another page's (the end moved without logging it: never, as
+        // every other change logs it first); copy on write.
+        Some(false) => return Ok(false),
+        None => {
+            let current_crc = inode.log.data_crc_span(core, current.entry)?;
+            let settled = match current_crc {
+                Some(_) => inode.log.settle_for_overwrite(core, current.entry, false)?,
+                None => false,
+            };
+            if current_crc.is_some_and(|c| c.end > span.size_now) && !settled {
+                return Ok(false);
+            }
+            // Where the entry mapping the page checksums exactly its bytes
+            // below the end, go on from its checksum (not from a settled
+            // one: an overwrite in place, which settles the entry first,
+            // may have changed the bytes it checksummed).
+            let crc = current_crc
+                .filter(|c| c.start == page_start && c.end == span.size_now && !settled)
+                .map(|c| c.crc);
+            *pending = Some(PendingAppend {
+                page: span.first_pg,
+                block: current.block,
+                entry: current.entry,
+                version: current.version,
+                end: span.size_now,
+                crc,
+                mtime_ns: now,
+            });
+            if !inode.has_pending_append.swap(true, Ordering::AcqRel) {
+                core.pending_appends.lock().push(inode.ino);
+            }
+        }
+    }
+    let p = pending.as_mut().expect("a pending append");
+    write_past_end(core, p.block, span)?;
+    if let Some(crc) = p.crc.as_mut() {
+        let mut h = crc32fast::Hasher::new_with_initial_len(*crc, p.end - page_start);
+        h.update(&ZERO_PAGE[..(span.off - span.size_now) as usize]);
+        h.update(span.buf);
+        *crc = h.finalize();
+    }
+    p.end = span.end;
+    p.mtime_ns = now;
+    // The bytes are in the block: readers may see them.
+    f.size.fetch_max(span.end, Ordering::AcqRel);
+    drop(pending);
+    inode.log.note_unlogged_write(now);
+    Ok(true)
+}
+
+/// Store a write at or past the end of file into `block`, the block of the
+/// page holding the end, with zeros for the gap between.
+fn write_past_end(core: &FsCore, block: u64, span: &WriteSpan<'_>) -> Result<()> {
+    let at = block * PAGE;
     let gap = (span.off - span.size_now) as usize;
     if gap > 0 {
         core.media
             .nt_copy(at + span.size_now % PAGE, &ZERO_PAGE[..gap])?;
     }
-    core.media.nt_copy(at + span.off % PAGE, span.buf)?;
-    let covered = span.end - page_start;
-    let crc = if want_crcs {
-        // Where the entry mapping the page checksums exactly its bytes
-        // below the end (an append's, or an extending write's of this one
-        // page), go on from its checksum: only the new bytes are hashed.
-        // Not from a settled entry: an overwrite in place (which settles
-        // the entry first) may have changed the bytes it checksummed.
-        let crc = match current_crc {
-            Some(c)
-                if c.start == page_start
-                    && c.end == span.size_now
-                    && !inode.log.settle_for_overwrite(core, current.entry, false)? =>
-            {
-                let mut h = crc32fast::Hasher::new_with_initial_len(c.crc, c.end - c.start);
-                h.update(&ZERO_PAGE[..gap]);
-                h.update(span.buf);
-                h.finalize()
-            }
-            _ => core.media.crc32(at, covered)?,
+    core.media.nt_copy(at + span.off % PAGE, span.buf)
+}
+
+/// Log the entry of appends written in place (`appended`) into sub-log
+/// `sublog` and publish it: the page maps the same block one version up,
+/// the entry that mapped it is superseded, and the new end is defined.
+fn log_append(
+    core: &FsCore,
+    inode: &Inode,
+    f: &FileData,
+    slot: &crate::index::PageSlot,
+    appended: &PendingAppend,
+    sublog: usize,
+    epoch: u32,
+) -> Result<()> {
+    let covered = appended.end - appended.page * PAGE;
+    let crc = if core.deferring() {
+        let crc = match appended.crc {
+            Some(c) => c,
+            None => core.media.crc32(appended.block * PAGE, covered)?,
         };
         Some(DataCrc {
             crc,
@@ -789,39 +860,85 @@ fn append_in_place(
     } else {
         None
     };
-    let now = crate::time::now_ns();
-    let version = current.version + 1;
+    let version = appended.version + 1;
     let entry = Entry::FileWrite {
         epoch,
         version,
-        pgoff: span.first_pg,
-        block: current.block,
+        pgoff: appended.page,
+        block: appended.block,
         npages: 1,
-        file_end: span.end,
-        mtime_ns: now,
+        file_end: appended.end,
+        mtime_ns: appended.mtime_ns,
     };
     // One reference for the page, one for the size it defines.
     let locs = inode.log.append_with_crcs(
         core,
         sublog,
         &[(entry, 2)],
-        now,
+        appended.mtime_ns,
         crc.as_ref().map(std::slice::from_ref),
     )?;
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch {
         // As in `write_locked`: an attribute change raced with this write.
-        let _ = log_write_mtime(core, inode, now);
+        let _ = log_write_mtime(core, inode, appended.mtime_ns);
     }
     slot.set(PageMapping {
-        block: current.block,
+        block: appended.block,
         entry: locs[0],
         version,
     });
     // The block stays: only the entry that mapped it before is superseded.
-    core.release_later(inode, current.entry, 1);
-    note_new_end(core, inode, f, span.end, locs[0]);
-    Ok(true)
+    core.release_later(inode, appended.entry, 1);
+    note_new_end(core, inode, f, appended.end, locs[0]);
+    Ok(())
+}
+
+/// Log the appends `inode` gathered in place ([`append_in_place`]), if it
+/// holds any: before a sync snapshots the file's log, and before anything
+/// else changes the file (a write, a truncate, a compaction), whose
+/// entries must come after it.
+pub(crate) fn log_pending_append(core: &FsCore, inode: &Inode) -> Result<()> {
+    if !inode.has_pending_append.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let Some(f) = inode.file.as_deref() else {
+        return Ok(());
+    };
+    let mut pending = inode.pending_append.lock();
+    let Some(appended) = *pending else {
+        return Ok(());
+    };
+    if inode.freed.load(Ordering::Acquire) {
+        // Unlinked and closed: its blocks went back with it.
+        *pending = None;
+        inode.has_pending_append.store(false, Ordering::Release);
+        return Ok(());
+    }
+    let slot = f.index.slot(appended.page);
+    let sublog = sublog_keeping(core, inode, appended.entry)?;
+    let epoch = inode.attr_seq.load(Ordering::Acquire) as u32;
+    log_append(core, inode, f, slot, &appended, sublog, epoch)?;
+    *pending = None;
+    inode.has_pending_append.store(false, Ordering::Release);
+    Ok(())
+}
+
+/// [`log_pending_append`] for every inode that gathered appends since the
+/// last call (a full sync's first step, and `fsck::verify`'s). An inode
+/// that failed stays listed; the first error is returned after the others
+/// were tried.
+pub(crate) fn log_pending_appends(core: &FsCore) -> Result<()> {
+    let listed = std::mem::take(&mut *core.pending_appends.lock());
+    let mut first_err = None;
+    for ino in listed {
+        let Ok(inode) = core.get(ino) else { continue };
+        if let Err(e) = log_pending_append(core, &inode) {
+            core.pending_appends.lock().push(ino);
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 /// The sub-log for an entry that keeps the bytes of the page `entry` maps:
@@ -938,7 +1055,7 @@ fn sublog_after(
     }
     let want = fixed.unwrap_or_else(|| deps.first().copied().unwrap_or(inode.log.home_sublog()));
     if deps.iter().any(|&s| s != want) {
-        core.sync_inode(inode, false)?;
+        core.sync_inode_entries(inode, false)?;
     }
     Ok(want)
 }
@@ -1154,7 +1271,8 @@ pub fn set_len(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     }
     let gate = core.writer_gate();
     let guard = f.truncate_lock.write();
-    let result = set_len_exclusive(core, inode, f, len);
+    let result =
+        log_pending_append(core, inode).and_then(|_| set_len_exclusive(core, inode, f, len));
     drop(guard);
     drop(gate);
     result?;
@@ -1175,6 +1293,7 @@ pub fn extend_to(core: &FsCore, inode: &Inode, len: u64) -> Result<()> {
     let _gate = core.writer_gate();
     let _guard = f.truncate_lock.write();
     if f.size() < len {
+        log_pending_append(core, inode)?;
         set_len_exclusive(core, inode, f, len)
     } else {
         Ok(())
@@ -1305,6 +1424,11 @@ pub(crate) fn maybe_compact(core: &FsCore, inode: &Inode) {
     }
     let Some(f) = inode.file.as_ref() else { return };
     let _guard = f.truncate_lock.write();
+    // The rewrite takes the index and size as memory has them: the
+    // appends gathered in place are logged first.
+    if log_pending_append(core, inode).is_err() {
+        return;
+    }
     let attrs = inode.attrs.lock();
     // Best effort: on failure (a full pool) the old log stays valid.
     let _ = compact_file(core, inode, f, &attrs);

@@ -10,11 +10,13 @@ use std::sync::atomic::Ordering;
 /// compare it with the live DRAM state: same names, sizes, link counts,
 /// page mappings and free space. Returns the differences (empty when
 /// consistent). Quiesce writers first for an exact comparison. Logs the
-/// mtimes that overwrites in place left in memory only (what the next
-/// sync would log), so that the two are comparable.
+/// mtimes that overwrites in place left in memory only, and the appends
+/// gathered in place (what the next sync would log), so that the two are
+/// comparable.
 pub fn verify(fs: &crate::Fs) -> Result<Vec<String>> {
     let core = fs.core();
     if core.deferring() {
+        crate::file::log_pending_appends(core)?;
         for inode in core.all_inodes() {
             crate::core::sync::log_unlogged_mtime(core, &inode, true)?;
         }

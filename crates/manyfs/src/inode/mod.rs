@@ -137,6 +137,35 @@ pub struct Inode {
     /// Staging of small synchronous writes on a tiered pool
     /// (`inode/staging.rs`), made on first use.
     pub staging: LazyStaging,
+    /// Appends written in place but not logged yet (`file` mode).
+    pub(crate) pending_append: Mutex<Option<PendingAppend>>,
+    /// Whether `pending_append` holds one: lets every other write check
+    /// without the mutex.
+    pub(crate) has_pending_append: std::sync::atomic::AtomicBool,
+}
+
+/// Appends that went into the block of the page holding the end of file
+/// and are not logged yet (`file::append_in_place`, `file` mode): the
+/// bytes are in the block and the size in memory; the entry that makes
+/// them count is appended by the next sync of the file or of the pool, or
+/// before any other change to the file (`file::log_pending_append`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PendingAppend {
+    /// The file page.
+    pub page: u64,
+    /// Its block (the one the logged entry maps).
+    pub block: u64,
+    /// The logged entry that maps the page.
+    pub entry: crate::log::EntryLoc,
+    /// That entry's version.
+    pub version: u64,
+    /// The end of file the appends reached.
+    pub end: u64,
+    /// crc32 of the page's bytes below `end`, where it could be carried on
+    /// from the logged entry's checksum (else computed when logged).
+    pub crc: Option<u32>,
+    /// The newest append's mtime.
+    pub mtime_ns: u64,
 }
 
 impl Inode {

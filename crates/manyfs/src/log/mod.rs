@@ -657,6 +657,14 @@ impl InodeLog {
         self.note_dirty(space);
     }
 
+    /// A write not logged yet (an append in place waiting for its entry,
+    /// `file::append_in_place`) changed the file at `mtime_ns`: the mtime
+    /// memory shows moves; the entry will carry it.
+    pub fn note_unlogged_write(&self, mtime_ns: u64) {
+        let mut sub = lock(self.sub(self.home_sublog()));
+        sub.last_mtime_ns = sub.last_mtime_ns.max(mtime_ns);
+    }
+
     /// Note again that the mtime is not logged (a sync that took the flag
     /// could not log it).
     pub fn mark_mtime_unlogged(&self) {
