@@ -5,6 +5,13 @@
 # (/dev/shm).
 #
 #   scripts/dbbench-compare.sh [NUM]        (default 200000 keys per thread)
+#   scripts/dbbench-compare.sh --pairs N [NUM]
+#
+# `--pairs N` measures only `manyfs run` against tmpfs at one thread, N
+# times in alternation (each on a fresh pool and database, seeds 1..N),
+# and prints every pair and the median of the ratios: on a shared machine
+# whose speed drifts by tens of percent within a minute, a ratio of runs
+# made back to back is what can be compared.
 #
 # Uses the `manyfs` binary and libmanyfs_preload.so of $BIN (default
 # target/release; build them with `cargo build --release -p manyfs-cli
@@ -16,6 +23,11 @@
 # ops/s as db_bench reports them (`fillrandom : X micros/op N ops/sec`;
 # with 2 threads, both threads' operations over the run's time).
 set -euo pipefail
+pairs=0
+if [ "${1:-}" = --pairs ]; then
+    pairs=${2:?--pairs needs a count}
+    shift 2
+fi
 num=${1:-200000}
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 manyfs=$bin/manyfs
@@ -60,6 +72,42 @@ bench() { # DB THREADS [PREFIX...] -> "FILL READ"
     fi
     echo "$(ops fillrandom <<<"$out") $(ops readrandom <<<"$out")"
 }
+
+if [ "$pairs" -gt 0 ]; then
+    raw() { # BENCH < db_bench output -> its ops/s as a plain number
+        awk -v b="$1" '$1 == b && $2 == ":" {
+            for (i = 3; i < NF; i++) if ($(i + 1) == "ops/sec") print $i
+        }'
+    }
+    one() { # DB SEED [PREFIX...] -> "FILL READ"
+        local db=$1 seed=$2 out
+        shift 2
+        out=$("$@" "$dbbench" --db="$db" --benchmarks=fillrandom,readrandom \
+            --num="$num" --value_size=100 --threads=1 --seed="$seed" 2>"$work/stderr") || {
+            echo "dbbench-compare: db_bench failed in $db:" >&2
+            cat "$work/stderr" >&2
+            exit 1
+        }
+        echo "$(raw fillrandom <<<"$out") $(raw readrandom <<<"$out")"
+    }
+    echo "| pair | tmpfs fillrandom | manyfs run fillrandom | ratio | tmpfs readrandom | manyfs run readrandom | ratio |"
+    echo "|---|---|---|---|---|---|---|"
+    for i in $(seq 1 "$pairs"); do
+        rm -rf "$work/tmpfs/db" "$work/run" "$work/run.pool"
+        read -r tf tr <<<"$(one "$work/tmpfs/db" "$i")"
+        read -r mf mr <<<"$(one "$work/run/db" "$i" "$manyfs" run --pool "$work/run.pool" \
+            --at "$work/run" --size 2G --)"
+        echo "$i $tf $mf $tr $mr"
+    done | awk '
+        { printf "| %d | %d | %d | %.2f | %d | %d | %.2f |\n", $1, $2, $3, $3 / $2, $4, $5, $5 / $4
+          f[NR] = $3 / $2; r[NR] = $5 / $4 }
+        function median(a, n,   i, j, t) {
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        END { printf "| median | | | %.2f | | | %.2f |\n", median(f, NR), median(r, NR) }'
+    exit 0
+fi
 
 echo "| where | fillrandom 1 thread | fillrandom 2 threads | readrandom 1 thread | readrandom 2 threads |"
 echo "|---|---|---|---|---|"

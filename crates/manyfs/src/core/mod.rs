@@ -56,6 +56,12 @@ impl Drop for PinGuard<'_> {
     }
 }
 
+/// What logs the appends an inode gathered in place, in memory only
+/// (`file::log_pending_append`): the file layer, which makes them, sits
+/// above this one and installs it when a mount is built; a sync calls it
+/// before it snapshots an inode's log.
+pub(crate) type UnloggedAppends = fn(&FsCore, &Inode) -> Result<()>;
+
 /// Everything a mounted pool shares. Aligned to 128 bytes so that, in an
 /// `Arc`, the reference count (taken by every open handle) has its line to
 /// itself: a count moved between CPUs does not take the fields every
@@ -94,6 +100,9 @@ pub struct FsCore {
     /// Inodes that began holding appends not logged yet since the last full
     /// sync took this list (`file::append_in_place`).
     pub(crate) pending_appends: Mutex<Vec<u64>>,
+    /// Logs the appends an inode gathered in place without an entry, before
+    /// a sync snapshots its log ([`UnloggedAppends`]).
+    pub(crate) log_unlogged_appends: UnloggedAppends,
     /// Thread placement: per-thread I/O accounting and the planner.
     pub placement: crate::placement::Placement,
     /// With `checkpoint=blocking`: writers hold it shared, a checkpoint
@@ -309,6 +318,7 @@ impl FsCore {
             sync_engine: Default::default(),
             named: Default::default(),
             pending_appends: Mutex::new(Vec::new()),
+            log_unlogged_appends: |_, _| Ok(()),
             checkpoint_gate: parking_lot::RwLock::new(()),
             staging,
             #[cfg(feature = "planted-bugs")]

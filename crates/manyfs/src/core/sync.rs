@@ -71,9 +71,26 @@ impl FsCore {
     pub fn full_sync(&self) -> Result<()> {
         // Appends gathered in place get their entries first (a failure is
         // reported after the rest is synced).
-        let appends_logged = crate::file::log_pending_appends(self);
+        let appends_logged = self.log_pending_appends();
         self.full_sync_entries()?;
         appends_logged
+    }
+
+    /// Log the appends every inode gathered in place since the last call
+    /// ([`FsCore::log_unlogged_appends`]): a full sync's first step, and
+    /// `fsck::verify`'s. An inode that failed stays listed; the first error
+    /// is returned after the others were tried.
+    pub(crate) fn log_pending_appends(&self) -> Result<()> {
+        let listed = std::mem::take(&mut *self.pending_appends.lock());
+        let mut first_err = None;
+        for ino in listed {
+            let Ok(inode) = self.get(ino) else { continue };
+            if let Err(e) = (self.log_unlogged_appends)(self, &inode) {
+                self.pending_appends.lock().push(ino);
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 
     /// [`FsCore::full_sync`] of what is logged.
@@ -174,7 +191,7 @@ impl FsCore {
             return self.full_sync();
         }
         // The appends it gathered in place get their entry first.
-        crate::file::log_pending_append(self, inode)?;
+        (self.log_unlogged_appends)(self, inode)?;
         self.sync_inode_entries(inode, with_metadata)
     }
 

@@ -924,23 +924,6 @@ pub(crate) fn log_pending_append(core: &FsCore, inode: &Inode) -> Result<()> {
     Ok(())
 }
 
-/// [`log_pending_append`] for every inode that gathered appends since the
-/// last call (a full sync's first step, and `fsck::verify`'s). An inode
-/// that failed stays listed; the first error is returned after the others
-/// were tried.
-pub(crate) fn log_pending_appends(core: &FsCore) -> Result<()> {
-    let listed = std::mem::take(&mut *core.pending_appends.lock());
-    let mut first_err = None;
-    for ino in listed {
-        let Ok(inode) = core.get(ino) else { continue };
-        if let Err(e) = log_pending_append(core, &inode) {
-            core.pending_appends.lock().push(ino);
-            first_err.get_or_insert(e);
-        }
-    }
-    first_err.map_or(Ok(()), Err)
-}
-
 /// The sub-log for an entry that keeps the bytes of the page `entry` maps:
 /// it counts only with that entry (and with an unsynced truncate), as a
 /// copy of the page would ([`sublog_after`]).

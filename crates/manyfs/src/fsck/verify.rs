@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 pub fn verify(fs: &crate::Fs) -> Result<Vec<String>> {
     let core = fs.core();
     if core.deferring() {
-        crate::file::log_pending_appends(core)?;
+        core.log_pending_appends()?;
         for inode in core.all_inodes() {
             crate::core::sync::log_unlogged_mtime(core, &inode, true)?;
         }

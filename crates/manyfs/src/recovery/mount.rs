@@ -31,6 +31,7 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
         sb.mount_epoch += 1;
     }
     let mut core = FsCore::new(media, sb.clone(), opts);
+    core.log_unlogged_appends = crate::file::log_pending_append;
     let pools = core.topology.cpu_count();
     // Each member's blocks belong to its node: CPUs allocate there first.
     let regions: Vec<NodeRegion> = core
