@@ -212,8 +212,8 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
     )
 }
 
-/// `mmap(2)`: a file under the pool cannot be mapped (`ENODEV`, said on
-/// stderr).
+/// `mmap(2)`: a file under the pool is mapped through a shared-memory copy
+/// (`shadow.rs`).
 ///
 /// # Safety
 /// As `mmap(2)`.
@@ -226,14 +226,37 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    if flags & libc::MAP_ANONYMOUS == 0 && table::is_ours(fd) {
-        let at = state::config().map_or_else(String::new, |c| c.at.display().to_string());
-        state::say(&format!("mmap of a file under {at} is not supported"));
-        crate::set_errno(libc::ENODEV);
-        return libc::MAP_FAILED;
+    if flags & libc::MAP_ANONYMOUS == 0
+        && let Some(o) = table::get(fd)
+    {
+        return match state::fs().and_then(|_| crate::shadow::map(&o, addr, len, prot, flags, off)) {
+            Ok(p) => p,
+            Err(e) => {
+                crate::set_errno(e);
+                libc::MAP_FAILED
+            }
+        };
     }
     // SAFETY: the caller's arguments, unchanged, to libc.
     unsafe { real::mmap64()(addr, len, prot, flags, fd, off) }
+}
+
+/// `munmap(2)`: a mapping of a file under the pool is written back first.
+///
+/// # Safety
+/// As `munmap(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    crate::shadow::unmap(addr, len)
+}
+
+/// `msync(2)`: a mapping of a file under the pool is written back to it.
+///
+/// # Safety
+/// As `msync(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    crate::shadow::sync(addr, len, flags)
 }
 
 /// `mmap64(2)`.

@@ -245,6 +245,7 @@ fn writable(o: &Open) -> Result<(), c_int> {
 /// `None`.
 pub(crate) fn read_ours(o: &Open, buf: &mut [u8], off: Option<u64>) -> Result<usize, c_int> {
     readable(o)?;
+    crate::shadow::before_access(o)?;
     match off {
         Some(off) => o.file.read_at(buf, off).map_err(errno_of),
         None => {
@@ -262,19 +263,21 @@ pub(crate) fn read_ours(o: &Open, buf: &mut [u8], off: Option<u64>) -> Result<us
 pub(crate) fn write_ours(o: &Open, buf: &[u8], off: Option<u64>) -> Result<usize, c_int> {
     writable(o)?;
     let flags = o.flags.load(Ordering::Relaxed);
-    let n = if flags & libc::O_APPEND != 0 {
+    let (n, at) = if flags & libc::O_APPEND != 0 {
         let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
         let at = o.file.append(buf).map_err(errno_of)?;
         *pos = at + buf.len() as u64;
-        buf.len()
+        (buf.len(), at)
     } else if let Some(off) = off {
-        o.file.write_at(buf, off).map_err(errno_of)?
+        (o.file.write_at(buf, off).map_err(errno_of)?, off)
     } else {
         let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
-        let n = o.file.write_at(buf, *pos).map_err(errno_of)?;
+        let at = *pos;
+        let n = o.file.write_at(buf, at).map_err(errno_of)?;
         *pos += n as u64;
-        n
+        (n, at)
     };
+    crate::shadow::after_write(o, &buf[..n], at)?;
     if flags & libc::O_DSYNC != 0 {
         o.file.sync_data().map_err(errno_of)?;
     }
@@ -613,7 +616,10 @@ pub extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
 pub extern "C" fn fsync(fd: c_int) -> c_int {
     on_fd(
         fd,
-        |o| o.file.sync_all().map(|()| 0).map_err(errno_of),
+        |o| {
+            crate::shadow::before_access(o)?;
+            o.file.sync_all().map(|()| 0).map_err(errno_of)
+        },
         // SAFETY: the caller's argument, unchanged, to libc.
         || unsafe { real::fsync()(fd) },
     )
@@ -624,7 +630,10 @@ pub extern "C" fn fsync(fd: c_int) -> c_int {
 pub extern "C" fn fdatasync(fd: c_int) -> c_int {
     on_fd(
         fd,
-        |o| o.file.sync_data().map(|()| 0).map_err(errno_of),
+        |o| {
+            crate::shadow::before_access(o)?;
+            o.file.sync_data().map(|()| 0).map_err(errno_of)
+        },
         // SAFETY: the caller's argument, unchanged, to libc.
         || unsafe { real::fdatasync()(fd) },
     )
@@ -635,7 +644,10 @@ pub extern "C" fn fdatasync(fd: c_int) -> c_int {
 pub extern "C" fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags: c_uint) -> c_int {
     on_fd(
         fd,
-        |o| o.file.sync_data().map(|()| 0).map_err(errno_of),
+        |o| {
+            crate::shadow::before_access(o)?;
+            o.file.sync_data().map(|()| 0).map_err(errno_of)
+        },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::sync_file_range()(fd, off, n, flags) },
     )
@@ -648,7 +660,11 @@ fn set_len_ours(o: &Open, len: off_t) -> Result<c_int, c_int> {
     if !o.write {
         return Err(libc::EINVAL);
     }
-    o.file.set_len(offset(len)?).map(|()| 0).map_err(errno_of)
+    let len = offset(len)?;
+    crate::shadow::before_access(o)?;
+    o.file.set_len(len).map_err(errno_of)?;
+    crate::shadow::after_set_len(o, len)?;
+    Ok(0)
 }
 
 /// `ftruncate(2)`.
@@ -705,7 +721,12 @@ fn fallocate_ours(o: &Open, mode: c_int, off: off_t, len: off_t) -> Result<c_int
         return Err(libc::EINVAL);
     }
     match mode {
-        0 => o.file.allocate(off, len).map(|()| 0).map_err(errno_of),
+        0 => {
+            o.file.allocate(off, len).map_err(errno_of)?;
+            let size = o.file.metadata().map_err(errno_of)?.size;
+            crate::shadow::after_set_len(o, size)?;
+            Ok(0)
+        }
         libc::FALLOC_FL_KEEP_SIZE => Ok(0),
         _ => {
             state::say(&format!(

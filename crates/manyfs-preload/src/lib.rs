@@ -22,9 +22,10 @@
 //! family (`stat`, `fstatat`, glibc's `__xstat`-style entry points,
 //! `statx`, `statfs`, `statvfs`) and glibc's fortified `__*_chk` variants.
 //!
-//! What stays out of reach fails loudly, never silently: `mmap` of one of
-//! its descriptors returns `MAP_FAILED` with `ENODEV` and a line on stderr;
-//! raw `syscall(2)` and statically linked programs reach the kernel, which
+//! `mmap` of one of its descriptors maps a shared-memory copy of the file
+//! (`shadow`), written back on `msync`, `munmap`, `fsync` and before reads.
+//! What stays out of reach fails loudly, never silently: raw `syscall(2)`
+//! and statically linked programs reach the kernel, which
 //! knows no such directory (`ENOENT`) and sees the reserved descriptors as
 //! `O_PATH` ones (`EBADF`). `docs/run.md` lists every call and each limit.
 //!
@@ -33,7 +34,8 @@
 //! (libc's definitions), and the interposed calls by area: `files`
 //! (open, read, write, sync, size), `meta` (stat, statfs, access, mode,
 //! owner, times), `names` (unlink, rename, mkdir, links, the working
-//! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `dirs`
+//! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `shadow`
+//! (the mapped files' shared-memory copies), `dirs`
 //! (directory streams), `stdio` (`FILE*` streams), `xattrs` (extended
 //! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`).
 //!
@@ -54,6 +56,7 @@ mod names;
 pub mod paths;
 mod real;
 mod resolve;
+mod shadow;
 pub mod state;
 mod stdio;
 pub mod table;

@@ -87,6 +87,8 @@ next! {
     umask: fn(mode_t) -> mode_t;
     copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t;
     mmap64: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+    munmap: fn(*mut c_void, size_t) -> c_int;
+    msync: fn(*mut c_void, size_t, c_int) -> c_int;
     opendir: fn(*const c_char) -> *mut DIR;
     fdopendir: fn(c_int) -> *mut DIR;
     readdir64: fn(*mut DIR) -> *mut dirent64;
