@@ -118,9 +118,6 @@ row() { # NAME DIR [PREFIX...]
     read -r -a two <<<"$(bench "$dir/db2" 2 "$@")"
     echo "| $name | ${one[0]} | ${two[0]} | ${one[1]} | ${two[1]} |"
 }
-row "manyfs run" "$work/run" "$manyfs" run --pool "$work/run.pool" --at "$work/run" --size 2G --
-"$manyfs" mkfs "$work/fuse.pool" --size 2G >/dev/null
-"$manyfs" mount "$work/fuse.pool" "$mnt"
-row "FUSE mount" "$mnt"
-fusermount3 -u "$mnt"
-row "tmpfs" "$work/tmpfs"
+# shellcheck source=lib/three-ways.sh
+. "$(dirname "$0")/lib/three-ways.sh"
+three_ways 2G

@@ -45,9 +45,6 @@ row() { # NAME DIR [PREFIX...]
     done
     echo "| $name | ${cells[0]} | ${cells[1]} | ${cells[2]} | ${cells[3]} |"
 }
-row "manyfs run" "$work/run" "$manyfs" run --pool "$work/run.pool" --at "$work/run" --size 1G --
-"$manyfs" mkfs "$work/fuse.pool" --size 1G >/dev/null
-"$manyfs" mount "$work/fuse.pool" "$mnt"
-row "FUSE mount" "$mnt"
-fusermount3 -u "$mnt"
-row "tmpfs" "$work/tmpfs"
+# shellcheck source=lib/three-ways.sh
+. "$(dirname "$0")/lib/three-ways.sh"
+three_ways 1G

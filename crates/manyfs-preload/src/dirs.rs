@@ -397,5 +397,5 @@ pub unsafe extern "C" fn scandir64(
     compar: ScanCompar,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
-    unsafe { scandirat(libc::AT_FDCWD, path, namelist, filter, compar) }
+    unsafe { scandir(path, namelist, filter, compar) }
 }
