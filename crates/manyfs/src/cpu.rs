@@ -5,7 +5,7 @@
 
 pub use manyfs_sync::cpu::{current, current_below};
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -34,6 +34,7 @@ impl Drop for Local {
     /// lives and leaves it, so registries do not grow with every thread
     /// that ever counted.
     fn drop(&mut self) {
+        forget_last();
         for (reg, slot) in self.0.drain(..) {
             if let Some(reg) = reg.upgrade() {
                 let mut r = reg.lock().unwrap_or_else(|p| p.into_inner());
@@ -48,6 +49,17 @@ impl Drop for Local {
 
 thread_local! {
     static LOCAL: RefCell<Local> = const { RefCell::new(Local(Vec::new())) };
+    /// The registry and slot of the thread's last add (null when none):
+    /// a slot `LOCAL` holds, found again without searching `LOCAL`. Cleared
+    /// before `LOCAL` lets go of any slot (a `Cell` of pointers has no
+    /// destructor, so it stays usable while `LOCAL`'s runs).
+    static LAST: Cell<(*const Mutex<Registry>, *const Slot)> =
+        const { Cell::new((std::ptr::null(), std::ptr::null())) };
+}
+
+/// Forget the cached last slot (before `LOCAL` drops slots).
+fn forget_last() {
+    LAST.with(|l| l.set((std::ptr::null(), std::ptr::null())));
 }
 
 /// `N` event counters (at most 8) kept per thread: a thread adds to its
@@ -75,6 +87,35 @@ impl<const N: usize> Counters<N> {
     /// Add `values[i]` to counter `i` in the calling thread's slot.
     #[inline]
     pub(crate) fn add(&self, values: [u64; N]) {
+        let me = Arc::as_ptr(&self.registry);
+        let (last_registry, last_slot) = LAST.with(Cell::get);
+        if std::ptr::eq(last_registry, me) {
+            // SAFETY: `LAST` names a slot that this thread's `LOCAL` holds
+            // (an `Arc`) for this registry: set below from `LOCAL`, and
+            // cleared before `LOCAL` drops a slot (`register`, its
+            // destructor). While `LOCAL` holds the registry's `Weak`, its
+            // address names no other registry.
+            let slot = unsafe { &*last_slot };
+            Self::add_to(slot, values);
+            return;
+        }
+        self.add_searched(values);
+    }
+
+    /// Add `values` to `slot`, the calling thread's own.
+    #[inline]
+    fn add_to(slot: &Slot, values: [u64; N]) {
+        for (c, v) in slot.0.iter().zip(values) {
+            if v != 0 {
+                // Only this thread stores to its slot.
+                c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// [`Counters::add`] through the thread's list of slots (registering
+    /// one if needed), remembering the slot in `LAST`.
+    fn add_searched(&self, values: [u64; N]) {
         let added = LOCAL.try_with(|local| {
             let mut local = local.borrow_mut();
             let me = Arc::as_ptr(&self.registry);
@@ -86,12 +127,9 @@ impl<const N: usize> Counters<N> {
                 Some(i) => i,
                 None => self.register(&mut local),
             };
-            for (c, v) in local.0[i].1.0.iter().zip(values) {
-                if v != 0 {
-                    // Only this thread stores to its slot.
-                    c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
-                }
-            }
+            let slot = &local.0[i].1;
+            Self::add_to(slot, values);
+            LAST.with(|l| l.set((me, Arc::as_ptr(slot))));
         });
         if added.is_err() {
             for (c, v) in self.overflow.iter().zip(values) {
@@ -109,6 +147,7 @@ impl<const N: usize> Counters<N> {
     /// names one registry.)
     #[cold]
     fn register(&self, local: &mut Local) -> usize {
+        forget_last();
         local.0.retain(|(r, _)| r.strong_count() > 0);
         let slot = Arc::new(Slot::default());
         (self.registry.lock().unwrap_or_else(|p| p.into_inner()))
@@ -161,6 +200,31 @@ mod tests {
         assert!(c.registry.lock().unwrap().slots.is_empty());
         c.add([1, 0]);
         assert_eq!(c.sum(), [4001, 12000]);
+    }
+
+    #[test]
+    fn adds_in_a_row_and_alternating_between_sets_all_count() {
+        let (a, b) = (Counters::<2>::new(), Counters::<2>::new());
+        // In a row: the second and later find the slot remembered by the
+        // first (the unsafe path); alternating: each is searched again.
+        for _ in 0..3 {
+            a.add([1, 0]);
+        }
+        for i in 0..10 {
+            b.add([0, 1]);
+            a.add([i, 2]);
+        }
+        assert_eq!(a.sum(), [3 + 45, 20]);
+        assert_eq!(b.sum(), [0, 10]);
+        // A set dropped right after this thread's last add, then a new one:
+        // its adds start from zero, none reach the dropped set's slot.
+        let gone = Counters::<1>::new();
+        gone.add([9]);
+        drop(gone);
+        let fresh = Counters::<1>::new();
+        fresh.add([1]);
+        fresh.add([1]);
+        assert_eq!(fresh.sum(), [2]);
     }
 
     #[test]

@@ -200,6 +200,9 @@ fn write_locked(
     }
     // Any other write comes after the appends gathered in place.
     log_pending_append(core, inode)?;
+    if span.first_pg == span.last_pg && !stage {
+        return write_page(core, inode, f, &span, target, epoch);
+    }
 
     // One walk of the index per page: the slots are reused to publish.
     // (Pushed one by one: a `collect` is an out-of-line `extend` whose
@@ -262,6 +265,131 @@ fn write_locked(
             return Err(e);
         }
     };
+    let done = Committed {
+        slots: &slots,
+        extents: &extents,
+        locs: &locs,
+        version,
+        old: &old,
+    };
+    publish_committed(core, inode, f, &span, epoch, mtime_ns, &done);
+    // Listed after the size covers the pages: a destaging pass that
+    // unlisted the file before this reads a size that includes them.
+    if stage {
+        note_staged_extents(core, inode, &extents);
+    }
+    Ok(buf.len())
+}
+
+/// [`write_locked`] of a write inside one page, not staged: the same
+/// steps for one block and one entry, without the per-extent vectors and
+/// with a partial page merged on the stack (the common 4 KiB overwrite
+/// spends most of its time outside the copy).
+fn write_page(
+    core: &FsCore,
+    inode: &Inode,
+    f: &FileData,
+    span: &WriteSpan<'_>,
+    target: Target,
+    epoch: u32,
+) -> Result<usize> {
+    let pg = span.first_pg;
+    let slot = f.index.slot(pg);
+    let old = slot.get();
+    if matches!(target, Target::Auto)
+        && span.end <= span.size_now
+        && overwrite_in_place(core, inode, span.buf, span.off, old)?
+    {
+        return Ok(span.buf.len());
+    }
+    let (block, _) = core.alloc_blocks(1, Purpose::Data)?;
+    let mtime_ns = match target {
+        Target::Auto => crate::time::now_ns(),
+        Target::Device => 0,
+    };
+    let extends = span.end > span.size_now;
+    let below_end = extends && !span.end.is_multiple_of(PAGE);
+    let partial = span.is_partial(pg);
+    let logged = (|| {
+        // Zeroed only when needed: a whole page is copied from the caller.
+        let mut merged;
+        let page: &[u8] = if partial {
+            merged = [0u8; PAGE as usize];
+            merge_page(core, span, pg, old, &mut merged)?;
+            &merged
+        } else {
+            span.buf
+        };
+        core.media.nt_copy(block * PAGE, page)?;
+        let crc = core.deferring().then(|| {
+            let covered = if below_end {
+                (span.end % PAGE) as usize
+            } else {
+                page.len()
+            };
+            DataCrc {
+                crc: crc32fast::hash(&page[..covered]),
+                below_end,
+            }
+        });
+        // A partial page copies the bytes of the entry that maps it now.
+        let copied = (partial && old.block != 0)
+            .then_some(old.entry)
+            .into_iter()
+            .chain(unsynced_size_change(inode));
+        let sublog = sublog_after(core, inode, None, copied)?;
+        let entry = Entry::FileWrite {
+            epoch,
+            version: old.version + 1,
+            pgoff: pg,
+            block,
+            npages: 1,
+            file_end: span.end,
+            mtime_ns,
+        };
+        let weight = 1 + u32::from(extends);
+        let crcs = crc.as_ref().map(std::slice::from_ref);
+        inode
+            .log
+            .append_with_crcs(core, sublog, &[(entry, weight)], mtime_ns, crcs)
+    })();
+    let locs = logged.inspect_err(|_| core.blocks.free(block, 1))?;
+    let done = Committed {
+        slots: &[slot],
+        extents: &[(block, 1)],
+        locs: &locs,
+        version: old.version + 1,
+        old: &[old],
+    };
+    publish_committed(core, inode, f, span, epoch, mtime_ns, &done);
+    Ok(span.buf.len())
+}
+
+/// A write whose entries are committed: what [`publish_committed`] makes
+/// visible (`slots` get the blocks of `extents`, entries at `locs`, at
+/// `version`) and what it retires (`old`, the slots' mappings before).
+struct Committed<'a> {
+    slots: &'a [&'a crate::index::PageSlot],
+    extents: &'a [(u64, u64)],
+    locs: &'a [crate::log::EntryLoc],
+    version: u64,
+    old: &'a [PageMapping],
+}
+
+/// The steps after a write's entries committed: an mtime logged again if
+/// an attribute change raced the write, the new pages published in the
+/// index, the replaced blocks and entries retired, and the size raised
+/// if the write extends the file.
+#[inline]
+fn publish_committed(
+    core: &FsCore,
+    inode: &Inode,
+    f: &FileData,
+    span: &WriteSpan<'_>,
+    epoch: u32,
+    mtime_ns: u64,
+    done: &Committed<'_>,
+) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     if inode.attr_seq.load(Ordering::Acquire) as u32 != epoch && mtime_ns != 0 {
         // An attribute change was logged while this write was in flight:
@@ -270,19 +398,12 @@ fn write_locked(
         // Best effort: the data is committed either way.
         let _ = log_write_mtime(core, inode, mtime_ns);
     }
-
-    publish_write(&slots, &extents, &locs, version);
-    retire_replaced(core, inode, &old);
-    if extends {
-        let last = *locs.last().expect("one entry per extent");
-        note_new_end(core, inode, f, end, last);
+    publish_write(done.slots, done.extents, done.locs, done.version);
+    retire_replaced(core, inode, done.old);
+    if span.end > span.size_now {
+        let last = *done.locs.last().expect("one entry per extent");
+        note_new_end(core, inode, f, span.end, last);
     }
-    // Listed after the size covers the pages: a destaging pass that
-    // unlisted the file before this reads a size that includes them.
-    if stage {
-        note_staged_extents(core, inode, &extents);
-    }
-    Ok(buf.len())
 }
 
 /// Allocates `npages` blocks for a write's new pages (possibly in several
@@ -422,15 +543,39 @@ fn merge_partial_pages(
     core.media.read_batch(&mut old_reads)?;
     drop(old_reads);
     for (pg, page) in staged.iter_mut() {
-        let page_start = *pg * PAGE;
-        let valid = span.size_now.saturating_sub(page_start).min(PAGE) as usize;
-        page[valid..].fill(0);
-        let lo = span.off.max(page_start);
-        let hi = span.end.min(page_start + PAGE);
-        page[(lo - page_start) as usize..(hi - page_start) as usize]
-            .copy_from_slice(&span.buf[(lo - span.off) as usize..(hi - span.off) as usize]);
+        overlay_page(span, *pg, page);
     }
     Ok(staged)
+}
+
+/// Page `pg` of a write merged into `page`: the bytes of `prev` (its
+/// mapping before the write; none reads as zeros) under the new bytes.
+#[inline]
+fn merge_page(
+    core: &FsCore,
+    span: &WriteSpan<'_>,
+    pg: u64,
+    prev: PageMapping,
+    page: &mut [u8; PAGE as usize],
+) -> Result<()> {
+    if prev.block != 0 {
+        core.media.read(prev.block * PAGE, page)?;
+    }
+    overlay_page(span, pg, page);
+    Ok(())
+}
+
+/// Zeros past the end of file in `page` (page `pg` holding its old
+/// bytes), then the write's bytes over it.
+#[inline]
+fn overlay_page(span: &WriteSpan<'_>, pg: u64, page: &mut [u8; PAGE as usize]) {
+    let page_start = pg * PAGE;
+    let valid = span.size_now.saturating_sub(page_start).min(PAGE) as usize;
+    page[valid..].fill(0);
+    let lo = span.off.max(page_start);
+    let hi = span.end.min(page_start + PAGE);
+    page[(lo - page_start) as usize..(hi - page_start) as usize]
+        .copy_from_slice(&span.buf[(lo - span.off) as usize..(hi - span.off) as usize]);
 }
 
 /// One `FileWrite` entry per extent, with its live references (one per

@@ -734,10 +734,20 @@ impl InodeLog {
         } else {
             MarkedDeps::default()
         };
-        let mut encoded: SmallVec<[EncodedEntry; 2]> = SmallVec::new();
-        for (i, (e, _)) in entries.iter().enumerate() {
-            encoded.push(e.encode_with(i + 1 < entries.len(), deps.crcs.get(i).copied().flatten()));
-        }
+        let crc_of = |i: usize| deps.crcs.get(i).copied().flatten();
+        // A lone entry (most writes) is encoded into an array: a small
+        // vector of encoded entries costs a move and a spill check per use.
+        let lone;
+        let mut group: SmallVec<[EncodedEntry; 2]> = SmallVec::new();
+        let encoded: &[EncodedEntry] = if let [(e, _)] = entries {
+            lone = [e.encode_with(false, crc_of(0))];
+            &lone
+        } else {
+            for (i, (e, _)) in entries.iter().enumerate() {
+                group.push(e.encode_with(i + 1 < entries.len(), crc_of(i)));
+            }
+            &group
+        };
         let idx = sublog % usize::from(self.nsublogs);
         let mut sub = self.lock_sublog_for_append(space, idx)?;
 
@@ -745,14 +755,14 @@ impl InodeLog {
         // full pool fails before any entry byte is written.
         let mut places: EntryLocs = SmallVec::new();
         let mut new_pages: NewPages = SmallVec::new();
-        place_entries(space, &sub, &encoded, &mut places, &mut new_pages)?;
+        place_entries(space, &sub, encoded, &mut places, &mut new_pages)?;
         if marks && !new_pages.is_empty() {
             self.note_new_pages_unsynced(space, &mut sub, &new_pages);
         }
         for (page, prev_used) in new_pages {
             self.link_new_page(space, idx, &mut sub, page, prev_used)?;
         }
-        let last_loc = write_and_commit(media, &encoded, &places)?;
+        let last_loc = write_and_commit(media, encoded, &places)?;
 
         for ((_, weight), loc) in entries.iter().zip(&places) {
             if let Some(c) = space.live_counter(loc_page(*loc)) {
@@ -1234,8 +1244,7 @@ fn write_and_commit(
 ) -> Result<EntryLoc> {
     for (e, loc) in encoded.iter().zip(places) {
         let off = loc_page(*loc) * BLOCK_SIZE + loc_slot(*loc) * SLOT_SIZE;
-        media.store(off, &e.body)?;
-        media.flush(off, e.body.len())?;
+        media.store_flushed(off, &e.body)?;
     }
     media.fence();
     let last_loc = *places.last().expect("at least one entry");

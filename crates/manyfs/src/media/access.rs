@@ -154,6 +154,28 @@ impl Media {
             return self.device_write(d?, off, data);
         }
         let start = self.check(off, data.len())?;
+        self.store_checked(start, off, data)
+    }
+
+    /// [`Media::store`] then [`Media::flush`] of the same range, with the
+    /// media's state and the range checked once (a log entry's slots).
+    #[inline]
+    pub fn store_flushed(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        if let Some(d) = self.on_device(off, data.len()) {
+            self.device_write(d?, off, data)?;
+            return self.flush_lines(off, data.len());
+        }
+        let start = self.check(off, data.len())?;
+        self.store_checked(start, off, data)?;
+        self.count_flushed(off, data.len());
+        self.flush_lines(off, data.len())
+    }
+
+    /// The cached store of [`Media::store`] to the mapping (or through the
+    /// descriptor), `[off, off+len)` already checked to lie at `start`.
+    #[inline]
+    fn store_checked(&self, start: usize, off: u64, data: &[u8]) -> Result<()> {
         self.charge(off, data.len(), remote::Access::Write);
         if self.writes_through_fd() {
             self.write_at(off, data)?;
@@ -162,7 +184,9 @@ impl Media {
             }
             return self.check_faults();
         }
-        // SAFETY: bounds checked above; source is a distinct allocation.
+        // SAFETY: every caller checked (`Media::check`) that `start` and
+        // `data.len()` lie inside the mapping; the source is a distinct
+        // allocation, so the ranges do not overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(start), data.len());
         }
@@ -247,7 +271,8 @@ impl Media {
             }
             return self.check_faults();
         }
-        self.store(off, data)?;
+        // `dram`, or `pm` at an unaligned start: cached stores, flushed.
+        self.store_checked(start, off, data)?;
         self.flush_lines(off, data.len())
     }
 
