@@ -5,9 +5,10 @@
 //! operation, best of `rounds` rounds of `n` operations each, the three
 //! kinds alternated so that a noisy machine slows all of them alike.
 //!
-//! `cargo run --release -p manyfs --example write_cost [n] [rounds] [lib|tmpfs|memcpy]`
+//! `cargo run --release -p manyfs --example write_cost [n] [rounds] [lib|tmpfs|memcpy|all] [dram|pm|file]`
 //!
 //! With a kind named, only that one runs (for `perf stat` / `perf record`).
+//! The last argument is the pool's durability (default `dram`).
 
 use manyfs::{Durability, Fs, MkfsOptions, MountOptions, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -20,8 +21,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().map_or(1_000_000, |a| a.parse().unwrap());
     let rounds: usize = args.next().map_or(5, |a| a.parse().unwrap());
-    let only = args.next();
+    let only = args.next().filter(|k| k != "all");
     let want = |k: &str| only.as_deref().is_none_or(|o| o == k);
+    let durability: Durability = args.next().map_or(Durability::Dram, |a| a.parse().unwrap());
     let _ = manyfs::diag::affinity::set(0, &[0]);
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
 
@@ -34,7 +36,7 @@ fn main() {
         },
         &{
             let mut mo = MountOptions::default();
-            mo.durability = Durability::Dram;
+            mo.durability = durability;
             mo
         },
     )
@@ -83,7 +85,8 @@ fn main() {
             best[2] = best[2].min(t.elapsed().as_nanos() as f64 / n as f64);
         }
     }
-    for (name, ns) in ["lib (dram pool)", "tmpfs pwrite", "memcpy 64 MiB"]
+    let lib = format!("lib ({durability} pool)");
+    for (name, ns) in [lib.as_str(), "tmpfs pwrite", "memcpy 64 MiB"]
         .iter()
         .zip(best)
     {

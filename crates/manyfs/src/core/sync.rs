@@ -405,25 +405,25 @@ impl FsCore {
             release_run(&mut owner, done);
         }
         drop(owner);
+        let mut blocks: Vec<(u64, u64)> = Vec::new();
         for p in pending.iter_mut().flat_map(|l| l.drain(..)) {
             match p {
-                Pending::Blocks(b, n) => self.blocks.free(b, n),
-                Pending::LogBlock(b) => self.blocks.free(b, 1),
+                Pending::Blocks(b, n) => blocks.push((b, n)),
+                Pending::LogBlock(b) => blocks.push((b, 1)),
                 Pending::Inode { ino, data, log } => {
-                    for b in data {
-                        self.blocks.free(b, 1);
-                    }
+                    blocks.extend(data.into_iter().map(|b| (b, 1)));
                     for b in log {
                         if let Some(c) = crate::log::LogSpace::live_counter(self, b) {
                             c.store(0, Ordering::Relaxed);
                         }
-                        self.blocks.free(b, 1);
+                        blocks.push((b, 1));
                     }
                     self.inode_numbers.free(ino);
                 }
                 Pending::Release { .. } => {}
             }
         }
+        self.blocks.free_batch(&mut blocks);
         self.sync_engine.recycle(pending);
     }
 }
