@@ -79,6 +79,14 @@ impl SyncEngine {
         self.pending[crate::cpu::current() % SHARDS].lock().push(p);
     }
 
+    /// Queue each of `items` until after the next sync, under one hold of
+    /// the shard's mutex (a replaced page's block and its entry's reference).
+    pub fn defer_all<const N: usize>(&self, items: [Pending; N]) {
+        self.pending[crate::cpu::current() % SHARDS]
+            .lock()
+            .extend(items);
+    }
+
     /// Take everything queued so far: each non-empty shard's list whole,
     /// swapped for a spare one (empty, with the capacity of a list an
     /// earlier sync took). Nothing is copied, and neither the sync nor the

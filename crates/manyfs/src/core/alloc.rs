@@ -25,6 +25,27 @@ impl FsCore {
         }
     }
 
+    /// [`FsCore::free_later`] of one block and [`FsCore::release_later`]
+    /// of one reference of `inode`'s entry at `loc`: what a page replaced
+    /// by a committed write leaves behind (queued together when deferred).
+    pub fn retire_later(&self, inode: &Inode, block: u64, loc: EntryLoc) {
+        if self.deferring() {
+            self.sync_engine.defer_all([
+                Pending::Blocks(block, 1),
+                Pending::Release {
+                    ino: inode.ino,
+                    generation: inode.generation,
+                    incarnation: inode.log.incarnation(),
+                    loc,
+                    n: 1,
+                },
+            ]);
+        } else {
+            self.blocks.free(block, 1);
+            inode.log.release(self, loc, 1);
+        }
+    }
+
     /// Drop live references of a superseded entry of `inode`'s log.
     pub fn release_later(&self, inode: &Inode, loc: EntryLoc, n: u32) {
         if self.deferring() {

@@ -648,10 +648,10 @@ fn retire_replaced(core: &FsCore, inode: &Inode, old: &[PageMapping]) {
                 // made this write durable, not only at the next full sync.
                 inode.staging.supersede(m.block);
             }
+            core.release_later(inode, m.entry, 1);
         } else {
-            core.free_later(m.block, 1);
+            core.retire_later(inode, m.block, m.entry);
         }
-        core.release_later(inode, m.entry, 1);
     }
 }
 
