@@ -45,6 +45,48 @@ pub struct FuseConfig {
     /// Whether requests travel over io_uring (see [`crate::uring`] and
     /// [`UringMode`]).
     pub uring: UringMode,
+    /// Whether the threads serving `/dev/fuse` are pinned to CPUs
+    /// (`-o pin_workers=...`, see [`PinWorkers`]).
+    pub pin_workers: PinWorkers,
+}
+
+/// Whether the threads that read `/dev/fuse` are pinned to CPUs
+/// (`-o pin_workers=...`). Each new one goes to the CPU (of those the
+/// daemon may use) with the fewest, so two busy at once run on two CPUs;
+/// left free, the scheduler often queues the callers and the threads that
+/// serve them on one CPU while another idles (docs/benchmarks.md, "FUSE
+/// serving threads pinned to CPUs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinWorkers {
+    /// Pinned where the daemon may use at most [`AUTO_PIN_MAX_CPUS`] CPUs
+    /// (measured on 2; on larger machines, where a pinned thread may serve
+    /// a caller on another cache or node, the scheduler keeps them).
+    #[default]
+    Auto,
+    /// Pinned (`-o pin_workers`, `-o pin_workers=on`).
+    On,
+    /// Free (`-o pin_workers=off`).
+    Off,
+}
+
+/// The most CPUs on which `pin_workers=auto` pins.
+pub const AUTO_PIN_MAX_CPUS: usize = 4;
+
+impl PinWorkers {
+    /// The CPUs to pin serving threads to, from the CPUs this thread may
+    /// use (`allowed`): none when unpinned or when there is only one.
+    pub fn cpus(self, allowed: Vec<usize>) -> Vec<usize> {
+        let pin = match self {
+            PinWorkers::On => true,
+            PinWorkers::Off => false,
+            PinWorkers::Auto => allowed.len() <= AUTO_PIN_MAX_CPUS,
+        };
+        if pin && allowed.len() > 1 {
+            allowed
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// When to serve a mount over FUSE-over-io_uring (`-o uring=...`).
@@ -75,6 +117,7 @@ impl Default for FuseConfig {
             writeback_cache: false,
             xattrs: true,
             uring: UringMode::Auto,
+            pin_workers: PinWorkers::Auto,
         }
     }
 }
@@ -337,6 +380,24 @@ pub static OPTIONS: &[MountOption] = &[
         contradicts: &[],
         set: |c, v| {
             c.worker_idle = seconds(v, 86_400.0, "")?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "pin_workers",
+        value: Value::Optional {
+            values: "auto|on|off",
+            bare: "on",
+        },
+        help: "pin the threads serving /dev/fuse to CPUs, spread; auto: on up to 4 CPUs [auto]",
+        contradicts: &[],
+        set: |c, v| {
+            c.pin_workers = match v {
+                "on" => PinWorkers::On,
+                "auto" => PinWorkers::Auto,
+                "off" => PinWorkers::Off,
+                _ => return Err(Bad::Choice),
+            };
             Ok(())
         },
     },
@@ -705,6 +766,19 @@ mod tests {
             assert_eq!(FuseConfig::parse_options(&[v]).unwrap().uring, mode, "{v}");
         }
         assert!(FuseConfig::parse_options(&["uring=maybe"]).is_err());
+        assert_eq!(FuseConfig::default().pin_workers, PinWorkers::Auto);
+        for (v, mode) in [
+            ("pin_workers", PinWorkers::On),
+            ("pin_workers=on", PinWorkers::On),
+            ("pin_workers=off", PinWorkers::Off),
+            ("pin_workers=auto", PinWorkers::Auto),
+        ] {
+            assert_eq!(
+                FuseConfig::parse_options(&[v]).unwrap().pin_workers,
+                mode,
+                "{v}"
+            );
+        }
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
         assert_eq!(cfg.fs.dir_shards, None);
@@ -777,6 +851,9 @@ mod tests {
             "rw,ro",
             "lock=inode,lock=interval",
             "uring,uring=off",
+            "pin_workers=yes",
+            "pin_workers=",
+            "pin_workers,pin_workers=off",
         ] {
             let err = FuseConfig::parse_options(&[bad]).unwrap_err();
             assert!(matches!(err, FuseError::BadOption { .. }), "{bad}: {err}");
@@ -797,6 +874,19 @@ mod tests {
             assert!(FuseConfig::parse_options(&[same]).is_ok(), "{same}");
         }
         assert!(!FuseConfig::parse_options(&["rw"]).unwrap().fs.read_only);
+    }
+
+    #[test]
+    fn pinned_cpus() {
+        let few = vec![0, 1];
+        let many: Vec<usize> = (0..=AUTO_PIN_MAX_CPUS).collect();
+        assert_eq!(PinWorkers::Auto.cpus(few.clone()), few);
+        assert!(PinWorkers::Auto.cpus(many.clone()).is_empty());
+        assert_eq!(PinWorkers::On.cpus(many.clone()), many);
+        assert!(PinWorkers::Off.cpus(few).is_empty());
+        // One CPU: nothing to spread over.
+        assert!(PinWorkers::On.cpus(vec![3]).is_empty());
+        assert!(PinWorkers::On.cpus(Vec::new()).is_empty());
     }
 
     #[test]
