@@ -53,35 +53,25 @@ pub struct FuseConfig {
 /// Whether the threads that read `/dev/fuse` are pinned to CPUs
 /// (`-o pin_workers=...`). Each new one goes to the CPU (of those the
 /// daemon may use) with the fewest, so two busy at once run on two CPUs;
-/// left free, the scheduler often queues the callers and the threads that
-/// serve them on one CPU while another idles (docs/benchmarks.md, "FUSE
-/// serving threads pinned to CPUs").
+/// left free, the scheduler sometimes queues the callers and the threads
+/// that serve them on one CPU while another idles, and otherwise keeps a
+/// thread on its caller's CPU. Measured on 2 CPUs (docs/bench/journal.md,
+/// "FUSE serving threads pinned to CPUs"): faster for two threads of one
+/// process, not for one caller's metadata, so off unless asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PinWorkers {
-    /// Pinned where the daemon may use at most [`AUTO_PIN_MAX_CPUS`] CPUs
-    /// (measured on 2; on larger machines, where a pinned thread may serve
-    /// a caller on another cache or node, the scheduler keeps them).
-    #[default]
-    Auto,
     /// Pinned (`-o pin_workers`, `-o pin_workers=on`).
     On,
-    /// Free (`-o pin_workers=off`).
+    /// Free (`-o pin_workers=off`, the default).
+    #[default]
     Off,
 }
-
-/// The most CPUs on which `pin_workers=auto` pins.
-pub const AUTO_PIN_MAX_CPUS: usize = 4;
 
 impl PinWorkers {
     /// The CPUs to pin serving threads to, from the CPUs this thread may
     /// use (`allowed`): none when unpinned or when there is only one.
     pub fn cpus(self, allowed: Vec<usize>) -> Vec<usize> {
-        let pin = match self {
-            PinWorkers::On => true,
-            PinWorkers::Off => false,
-            PinWorkers::Auto => allowed.len() <= AUTO_PIN_MAX_CPUS,
-        };
-        if pin && allowed.len() > 1 {
+        if self == PinWorkers::On && allowed.len() > 1 {
             allowed
         } else {
             Vec::new()
@@ -117,7 +107,7 @@ impl Default for FuseConfig {
             writeback_cache: false,
             xattrs: true,
             uring: UringMode::Auto,
-            pin_workers: PinWorkers::Auto,
+            pin_workers: PinWorkers::Off,
         }
     }
 }
@@ -386,15 +376,14 @@ pub static OPTIONS: &[MountOption] = &[
     MountOption {
         name: "pin_workers",
         value: Value::Optional {
-            values: "auto|on|off",
+            values: "on|off",
             bare: "on",
         },
-        help: "pin the threads serving /dev/fuse to CPUs, spread; auto: on up to 4 CPUs [auto]",
+        help: "pin the threads serving /dev/fuse to CPUs, spread over them [off]",
         contradicts: &[],
         set: |c, v| {
             c.pin_workers = match v {
                 "on" => PinWorkers::On,
-                "auto" => PinWorkers::Auto,
                 "off" => PinWorkers::Off,
                 _ => return Err(Bad::Choice),
             };
@@ -766,12 +755,11 @@ mod tests {
             assert_eq!(FuseConfig::parse_options(&[v]).unwrap().uring, mode, "{v}");
         }
         assert!(FuseConfig::parse_options(&["uring=maybe"]).is_err());
-        assert_eq!(FuseConfig::default().pin_workers, PinWorkers::Auto);
+        assert_eq!(FuseConfig::default().pin_workers, PinWorkers::Off);
         for (v, mode) in [
             ("pin_workers", PinWorkers::On),
             ("pin_workers=on", PinWorkers::On),
             ("pin_workers=off", PinWorkers::Off),
-            ("pin_workers=auto", PinWorkers::Auto),
         ] {
             assert_eq!(
                 FuseConfig::parse_options(&[v]).unwrap().pin_workers,
@@ -852,6 +840,7 @@ mod tests {
             "lock=inode,lock=interval",
             "uring,uring=off",
             "pin_workers=yes",
+            "pin_workers=auto",
             "pin_workers=",
             "pin_workers,pin_workers=off",
         ] {
@@ -879,11 +868,11 @@ mod tests {
     #[test]
     fn pinned_cpus() {
         let few = vec![0, 1];
-        let many: Vec<usize> = (0..=AUTO_PIN_MAX_CPUS).collect();
-        assert_eq!(PinWorkers::Auto.cpus(few.clone()), few);
-        assert!(PinWorkers::Auto.cpus(many.clone()).is_empty());
+        let many: Vec<usize> = (0..16).collect();
+        assert_eq!(PinWorkers::On.cpus(few.clone()), few);
         assert_eq!(PinWorkers::On.cpus(many.clone()), many);
         assert!(PinWorkers::Off.cpus(few).is_empty());
+        assert!(PinWorkers::Off.cpus(many).is_empty());
         // One CPU: nothing to spread over.
         assert!(PinWorkers::On.cpus(vec![3]).is_empty());
         assert!(PinWorkers::On.cpus(Vec::new()).is_empty());

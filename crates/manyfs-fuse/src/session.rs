@@ -53,8 +53,7 @@ fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
     // One /dev/fuse descriptor per thread: threads do not queue behind one
     // another when reading requests.
     c.clone_fd = cfg.threads > 1;
-    // Pinned where asked (or by default on a small machine): spread over
-    // the CPUs the daemon may use now.
+    // Pinned where asked: spread over the CPUs the daemon may use now.
     c.worker_cpus = match cfg.pin_workers {
         crate::options::PinWorkers::Off => Vec::new(),
         mode => match manyfs::diag::affinity::get(0) {
