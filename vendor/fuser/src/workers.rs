@@ -16,7 +16,7 @@
 //! worker is pinned, when made, to the listed CPU with the fewest live
 //! workers. The kernel hands a request to whichever worker waited longest,
 //! wherever it runs; left to the scheduler, the callers and the workers
-//! that serve them often end up queued on one CPU while another idles
+//! that serve them at times end up queued on one CPU while another idles
 //! (a wake-up runs the woken thread on the waker's CPU unless the
 //! scheduler finds an idle one, and a loaded scheduler stops looking).
 //! Pinned, two workers busy at once run on two CPUs.
