@@ -14,6 +14,9 @@
 #   memfs_ll        libfuse's in-memory example, MEMFS_OPTS [-o fuse_dio -o clone_fd]
 #   passthrough_hp  libfuse's passthrough example over a tmpfs directory, PT_OPTS []
 #   tmpfs           the kernel, no FUSE: the ceiling
+#   manyfs-base     (only when listed) a second manyfs build, MANYFS_BASE, with
+#                   MANYFS_BASE_OPTS [MANYFS_OPTS]: a before/after in one run,
+#                   e.g. TARGETS="manyfs-base manyfs memfs_ll" MANYFS_BASE=/tmp/manyfs-main
 # Workloads, each at every count in THREADS:
 #   FxMark through the directory (`manyfs bench -t dir:MNT`): DWOM DRBM DWOL
 #     (data, one shared file / private files) and MWCL MWCM MWUL MWUM MRPL MRPM
@@ -43,9 +46,11 @@ DURATION=${DURATION:-2s}        # per FxMark point
 WARMUP=${WARMUP:-200ms}
 FIO_RUNTIME=${FIO_RUNTIME:-3}   # seconds per fio point
 META_FILES=${META_FILES:-2000}  # files per meta_ops process
-FX_DATA=${FX_DATA:-DWOM,DRBM,DWOL}
-FX_META=${FX_META:-MWCL,MWCM,MWUL,MWUM,MRPL,MRPM}
+FX_DATA=${FX_DATA-DWOM,DRBM,DWOL}  # FX_DATA="" skips them
+FX_META=${FX_META-MWCL,MWCM,MWUL,MWUM,MRPL,MRPM}  # FX_META="" skips them
 MANYFS_OPTS=${MANYFS_OPTS:-}
+MANYFS_BASE=${MANYFS_BASE:-}
+MANYFS_BASE_OPTS=${MANYFS_BASE_OPTS-$MANYFS_OPTS}
 # memfs_ll has no -o for worker threads; fuse_dio gives direct I/O with
 # parallel direct writes (libfuse >= 3.19). memfs_ll parses clone_fd but never
 # hands it to its loop (one descriptor, up to 10 threads).
@@ -56,6 +61,7 @@ PT_OPTS=${PT_OPTS:-}
 for t in $TARGETS; do
   case $t in
     manyfs) need=("$M") ;;
+    manyfs-base) need=("${MANYFS_BASE:?fuse-compare: manyfs-base needs MANYFS_BASE=BINARY}") ;;
     memfs_ll) need=("$MEMFS_LL") ;;
     passthrough_hp) need=("$PASSTHROUGH_HP") ;;
     tmpfs) need=() ;;
@@ -106,6 +112,11 @@ mount_target() {
       "$M" mkfs "$POOL" --size 2G >/dev/null
       # shellcheck disable=SC2086  # MANYFS_OPTS is a word list on purpose
       "$M" mount "$POOL" "$MNT" ${MANYFS_OPTS:+-o $MANYFS_OPTS} ;;
+    manyfs-base)
+      rm -f "$POOL"
+      "$MANYFS_BASE" mkfs "$POOL" --size 2G >/dev/null
+      # shellcheck disable=SC2086
+      "$MANYFS_BASE" mount "$POOL" "$MNT" ${MANYFS_BASE_OPTS:+-o $MANYFS_BASE_OPTS} ;;
     memfs_ll)
       # shellcheck disable=SC2086
       "$MEMFS_LL" $MEMFS_OPTS "$MNT" ;;
@@ -127,7 +138,7 @@ umount_target() {
     for _ in $(seq 100); do umount "$BACK" 2>/dev/null && return 0; sleep 0.1; done
     umount "$BACK"
   fi
-  [ "$1" = manyfs ] && rm -f "$POOL"
+  case $1 in manyfs|manyfs-base) rm -f "$POOL" ;; esac
   sleep 0.5  # let a FUSE daemon exit before the next mount on MNT
 }
 
@@ -202,7 +213,9 @@ print_tables() {
         printf "\n## %s (ops/s, median; spread = (max-min)/median)\n", w
         printf "%-7s", "threads"
         for (j = 1; j <= nt; j++) printf " %22s", tg[j]
-        printf "  %s\n", "manyfs/" peer
+        printf "  %s", "manyfs/" peer
+        if (targets ~ /manyfs-base/) printf "  %s", "base/" peer
+        printf "\n"
         n = split(th[w], ts, " ")
         for (x = 1; x <= n; x++) {
           printf "%-7s", ts[x]
@@ -213,6 +226,10 @@ print_tables() {
           }
           if (m["manyfs"] != "" && m[peer] != "" && m[peer] > 0) printf "  %.2fx", m["manyfs"] / m[peer]
           else printf "  -"
+          if (targets ~ /manyfs-base/) {
+            if (m["manyfs-base"] != "" && m[peer] != "" && m[peer] > 0) printf "  %.2fx", m["manyfs-base"] / m[peer]
+            else printf "  -"
+          }
           printf "\n"
         }
       }
@@ -227,7 +244,7 @@ if [ "${1:-}" = --tables ]; then
 fi
 
 echo "# fuse-compare $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r); THREADS=\"$THREADS\" REPEAT=$REPEAT DURATION=$DURATION WARMUP=$WARMUP FIO_RUNTIME=$FIO_RUNTIME META_FILES=$META_FILES"
-echo "# manyfs: $M ${MANYFS_OPTS:+-o $MANYFS_OPTS}"
+echo "# manyfs: $M ${MANYFS_OPTS:+-o $MANYFS_OPTS}${MANYFS_BASE:+; manyfs-base: $MANYFS_BASE ${MANYFS_BASE_OPTS:+-o $MANYFS_BASE_OPTS}}"
 echo "# memfs_ll: $MEMFS_LL $MEMFS_OPTS; passthrough_hp: $PASSTHROUGH_HP $PT_OPTS (over tmpfs)"
 for r in $(seq "$REPEAT"); do
   for t in $TARGETS; do

@@ -45,6 +45,38 @@ pub struct FuseConfig {
     /// Whether requests travel over io_uring (see [`crate::uring`] and
     /// [`UringMode`]).
     pub uring: UringMode,
+    /// Whether the threads serving `/dev/fuse` are pinned to CPUs
+    /// (`-o pin_workers=...`, see [`PinWorkers`]).
+    pub pin_workers: PinWorkers,
+}
+
+/// Whether the threads that read `/dev/fuse` are pinned to CPUs
+/// (`-o pin_workers=...`). Each new one goes to the CPU (of those the
+/// daemon may use) with the fewest, so two busy at once run on two CPUs;
+/// left free, the scheduler sometimes queues the callers and the threads
+/// that serve them on one CPU while another idles, and otherwise keeps a
+/// thread on its caller's CPU. Measured on 2 CPUs (docs/bench/journal.md,
+/// "FUSE serving threads pinned to CPUs"): faster for two threads of one
+/// process, not for one caller's metadata, so off unless asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinWorkers {
+    /// Pinned (`-o pin_workers`, `-o pin_workers=on`).
+    On,
+    /// Free (`-o pin_workers=off`, the default).
+    #[default]
+    Off,
+}
+
+impl PinWorkers {
+    /// The CPUs to pin serving threads to, from the CPUs this thread may
+    /// use (`allowed`): none when unpinned or when there is only one.
+    pub fn cpus(self, allowed: Vec<usize>) -> Vec<usize> {
+        if self == PinWorkers::On && allowed.len() > 1 {
+            allowed
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// When to serve a mount over FUSE-over-io_uring (`-o uring=...`).
@@ -75,6 +107,7 @@ impl Default for FuseConfig {
             writeback_cache: false,
             xattrs: true,
             uring: UringMode::Auto,
+            pin_workers: PinWorkers::Off,
         }
     }
 }
@@ -337,6 +370,23 @@ pub static OPTIONS: &[MountOption] = &[
         contradicts: &[],
         set: |c, v| {
             c.worker_idle = seconds(v, 86_400.0, "")?;
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "pin_workers",
+        value: Value::Optional {
+            values: "on|off",
+            bare: "on",
+        },
+        help: "pin the threads serving /dev/fuse to CPUs, spread over them [off]",
+        contradicts: &[],
+        set: |c, v| {
+            c.pin_workers = match v {
+                "on" => PinWorkers::On,
+                "off" => PinWorkers::Off,
+                _ => return Err(Bad::Choice),
+            };
             Ok(())
         },
     },
@@ -705,6 +755,18 @@ mod tests {
             assert_eq!(FuseConfig::parse_options(&[v]).unwrap().uring, mode, "{v}");
         }
         assert!(FuseConfig::parse_options(&["uring=maybe"]).is_err());
+        assert_eq!(FuseConfig::default().pin_workers, PinWorkers::Off);
+        for (v, mode) in [
+            ("pin_workers", PinWorkers::On),
+            ("pin_workers=on", PinWorkers::On),
+            ("pin_workers=off", PinWorkers::Off),
+        ] {
+            assert_eq!(
+                FuseConfig::parse_options(&[v]).unwrap().pin_workers,
+                mode,
+                "{v}"
+            );
+        }
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
         assert_eq!(cfg.fs.dir_shards, None);
@@ -777,6 +839,10 @@ mod tests {
             "rw,ro",
             "lock=inode,lock=interval",
             "uring,uring=off",
+            "pin_workers=yes",
+            "pin_workers=auto",
+            "pin_workers=",
+            "pin_workers,pin_workers=off",
         ] {
             let err = FuseConfig::parse_options(&[bad]).unwrap_err();
             assert!(matches!(err, FuseError::BadOption { .. }), "{bad}: {err}");
@@ -797,6 +863,19 @@ mod tests {
             assert!(FuseConfig::parse_options(&[same]).is_ok(), "{same}");
         }
         assert!(!FuseConfig::parse_options(&["rw"]).unwrap().fs.read_only);
+    }
+
+    #[test]
+    fn pinned_cpus() {
+        let few = vec![0, 1];
+        let many: Vec<usize> = (0..16).collect();
+        assert_eq!(PinWorkers::On.cpus(few.clone()), few);
+        assert_eq!(PinWorkers::On.cpus(many.clone()), many);
+        assert!(PinWorkers::Off.cpus(few).is_empty());
+        assert!(PinWorkers::Off.cpus(many).is_empty());
+        // One CPU: nothing to spread over.
+        assert!(PinWorkers::On.cpus(vec![3]).is_empty());
+        assert!(PinWorkers::On.cpus(Vec::new()).is_empty());
     }
 
     #[test]

@@ -53,6 +53,17 @@ fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
     // One /dev/fuse descriptor per thread: threads do not queue behind one
     // another when reading requests.
     c.clone_fd = cfg.threads > 1;
+    // Pinned where asked: spread over the CPUs the daemon may use now.
+    c.worker_cpus = match cfg.pin_workers {
+        crate::options::PinWorkers::Off => Vec::new(),
+        mode => match manyfs::diag::affinity::get(0) {
+            Ok(allowed) => mode.cpus(allowed),
+            Err(e) => {
+                tracing::debug!("serving threads left unpinned: {e}");
+                Vec::new()
+            }
+        },
+    };
     c
 }
 

@@ -49,6 +49,7 @@ use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
 use crate::workers::DEFAULT_IDLE_RETIRE;
+use crate::workers::PoolShape;
 use crate::workers::WorkerPool;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
@@ -317,9 +318,12 @@ impl<FS: Filesystem> Session<FS> {
         let pool = WorkerPool::new(
             ch,
             filesystem.clone(),
-            n_threads,
-            config.clone_fd,
-            config.idle_worker_retire.unwrap_or(DEFAULT_IDLE_RETIRE),
+            PoolShape {
+                max: n_threads,
+                clone_fd: config.clone_fd,
+                idle_retire: config.idle_worker_retire.unwrap_or(DEFAULT_IDLE_RETIRE),
+                cpus: config.worker_cpus.clone(),
+            },
             allowed,
             session_owner,
         );
@@ -607,7 +611,11 @@ impl<FS: Filesystem> Dispatcher<FS> {
     /// `InvalidData` if the request cannot be parsed (nothing is replied
     /// then), `InvalidInput` if `request` is not 8-byte aligned.
     pub fn dispatch(&self, request: &[u8], sink: Arc<dyn crate::ReplySink>) -> io::Result<()> {
-        if request.as_ptr().align_offset(std::mem::align_of::<abi::fuse_in_header>()) != 0 {
+        if request
+            .as_ptr()
+            .align_offset(std::mem::align_of::<abi::fuse_in_header>())
+            != 0
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "unaligned request buffer",
@@ -615,7 +623,10 @@ impl<FS: Filesystem> Dispatcher<FS> {
         }
         let Some(req) = RequestWithSender::new_external(self.event_loop.ch.sender(), sink, request)
         else {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "Invalid request"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "Invalid request",
+            ));
         };
         if let Ok(Operation::Destroy(_)) = req.request.operation() {
             req.reply::<ReplyEmpty>().ok();

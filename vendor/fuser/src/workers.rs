@@ -12,6 +12,15 @@
 //! reading and dispatching requests, starting the threads (each with its
 //! own cloned descriptor under `clone_fd`) and joining them.
 //!
+//! With [`Config::worker_cpus`](crate::Config::worker_cpus) set, each
+//! worker is pinned, when made, to the listed CPU with the fewest live
+//! workers. The kernel hands a request to whichever worker waited longest,
+//! wherever it runs; left to the scheduler, the callers and the workers
+//! that serve them at times end up queued on one CPU while another idles
+//! (a wake-up runs the woken thread on the waker's CPU unless the
+//! scheduler finds an idle one, and a loaded scheduler stops looking).
+//! Pinned, two workers busy at once run on two CPUs.
+//!
 //! A worker counts itself as reading again just before it sends its reply
 //! (see [`before_reply`]): the reply wakes the caller, whose next request
 //! would otherwise find nobody counted as reading and wake another worker.
@@ -69,6 +78,50 @@ struct Threads {
     next_id: usize,
     /// The first error a worker ended with.
     error: Option<io::Error>,
+    /// Live workers pinned to each CPU of [`WorkerPool::cpus`] (same
+    /// index); empty when workers are not pinned.
+    pinned: Vec<usize>,
+}
+
+/// The index of the least-used CPU (the first of those with the fewest
+/// live workers), or `None` if there is no CPU to pin to.
+fn least_used(pinned: &[usize]) -> Option<usize> {
+    pinned
+        .iter()
+        .enumerate()
+        .min_by_key(|&(i, &n)| (n, i))
+        .map(|(i, _)| i)
+}
+
+/// Pin the calling thread to `cpu`. A CPU the process may not use (an
+/// affinity or cpuset changed since the mount) leaves it unpinned.
+#[cfg(target_os = "linux")]
+fn pin_to(cpu: usize) {
+    use nix::sched::CpuSet;
+    use nix::sched::sched_setaffinity;
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    let pinned = set
+        .set(cpu)
+        .and_then(|()| sched_setaffinity(Pid::from_raw(0), &set));
+    if let Err(e) = pinned {
+        log::debug!("cannot pin a FUSE worker to CPU {cpu}: {e}");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to(_cpu: usize) {}
+
+/// How many workers a pool may have and how they are set up.
+pub(crate) struct PoolShape {
+    /// The most workers.
+    pub(crate) max: usize,
+    /// Each worker after the first reads its own cloned descriptor.
+    pub(crate) clone_fd: bool,
+    /// How long a parked worker waits for work before it is retired.
+    pub(crate) idle_retire: Duration,
+    /// CPUs to pin workers to (empty: not pinned).
+    pub(crate) cpus: Vec<usize>,
 }
 
 /// The session's workers.
@@ -78,31 +131,39 @@ pub(crate) struct WorkerPool<FS: Filesystem> {
     clone_fd: bool,
     /// The session's own descriptor (the first worker's; others clone it).
     base: Channel,
+    /// CPUs to pin workers to (empty: not pinned).
+    cpus: Vec<usize>,
     filesystem: Arc<FilesystemHolder<FS>>,
     allowed: SessionACL,
     session_owner: Uid,
 }
 
 impl<FS: Filesystem> WorkerPool<FS> {
-    /// A pool of at most `max` workers serving `base`.
+    /// A pool of workers serving `base`, shaped by `shape`.
     pub(crate) fn new(
         base: Channel,
         filesystem: Arc<FilesystemHolder<FS>>,
-        max: usize,
-        clone_fd: bool,
-        idle_retire: Duration,
+        shape: PoolShape,
         allowed: SessionACL,
         session_owner: Uid,
     ) -> Arc<Self> {
+        let PoolShape {
+            max,
+            clone_fd,
+            idle_retire,
+            cpus,
+        } = shape;
         Arc::new(WorkerPool {
             gate: Arc::new(WorkerGate::new(max, idle_retire)),
             threads: Mutex::new(Threads {
                 handles: Vec::new(),
                 next_id: 0,
                 error: None,
+                pinned: vec![0; cpus.len()],
             }),
             clone_fd,
             base,
+            cpus,
             filesystem,
             allowed,
             session_owner,
@@ -151,9 +212,21 @@ impl<FS: Filesystem> WorkerPool<FS> {
             session_owner: self.session_owner,
         };
         let pool = self.clone();
-        let handle = thread::Builder::new()
-            .name(name)
-            .spawn(move || pool.work(&event_loop))?;
+        let slot = least_used(&threads.pinned);
+        let cpu = slot.map(|i| self.cpus[i]);
+        let handle = thread::Builder::new().name(name).spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to(cpu);
+            }
+            let ended = pool.clone().work(&event_loop);
+            if let Some(i) = slot {
+                pool.threads.lock().pinned[i] -= 1;
+            }
+            ended
+        })?;
+        if let Some(i) = slot {
+            threads.pinned[i] += 1;
+        }
         threads.next_id += 1;
         threads.handles.push(handle);
         Ok(())
@@ -219,5 +292,43 @@ impl<FS: Filesystem> WorkerPool<FS> {
         };
         worker.end_session();
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_workers_go_to_the_least_used_cpu() {
+        assert_eq!(least_used(&[]), None);
+        assert_eq!(least_used(&[0, 0]), Some(0));
+        assert_eq!(least_used(&[1, 0]), Some(1));
+        assert_eq!(least_used(&[1, 1, 1]), Some(0));
+        assert_eq!(least_used(&[2, 1, 1]), Some(1));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pinned_thread_runs_on_its_cpu_only() {
+        use nix::sched::sched_getaffinity;
+        use nix::unistd::Pid;
+        let allowed = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let cpu = (0..nix::sched::CpuSet::count())
+            .rev()
+            .find(|&c| allowed.is_set(c).unwrap_or(false))
+            .unwrap();
+        let seen = thread::spawn(move || {
+            pin_to(cpu);
+            let set = sched_getaffinity(Pid::from_raw(0)).unwrap();
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, vec![cpu]);
+        // A CPU past any set stays unpinned rather than failing.
+        thread::spawn(|| pin_to(usize::MAX)).join().unwrap();
     }
 }

@@ -22,6 +22,11 @@ pub struct Config {
     /// makes another, up to `n_threads`, whenever none is left reading; a
     /// worker parked this long is retired. `None`: 10 seconds.
     pub idle_worker_retire: Option<std::time::Duration>,
+    /// manyfs: workers pinned to CPUs. Empty: workers run wherever the
+    /// scheduler puts them. Otherwise each new worker is pinned to the CPU
+    /// of this list that has the fewest live workers (the first such), so
+    /// that workers made on demand spread over the list.
+    pub worker_cpus: Vec<usize>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
