@@ -271,6 +271,7 @@ fn write_locked(
         locs: &locs,
         version,
         old: &old,
+        old_entry_released: false,
     };
     publish_committed(core, inode, f, &span, epoch, mtime_ns, &done);
     // Listed after the size covers the pages: a destaging pass that
@@ -349,17 +350,19 @@ fn write_page(
         };
         let weight = 1 + u32::from(extends);
         let crcs = crc.as_ref().map(std::slice::from_ref);
+        let replaced = (old.block != 0).then_some(old.entry);
         inode
             .log
-            .append_with_crcs(core, sublog, &[(entry, weight)], mtime_ns, crcs)
+            .append_replacing(core, sublog, &[(entry, weight)], mtime_ns, crcs, replaced)
     })();
-    let locs = logged.inspect_err(|_| core.blocks.free(block, 1))?;
+    let (locs, old_entry_released) = logged.inspect_err(|_| core.blocks.free(block, 1))?;
     let done = Committed {
         slots: &[slot],
         extents: &[(block, 1)],
         locs: &locs,
         version: old.version + 1,
         old: &[old],
+        old_entry_released,
     };
     publish_committed(core, inode, f, span, epoch, mtime_ns, &done);
     Ok(span.buf.len())
@@ -374,6 +377,9 @@ struct Committed<'a> {
     locs: &'a [crate::log::EntryLoc],
     version: u64,
     old: &'a [PageMapping],
+    /// Whether the append already released the live reference of
+    /// `old[0]`'s entry (`InodeLog::append_replacing`).
+    old_entry_released: bool,
 }
 
 /// The steps after a write's entries committed: an mtime logged again if
@@ -399,7 +405,7 @@ fn publish_committed(
         let _ = log_write_mtime(core, inode, mtime_ns);
     }
     publish_write(done.slots, done.extents, done.locs, done.version);
-    retire_replaced(core, inode, done.old);
+    retire_replaced(core, inode, done.old, done.old_entry_released);
     if span.end > span.size_now {
         let last = *done.locs.last().expect("one entry per extent");
         note_new_end(core, inode, f, span.end, last);
@@ -634,10 +640,14 @@ fn publish_write(
 }
 
 /// Retires what a published write replaced (`old`): its entry is
-/// superseded by a committed one, so its block may be reused.
+/// superseded by a committed one, so its block may be reused (and the
+/// entry's reference released, unless `first_released` says the append
+/// released `old[0]`'s already).
 #[inline]
-fn retire_replaced(core: &FsCore, inode: &Inode, old: &[PageMapping]) {
-    for m in old.iter().filter(|m| m.block != 0) {
+fn retire_replaced(core: &FsCore, inode: &Inode, old: &[PageMapping], first_released: bool) {
+    for (i, m) in old.iter().enumerate().filter(|(_, m)| m.block != 0) {
+        // The first one's entry reference may have gone with the append.
+        let release_entry = !(i == 0 && first_released);
         if core.staging.enabled() && !core.media.on_data_device(m.block * PAGE) {
             if core.staging.frees_superseded_at_once() {
                 // Planted bug (test builds only): reusable while the entry
@@ -648,9 +658,13 @@ fn retire_replaced(core: &FsCore, inode: &Inode, old: &[PageMapping]) {
                 // made this write durable, not only at the next full sync.
                 inode.staging.supersede(m.block);
             }
-            core.release_later(inode, m.entry, 1);
-        } else {
+            if release_entry {
+                core.release_later(inode, m.entry, 1);
+            }
+        } else if release_entry {
             core.retire_later(inode, m.block, m.entry);
+        } else {
+            core.free_later(m.block, 1);
         }
     }
 }

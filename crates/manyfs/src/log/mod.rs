@@ -727,6 +727,28 @@ impl InodeLog {
         mtime_ns: u64,
         data_crcs: Option<&[DataCrc]>,
     ) -> Result<EntryLocs> {
+        self.append_replacing(space, sublog, entries, mtime_ns, data_crcs, None)
+            .map(|(locs, _)| locs)
+    }
+
+    /// [`InodeLog::append_with_crcs`] of entries that supersede one live
+    /// reference of the entry at `replaced` (a copy-on-write page's old
+    /// entry). Where releases are not deferred (no durable marks) and the
+    /// first new entry lands on the same log page, that reference is
+    /// released here, folded into the new entry's count: the page's counter
+    /// takes one addition instead of an addition and a subtraction (never
+    /// reaching zero between them: the replaced reference was live).
+    /// Returns the places and whether the reference was released; if not,
+    /// the caller releases it as before.
+    pub fn append_replacing(
+        &self,
+        space: &dyn LogSpace,
+        sublog: usize,
+        entries: &[(Entry, u32)],
+        mtime_ns: u64,
+        data_crcs: Option<&[DataCrc]>,
+        replaced: Option<EntryLoc>,
+    ) -> Result<(EntryLocs, bool)> {
         let media = space.media();
         let marks = space.keeps_marks();
         let deps = if marks {
@@ -764,9 +786,22 @@ impl InodeLog {
         }
         let last_loc = write_and_commit(media, encoded, &places)?;
 
+        let mut released = false;
         for ((_, weight), loc) in entries.iter().zip(&places) {
-            if let Some(c) = space.live_counter(loc_page(*loc)) {
-                c.fetch_add(*weight, Ordering::Relaxed);
+            let mut add = *weight;
+            if let Some(r) = replaced
+                && !marks
+                && !released
+                && add > 0
+                && loc_page(r) == loc_page(*loc)
+            {
+                add -= 1;
+                released = true;
+            }
+            if add > 0
+                && let Some(c) = space.live_counter(loc_page(*loc))
+            {
+                c.fetch_add(add, Ordering::Relaxed);
             }
         }
         let last_loc_slot = loc_slot(last_loc) + encoded.last().expect("entry").slots();
@@ -791,7 +826,7 @@ impl InodeLog {
                 space.appended(self.ino, e);
             }
         }
-        Ok(places)
+        Ok((places, released))
     }
 
     /// With durable marks: the data checksum each entry carries and the
@@ -1416,6 +1451,60 @@ mod tests {
         assert_eq!(scan(&space, &log), vec![(3, 3)]);
         drop(log);
         drop(storage);
+    }
+
+    /// An append that replaces a live reference on its own log page folds
+    /// the release into its count (one addition of `weight - 1`); on
+    /// another page it leaves the release to the caller. Either way the
+    /// counts end where an append and a separate release leave them.
+    #[test]
+    fn a_replacing_append_folds_the_release_on_the_same_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
+        let sb = Superblock::for_size(size, 16 << 10).unwrap();
+        let space = Space {
+            media,
+            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+            live: (sb.data_start..sb.total_blocks)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            sb,
+        };
+        let count = |loc: EntryLoc| {
+            space
+                .live_counter(loc_page(loc))
+                .unwrap()
+                .load(Ordering::Relaxed)
+        };
+        let log = InodeLog::new(9, 0, 1, Vec::new());
+        let first = log.append(&space, 0, &[(add(0), 2)], 0).unwrap()[0];
+        assert_eq!(count(first), 2);
+        // Same page: the replaced reference is released in the append.
+        let (locs, released) = log
+            .append_replacing(&space, 0, &[(add(1), 1)], 0, None, Some(first))
+            .unwrap();
+        assert!(released);
+        assert_eq!(loc_page(locs[0]), loc_page(first));
+        assert_eq!(count(first), 2, "2 + 1 - 1");
+        // Until the page is full; the first append on the next page leaves
+        // the release of a reference on the old page to the caller.
+        let mut last = locs[0];
+        loop {
+            let (locs, released) = log
+                .append_replacing(&space, 0, &[(add(2), 1)], 0, None, Some(last))
+                .unwrap();
+            if loc_page(locs[0]) != loc_page(last) {
+                assert!(!released);
+                assert_eq!(count(locs[0]), 1);
+                assert_eq!(count(last), 2, "not released: the caller does it");
+                log.release(&space, last, 1);
+                assert_eq!(count(last), 1);
+                break;
+            }
+            assert!(released);
+            last = locs[0];
+        }
     }
 
     /// Compaction of a log without an array names the new chain's head in
