@@ -1302,6 +1302,24 @@ mod tests {
         sb: Superblock,
     }
 
+    impl Space {
+        /// A 1 MiB `dram` pool in `dir` with 16 free metadata blocks and a
+        /// live-entry counter per block.
+        fn in_dir(dir: &std::path::Path) -> Space {
+            let size = 1u64 << 20;
+            let media = Media::create(&dir.join("p"), size, Durability::Dram).unwrap();
+            let sb = Superblock::for_size(size, 16 << 10).unwrap();
+            Space {
+                media,
+                free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
+                live: (sb.data_start..sb.total_blocks)
+                    .map(|_| AtomicU32::new(0))
+                    .collect(),
+                sb,
+            }
+        }
+    }
+
     impl LogSpace for Space {
         fn media(&self) -> &Media {
             &self.media
@@ -1401,17 +1419,7 @@ mod tests {
     #[test]
     fn a_first_slot_outside_the_log_and_the_change_to_an_array() {
         let dir = tempfile::tempdir().unwrap();
-        let size = 1u64 << 20;
-        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
-        let sb = Superblock::for_size(size, 16 << 10).unwrap();
-        let space = Space {
-            media,
-            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
-            live: (sb.data_start..sb.total_blocks)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
-            sb,
-        };
+        let space = Space::in_dir(dir.path());
         let storage = Box::new(SubLogSlot::empty());
         // SAFETY: `storage` is a box that outlives `log` (dropped after
         // it, below) and is not moved or used by anything else meanwhile.
@@ -1460,17 +1468,7 @@ mod tests {
     #[test]
     fn a_replacing_append_folds_the_release_on_the_same_page() {
         let dir = tempfile::tempdir().unwrap();
-        let size = 1u64 << 20;
-        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
-        let sb = Superblock::for_size(size, 16 << 10).unwrap();
-        let space = Space {
-            media,
-            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
-            live: (sb.data_start..sb.total_blocks)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
-            sb,
-        };
+        let space = Space::in_dir(dir.path());
         let count = |loc: EntryLoc| {
             space
                 .live_counter(loc_page(loc))
@@ -1512,17 +1510,7 @@ mod tests {
     #[test]
     fn compaction_of_a_direct_log_stays_direct() {
         let dir = tempfile::tempdir().unwrap();
-        let size = 1u64 << 20;
-        let media = Media::create(&dir.path().join("p"), size, Durability::Dram).unwrap();
-        let sb = Superblock::for_size(size, 16 << 10).unwrap();
-        let space = Space {
-            media,
-            free: std::sync::Mutex::new((sb.data_start..sb.data_start + 16).rev().collect()),
-            live: (sb.data_start..sb.total_blocks)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
-            sb,
-        };
+        let space = Space::in_dir(dir.path());
         let log = InodeLog::new(9, 0, 2, Vec::new());
         let mut first = None;
         for s in 0..80 {
