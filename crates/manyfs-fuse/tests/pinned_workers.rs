@@ -10,9 +10,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -63,16 +62,7 @@ fn serving_thread_cpus() -> Vec<BTreeSet<usize>> {
 /// sample.
 fn write_and_sample(path: &std::path::Path, callers: usize) -> Vec<Vec<BTreeSet<usize>>> {
     let blocks_each = 8;
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    file.set_len((callers * blocks_each * BLOCK) as u64)
-        .unwrap();
-    let file = Arc::new(file);
+    let file = shared_blocks(path, callers, blocks_each);
     let writers: Vec<_> = (0..callers)
         .map(|c| {
             let file = file.clone();

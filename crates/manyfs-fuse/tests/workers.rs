@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -36,16 +36,7 @@ fn serving_threads() -> usize {
 /// threads seen meanwhile.
 fn shared_file_writers(path: &Path, callers: usize, run_for: Duration) -> usize {
     let blocks_each = 8;
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    file.set_len((callers * blocks_each * BLOCK) as u64)
-        .unwrap();
-    let file = Arc::new(file);
+    let file = shared_blocks(path, callers, blocks_each);
     let stop = Arc::new(AtomicBool::new(false));
     let most = Arc::new(AtomicUsize::new(serving_threads()));
     let writers: Vec<_> = (0..callers)

@@ -260,3 +260,21 @@ pub fn read_back(pool: &Path, name: &str) -> Vec<u8> {
     assert!(report.errors.is_empty(), "fsck: {:?}", report.errors);
     data
 }
+
+/// A file at `path` (made empty) of `callers * blocks_each` 4 KiB blocks,
+/// open for reading and writing, to share among caller threads.
+pub fn shared_blocks(
+    path: &Path,
+    callers: usize,
+    blocks_each: usize,
+) -> std::sync::Arc<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    file.set_len((callers * blocks_each * 4096) as u64).unwrap();
+    std::sync::Arc::new(file)
+}
