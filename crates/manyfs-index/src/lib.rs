@@ -198,9 +198,16 @@ pub struct PageMapping {
     /// Location of the log entry that committed it (manyfs's `EntryLoc`,
     /// opaque to the index).
     pub entry: u64,
-    /// Version of the page: the highest version wins at recovery.
+    /// Version of the page: the highest version wins at recovery. Below
+    /// 2^63 (it counts the page's writes; a slot keeps a note in the top
+    /// bit).
     pub version: u64,
 }
+
+/// The top bit of a slot's `version` word: the holder's note that the
+/// current mapping is settled (see [`PageSlot::mark_settled`]). Versions
+/// count writes of one page and never come near it.
+const SETTLED: u64 = 1 << 63;
 
 impl PageSlot {
     /// Read the slot (caller holds the page's range).
@@ -208,15 +215,53 @@ impl PageSlot {
         PageMapping {
             block: self.block.load(Ordering::Relaxed),
             entry: self.entry.load(Ordering::Relaxed),
-            version: self.version.load(Ordering::Relaxed),
+            version: self.version.load(Ordering::Relaxed) & !SETTLED,
         }
     }
 
-    /// Replace the slot (caller holds the page's range for writing).
+    /// Replace the slot (caller holds the page's range for writing). The
+    /// new mapping is not settled.
     pub fn set(&self, m: PageMapping) {
+        debug_assert!(
+            m.version < SETTLED,
+            "page version {} out of range",
+            m.version
+        );
         self.block.store(m.block, Ordering::Relaxed);
         self.entry.store(m.entry, Ordering::Relaxed);
-        self.version.store(m.version, Ordering::Relaxed);
+        self.version.store(m.version & !SETTLED, Ordering::Relaxed);
+    }
+
+    /// Note that the current mapping is settled: for manyfs, recovery will
+    /// never verify its entry's checksum, so its block may be overwritten
+    /// in place without asking the log again. The note lasts until the
+    /// slot is next [`set`](Self::set) (caller holds the page's range for
+    /// writing).
+    pub fn mark_settled(&self) {
+        self.version.fetch_or(SETTLED, Ordering::Relaxed);
+    }
+
+    /// Ask the CPU to start loading the slot's cache line, so that the miss
+    /// overlaps the caller's next one (a writer's range-lock word) instead
+    /// of following it: a locked instruction lets no later load start
+    /// before it completes, but a prefetch issued before it runs on.
+    #[inline]
+    pub fn prefetch(&self) {
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (the
+        // target's baseline). A prefetch is a hint: it reads nothing into
+        // the program, cannot fault, and the address is a live reference.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (self as *const PageSlot).cast(),
+            );
+        }
+    }
+
+    /// Whether [`mark_settled`](Self::mark_settled) was called since the
+    /// mapping was last set.
+    pub fn is_settled(&self) -> bool {
+        self.version.load(Ordering::Relaxed) & SETTLED != 0
     }
 }
 
@@ -340,6 +385,36 @@ mod tests {
     }
 
     #[test]
+    fn a_settled_note_lasts_until_the_slot_is_set_and_hides_from_the_mapping() {
+        let index = FileIndex::new(IndexKind::Cas);
+        for page in [0, 7] {
+            let slot = index.slot(page);
+            let m = PageMapping {
+                block: 9,
+                entry: 3,
+                version: 2,
+            };
+            slot.set(m);
+            assert!(!slot.is_settled());
+            slot.mark_settled();
+            assert!(slot.is_settled());
+            // A prefetch changes nothing.
+            slot.prefetch();
+            assert!(slot.is_settled());
+            // The note is not part of the mapping.
+            assert_eq!(slot.get(), m);
+            assert_eq!(index.lookup(page), m);
+            // A new mapping, even with the same fields, is not settled.
+            slot.set(PageMapping { version: 3, ..m });
+            assert!(!slot.is_settled());
+            assert_eq!(slot.get().version, 3);
+            slot.mark_settled();
+            slot.set(m);
+            assert!(!slot.is_settled());
+        }
+    }
+
+    #[test]
     fn kinds_parse_and_print() {
         for k in IndexKind::ALL {
             assert_eq!(k.to_string().parse::<IndexKind>().unwrap(), k);
@@ -425,7 +500,7 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (page(), 1u64..1 << 40, any::<u64>(), any::<u64>()).prop_map(
+            (page(), 1u64..1 << 40, any::<u64>(), 0u64..SETTLED).prop_map(
                 |(p, block, entry, version)| Op::Insert(
                     p,
                     PageMapping {

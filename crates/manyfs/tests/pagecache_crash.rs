@@ -921,6 +921,49 @@ fn single_page_overwrites_go_in_place() {
     assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
 }
 
+/// A page whose overwrites went in place and is then rewritten by
+/// copy-on-write (a write over two pages) has a new entry that no sync has
+/// settled: the next overwrite of it must not go in place (the engine notes
+/// a settled page in its index slot; the note must go with the old
+/// mapping), or a power cut that kept the new bytes would fail the synced
+/// entry's checksum and lose the synced write.
+#[test]
+fn a_page_copied_on_write_again_is_not_overwritten_in_place_before_it_settles() {
+    stay_on_this_cpu();
+    let dir = common::modelled_scratch();
+    let (fs, obs) = fresh_observed(dir.path());
+    let f = write_file(&fs, "/a", &pattern(1, 0, 2 * PAGE), 0);
+    f.sync_data().unwrap();
+    // Settled, then in place.
+    for v in 1..5u8 {
+        f.write_all_at(&pattern(1, v, PAGE), 0).unwrap();
+        f.sync_data().unwrap();
+    }
+    // Copy-on-write of both pages, synced with one barrier (its entry is
+    // durable but not settled).
+    let synced = pattern(1, 7, 2 * PAGE);
+    f.write_all_at(&synced, 0).unwrap();
+    f.sync_data().unwrap();
+    // Unsynced overwrite of page 0 (which may first make the entry's
+    // settling durable, one barrier: the durable image is taken after it).
+    let mut later = synced.clone();
+    later[..PAGE].copy_from_slice(&pattern(1, 8, PAGE));
+    f.write_all_at(&later[..PAGE], 0).unwrap();
+    let durable = obs.image();
+    let current = read_pool(dir.path());
+    let mut expect = Expect::default();
+    expect
+        .one_of
+        .insert("/a".into(), vec![synced, later.clone()]);
+    expect.owners.insert("/a".into(), [1].into());
+    power_cuts(&durable, &current, &expect, 44);
+    drop(f);
+    fs.unmount().unwrap();
+    let fs = Fs::mount(&dir.path().join("pool"), &opts()).unwrap();
+    assert_eq!(fs.read("/a").unwrap(), later);
+    assert!(manyfs::fsck::verify(&fs).unwrap().is_empty());
+}
+
 /// Records the ranges each durability point covers.
 #[derive(Default)]
 struct SyncRanges(Mutex<Vec<(u64, usize)>>);

@@ -1,7 +1,8 @@
 //! The background commit thread of a `file` mount: every
-//! `commit_interval` (sooner when staging fills the pool) a checkpoint makes
-//! what was written durable and frees what waited for it; staged data moves
-//! to the data device when a checkpoint alone frees too little.
+//! `commit_interval` (sooner when writes use up the pool's free blocks, or
+//! staging fills the pool) a checkpoint makes what was written durable and
+//! frees what waited for it; staged data moves to the data device when a
+//! checkpoint alone frees too little.
 
 use crate::core::FsCore;
 
@@ -18,6 +19,7 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
         .spawn(move || {
             let step = interval.min(std::time::Duration::from_millis(50));
             let mut waited = std::time::Duration::ZERO;
+            let mut free_after_last = None;
             loop {
                 std::thread::sleep(step);
                 waited += step;
@@ -31,11 +33,18 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 // only if that was not enough, and the next checkpoint
                 // makes the move durable and frees its pool blocks.
                 let low = crate::file::pool_low(&core);
-                if waited >= interval || low {
+                // The most free since the last checkpoint (an `fsync` or
+                // a writer's own sync may free some meanwhile).
+                let free = core.blocks.pool.free_blocks();
+                let most = free_after_last.map_or(free, |f: u64| f.max(free));
+                free_after_last = Some(most);
+                let used_up = free_used_up(most, free);
+                if waited >= interval || low || used_up {
                     waited = std::time::Duration::ZERO;
                     if core.sync_engine.has_work() {
                         let _ = core.checkpoint();
                     }
+                    free_after_last = Some(core.blocks.pool.free_blocks());
                     if crate::file::pool_low(&core) {
                         match crate::file::destage_listed(&core) {
                             Ok(0) => {}
@@ -49,4 +58,41 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 }
             }
         });
+}
+
+/// Whether writes took a quarter of the pool blocks that were free after
+/// the last checkpoint (`then`, or more if some were freed since; `now`
+/// free): the next checkpoint is then
+/// due at once, not at the end of the interval.
+///
+/// In `file` mode a block a write replaces is reusable only after a sync,
+/// so between checkpoints every copy-on-write takes a block no store has
+/// touched since the last one (on a fresh pool: never touched, a page fault
+/// and the kernel's zeroing of the page per write), and a page written
+/// since the last checkpoint cannot be overwritten in place. A writer that
+/// outruns the interval would empty the pool and sync inline
+/// (`FsCore::alloc_blocks`), stalled for a whole checkpoint; checkpointing
+/// as a quarter goes (as a journal commits when a quarter of it is full)
+/// hands the replaced blocks back, still mapped and warm, and settles the
+/// pages for writes in place. Filling the pool with new data costs a
+/// checkpoint per quarter of what is left: a few dozen from empty to full.
+fn free_used_up(then: u64, now: u64) -> bool {
+    then.saturating_sub(now) > then / 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_used_up;
+
+    #[test]
+    fn a_checkpoint_is_due_once_writes_took_a_quarter_of_the_free_blocks() {
+        assert!(!free_used_up(1000, 1000));
+        assert!(!free_used_up(1000, 750));
+        assert!(free_used_up(1000, 749));
+        // Blocks freed meanwhile (a delete) never make one due.
+        assert!(!free_used_up(1000, 5000));
+        // An almost full pool checkpoints at every few blocks taken.
+        assert!(free_used_up(4, 2));
+        assert!(!free_used_up(0, 0));
+    }
 }

@@ -105,6 +105,11 @@ pub fn write(core: &FsCore, inode: &Inode, buf: &[u8], off: u64) -> Result<usize
         .ok_or_else(|| Error::FileTooLarge(format!("write of {} bytes at {off}", buf.len())))?;
     let _gate = core.writer_gate();
     let _t = f.truncate_lock.read();
+    if off / PAGE == (end - 1) / PAGE {
+        // Its index slot, found now (the truncate lock keeps it in place),
+        // loads while the range lock's word does.
+        f.index.slot(off / PAGE).prefetch();
+    }
     // A write past the page that holds the end of file (a hole before it)
     // makes that page's bytes past the end part of the file: they are
     // sealed to zeros first ([`seal_tail`]), under that page's range too.
@@ -218,10 +223,6 @@ fn write_locked(
         old.push(m);
     }
 
-    if one_page && end <= span.size_now && overwrite_in_place(core, inode, buf, off, old[0])? {
-        return Ok(buf.len());
-    }
-
     let extents = alloc_write_extents(core, npages, stage)?;
     // The crc32 of each extent's pages as written (durable marks only:
     // recovery checks them), so the log need not read the blocks back.
@@ -299,7 +300,7 @@ fn write_page(
     let old = slot.get();
     if matches!(target, Target::Auto)
         && span.end <= span.size_now
-        && overwrite_in_place(core, inode, span.buf, span.off, old)?
+        && overwrite_in_place(core, inode, span.buf, span.off, slot, old)?
     {
         return Ok(span.buf.len());
     }
@@ -825,11 +826,18 @@ pub(crate) fn destage(core: &FsCore, inode: &Inode) -> Result<u64> {
 /// copy and the log page); a page written once stays copy-on-write until a
 /// full sync settles it. No entry is appended: the sync makes the block
 /// durable, and the mtime is logged by the next full sync or `fsync`.
+///
+/// A settled entry stays settled (a page's durable checked count only
+/// grows, and the entry leaves the page only with a new mapping), so the
+/// answer is noted in the page's index slot until the slot is next set:
+/// later overwrites of the page skip the log (its sub-log search and the
+/// cold read of the log page's footer were a fifth of a random overwrite).
 fn overwrite_in_place(
     core: &FsCore,
     inode: &Inode,
     buf: &[u8],
     off: u64,
+    slot: &crate::index::PageSlot,
     current: PageMapping,
 ) -> Result<bool> {
     // Every size change durable: in every state a power cut can leave,
@@ -846,10 +854,23 @@ fn overwrite_in_place(
         // of a tiered `pm`/`dram` pool (staged data) is only copied.
         || (core.opts.durability != crate::Durability::File
             && !core.media.on_data_device(current.block * PAGE))
-        || !inode
-            .log
-            .settle_for_overwrite(core, current.entry, current.version >= 2)?
     {
+        return Ok(false);
+    }
+    if slot.is_settled() {
+        debug_assert!(
+            inode
+                .log
+                .settle_for_overwrite(core, current.entry, false)
+                .unwrap_or(true),
+            "a page noted settled whose entry the log does not call settled"
+        );
+    } else if inode
+        .log
+        .settle_for_overwrite(core, current.entry, current.version >= 2)?
+    {
+        slot.mark_settled();
+    } else {
         return Ok(false);
     }
     core.media.nt_copy(current.block * PAGE + off % PAGE, buf)?;
