@@ -29,7 +29,8 @@ pub struct MountOptions {
     /// Refuse every change.
     pub read_only: bool,
     /// `file` mode: how often a background thread makes everything durable
-    /// (like ext4's `commit=`); zero turns it off. Other modes ignore it.
+    /// (like ext4's `commit=`; sooner once writes took a quarter of the
+    /// pool's free blocks); zero turns it off. Other modes ignore it.
     pub commit_interval: std::time::Duration,
     /// Whether writers keep running while a full sync (the commit thread's
     /// checkpoint, `Fs::sync`) makes everything durable: `background` (the
