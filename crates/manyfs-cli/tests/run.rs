@@ -1073,3 +1073,687 @@ int main(int argc, char **argv) {
     assert_eq!(blocks["errors"], ["= -1 1", "= -1 1"]);
     fsck_clean(&r);
 }
+
+/// Run the C program `exe` with a directory as its argument twice: on
+/// the run's directory under `manyfs run`, and on a tmpfs directory
+/// (`/dev/shm`) in the kernel without the library. Insists both succeed
+/// and print the same; returns what they printed.
+fn same_as_tmpfs(r: &Run, exe: &str) -> String {
+    let ours = quiet_ok(r, &[exe, &r.at.display().to_string()]);
+    let shm = Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let out = Command::new(exe).arg(tmp.path()).output().unwrap();
+    check(&format!("{exe} on tmpfs"), &out);
+    let theirs = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        ours, theirs,
+        "{exe}: the pool (left) and tmpfs (right) differ"
+    );
+    ours
+}
+
+/// `utimes`, `lutimes`, `futimes`, `futimesat` (a path, and a null one on
+/// a descriptor) and `utime`: the times `stat` then shows, null times as
+/// now, the errors, as on tmpfs.
+#[test]
+fn utimes_family_sets_the_times_stat_shows() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "utimes",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <utime.h>
+static void show(const char *what, int r, const char *path, int follow) {
+    struct stat st;
+    int e = errno;
+    if (r) { printf("%s: %s\n", what, strerror(e)); return; }
+    if ((follow ? stat : lstat)(path, &st)) { perror(path); return; }
+    printf("%s: a %lld.%09ld m %lld.%09ld\n", what,
+           (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec,
+           (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+static void now(const char *what, int r, const char *path, time_t t0) {
+    struct stat st;
+    if (r || stat(path, &st)) { printf("%s: %s\n", what, strerror(errno)); return; }
+    time_t t1 = time(NULL);
+    /* A second either side: the coarse clock of time() and the file
+       system's finer one may stand on either side of a second's turn. */
+    int ok = st.st_atime >= t0 - 1 && st.st_atime <= t1 + 1
+          && st.st_mtime >= t0 - 1 && st.st_mtime <= t1 + 1;
+    printf("%s: %s\n", what, ok ? "now" : "not now");
+}
+int main(int argc, char **argv) {
+    char f[4096], l[4096], d[4096];
+    snprintf(f, sizeof f, "%s/f", argv[1]);
+    snprintf(l, sizeof l, "%s/l", argv[1]);
+    snprintf(d, sizeof d, "%s/d", argv[1]);
+    int fd = open(f, O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || symlink("f", l) || mkdir(d, 0755)) { perror("setup"); return 1; }
+    struct timeval tv[2] = {{1000000000, 123456}, {1100000000, 654321}};
+    show("utimes", utimes(f, tv), f, 1);
+    tv[0].tv_sec += 7; tv[1].tv_usec = 1;
+    show("utimes dir", utimes(d, tv), d, 1);
+    tv[0].tv_sec = 1200000000; tv[1].tv_sec = 1300000000;
+    show("lutimes link", lutimes(l, tv), l, 0);
+    show("lutimes target untouched", 0, f, 1);
+    tv[0].tv_usec = 999999; tv[1].tv_sec = 1400000000;
+    show("futimes", futimes(fd, tv), f, 1);
+    int dfd = open(argv[1], O_RDONLY | O_DIRECTORY);
+    tv[1].tv_sec = 1500000000;
+    show("futimesat", futimesat(dfd, "f", tv), f, 1);
+    tv[1].tv_sec = 1600000000;
+    show("futimesat null path", futimesat(fd, NULL, tv), f, 1);
+    struct utimbuf ub = {1700000000, 1710000000};
+    show("utime", utime(f, &ub), f, 1);
+    time_t t0 = time(NULL);
+    now("utimes null", utimes(f, NULL), f, t0);
+    show("utime back", utime(f, &ub), f, 1);
+    now("utime null", utime(f, NULL), f, t0);
+    show("utime back", utime(f, &ub), f, 1);
+    now("futimes null", futimes(fd, NULL), f, t0);
+    tv[0].tv_usec = 1000000;
+    show("utimes usec out of range", utimes(f, tv), f, 1);
+    tv[0].tv_usec = -1;
+    show("futimes usec negative", futimes(fd, tv), f, 1);
+    tv[0].tv_usec = 0;
+    char missing[4096];
+    snprintf(missing, sizeof missing, "%s/missing", argv[1]);
+    show("utimes missing", utimes(missing, tv), missing, 1);
+    show("utime missing", utime(missing, &ub), missing, 1);
+    show("lutimes missing", lutimes(missing, tv), missing, 0);
+    show("futimesat missing", futimesat(dfd, "missing", tv), missing, 1);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("utimes: a 1000000000.123456000 m 1100000000.654321000\n")
+            && out.contains("lutimes link: a 1200000000.123456000 m 1300000000.000001000\n")
+            && out.contains("futimes: a 1200000000.999999000 m 1400000000.000001000\n")
+            && out.contains("utime: a 1700000000.000000000 m 1710000000.000000000\n")
+            && out.contains("utimes null: now\n")
+            && out.contains("utimes usec out of range: Invalid argument\n")
+            && out.contains("utimes missing: No such file or directory\n"),
+        "{out}"
+    );
+    fsck_clean(&r);
+}
+
+/// `mkfifo`, `mkfifoat`, `mknod` and `mknodat` make FIFOs, sockets,
+/// regular files (and, for root, a character device) that `stat` and
+/// `readdir` report with their type and the mode less the umask; taken
+/// names, a directory's type, unknown type bits, missing parents and
+/// trailing slashes fail as on tmpfs.
+#[test]
+fn mknod_and_mkfifo_create_nodes_stat_reports() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "mknod",
+        r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+static char base[2048];
+static const char *p(const char *name) {
+    static char buf[4][4096];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", base, name);
+    return buf[i];
+}
+static char kind(mode_t m) {
+    return S_ISFIFO(m) ? 'p' : S_ISSOCK(m) ? 's' : S_ISREG(m) ? 'f' : S_ISCHR(m) ? 'c'
+         : S_ISBLK(m) ? 'b' : S_ISDIR(m) ? 'd' : '?';
+}
+static void res(const char *what, int r) {
+    printf("%s: %s\n", what, r ? strerror(errno) : "ok");
+}
+static void show(const char *name) {
+    struct stat st;
+    if (lstat(p(name), &st)) { printf("%s: %s\n", name, strerror(errno)); return; }
+    printf("%s: %c %04o size %lld nlink %lu", name, kind(st.st_mode), st.st_mode & 07777,
+           (long long)st.st_size, (unsigned long)st.st_nlink);
+    if (S_ISCHR(st.st_mode)) printf(" rdev %u,%u", major(st.st_rdev), minor(st.st_rdev));
+    printf("\n");
+}
+static int by_name(const void *a, const void *b) { return strcmp(*(char **)a, *(char **)b); }
+int main(int argc, char **argv) {
+    snprintf(base, sizeof base, "%s", argv[1]);
+    umask(022);
+    res("mkfifo", mkfifo(p("fifo"), 0666));
+    int dfd = open(base, O_RDONLY | O_DIRECTORY);
+    res("mkfifoat", mkfifoat(dfd, "fifo2", 0600));
+    res("mknod sock", mknod(p("sock"), S_IFSOCK | 0644, 0));
+    res("mknod reg", mknod(p("reg"), S_IFREG | 0640, 0));
+    res("mknod type 0", mknod(p("reg0"), 0777, 0));
+    res("mknodat fifo", mknodat(dfd, "fifo3", S_IFIFO | 0700, 0));
+    if (geteuid() == 0) res("mknodat chr", mknodat(dfd, "chr", S_IFCHR | 0600, makedev(1, 3)));
+    else printf("mknodat chr: ok\n");
+    res("mkdir", mkdir(p("d"), 0755));
+    show("fifo"); show("fifo2"); show("sock"); show("reg"); show("reg0"); show("fifo3");
+    if (geteuid() == 0) show("chr");
+    else printf("chr: c 0600 size 0 nlink 1 rdev 1,3\n");
+    res("mkfifo taken", mkfifo(p("fifo"), 0644));
+    res("mknod over a file", mknod(p("reg"), S_IFIFO | 0644, 0));
+    res("mknod dir type", mknod(p("newdir"), S_IFDIR | 0755, 0));
+    res("mknod dir type taken", mknod(p("fifo"), S_IFDIR | 0755, 0));
+    res("mknod link type", mknod(p("newlink"), S_IFLNK | 0755, 0));
+    res("mkfifo missing parent", mkfifo(p("nope/x"), 0644));
+    res("mkfifo under a file", mkfifo(p("reg/x"), 0644));
+    res("mkfifo trailing slash", mkfifo(p("new/"), 0644));
+    res("mkfifo trailing slash taken", mkfifo(p("fifo/"), 0644));
+    res("mkfifo in a subdirectory", mkfifoat(dfd, "d/inner", 0644));
+    show("d/inner");
+    DIR *dir = opendir(base);
+    if (!dir) { perror("opendir"); return 1; }
+    char *names[64];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && n < 64) {
+        char t = e->d_type == DT_FIFO ? 'p' : e->d_type == DT_SOCK ? 's' : e->d_type == DT_REG ? 'f'
+               : e->d_type == DT_CHR ? 'c' : e->d_type == DT_DIR ? 'd' : '?';
+        if (asprintf(&names[n++], "%s %c", e->d_name, t) < 0) return 1;
+    }
+    closedir(dir);
+    qsort(names, n, sizeof names[0], by_name);
+    printf("listing:");
+    for (int i = 0; i < n; i++) printf(" [%s]", names[i]);
+    printf("\n");
+    res("unlink fifo", unlink(p("fifo")));
+    show("fifo");
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("fifo: p 0644 size 0 nlink 1\n")
+            && out.contains("fifo2: p 0600 ")
+            && out.contains("sock: s 0644 ")
+            && out.contains("reg: f 0640 ")
+            && out.contains("reg0: f 0755 ")
+            && out.contains("chr: c 0600 size 0 nlink 1 rdev 1,3\n")
+            && out.contains("mkfifo taken: File exists\n")
+            && out.contains("mknod dir type: Operation not permitted\n")
+            && out.contains("mknod link type: Invalid argument\n")
+            && out.contains("mkfifo trailing slash: No such file or directory\n")
+            && out.contains("[fifo p]")
+            && out.contains("[sock s]")
+            && out.contains("fifo: No such file or directory\n"),
+        "{out}"
+    );
+    // Opened for I/O, a FIFO in the pool (no pipe behind it) fails loudly;
+    // `O_PATH` opens it.
+    let open = c_program(
+        &r,
+        "open_fifo",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+int main(int argc, char **argv) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/fifo2", argv[1]);
+    int fd = open(p, O_RDWR | O_NONBLOCK);
+    printf("open: %d %s\n", fd, fd < 0 ? strerror(errno) : "");
+    fd = open(p, O_PATH);
+    struct stat st;
+    printf("O_PATH: %s\n", fd >= 0 && !fstat(fd, &st) && S_ISFIFO(st.st_mode) ? "a FIFO" : "?");
+    return 0;
+}
+"#,
+    );
+    let out = r
+        .cmd(&[&open, &r.at.display().to_string()])
+        .output()
+        .unwrap();
+    check("open_fifo", &out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "open: -1 No such device or address\nO_PATH: a FIFO\n"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{} is a FIFO in the pool: opening it for reading or writing is not supported (ENXIO)",
+            r.at("fifo2")
+        )),
+        "{err}"
+    );
+    fsck_clean(&r);
+}
+
+/// `preadv2` and `pwritev2` (and their `64` names): scattered and
+/// gathered contents round-trip, offset -1 uses and moves the file
+/// offset, `RWF_APPEND` writes at the end, `RWF_DSYNC`/`RWF_SYNC`/
+/// `RWF_HIPRI` are taken, `RWF_NOAPPEND` writes at the offset of an
+/// `O_APPEND` descriptor (where the kernel knows it), and the flags and
+/// arguments tmpfs refuses are refused alike.
+#[test]
+fn preadv2_and_pwritev2_round_trip_with_their_flags() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "rwv2",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+static void res(const char *what, ssize_t r, int fd) {
+    int e = errno;
+    long pos = lseek(fd, 0, SEEK_CUR);
+    if (r < 0) printf("%s: %s pos %ld\n", what, strerror(e), pos);
+    else printf("%s: %zd pos %ld\n", what, r, pos);
+}
+static void whole(const char *what, int fd) {
+    char buf[256];
+    ssize_t n = pread(fd, buf, sizeof buf, 0);
+    printf("%s: [%.*s]\n", what, (int)(n < 0 ? 0 : n), buf);
+}
+int main(int argc, char **argv) {
+    char f[4096];
+    snprintf(f, sizeof f, "%s/f", argv[1]);
+    int fd = open(f, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { perror(f); return 1; }
+    char a[] = "Hello, ", b[] = "vectored ", c[] = "world";
+    struct iovec w[3] = {{a, 7}, {b, 9}, {c, 5}};
+    res("pwritev2 at 0", pwritev2(fd, w, 3, 0, 0), fd);
+    char x[10] = {0}, y[30] = {0};
+    struct iovec rv[2] = {{x, 6}, {y, 20}};
+    res("preadv2 at 0", preadv2(fd, rv, 2, 0, 0), fd);
+    printf("scattered: [%s] [%s]\n", x, y);
+    memset(x, 0, sizeof x); memset(y, 0, sizeof y);
+    res("preadv2 at 7", preadv2(fd, rv, 2, 7, 0), fd);
+    printf("scattered: [%s] [%s]\n", x, y);
+    lseek(fd, 7, SEEK_SET);
+    struct iovec one = {"VECTORED ", 9};
+    res("pwritev2 at -1", pwritev2(fd, &one, 1, -1, 0), fd);
+    memset(x, 0, sizeof x);
+    struct iovec rx = {x, 5};
+    res("preadv2 at -1", preadv2(fd, &rx, 1, -1, 0), fd);
+    printf("read: [%s]\n", x);
+    whole("after -1", fd);
+    struct iovec d = {"D", 1}, s = {"S", 1}, h = {"H", 1};
+    res("RWF_DSYNC", pwritev2(fd, &d, 1, 0, RWF_DSYNC), fd);
+    res("RWF_SYNC", pwritev2(fd, &s, 1, 1, RWF_SYNC), fd);
+    res("RWF_HIPRI", pwritev2(fd, &h, 1, 2, RWF_HIPRI), fd);
+    res("RWF_HIPRI read", preadv2(fd, &rx, 1, 0, RWF_HIPRI), fd);
+    lseek(fd, 3, SEEK_SET);
+    struct iovec ap = {"<end>", 5};
+    res("RWF_APPEND at 0", pwritev2(fd, &ap, 1, 0, RWF_APPEND), fd);
+    res("RWF_APPEND at -1", pwritev2(fd, &ap, 1, -1, RWF_APPEND), fd);
+    whole("after appends", fd);
+    int fa = open(f, O_RDWR | O_APPEND);
+    lseek(fa, 1, SEEK_SET);
+    struct iovec o = {"(a)", 3};
+    res("O_APPEND pwritev2 at 0", pwritev2(fa, &o, 1, 0, 0), fa);
+    res("O_APPEND pwrite at 0", pwrite(fa, "(b)", 3, 0), fa);
+    res("O_APPEND pwritev2 at -1", pwritev2(fa, &o, 1, -1, 0), fa);
+    whole("after O_APPEND", fa);
+    errno = 0;
+    int probe = open(argv[2], O_RDWR | O_CREAT | O_APPEND, 0644);
+    if (pwritev2(probe, &o, 1, 0, RWF_NOAPPEND) < 0 && errno == EOPNOTSUPP) {
+        printf("RWF_NOAPPEND: not in this kernel\n");
+    } else {
+        lseek(fa, 2, SEEK_SET);
+        struct iovec na = {"na", 2};
+        res("RWF_NOAPPEND at 0", pwritev2(fa, &na, 1, 0, RWF_NOAPPEND), fa);
+        res("RWF_NOAPPEND at -1", pwritev2(fa, &na, 1, -1, RWF_NOAPPEND), fa);
+        whole("after RWF_NOAPPEND", fa);
+    }
+    close(probe);
+    res("RWF_NOWAIT write", pwritev2(fd, &o, 1, 0, RWF_NOWAIT), fd);
+    res("RWF_NOWAIT read", preadv2(fd, &rx, 1, 0, RWF_NOWAIT), fd);
+    res("unknown flag write", pwritev2(fd, &o, 1, 0, 1 << 30), fd);
+    res("unknown flag read", preadv2(fd, &rx, 1, 0, 1 << 30), fd);
+    struct iovec empty = {x, 0};
+    res("unknown flag, nothing to read", preadv2(fd, &empty, 1, 0, 1 << 30), fd);
+    res("offset -2", preadv2(fd, &rx, 1, -2, 0), fd);
+    volatile int minus = -1;
+    res("count -1", preadv2(fd, &rx, minus, 0, 0), fd);
+    struct iovec *volatile none = NULL;
+    res("null iovec", preadv2(fd, none, 1, 0, 0), fd);
+    struct iovec nullbuf = {NULL, 4};
+    res("null buffer", pwritev2(fd, &nullbuf, 1, 0, 0), fd);
+    int ro = open(f, O_RDONLY);
+    res("write on O_RDONLY", pwritev2(ro, &o, 1, 0, 0), ro);
+    int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
+    res("read a directory", preadv2(dir, &rx, 1, 0, 0), dir);
+    struct iovec tail = {"64", 2};
+    res("pwritev64v2", pwritev64v2(fd, &tail, 1, 0, 0), fd);
+    memset(x, 0, sizeof x);
+    res("preadv64v2", preadv64v2(fd, &rx, 1, 0, 0), fd);
+    printf("read: [%s]\n", x);
+    whole("final", fd);
+    return 0;
+}
+"#,
+    );
+    // The kernel file that tells whether the kernel knows RWF_NOAPPEND.
+    let probe = r.kernel("noappend-probe");
+    let ours = quiet_ok(&r, &[&exe, &r.at.display().to_string(), &probe]);
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let out = Command::new(&exe)
+        .arg(shm.path())
+        .arg(&probe)
+        .output()
+        .unwrap();
+    check("rwv2 on tmpfs", &out);
+    assert_eq!(
+        ours,
+        String::from_utf8_lossy(&out.stdout),
+        "the pool (left) and tmpfs (right) differ"
+    );
+    assert!(
+        ours.contains("scattered: [Hello,] [ vectored world]\n")
+            && ours.contains("pwritev2 at -1: 9 pos 16\n")
+            && ours.contains("read: [world]\n")
+            && ours.contains("RWF_APPEND at 0: 5 pos 3\n")
+            && ours.contains("RWF_APPEND at -1: 5 pos 31\n")
+            && ours.contains("after appends: [DSHlo, VECTORED world<end><end>]\n")
+            && ours.contains("RWF_NOWAIT write: Operation not supported")
+            && ours.contains("unknown flag read: Operation not supported")
+            && ours.contains("unknown flag, nothing to read: 0 ")
+            && ours.contains("offset -2: Invalid argument")
+            && ours.contains("null iovec: Bad address")
+            && ours.contains("write on O_RDONLY: Bad file descriptor")
+            && ours.contains("read a directory: Is a directory"),
+        "{ours}"
+    );
+    fsck_clean(&r);
+}
+
+/// `getdents64` on a directory descriptor in the pool: every entry once,
+/// with its `d_type`, across many calls with a small buffer, records
+/// aligned to 8 bytes, `EINVAL` for a buffer too small for the next
+/// record, 0 at the end, `lseek` to 0 or to a record's `d_off`, and
+/// entries removed after they were read (as `rm -r` does) not disturbing
+/// the rest, as on tmpfs.
+#[test]
+fn getdents64_lists_each_entry_once_with_its_type() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "getdents",
+        r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+struct rec { unsigned long long ino; long long off; unsigned short reclen; unsigned char type; char name[]; };
+static char *seen[256];
+static long long offs[256];
+static int nseen, calls, bad;
+static char tc(unsigned char t) {
+    return t == DT_REG ? 'f' : t == DT_DIR ? 'd' : t == DT_LNK ? 'l' : t == DT_FIFO ? 'p' : '?';
+}
+/* One getdents64 call; records appended to `seen`; returns its result. */
+static long one(int fd, size_t size) {
+    char buf[4096] __attribute__((aligned(8)));
+    long n = getdents64(fd, buf, size);
+    if (n <= 0) return n;
+    calls++;
+    for (long at = 0; at < n;) {
+        struct rec *e = (struct rec *)(buf + at);
+        size_t len = strnlen(e->name, e->reclen - 19);
+        if (e->reclen % 8 || len == (size_t)(e->reclen - 19) || e->ino == 0) bad++;
+        if (asprintf(&seen[nseen], "%s %c", e->name, tc(e->type)) < 0) exit(1);
+        offs[nseen++] = e->off;
+        at += e->reclen;
+    }
+    return n;
+}
+static int by_name(const void *a, const void *b) { return strcmp(*(char **)a, *(char **)b); }
+static void report(const char *what) {
+    qsort(seen, nseen, sizeof seen[0], by_name);
+    int dup = 0;
+    for (int i = 1; i < nseen; i++) dup += !strcmp(seen[i], seen[i - 1]);
+    printf("%s: %d entries, %d twice, %d bad records, %s calls:", what, nseen, dup, bad,
+           calls > 1 ? "several" : "one");
+    for (int i = 0; i < nseen; i++) { printf(" [%s]", seen[i]); free(seen[i]); }
+    printf("\n");
+    nseen = calls = bad = 0;
+}
+int main(int argc, char **argv) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/g", argv[1]);
+    if (mkdir(p, 0755) || chdir(p)) { perror(p); return 1; }
+    for (int i = 0; i < 40; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "file-%0*d", 1 + i % 20, i);
+        int fd = creat(name, 0644);
+        if (fd < 0) { perror(name); return 1; }
+        close(fd);
+    }
+    if (mkdir("sub", 0755) || symlink("file-0", "link") || mkfifo("pipe", 0644)) { perror("setup"); return 1; }
+    int fd = open(".", O_RDONLY | O_DIRECTORY);
+    if (fd < 0) { perror("open"); return 1; }
+    errno = 0;
+    long tiny = one(fd, 8);
+    printf("tiny buffer: %ld %s\n", tiny, strerror(errno));
+    long n;
+    while ((n = one(fd, 200)) > 0) {}
+    printf("end: %ld\n", n);
+    printf("after end: %ld\n", one(fd, 4096));
+    report("small buffer");
+    printf("rewind: %ld\n", (long)lseek(fd, 0, SEEK_SET));
+    while (one(fd, 4096) > 0) {}
+    report("large buffer");
+    lseek(fd, 0, SEEK_SET);
+    one(fd, 80);
+    char first[2][300];
+    int got = nseen;
+    long long resume = offs[0];
+    snprintf(first[0], sizeof first[0], "%s", got > 1 ? seen[1] : "(none)");
+    for (int i = 0; i < nseen; i++) free(seen[i]);
+    nseen = 0;
+    lseek(fd, resume, SEEK_SET);
+    one(fd, 4096);
+    snprintf(first[1], sizeof first[1], "%s", nseen ? seen[0] : "(none)");
+    printf("resume at the first record's d_off: %s\n",
+           got > 1 && !strcmp(first[0], first[1]) ? "the second record" : "elsewhere");
+    for (int i = 0; i < nseen; i++) free(seen[i]);
+    nseen = calls = 0;
+    /* rm -r: read a batch, remove what it named, read on. */
+    lseek(fd, 0, SEEK_SET);
+    int removed = 0;
+    for (;;) {
+        int from = nseen;
+        if (one(fd, 256) <= 0) break;
+        for (int i = from; i < nseen; i++) {
+            char name[300];
+            snprintf(name, sizeof name, "%s", seen[i]);
+            char type = name[strlen(name) - 1];
+            name[strlen(name) - 2] = 0;
+            if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+            if ((type == 'd' ? rmdir : unlink)(name)) { perror(name); return 1; }
+            removed++;
+        }
+    }
+    printf("removed %d\n", removed);
+    report("removing");
+    lseek(fd, 0, SEEK_SET);
+    while (one(fd, 4096) > 0) {}
+    report("left");
+    int reg = creat("regular", 0644);
+    errno = 0;
+    long notdir = one(reg, 4096);
+    printf("regular file: %ld %s\n", notdir, strerror(errno));
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("tiny buffer: -1 Invalid argument\n")
+            && out.contains("end: 0\nafter end: 0\n")
+            && out.contains("small buffer: 45 entries, 0 twice, 0 bad records, several calls:")
+            && out.contains("large buffer: 45 entries, 0 twice, 0 bad records, one calls:")
+            && out.contains(" [. d] [.. d] ")
+            && out.contains(" [link l] ")
+            && out.contains(" [pipe p] ")
+            && out.contains(" [sub d]")
+            && out.contains(" [file-00000000000000000019 f] ")
+            && out.contains("resume at the first record's d_off: the second record\n")
+            && out.contains("removed 43\nremoving: 45 entries, 0 twice")
+            && out.contains("left: 2 entries, 0 twice, 0 bad records, one calls: [. d] [.. d]\n")
+            && out.contains("regular file: -1 Not a directory\n"),
+        "{out}"
+    );
+    fsck_clean(&r);
+}
+
+/// `glob` and `glob64` of patterns in the pool, absolute and relative to
+/// a working directory there, with `GLOB_MARK`, `GLOB_NOCHECK`,
+/// `GLOB_ONLYDIR`, `GLOB_PERIOD`, `GLOB_BRACE`, `GLOB_DOOFFS`,
+/// `GLOB_APPEND`, `GLOB_NOSORT` and a caller's own `GLOB_ALTDIRFUNC`:
+/// the same paths, order, flags and results as glibc's on tmpfs.
+#[test]
+fn glob_matches_patterns_in_the_pool_as_on_tmpfs() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "glob",
+        r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static size_t cut;
+static int by_name(const void *a, const void *b) { return strcmp(*(char **)a, *(char **)b); }
+static void run(const char *what, const char *pat, int flags, int rel) {
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int r = glob(pat, flags, NULL, &g);
+    printf("%s: %d count %zu flags %#x untouched %d:", what, r, g.gl_pathc,
+           g.gl_flags & ~GLOB_MAGCHAR, !g.gl_opendir && !g.gl_readdir && !g.gl_stat);
+    if (flags & GLOB_NOSORT) qsort(g.gl_pathv, g.gl_pathc, sizeof(char *), by_name);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *s = g.gl_pathv[i];
+        printf(" %s", rel || strncmp(s, pat, cut) ? s : s + cut);
+    }
+    printf("\n");
+    if (r == 0 || r == GLOB_NOMATCH) globfree(&g);
+}
+static void mk(const char *p, int dir) {
+    int r = dir ? mkdir(p, 0755) : close(creat(p, 0644));
+    if (r) { perror(p); exit(1); }
+}
+int main(int argc, char **argv) {
+    if (chdir(argv[1])) { perror("chdir"); return 1; }
+    mk("a.c", 0); mk("b.c", 0); mk("c.h", 0); mk(".hidden.c", 0); mk("weird[1].c", 0);
+    mk("dir1", 1); mk("dir1/x.c", 0); mk("dir2", 1); mk("dir2/y.c", 0); mk("dir2/z.h", 0);
+    mk("sub", 1); mk("sub/deep", 1); mk("sub/deep/w.c", 0);
+    if (symlink("dir1", "link") || symlink("nowhere", "dangling")) { perror("symlink"); return 1; }
+    char pat[4096];
+    cut = strlen(argv[1]) + 1;
+#define P(s) (snprintf(pat, sizeof pat, "%s/%s", argv[1], s), pat)
+    run("*.c", P("*.c"), 0, 0);
+    run("* mark", P("*"), GLOB_MARK, 0);
+    run("* onlydir", P("*"), GLOB_ONLYDIR, 0);
+    run("* period", P("*"), GLOB_PERIOD, 0);
+    run(".*", P(".*"), 0, 0);
+    run("*/*.c", P("*/*.c"), 0, 0);
+    run("*/*/*", P("*/*/*"), GLOB_MARK, 0);
+    run("?.[ch]", P("?.[ch]"), 0, 0);
+    run("escaped", P("weird\\[1\\].c"), 0, 0);
+    run("noescape", P("weird\\[1\\].c"), GLOB_NOESCAPE, 0);
+    run("nomatch", P("nomatch*"), 0, 0);
+    run("nocheck", P("nomatch*"), GLOB_NOCHECK, 0);
+    run("literal", P("a.c"), 0, 0);
+    run("literal dir mark", P("dir1"), GLOB_MARK, 0);
+    run("literal missing", P("missing"), 0, 0);
+    run("literal dangling", P("dangling"), 0, 0);
+    run("brace", P("{a,b,nope}.c"), GLOB_BRACE, 0);
+    run("nosort", P("dir*/*"), GLOB_NOSORT, 0);
+    run("in a file", P("a.c/*"), 0, 0);
+    run("relative", "*.c", 0, 1);
+    run("relative dirs", "d*/*", GLOB_MARK, 1);
+    run("relative ..", "dir1/../*.h", 0, 1);
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    g.gl_offs = 2;
+    int r1 = glob(P("*.h"), GLOB_DOOFFS, NULL, &g);
+    int r2 = glob(P("dir2/*.h"), GLOB_DOOFFS | GLOB_APPEND, NULL, &g);
+    printf("offs append: %d %d count %zu:", r1, r2, g.gl_pathc);
+    for (size_t i = 0; i < g.gl_pathc + 2; i++)
+        printf(" %s", g.gl_pathv[i] ? g.gl_pathv[i] + cut : "(null)");
+    printf("\n");
+    globfree(&g);
+    glob64_t g64;
+    memset(&g64, 0, sizeof g64);
+    int r = glob64(P("*.c"), 0, NULL, &g64);
+    printf("glob64: %d count %zu\n", r, g64.gl_pathc);
+    globfree64(&g64);
+    memset(&g, 0, sizeof g);
+    g.gl_opendir = (void *(*)(const char *))opendir;
+    g.gl_readdir = (struct dirent *(*)(void *))readdir;
+    g.gl_closedir = (void (*)(void *))closedir;
+    g.gl_stat = stat;
+    g.gl_lstat = lstat;
+    r = glob(P("dir*/*.c"), GLOB_ALTDIRFUNC, NULL, &g);
+    printf("own altdirfunc: %d count %zu:", r, g.gl_pathc);
+    for (size_t i = 0; i < g.gl_pathc; i++) printf(" %s", g.gl_pathv[i] + cut);
+    printf("\n");
+    globfree(&g);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("*.c: 0 count 3 flags 0 untouched 1: a.c b.c weird[1].c\n")
+            && out.contains("* mark: 0 count 9 flags 0x2 untouched 1: a.c b.c c.h dangling dir1/ dir2/ link/ sub/ weird[1].c\n")
+            && out.contains("*/*.c: 0 count 3 flags 0x20 untouched 1: dir1/x.c dir2/y.c link/x.c\n")
+            && out.contains("nomatch: 3 count 0")
+            && out.contains("nocheck: 0 count 1 flags 0x10 untouched 1: nomatch*\n")
+            && out.contains("brace: 0 count 2 flags 0x430 untouched 1: a.c b.c\n")
+            && out.contains("relative: 0 count 3 flags 0 untouched 1: a.c b.c weird[1].c\n")
+            && out.contains("relative ..: 0 count 1 flags 0 untouched 1: dir1/../c.h\n")
+            && out.contains("* onlydir: 0 count 4 flags 0x2000 untouched 1: dir1 dir2 link sub\n")
+            && out.contains("offs append: 0 0 count 2: (null) (null) c.h dir2/z.h\n")
+            && out.contains("own altdirfunc: 0 count 2: dir1/x.c dir2/y.c\n"),
+        "{out}"
+    );
+}

@@ -1,10 +1,11 @@
 //! Directory streams of directories under the pool: `DIR*` handles of
 //! this library's own, told apart from glibc's by a registry of the
-//! pointers it handed out.
+//! pointers it handed out; `scandir`; and `getdents64` on a directory
+//! descriptor.
 
-use crate::table;
-use crate::{errno_of, mounted, on_path, real, ret, state};
-use libc::{DIR, c_char, c_int, c_long, dirent64};
+use crate::table::{self, Listing, Open};
+use crate::{errno_of, mounted, on_fd, on_path, real, ret, state};
+use libc::{DIR, c_char, c_int, c_long, c_void, dirent64, size_t, ssize_t};
 use manyfs::lowlevel::InodeOps;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// the `dirent64` that `readdir` returns, reused by the next call.
 struct Stream {
     fd: c_int,
-    entries: Vec<(Vec<u8>, u64, u8)>,
+    entries: Listing,
     pos: usize,
     ent: dirent64,
 }
@@ -32,9 +33,13 @@ fn ours(dirp: *mut DIR) -> Option<*mut Stream> {
 }
 
 /// The entries of the directory open at `fd`, `.` and `..` first.
-fn entries(fd: c_int) -> Result<Vec<(Vec<u8>, u64, u8)>, c_int> {
+fn entries(fd: c_int) -> Result<Listing, c_int> {
+    entries_of(&*table::get(fd).ok_or(libc::EBADF)?)
+}
+
+/// The entries of directory `open`, `.` and `..` first.
+fn entries_of(open: &Open) -> Result<Listing, c_int> {
     use std::os::unix::ffi::OsStrExt;
-    let open = table::get(fd).ok_or(libc::EBADF)?;
     if !open.is_dir {
         return Err(libc::ENOTDIR);
     }
@@ -228,6 +233,81 @@ pub unsafe extern "C" fn seekdir(dirp: *mut DIR, loc: c_long) {
         // SAFETY: the caller's argument, unchanged, to libc.
         None => unsafe { real::seekdir()(dirp, loc) },
     }
+}
+
+/// The fixed part of a `struct linux_dirent64`: `d_ino` (8 bytes),
+/// `d_off` (8), `d_reclen` (2), `d_type` (1); the name follows.
+const DIRENT64_HEAD: usize = 19;
+
+/// `getdents64` on our directory `o`: records from the listing taken
+/// at offset 0 (see [`Open::listing`]), from the entry at the file
+/// offset on, as many as `count` bytes hold, each `d_reclen` a multiple
+/// of 8 with the name's NUL and padding zeroed, `d_off` the offset of the
+/// next (for `lseek`). 0 at the end; `EINVAL` when the next record does
+/// not fit in an empty buffer; `EFAULT` for a null one; `ENOTDIR` on a
+/// file, `EBADF` on an `O_PATH` descriptor, as Linux.
+///
+/// # Safety
+/// `buf` is null or has `count` writable bytes.
+unsafe fn getdents_ours(o: &Open, buf: *mut c_void, count: size_t) -> Result<ssize_t, c_int> {
+    // Opened with `O_PATH` (a directory cannot be opened for writing).
+    if !o.read && !o.write {
+        return Err(libc::EBADF);
+    }
+    if !o.is_dir {
+        return Err(libc::ENOTDIR);
+    }
+    let count = count.min(c_int::MAX as usize);
+    let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+    let mut listing = o.listing.lock().unwrap_or_else(|e| e.into_inner());
+    if *pos == 0 || listing.is_none() {
+        *listing = Some(entries_of(o)?);
+    }
+    let list = listing.as_deref().unwrap_or_default();
+    let mut out: Vec<u8> = Vec::new();
+    let mut next = usize::try_from(*pos).unwrap_or(usize::MAX);
+    while let Some((name, ino, kind)) = list.get(next) {
+        let reclen = (DIRENT64_HEAD + name.len() + 1).next_multiple_of(8);
+        if out.len() + reclen > count {
+            if out.is_empty() {
+                return Err(libc::EINVAL);
+            }
+            break;
+        }
+        next += 1;
+        out.extend_from_slice(&ino.to_ne_bytes());
+        out.extend_from_slice(&(next as i64).to_ne_bytes());
+        out.extend_from_slice(&(reclen as u16).to_ne_bytes());
+        out.push(*kind);
+        out.extend_from_slice(name);
+        out.resize(out.len() + reclen - DIRENT64_HEAD - name.len(), 0);
+    }
+    if out.is_empty() {
+        return Ok(0);
+    }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: `buf` has `count` writable bytes (caller), `out` is no
+    // longer than `count`.
+    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), buf.cast::<u8>(), out.len()) };
+    *pos = next as u64;
+    Ok(out.len() as ssize_t)
+}
+
+/// `getdents64(2)` (glibc's since 2.30).
+///
+/// # Safety
+/// As `getdents64(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getdents64(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { getdents_ours(o, buf, count) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::getdents64()(fd, buf, count) },
+    )
 }
 
 /// `scandir`'s filter: keep the entry when it returns non-zero.

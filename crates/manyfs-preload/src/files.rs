@@ -3,7 +3,7 @@
 use crate::table::{self, Open};
 use crate::{bytes, bytes_mut, errno_of, on_fd, on_path, real, state};
 use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off_t, size_t, ssize_t};
-use manyfs::{Fs, OpenOptions};
+use manyfs::{FileKind, Fs, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +52,27 @@ pub(crate) fn open_ours(fs: &Fs, path: &Path, flags: c_int, mode: mode_t) -> Res
     if flags & libc::O_DIRECTORY != 0 && !meta.is_dir() {
         return Err(libc::ENOTDIR);
     }
+    // A FIFO, socket or device in the pool has no pipe, socket or driver
+    // behind it here (and no content of its own): opening one for I/O is
+    // `ENXIO` (Linux's answer for a socket, or a device without a
+    // driver), with a line on stderr; `O_PATH` opens it.
+    let special = match meta.kind {
+        FileKind::Fifo => Some("a FIFO"),
+        FileKind::Socket => Some("a socket"),
+        FileKind::CharDevice => Some("a character device"),
+        FileKind::BlockDevice => Some("a block device"),
+        FileKind::File | FileKind::Dir | FileKind::Symlink => None,
+    };
+    if let Some(what) = special
+        && !path_only
+    {
+        let outer = crate::paths::outer(path.as_os_str().as_bytes());
+        state::say(&format!(
+            "{} is {what} in the pool: opening it for reading or writing is not supported (ENXIO)",
+            String::from_utf8_lossy(&outer)
+        ));
+        return Err(libc::ENXIO);
+    }
     let fd = table::reserve(0)?;
     let open = Open {
         file,
@@ -61,6 +82,7 @@ pub(crate) fn open_ours(fs: &Fs, path: &Path, flags: c_int, mode: mode_t) -> Res
         write,
         flags: (flags & SHOWN_FLAGS).into(),
         offset: 0.into(),
+        listing: None.into(),
         write_hint: 0.into(),
         file_write_hint: 0.into(),
     };
@@ -258,16 +280,47 @@ pub(crate) fn read_ours(o: &Open, buf: &mut [u8], off: Option<u64>) -> Result<us
 }
 
 /// Write at `off`, or at the file offset (advancing it) when `off` is
-/// `None`; at the end of file with `O_APPEND` (also for `pwrite`, as
-/// Linux does); synced with `O_DSYNC`/`O_SYNC`.
+/// `None`; at the end of file with `O_APPEND` (also for `pwrite`, whose
+/// file offset stays, as Linux does); synced with `O_DSYNC`/`O_SYNC`.
 pub(crate) fn write_ours(o: &Open, buf: &[u8], off: Option<u64>) -> Result<usize, c_int> {
+    write_rwf(o, buf, off, 0)
+}
+
+/// `RWF_NOSIGNAL` (Linux 6.16; the `libc` crate does not name it): no
+/// `SIGPIPE`, which a file never raises.
+const RWF_NOSIGNAL: c_int = 0x100;
+
+/// The `RWF_*` flags of `preadv2`/`pwritev2` served on ours, as tmpfs
+/// takes them: `RWF_HIPRI` and `RWF_NOSIGNAL` change nothing,
+/// `RWF_DSYNC`/`RWF_SYNC` sync after the write, `RWF_APPEND` writes at
+/// the end, `RWF_NOAPPEND` at the offset despite `O_APPEND`. Others
+/// (`RWF_NOWAIT`, `RWF_ATOMIC`, `RWF_DONTCACHE`, unknown bits):
+/// `EOPNOTSUPP`, as tmpfs answers.
+const RWF_SERVED: c_int = libc::RWF_HIPRI
+    | libc::RWF_DSYNC
+    | libc::RWF_SYNC
+    | libc::RWF_APPEND
+    | libc::RWF_NOAPPEND
+    | RWF_NOSIGNAL;
+
+/// [`write_ours`] with `pwritev2`'s `RWF_*` flags. An append (`O_APPEND`
+/// without `RWF_NOAPPEND`, or `RWF_APPEND`) goes at the end of file and
+/// moves the file offset only when the call writes at it (`off` `None`),
+/// as Linux does.
+fn write_rwf(o: &Open, buf: &[u8], off: Option<u64>, rwf: c_int) -> Result<usize, c_int> {
     writable(o)?;
     let flags = o.flags.load(Ordering::Relaxed);
-    let (n, at) = if flags & libc::O_APPEND != 0 {
-        let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
-        let at = o.file.append(buf).map_err(errno_of)?;
-        *pos = at + buf.len() as u64;
-        (buf.len(), at)
+    let append = rwf & libc::RWF_APPEND != 0
+        || (flags & libc::O_APPEND != 0 && rwf & libc::RWF_NOAPPEND == 0);
+    let (n, at) = if append {
+        if off.is_some() {
+            (buf.len(), o.file.append(buf).map_err(errno_of)?)
+        } else {
+            let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+            let at = o.file.append(buf).map_err(errno_of)?;
+            *pos = at + buf.len() as u64;
+            (buf.len(), at)
+        }
     } else if let Some(off) = off {
         (o.file.write_at(buf, off).map_err(errno_of)?, off)
     } else {
@@ -278,7 +331,9 @@ pub(crate) fn write_ours(o: &Open, buf: &[u8], off: Option<u64>) -> Result<usize
         (n, at)
     };
     crate::shadow::after_write(o, &buf[..n], at)?;
-    if flags & libc::O_DSYNC != 0 {
+    if rwf & libc::RWF_SYNC != 0 {
+        o.file.sync_all().map_err(errno_of)?;
+    } else if flags & libc::O_DSYNC != 0 || rwf & libc::RWF_DSYNC != 0 {
         o.file.sync_data().map_err(errno_of)?;
     }
     Ok(n)
@@ -423,10 +478,16 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
     unsafe { pwrite(fd, buf, n, off) }
 }
 
-/// The buffers of an iovec array.
+/// The most one read or write moves (Linux's `MAX_RW_COUNT`): a vectored
+/// call asking for more is cut there, as Linux cuts it.
+const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+/// The iovec array of a vectored call, checked as Linux checks it: a
+/// count below 0 or above `UIO_MAXIOV`, or a length past `SSIZE_MAX`, is
+/// `EINVAL`; a null array or buffer with bytes to move is `EFAULT`.
 ///
 /// # Safety
-/// `iov` points at `cnt` iovecs whose buffers are valid.
+/// `iov` is null or points at `cnt` iovecs.
 unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> Result<&'a [iovec], c_int> {
     let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
     if cnt > libc::UIO_MAXIOV as usize {
@@ -435,29 +496,41 @@ unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> Result<&'a [iovec], c_int
     if cnt == 0 {
         return Ok(&[]);
     }
-    // SAFETY: the caller's promise.
-    Ok(unsafe { std::slice::from_raw_parts(iov, cnt) })
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's promise, checked non-null.
+    let v = unsafe { std::slice::from_raw_parts(iov, cnt) };
+    for x in v {
+        if x.iov_len > isize::MAX as usize {
+            return Err(libc::EINVAL);
+        }
+        if x.iov_len > 0 && x.iov_base.is_null() {
+            return Err(libc::EFAULT);
+        }
+    }
+    Ok(v)
+}
+
+/// How many bytes a vectored call moves (at most `MAX_RW_COUNT`).
+fn iov_total(iov: &[iovec]) -> usize {
+    iov.iter()
+        .fold(0usize, |t, v| t.saturating_add(v.iov_len))
+        .min(MAX_RW_COUNT)
 }
 
 /// Vectored read: one read of the total length, scattered.
 ///
 /// # Safety
-/// As `readv(2)`.
-unsafe fn readv_ours(
-    o: &Open,
-    iov: *const iovec,
-    cnt: c_int,
-    off: Option<u64>,
-) -> Result<ssize_t, c_int> {
-    // SAFETY: the caller's promise.
-    let iov = unsafe { iovecs(iov, cnt)? };
-    let total: usize = iov.iter().map(|v| v.iov_len).sum();
-    let mut tmp = vec![0u8; total];
+/// Each iovec of `iov` (checked by [`iovecs`]) names writable bytes.
+unsafe fn readv_ours(o: &Open, iov: &[iovec], off: Option<u64>) -> Result<ssize_t, c_int> {
+    let mut tmp = vec![0u8; iov_total(iov)];
     let n = read_ours(o, &mut tmp, off)?;
     let mut done = 0;
     for v in iov {
         let take = v.iov_len.min(n - done);
-        // SAFETY: each iovec names `iov_len` writable bytes.
+        // SAFETY: each iovec names `iov_len` writable bytes, non-null when
+        // `iov_len` is not 0 (checked by `iovecs`).
         unsafe { bytes_mut(v.iov_base, take) }.copy_from_slice(&tmp[done..done + take]);
         done += take;
     }
@@ -467,21 +540,22 @@ unsafe fn readv_ours(
 /// Vectored write: gathered into one write, so it stays atomic.
 ///
 /// # Safety
-/// As `writev(2)`.
+/// Each iovec of `iov` (checked by [`iovecs`]) names readable bytes.
 unsafe fn writev_ours(
     o: &Open,
-    iov: *const iovec,
-    cnt: c_int,
+    iov: &[iovec],
     off: Option<u64>,
+    rwf: c_int,
 ) -> Result<ssize_t, c_int> {
-    // SAFETY: the caller's promise.
-    let iov = unsafe { iovecs(iov, cnt)? };
-    let mut tmp = Vec::with_capacity(iov.iter().map(|v| v.iov_len).sum());
+    let total = iov_total(iov);
+    let mut tmp = Vec::with_capacity(total);
     for v in iov {
-        // SAFETY: each iovec names `iov_len` readable bytes.
-        tmp.extend_from_slice(unsafe { bytes(v.iov_base, v.iov_len) });
+        let take = v.iov_len.min(total - tmp.len());
+        // SAFETY: each iovec names `iov_len` readable bytes, non-null when
+        // `iov_len` is not 0 (checked by `iovecs`).
+        tmp.extend_from_slice(unsafe { bytes(v.iov_base, take) });
     }
-    write_ours(o, &tmp, off).map(|n| n as ssize_t)
+    write_rwf(o, &tmp, off, rwf).map(|n| n as ssize_t)
 }
 
 /// `readv(2)`.
@@ -493,7 +567,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
     on_fd(
         fd,
         // SAFETY: forwarded from the caller.
-        |o| unsafe { readv_ours(o, iov, cnt, None) },
+        |o| unsafe { readv_ours(o, iovecs(iov, cnt)?, None) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::readv()(fd, iov, cnt) },
     )
@@ -508,7 +582,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     on_fd(
         fd,
         // SAFETY: forwarded from the caller.
-        |o| unsafe { writev_ours(o, iov, cnt, None) },
+        |o| unsafe { writev_ours(o, iovecs(iov, cnt)?, None, 0) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::writev()(fd, iov, cnt) },
     )
@@ -523,7 +597,7 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: o
     on_fd(
         fd,
         // SAFETY: forwarded from the caller.
-        |o| unsafe { readv_ours(o, iov, cnt, Some(offset(off)?)) },
+        |o| unsafe { readv_ours(o, iovecs(iov, cnt)?, Some(offset(off)?)) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::preadv64()(fd, iov, cnt, off) },
     )
@@ -548,7 +622,7 @@ pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: 
     on_fd(
         fd,
         // SAFETY: forwarded from the caller.
-        |o| unsafe { writev_ours(o, iov, cnt, Some(offset(off)?)) },
+        |o| unsafe { writev_ours(o, iovecs(iov, cnt)?, Some(offset(off)?), 0) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::pwritev64()(fd, iov, cnt, off) },
     )
@@ -567,6 +641,141 @@ pub unsafe extern "C" fn pwritev64(
 ) -> ssize_t {
     // SAFETY: forwarded from the caller.
     unsafe { pwritev(fd, iov, cnt, off) }
+}
+
+/// The offset of `preadv2`/`pwritev2`: -1 is the file offset (used and
+/// advanced), below that `EINVAL`.
+fn offset2(off: off_t) -> Result<Option<u64>, c_int> {
+    match off {
+        -1 => Ok(None),
+        off => offset(off).map(Some),
+    }
+}
+
+/// `preadv2` on ours, its checks in Linux's order: the offset, the
+/// descriptor, the iovecs; nothing to read is 0 whatever the flags;
+/// then the flags.
+///
+/// # Safety
+/// As `preadv2(2)`.
+unsafe fn preadv2_ours(
+    o: &Open,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    rwf: c_int,
+) -> Result<ssize_t, c_int> {
+    let off = offset2(off)?;
+    readable(o)?;
+    // SAFETY: the caller's promise.
+    let iov = unsafe { iovecs(iov, cnt)? };
+    if iov_total(iov) == 0 {
+        return Ok(0);
+    }
+    if rwf & !RWF_SERVED != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: checked by `iovecs`; the buffers are the caller's.
+    unsafe { readv_ours(o, iov, off) }
+}
+
+/// `pwritev2` on ours (see [`preadv2_ours`] and [`RWF_SERVED`]).
+///
+/// # Safety
+/// As `pwritev2(2)`.
+unsafe fn pwritev2_ours(
+    o: &Open,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    rwf: c_int,
+) -> Result<ssize_t, c_int> {
+    let off = offset2(off)?;
+    writable(o)?;
+    // SAFETY: the caller's promise.
+    let iov = unsafe { iovecs(iov, cnt)? };
+    if iov_total(iov) == 0 {
+        return Ok(0);
+    }
+    if rwf & !RWF_SERVED != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: checked by `iovecs`; the buffers are the caller's.
+    unsafe { writev_ours(o, iov, off, rwf) }
+}
+
+/// `preadv2(2)`.
+///
+/// # Safety
+/// As `preadv2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { preadv2_ours(o, iov, cnt, off, flags) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::preadv2()(fd, iov, cnt, off, flags) },
+    )
+}
+
+/// `preadv64v2(2)` (the same call on x86-64).
+///
+/// # Safety
+/// As `preadv2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64v2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { preadv2(fd, iov, cnt, off, flags) }
+}
+
+/// `pwritev2(2)`.
+///
+/// # Safety
+/// As `pwritev2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    on_fd(
+        fd,
+        // SAFETY: forwarded from the caller.
+        |o| unsafe { pwritev2_ours(o, iov, cnt, off, flags) },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::pwritev2()(fd, iov, cnt, off, flags) },
+    )
+}
+
+/// `pwritev64v2(2)` (the same call on x86-64).
+///
+/// # Safety
+/// As `pwritev2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded from the caller.
+    unsafe { pwritev2(fd, iov, cnt, off, flags) }
 }
 
 /// `lseek` on a manyfs descriptor (`SEEK_DATA`/`SEEK_HOLE` see one data

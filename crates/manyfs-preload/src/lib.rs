@@ -20,7 +20,9 @@
 //! `opendir`/`fdopendir`/`readdir`/`closedir` (directory streams of its
 //! own, known by a registry of the pointers it returned), the whole `stat`
 //! family (`stat`, `fstatat`, glibc's `__xstat`-style entry points,
-//! `statx`, `statfs`, `statvfs`) and glibc's fortified `__*_chk` variants.
+//! `statx`, `statfs`, `statvfs`), `glob` (given this library's directory
+//! calls through `GLOB_ALTDIRFUNC`) and glibc's fortified `__*_chk`
+//! variants.
 //!
 //! `mmap` of one of its descriptors maps a shared-memory copy of the file
 //! (`shadow`), written back on `msync`, `munmap`, `fsync` and before reads.
@@ -33,11 +35,12 @@
 //! [`paths`] (is this path ours?), [`table`] (the descriptors), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
 //! (open, read, write, sync, size), `meta` (stat, statfs, access, mode,
-//! owner, times), `names` (unlink, rename, mkdir, links, the working
+//! owner, times), `names` (unlink, rename, mkdir, mknod, links, the working
 //! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `shadow`
 //! (the mapped files' shared-memory copies), `dirs`
-//! (directory streams), `stdio` (`FILE*` streams), `xattrs` (extended
-//! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`).
+//! (directory streams, `getdents64`), `stdio` (`FILE*` streams), `xattrs` (extended
+//! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`), `glob`
+//! (`glob` through this library's directory calls).
 //!
 //! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
 //! defined with their optional argument as a fixed one: on x86-64 the
@@ -51,6 +54,7 @@ mod dirs;
 mod fds;
 mod files;
 mod ftw;
+mod glob;
 mod meta;
 mod names;
 pub mod paths;

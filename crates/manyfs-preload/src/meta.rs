@@ -639,3 +639,139 @@ pub unsafe extern "C" fn futimens(fd: c_int, times: *const timespec) -> c_int {
         || unsafe { real::futimens()(fd, times) },
     )
 }
+
+/// The times of `utimes`/`futimes` as `utimensat`'s: microseconds become
+/// nanoseconds (out of range, `EINVAL`, as glibc's `utimes` gets from the
+/// kernel's `utimensat`); null for now.
+///
+/// # Safety
+/// `tv` is null or points at two timevals.
+unsafe fn timevals_attr(tv: *const libc::timeval) -> Result<SetAttr, c_int> {
+    if tv.is_null() {
+        // SAFETY: null is `times_attr`'s "now".
+        return unsafe { times_attr(std::ptr::null()) };
+    }
+    // SAFETY: the caller's promise: two timevals.
+    let tv = unsafe { std::slice::from_raw_parts(tv, 2) };
+    let one = |t: &libc::timeval| -> Result<timespec, c_int> {
+        Ok(timespec {
+            tv_sec: t.tv_sec,
+            tv_nsec: t.tv_usec.checked_mul(1000).ok_or(libc::EINVAL)?,
+        })
+    };
+    let ts = [one(&tv[0])?, one(&tv[1])?];
+    // SAFETY: two timespecs that outlive the call.
+    unsafe { times_attr(ts.as_ptr()) }
+}
+
+/// `utimes(2)`: `utimensat` with microseconds.
+///
+/// # Safety
+/// As `utimes(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| setattr_path(fs, p, true, &timevals_attr(tv)?),
+            |path| real::utimes()(path, tv),
+        )
+    }
+}
+
+/// `lutimes(3)`: `utimes` of a symlink itself.
+///
+/// # Safety
+/// As `lutimes(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| setattr_path(fs, p, false, &timevals_attr(tv)?),
+            |path| real::lutimes()(path, tv),
+        )
+    }
+}
+
+/// `futimes(3)`.
+///
+/// # Safety
+/// As `futimes(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
+    on_fd(
+        fd,
+        // SAFETY: `tv` is null or two timevals (caller).
+        |o| setattr_fd(o, &unsafe { timevals_attr(tv) }?),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::futimes()(fd, tv) },
+    )
+}
+
+/// `futimesat(2)`: a null path means `dirfd` itself (glibc's goes
+/// through `utimensat`, whose null path is Linux's `futimens` form).
+///
+/// # Safety
+/// As `futimesat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn futimesat(
+    dirfd: c_int,
+    path: *const c_char,
+    tv: *const libc::timeval,
+) -> c_int {
+    if path.is_null() {
+        // SAFETY: forwarded from the caller.
+        return unsafe { futimes(dirfd, tv) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| setattr_path(fs, p, true, &timevals_attr(tv)?),
+            |path| real::futimesat()(dirfd, path, tv),
+        )
+    }
+}
+
+/// `utime(2)`: whole seconds; a null `times` is now.
+///
+/// # Safety
+/// As `utime(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn utime(path: *const c_char, times: *const libc::utimbuf) -> c_int {
+    let attr = || -> Result<SetAttr, c_int> {
+        if times.is_null() {
+            // SAFETY: null is `times_attr`'s "now".
+            return unsafe { times_attr(std::ptr::null()) };
+        }
+        // SAFETY: the caller's `utimbuf`, checked non-null.
+        let t = unsafe { times.read() };
+        let ts = [
+            timespec {
+                tv_sec: t.actime,
+                tv_nsec: 0,
+            },
+            timespec {
+                tv_sec: t.modtime,
+                tv_nsec: 0,
+            },
+        ];
+        // SAFETY: two timespecs that outlive the call.
+        unsafe { times_attr(ts.as_ptr()) }
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| setattr_path(fs, p, true, &attr()?),
+            |path| real::utime()(path, times),
+        )
+    }
+}

@@ -1,5 +1,5 @@
-//! Names: unlink, rmdir, rename, mkdir, hard and symbolic links,
-//! `readlink`, and the working directory (virtual while it is under the
+//! Names: unlink, rmdir, rename, mkdir, `mknod` and `mkfifo`, hard and
+//! symbolic links, `readlink`, and the working directory (virtual while it is under the
 //! run's directory).
 
 use crate::paths::{self, Target};
@@ -483,4 +483,132 @@ pub unsafe extern "C" fn __getcwd_chk(
     }
     // SAFETY: forwarded from the caller.
     unsafe { getcwd(buf, size) }
+}
+
+/// `mknod` in the pool: a regular file (type bits 0 or `S_IFREG`), a FIFO,
+/// a socket, or a character or block device numbered `dev`, with the
+/// permission bits less the umask, as Linux's `mknodat`: a directory's
+/// type is `EPERM`, other type bits `EINVAL` (both before the path is
+/// looked at), a taken name `EEXIST`, a trailing slash on a new name
+/// `ENOENT`. Devices need no privilege here (the pool belongs to the
+/// process that mounted it).
+fn mknod_ours(fs: &Fs, p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<c_int, c_int> {
+    match mode & libc::S_IFMT {
+        0 | libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK => {}
+        libc::S_IFDIR => return Err(libc::EPERM),
+        _ => return Err(libc::EINVAL),
+    }
+    if p == Path::new("/") {
+        return Err(libc::EEXIST);
+    }
+    let (parent, name) = parent_and_name(fs, p)?;
+    if let Some(name_only) = p.as_os_str().as_bytes().strip_suffix(b"/") {
+        return Err(match fs.symlink_metadata(pool_path(name_only)) {
+            Ok(_) => libc::EEXIST,
+            Err(e) => errno_of(e),
+        });
+    }
+    let perm = mode & 0o7777 & !state::umask();
+    fs.mknod(parent, name, (mode & libc::S_IFMT) | perm, dev, 0, 0)
+        .map(|_| 0)
+        .map_err(errno_of)
+}
+
+/// `mknodat(2)`. glibc refuses a device number the kernel's 32-bit one
+/// cannot hold (`EINVAL`) before the call.
+///
+/// # Safety
+/// As `mknodat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: libc::dev_t,
+) -> c_int {
+    if u32::try_from(dev).is_err() {
+        return ret(Err(libc::EINVAL));
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        on_path(
+            dirfd,
+            path,
+            |fs, p| mknod_ours(fs, p, mode, dev),
+            |path| real::mknodat()(dirfd, path, mode, dev),
+        )
+    }
+}
+
+/// `mknod(2)`.
+///
+/// # Safety
+/// As `mknod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { mknodat(libc::AT_FDCWD, path, mode, dev) }
+}
+
+/// `mkfifoat(3)`: `mknodat` of a FIFO, as glibc's.
+///
+/// # Safety
+/// As `mkfifoat(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { mknodat(dirfd, path, mode | libc::S_IFIFO, 0) }
+}
+
+/// `mkfifo(3)`.
+///
+/// # Safety
+/// As `mkfifo(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkfifo(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { mknodat(libc::AT_FDCWD, path, mode | libc::S_IFIFO, 0) }
+}
+
+/// glibc's `__xmknodat` (programs built before glibc 2.33 call it for
+/// `mknodat`): the device number by pointer (null: `EFAULT`).
+///
+/// # Safety
+/// As `mknodat(2)`; `dev` is null or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknodat(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *mut libc::dev_t,
+) -> c_int {
+    // SAFETY: the caller's promise about `path`.
+    match unsafe { paths::target_c(dirfd, path) } {
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        Ok(Target::Kernel) => unsafe { real::__xmknodat()(ver, dirfd, path, mode, dev) },
+        // SAFETY: as above, with the normalised absolute path.
+        Ok(Target::KernelAt(abs)) => unsafe {
+            real::__xmknodat()(ver, dirfd, abs.as_ptr(), mode, dev)
+        },
+        Ok(Target::Ours(_)) if dev.is_null() => ret(Err(libc::EFAULT)),
+        // SAFETY: `dev` checked non-null; `path` as the caller promised.
+        Ok(Target::Ours(_)) => unsafe { mknodat(dirfd, path, mode, *dev) },
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// glibc's `__xmknod`.
+///
+/// # Safety
+/// As `mknod(2)`; `dev` is null or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknod(
+    ver: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *mut libc::dev_t,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { __xmknodat(ver, libc::AT_FDCWD, path, mode, dev) }
 }

@@ -8,6 +8,7 @@ use libc::{
 
 use crate::dirs::{ScanCompar, ScanFilter};
 use crate::ftw::{FtwFn, NftwFn};
+use crate::glob::{Glob, GlobErrFn};
 
 /// `pub fn NAME() -> unsafe extern "C" fn(ARGS) -> RET`: libc's `NAME`.
 macro_rules! next {
@@ -45,6 +46,8 @@ next! {
     writev: fn(c_int, *const iovec, c_int) -> ssize_t;
     preadv64: fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
     pwritev64: fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+    preadv2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
+    pwritev2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
     lseek64: fn(c_int, off_t, c_int) -> off_t;
     fsync: fn(c_int) -> c_int;
     fdatasync: fn(c_int) -> c_int;
@@ -76,6 +79,13 @@ next! {
     fchown: fn(c_int, c_uint, c_uint) -> c_int;
     utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int;
     futimens: fn(c_int, *const libc::timespec) -> c_int;
+    utimes: fn(*const c_char, *const libc::timeval) -> c_int;
+    lutimes: fn(*const c_char, *const libc::timeval) -> c_int;
+    futimes: fn(c_int, *const libc::timeval) -> c_int;
+    futimesat: fn(c_int, *const c_char, *const libc::timeval) -> c_int;
+    utime: fn(*const c_char, *const libc::utimbuf) -> c_int;
+    mknodat: fn(c_int, *const c_char, mode_t, libc::dev_t) -> c_int;
+    __xmknodat: fn(c_int, c_int, *const c_char, mode_t, *mut libc::dev_t) -> c_int;
     dup: fn(c_int) -> c_int;
     dup2: fn(c_int, c_int) -> c_int;
     dup3: fn(c_int, c_int, c_int) -> c_int;
@@ -97,6 +107,8 @@ next! {
     rewinddir: fn(*mut DIR) -> ();
     telldir: fn(*mut DIR) -> c_long;
     seekdir: fn(*mut DIR, c_long) -> ();
+    getdents64: fn(c_int, *mut c_void, size_t) -> ssize_t;
+    glob: fn(*const c_char, c_int, GlobErrFn, *mut Glob) -> c_int;
     __read_chk: fn(c_int, *mut c_void, size_t, size_t) -> ssize_t;
     __pread64_chk: fn(c_int, *mut c_void, size_t, off_t, size_t) -> ssize_t;
     __getcwd_chk: fn(*mut c_char, size_t, size_t) -> *mut c_char;

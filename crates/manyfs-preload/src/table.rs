@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, RwLock};
 /// Descriptor numbers this library can serve (higher ones: `EMFILE`).
 pub const MAX_FDS: usize = 1 << 16;
 
+/// A directory's entries: name, inode, `d_type`; `.` and `..` first.
+pub type Listing = Vec<(Vec<u8>, u64, u8)>;
+
 /// One open file description: what `open` made, shared by the
 /// descriptors `dup` makes of it.
 pub struct Open {
@@ -31,8 +34,14 @@ pub struct Open {
     pub write: bool,
     /// The status flags `F_GETFL` shows (`O_APPEND`, `O_NONBLOCK`, ...).
     pub flags: AtomicI32,
-    /// The file offset of `read`, `write` and `lseek`.
+    /// The file offset of `read`, `write` and `lseek` (of a directory:
+    /// the index in `listing` where `getdents64` goes on).
     pub offset: Mutex<u64>,
+    /// A directory's entries as `getdents64` took them at offset 0: its
+    /// later calls go on in the same list, so an entry there all along is
+    /// given once, however the directory changes between them. Locked
+    /// after `offset`.
+    pub listing: Mutex<Option<Listing>>,
     /// The write-life hint of `F_SET_RW_HINT` (`RWH_WRITE_LIFE_*`). Linux
     /// keeps it with the inode; here it stays with the open file
     /// description (shared by its `dup`s) and is not stored in the pool.
