@@ -51,6 +51,11 @@ pub struct SyncEngine {
     pub(crate) pending: Box<[CachePadded<Mutex<Vec<Pending>>>]>,
     /// Emptied lists of earlier syncs, kept with their capacity.
     spare: Mutex<Vec<Vec<Pending>>>,
+    /// Blocks a running sync took off the waiting lists and has not freed
+    /// yet. Its mutex is held while blocks move between the lists, this
+    /// count and the allocator, so a count of free and waiting blocks taken
+    /// under it ([`SyncEngine::free_and_waiting`]) is never short.
+    taken: Mutex<u64>,
 }
 
 impl Default for SyncEngine {
@@ -64,6 +69,7 @@ impl Default for SyncEngine {
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
             spare: Mutex::default(),
+            taken: Mutex::new(0),
         }
     }
 }
@@ -93,15 +99,45 @@ impl SyncEngine {
     /// writers that queue next grow a fresh list into memory the kernel
     /// must fault in and zero again: with an item queued per append, a
     /// sync every 100 ms takes tens of thousands (see `recycle`).
+    /// The blocks they hold count as taken until [`SyncEngine::hand_back`]
+    /// (or [`SyncEngine::forget_taken`] after a failed sync).
     pub(crate) fn take_pending(&self) -> Vec<Vec<Pending>> {
+        let mut taken = self.taken.lock();
         let mut spare = self.spare.lock();
-        self.pending
+        let lists: Vec<Vec<Pending>> = self
+            .pending
             .iter()
             .filter_map(|s| {
                 let mut s = s.lock();
                 (!s.is_empty()).then(|| std::mem::replace(&mut *s, spare.pop().unwrap_or_default()))
             })
-            .collect()
+            .collect();
+        *taken += lists.iter().flatten().map(blocks_of).sum::<u64>();
+        lists
+    }
+
+    /// Run `free` (which gives the blocks [`SyncEngine::take_pending`]
+    /// took to the allocator) with the taken count held, then clear it.
+    pub(crate) fn hand_back<R>(&self, free: impl FnOnce() -> R) -> R {
+        let mut taken = self.taken.lock();
+        let r = free();
+        *taken = 0;
+        r
+    }
+
+    /// A sync that took blocks failed before freeing them: they are lost
+    /// to this mount (free again at the next one), not waiting.
+    pub(crate) fn forget_taken(&self) {
+        *self.taken.lock() = 0;
+    }
+
+    /// Free blocks (`free()`, the allocator's count) plus the blocks that
+    /// wait for a sync or that a running sync holds: the free space the
+    /// media shows. Exact against a concurrent sync; writers running
+    /// meanwhile move it as they go.
+    pub fn free_and_waiting(&self, free: impl FnOnce() -> u64) -> u64 {
+        let taken = self.taken.lock();
+        free() + *taken + self.waiting_blocks()
     }
 
     /// Keep lists [`SyncEngine::take_pending`] returned, emptied, for the
@@ -117,21 +153,11 @@ impl SyncEngine {
         }
     }
 
-    /// Blocks waiting for a sync before they become free.
-    pub fn pending_blocks(&self) -> u64 {
+    /// Blocks on the waiting lists (not those a running sync took).
+    fn waiting_blocks(&self) -> u64 {
         self.pending
             .iter()
-            .map(|s| {
-                s.lock()
-                    .iter()
-                    .map(|p| match p {
-                        Pending::Blocks(_, n) => *n,
-                        Pending::LogBlock(_) => 1,
-                        Pending::Inode { data, log, .. } => (data.len() + log.len()) as u64,
-                        Pending::Release { .. } => 0,
-                    })
-                    .sum::<u64>()
-            })
+            .map(|s| s.lock().iter().map(blocks_of).sum::<u64>())
             .sum()
     }
 
@@ -139,6 +165,16 @@ impl SyncEngine {
     pub fn has_work(&self) -> bool {
         self.dirty.iter().any(|s| !s.lock().is_empty())
             || self.pending.iter().any(|s| !s.lock().is_empty())
+    }
+}
+
+/// Blocks an item frees.
+fn blocks_of(p: &Pending) -> u64 {
+    match p {
+        Pending::Blocks(_, n) => *n,
+        Pending::LogBlock(_) => 1,
+        Pending::Inode { data, log, .. } => (data.len() + log.len()) as u64,
+        Pending::Release { .. } => 0,
     }
 }
 
@@ -198,6 +234,43 @@ impl Named {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn free_and_waiting_blocks_count_the_same_through_a_sync() {
+        let eng = SyncEngine::default();
+        let free = std::sync::atomic::AtomicU64::new(100);
+        let count = || eng.free_and_waiting(|| free.load(Ordering::Relaxed));
+        eng.defer(Pending::Blocks(10, 3));
+        eng.defer(Pending::LogBlock(20));
+        eng.defer(Pending::Release {
+            ino: 1,
+            generation: 0,
+            incarnation: 0,
+            loc: 0,
+            n: 1,
+        });
+        eng.defer(Pending::Inode {
+            ino: 5,
+            data: vec![30, 31],
+            log: vec![40],
+        });
+        assert_eq!(count(), 107);
+        // Taken by a sync: off the lists, still counted.
+        let lists = eng.take_pending();
+        assert_eq!(eng.waiting_blocks(), 0);
+        assert_eq!(count(), 107);
+        // Handed to the allocator: counted once.
+        eng.hand_back(|| free.fetch_add(7, Ordering::Relaxed));
+        assert_eq!(count(), 107);
+        eng.recycle(lists);
+        // A failed sync loses what it took.
+        eng.defer(Pending::Blocks(50, 2));
+        let _lost = eng.take_pending();
+        assert_eq!(count(), 109);
+        eng.forget_taken();
+        assert_eq!(count(), 107);
+    }
 
     #[test]
     fn a_sync_takes_every_queued_item_and_hands_its_lists_back_emptied() {

@@ -109,6 +109,9 @@ impl FsCore {
         let eng = &self.sync_engine;
         let _serial = eng.lock.lock();
         let mut pending = eng.take_pending();
+        // A sync that fails from here on loses what it took (see
+        // `SyncEngine::forget_taken`); one that succeeds hands it back.
+        let taken_guard = ForgetTaken(eng);
         // Every name appended so far is covered by this sync's snapshot.
         self.named.clear();
         let mut dirty: Vec<u64> = eng
@@ -178,6 +181,7 @@ impl FsCore {
             i.size_changes_synced.fetch_max(n, Ordering::AcqRel);
         }
         drop(guards);
+        std::mem::forget(taken_guard);
         self.release_pending(pending);
         Ok(())
     }
@@ -423,8 +427,19 @@ impl FsCore {
                 Pending::Release { .. } => {}
             }
         }
-        self.blocks.free_batch(&mut blocks);
+        self.sync_engine
+            .hand_back(|| self.blocks.free_batch(&mut blocks));
         self.sync_engine.recycle(pending);
+    }
+}
+
+/// Clears the sync engine's taken count when dropped (a sync that
+/// returned early); forgotten by a sync that hands its blocks back.
+struct ForgetTaken<'a>(&'a crate::alloc::deferred::SyncEngine);
+
+impl Drop for ForgetTaken<'_> {
+    fn drop(&mut self) {
+        self.0.forget_taken();
     }
 }
 

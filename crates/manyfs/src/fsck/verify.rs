@@ -128,7 +128,7 @@ pub(crate) fn compare(core: &FsCore, rebuilt: &Rebuilt) -> Vec<String> {
         })
         .sum();
     // Blocks waiting for a sync (file mode) are free on media already.
-    let free_mem = core.blocks.free_blocks() + core.sync_engine.pending_blocks();
+    let free_mem = (core.sync_engine).free_and_waiting(|| core.blocks.free_blocks());
     let free_media = (rebuilt.data_blocks() - rebuilt.used_blocks()).saturating_sub(open_orphans);
     if free_mem != free_media {
         diffs.push(format!(

@@ -174,7 +174,8 @@ impl Fs {
         StatFs {
             block_size: BLOCK_SIZE,
             total_blocks: sb.total_blocks - sb.data_start + sb.device_data_blocks().count() as u64,
-            free_blocks: self.core.blocks.free_blocks() + self.core.sync_engine.pending_blocks(),
+            free_blocks: (self.core.sync_engine)
+                .free_and_waiting(|| self.core.blocks.free_blocks()),
             total_inodes: sb.inode_count - 2,
             free_inodes: self.core.inode_numbers.free_count(),
             name_max: MAX_NAME_LEN as u64,
