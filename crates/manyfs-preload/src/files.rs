@@ -704,78 +704,53 @@ unsafe fn pwritev2_ours(
     unsafe { writev_ours(o, iov, off, rwf) }
 }
 
-/// `preadv2(2)`.
-///
-/// # Safety
-/// As `preadv2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn preadv2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    on_fd(
-        fd,
-        // SAFETY: forwarded from the caller.
-        |o| unsafe { preadv2_ours(o, iov, cnt, off, flags) },
-        // SAFETY: the caller's arguments, unchanged, to libc.
-        || unsafe { real::preadv2()(fd, iov, cnt, off, flags) },
-    )
+/// `preadv2(2)` and `pwritev2(2)` under both of glibc's names (`preadv2`
+/// and `preadv64v2` are the same call on x86-64): served by `$ours` on a
+/// manyfs descriptor, by libc's `$real` otherwise.
+macro_rules! vectored_v2_entry_points {
+    ($($name:ident, $alias:ident, $ours:ident, $real:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "(2)`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($name), "(2)`.")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            fd: c_int,
+            iov: *const iovec,
+            cnt: c_int,
+            off: off_t,
+            flags: c_int,
+        ) -> ssize_t {
+            on_fd(
+                fd,
+                // SAFETY: forwarded from the caller.
+                |o| unsafe { $ours(o, iov, cnt, off, flags) },
+                // SAFETY: the caller's arguments, unchanged, to libc.
+                || unsafe { real::$real()(fd, iov, cnt, off, flags) },
+            )
+        }
+
+        #[doc = concat!("`", stringify!($alias), "(2)` (the same call on x86-64).")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($name), "(2)`.")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $alias(
+            fd: c_int,
+            iov: *const iovec,
+            cnt: c_int,
+            off: off_t,
+            flags: c_int,
+        ) -> ssize_t {
+            // SAFETY: forwarded from the caller.
+            unsafe { $name(fd, iov, cnt, off, flags) }
+        }
+    )*};
 }
 
-/// `preadv64v2(2)` (the same call on x86-64).
-///
-/// # Safety
-/// As `preadv2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn preadv64v2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarded from the caller.
-    unsafe { preadv2(fd, iov, cnt, off, flags) }
-}
-
-/// `pwritev2(2)`.
-///
-/// # Safety
-/// As `pwritev2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwritev2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    on_fd(
-        fd,
-        // SAFETY: forwarded from the caller.
-        |o| unsafe { pwritev2_ours(o, iov, cnt, off, flags) },
-        // SAFETY: the caller's arguments, unchanged, to libc.
-        || unsafe { real::pwritev2()(fd, iov, cnt, off, flags) },
-    )
-}
-
-/// `pwritev64v2(2)` (the same call on x86-64).
-///
-/// # Safety
-/// As `pwritev2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwritev64v2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    // SAFETY: forwarded from the caller.
-    unsafe { pwritev2(fd, iov, cnt, off, flags) }
+vectored_v2_entry_points! {
+    preadv2, preadv64v2, preadv2_ours, preadv2;
+    pwritev2, pwritev64v2, pwritev2_ours, pwritev2;
 }
 
 /// `lseek` on a manyfs descriptor (`SEEK_DATA`/`SEEK_HOLE` see one data
