@@ -30,7 +30,9 @@ pub struct MountOptions {
     pub read_only: bool,
     /// `file` mode: how often a background thread makes everything durable
     /// (like ext4's `commit=`; sooner once writes took a quarter of the
-    /// pool's free blocks); zero turns it off. Other modes ignore it.
+    /// pool's free blocks, or replaced 32 MiB of blocks that wait for a
+    /// sync, at most ten times a second); zero turns it off. Other modes
+    /// ignore it.
     pub commit_interval: std::time::Duration,
     /// Whether writers keep running while a full sync (the commit thread's
     /// checkpoint, `Fs::sync`) makes everything durable: `background` (the

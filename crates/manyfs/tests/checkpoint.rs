@@ -226,3 +226,49 @@ fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
     assert_eq!(fs.metadata("/grown").unwrap().len(), 0);
     fs.unmount().unwrap();
 }
+
+/// A page rewritten many times in `file` mode, with a commit interval far
+/// longer than the test: the blocks its copies replaced make a checkpoint
+/// due by themselves (`api/commit_thread.rs`), it frees them, and from then
+/// on rewrites of the page go in place, taking no block.
+#[test]
+fn rewrites_make_the_commit_thread_checkpoint_early_and_then_go_in_place() {
+    let opts = {
+        let mut mo = MountOptions::default();
+        mo.durability = manyfs::Durability::File;
+        mo.commit_interval = Duration::from_secs(600);
+        mo
+    };
+    // 256 MiB: 9,000 rewrites are far from a quarter of the free blocks.
+    let (_d, _pool, fs) = common::fresh_with(256 << 20, &opts);
+    let f = common::open_rw(&fs, "/rewritten");
+    // Not synced: until a checkpoint settles the page, each rewrite is a
+    // copy into a new block.
+    f.write_all_at(&[0u8; 4096], 0).unwrap();
+    let used = |fs: &Fs| fs.stats().members[0].used_blocks;
+    let syncs = |fs: &Fs| fs.stats().persist.full_syncs;
+    let (used_before, syncs_before) = (used(&fs), syncs(&fs));
+    for i in 0..9_000u32 {
+        f.write_all_at(&[i as u8; 4096], 0).unwrap();
+    }
+    let start = std::time::Instant::now();
+    while syncs(&fs) == syncs_before || used(&fs) >= used_before + 8_192 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no checkpoint freed the replaced blocks ({} in use, {} before)",
+            used(&fs),
+            used_before
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Settled by that checkpoint: rewrites now take no block.
+    let settled = used(&fs);
+    for i in 0..1_000u32 {
+        f.write_all_at(&[i as u8; 4096], 0).unwrap();
+    }
+    assert_eq!(used(&fs), settled, "rewrites after the checkpoint copied");
+    let mut back = vec![0u8; 4096];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back.iter().all(|&b| b == (999u32 as u8)));
+    fs.unmount().unwrap();
+}

@@ -44,11 +44,20 @@ pub enum Pending {
     },
 }
 
+/// One shard of the waiting lists: its items, and the blocks they free
+/// (kept as they are queued, under the shard's mutex, so counting the
+/// waiting blocks costs a look at each shard, not a walk of every item).
+#[derive(Default)]
+struct WaitingShard {
+    items: Vec<Pending>,
+    blocks: u64,
+}
+
 /// Per-mount state of the `file`-mode sync machinery.
 pub struct SyncEngine {
     pub(crate) lock: Mutex<()>,
     pub(crate) dirty: Box<[CachePadded<Mutex<Vec<u64>>>]>,
-    pub(crate) pending: Box<[CachePadded<Mutex<Vec<Pending>>>]>,
+    pending: Box<[CachePadded<Mutex<WaitingShard>>]>,
     /// Emptied lists of earlier syncs, kept with their capacity.
     spare: Mutex<Vec<Vec<Pending>>>,
     /// Blocks a running sync took off the waiting lists and has not freed
@@ -82,15 +91,15 @@ impl SyncEngine {
 
     /// Queue `p` until after the next sync.
     pub fn defer(&self, p: Pending) {
-        self.pending[crate::cpu::current() % SHARDS].lock().push(p);
+        self.defer_all([p]);
     }
 
     /// Queue each of `items` until after the next sync, under one hold of
     /// the shard's mutex (a replaced page's block and its entry's reference).
     pub fn defer_all<const N: usize>(&self, items: [Pending; N]) {
-        self.pending[crate::cpu::current() % SHARDS]
-            .lock()
-            .extend(items);
+        let mut shard = self.pending[crate::cpu::current() % SHARDS].lock();
+        shard.blocks += items.iter().map(blocks_of).sum::<u64>();
+        shard.items.extend(items);
     }
 
     /// Take everything queued so far: each non-empty shard's list whole,
@@ -109,10 +118,11 @@ impl SyncEngine {
             .iter()
             .filter_map(|s| {
                 let mut s = s.lock();
-                (!s.is_empty()).then(|| std::mem::replace(&mut *s, spare.pop().unwrap_or_default()))
+                *taken += std::mem::take(&mut s.blocks);
+                (!s.items.is_empty())
+                    .then(|| std::mem::replace(&mut s.items, spare.pop().unwrap_or_default()))
             })
             .collect();
-        *taken += lists.iter().flatten().map(blocks_of).sum::<u64>();
         lists
     }
 
@@ -154,17 +164,14 @@ impl SyncEngine {
     }
 
     /// Blocks on the waiting lists (not those a running sync took).
-    fn waiting_blocks(&self) -> u64 {
-        self.pending
-            .iter()
-            .map(|s| s.lock().iter().map(blocks_of).sum::<u64>())
-            .sum()
+    pub(crate) fn waiting_blocks(&self) -> u64 {
+        self.pending.iter().map(|s| s.lock().blocks).sum()
     }
 
     /// Whether anything waits for a sync.
     pub fn has_work(&self) -> bool {
         self.dirty.iter().any(|s| !s.lock().is_empty())
-            || self.pending.iter().any(|s| !s.lock().is_empty())
+            || self.pending.iter().any(|s| !s.lock().items.is_empty())
     }
 }
 
@@ -256,6 +263,7 @@ mod tests {
             log: vec![40],
         });
         assert_eq!(count(), 107);
+        assert_eq!(eng.waiting_blocks(), 7);
         // Taken by a sync: off the lists, still counted.
         let lists = eng.take_pending();
         assert_eq!(eng.waiting_blocks(), 0);
@@ -279,6 +287,7 @@ mod tests {
         for b in 0..1000 {
             eng.pending[b as usize % 3]
                 .lock()
+                .items
                 .push(Pending::Blocks(b, 1));
         }
         let lists = eng.take_pending();
@@ -297,12 +306,12 @@ mod tests {
         eng.recycle(lists);
         // The next sync hands the shard it takes from one of those lists,
         // emptied, its room kept.
-        eng.pending[0].lock().push(Pending::LogBlock(7));
+        eng.pending[0].lock().items.push(Pending::LogBlock(7));
         let again = eng.take_pending();
         assert_eq!(again.len(), 1);
         assert!(matches!(again[0][..], [Pending::LogBlock(7)]));
-        assert!(eng.pending[0].lock().is_empty());
-        assert!(eng.pending[0].lock().capacity() >= 333);
+        assert!(eng.pending[0].lock().items.is_empty());
+        assert!(eng.pending[0].lock().items.capacity() >= 333);
         // A list grown past SPARE_MAX is not kept.
         eng.recycle(vec![Vec::with_capacity(SPARE_MAX + 1)]);
         assert!(eng.spare.lock().iter().all(|l| l.capacity() <= SPARE_MAX));
