@@ -45,7 +45,7 @@ DURATION=${DURATION:-2s}        # per FxMark point
 # measures the steady state.
 WARMUP=${WARMUP:-200ms}
 FIO_RUNTIME=${FIO_RUNTIME:-3}   # seconds per fio point
-META_FILES=${META_FILES:-2000}  # files per meta_ops process
+META_FILES=${META_FILES:-2000}  # files per meta_ops process; 0 skips meta_ops
 FX_DATA=${FX_DATA-DWOM,DRBM,DWOL}  # FX_DATA="" skips them
 FX_META=${FX_META-MWCL,MWCM,MWUL,MWUM,MRPL,MRPM}  # FX_META="" skips them
 MANYFS_OPTS=${MANYFS_OPTS:-}
@@ -177,7 +177,8 @@ bench_target() {
     done
   done
   rm -f "$MNT/shared"
-  # meta_ops: N processes, each in its own directory.
+  # meta_ops: N processes, each in its own directory (META_FILES=0 skips it).
+  [ "$META_FILES" -gt 0 ] || return 0
   for j in $THREADS; do
     "$META" "$MNT" "$j" "$META_FILES" 2>"$RUN/meta.err" |
       awk -v t="$t" -v j="$j" '$1 ~ /^(create|stat|unlink)$/ { printf "%s\tmeta_ops %s\t%s\t%s\n", t, $1, j, $2 }' >>"$RAW" ||
