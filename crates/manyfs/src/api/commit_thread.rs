@@ -102,10 +102,11 @@ const REWRITES_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 /// blocks ([`free_used_up`]) to be taken leaves such a program copying for
 /// seconds on a large pool, each copy into a block no store has touched
 /// since the last checkpoint. Appends of new data replace nothing and never
-/// make this due. At most ten checkpoints a second come from this: on a
-/// disk-backed pool each costs the barriers of a sync, and rewritten pages
-/// are then written back once per checkpoint instead of a fresh copy per
-/// write.
+/// make this due. On a disk-backed pool a checkpoint costs the barriers of a
+/// sync; one made due here has at least 32 MiB of copies to write back,
+/// which a later one would write anyway, and from then on a page rewritten
+/// in place is written back once per checkpoint where its copies were each
+/// a page of their own. At most ten a second come from this.
 fn rewrites_waiting(waiting: u64, since: std::time::Duration) -> bool {
     waiting >= REWRITES_DUE && since >= REWRITES_GAP
 }
