@@ -1757,3 +1757,171 @@ int main(int argc, char **argv) {
         "{out}"
     );
 }
+
+/// The C headers and helpers the tests below share: `res` prints what a
+/// call returned (and its error), `make` opens a file of a directory,
+/// creating it; an alarm ends a program that waits a minute (a pipe read
+/// that a failed transfer left empty) so its test fails instead.
+const C_HELPERS: &str = r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void deadline(void) { alarm(60); }
+__attribute__((unused)) static void res(const char *what, long r) {
+    printf("%s: %ld%s%s\n", what, r, r < 0 ? " " : "", r < 0 ? strerror(errno) : "");
+}
+__attribute__((unused)) static int make(const char *dir, const char *name, int flags) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int fd = open(p, flags | O_CREAT, 0644);
+    if (fd < 0) { perror(p); exit(1); }
+    return fd;
+}
+"#;
+
+/// [`c_program`] of `src` after [`C_HELPERS`].
+fn c_program_with_helpers(r: &Run, name: &str, src: &str) -> String {
+    c_program(r, name, &[C_HELPERS, src].concat())
+}
+
+/// `read`, `write`, `pread` and `pwrite` on a file in the pool with a
+/// null buffer: `EFAULT` when there are bytes to move (after the
+/// descriptor's own checks), 0 for none, as on tmpfs.
+#[test]
+fn null_buffers_are_efault_as_on_tmpfs() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "null_buffers",
+        r#"
+int main(int argc, char **argv) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/f", argv[1]);
+    int fd = open(p, O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || write(fd, "some bytes", 10) != 10) { perror(p); return 1; }
+    lseek(fd, 0, SEEK_SET);
+    /* Null, out of the compiler's sight (it refuses a literal one). */
+    void *volatile null_source = NULL;
+    void *null = null_source;
+    res("read", read(fd, null, 4));
+    res("write", write(fd, null, 4));
+    res("pread", pread(fd, null, 4, 0));
+    res("pwrite", pwrite(fd, null, 4, 0));
+    res("read nothing", read(fd, null, 0));
+    res("write nothing", write(fd, null, 0));
+    res("offset unmoved", lseek(fd, 0, SEEK_CUR));
+    int ro = open(p, O_RDONLY);
+    res("write on read-only", write(ro, null, 4));
+    int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
+    res("read a directory", read(dir, null, 4));
+    char buf[16] = {0};
+    res("contents", pread(fd, buf, sizeof buf, 0));
+    printf("%s\n", buf);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("read: -1 Bad address\nwrite: -1 Bad address\n")
+            && out.contains("pread: -1 Bad address\npwrite: -1 Bad address\n")
+            && out.contains("read nothing: 0\nwrite nothing: 0\noffset unmoved: 0\n")
+            && out.contains("write on read-only: -1 Bad file descriptor\n")
+            && out.contains("some bytes\n"),
+        "{out}"
+    );
+}
+
+/// `getdents64` gives `..` the parent directory's inode (as `stat` of
+/// the parent shows it), also after the directory moved, as on tmpfs.
+#[test]
+fn getdents64_gives_dotdot_the_parent_inode() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "dotdot",
+        r#"
+/* The inode getdents64 gives `name` in the directory `dir`. */
+static unsigned long long ino_of(const char *dir, const char *name) {
+    char buf[4096] __attribute__((aligned(8)));
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    long n = getdents64(fd, buf, sizeof buf);
+    close(fd);
+    for (long at = 0; at < n;) {
+        struct dirent64 *e = (struct dirent64 *)(buf + at);
+        if (!strcmp(e->d_name, name)) return e->d_ino;
+        at += e->d_reclen;
+    }
+    return 0;
+}
+static void check(const char *dir, const char *parent) {
+    struct stat self, up;
+    if (stat(dir, &self) || stat(parent, &up)) { perror(dir); return; }
+    printf("%s: . is itself %s, .. is its parent %s\n", dir + strlen(dir) - 1,
+           ino_of(dir, ".") == self.st_ino ? "yes" : "no",
+           ino_of(dir, "..") == up.st_ino ? "yes" : "no");
+}
+int main(int argc, char **argv) {
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s/a", argv[1]);
+    snprintf(b, sizeof b, "%s/a/b", argv[1]);
+    if (mkdir(a, 0755) || mkdir(b, 0755)) { perror("mkdir"); return 1; }
+    check(a, argv[1]);
+    check(b, a);
+    char c[4096];
+    snprintf(c, sizeof c, "%s/c", argv[1]);
+    if (rename(b, c)) { perror("rename"); return 1; }
+    check(c, argv[1]);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert_eq!(
+        out,
+        "a: . is itself yes, .. is its parent yes\n\
+         b: . is itself yes, .. is its parent yes\n\
+         c: . is itself yes, .. is its parent yes\n"
+    );
+}
+
+/// Times before 1970 (which tmpfs takes) cannot be stored in the pool:
+/// `utimensat` and `utimes` refuse them with `EOVERFLOW` and a line on
+/// stderr, and leave the file's times as they were.
+#[test]
+fn times_before_1970_are_refused_with_eoverflow() {
+    let r = Run::new();
+    let f = r.at("f");
+    let out = r
+        .cmd(&[
+            "sh",
+            "-c",
+            &format!(
+                "touch -d @981158400 {f} && ! touch -d @-315619200 {f} && \
+                 ! touch -m -d @-1 {f} && stat -c '%X %Y' {f}"
+            ),
+        ])
+        .output()
+        .unwrap();
+    check("touch before 1970", &out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "981158400 981158400\n"
+    );
+    assert!(
+        err.contains("manyfs run: time -315619200.000000000 is outside what the pool stores")
+            && err.contains("manyfs run: time -1.000000000 is outside")
+            && err.contains("Value too large for defined data type"),
+        "{err}"
+    );
+}

@@ -343,6 +343,42 @@ fn offset(off: off_t) -> Result<u64, c_int> {
     u64::try_from(off).map_err(|_| libc::EINVAL)
 }
 
+/// `read`/`pread` on ours into the caller's `n` bytes at `buf`: the
+/// descriptor's checks first, then the buffer's (`EFAULT` for a null
+/// one with bytes to read), as Linux orders them.
+///
+/// # Safety
+/// `buf` is null or has `n` writable bytes.
+unsafe fn read_into(
+    o: &Open,
+    buf: *mut c_void,
+    n: size_t,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    readable(o)?;
+    // SAFETY: the caller's promise.
+    let buf = unsafe { bytes_mut(buf, n)? };
+    read_ours(o, buf, off).map(|n| n as ssize_t)
+}
+
+/// `write`/`pwrite` on ours from the caller's `n` bytes at `buf`: the
+/// descriptor's checks first, then the buffer's (`EFAULT` for a null
+/// one with bytes to write).
+///
+/// # Safety
+/// `buf` is null or has `n` readable bytes.
+unsafe fn write_from(
+    o: &Open,
+    buf: *const c_void,
+    n: size_t,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    writable(o)?;
+    // SAFETY: the caller's promise.
+    let buf = unsafe { bytes(buf, n)? };
+    write_ours(o, buf, off).map(|n| n as ssize_t)
+}
+
 /// `read(2)`.
 ///
 /// # Safety
@@ -352,7 +388,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     on_fd(
         fd,
         // SAFETY: the caller passes `n` writable bytes at `buf`.
-        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, None).map(|n| n as ssize_t),
+        |o| unsafe { read_into(o, buf, n, None) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::read()(fd, buf, n) },
     )
@@ -386,7 +422,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     on_fd(
         fd,
         // SAFETY: the caller passes `n` readable bytes at `buf`.
-        |o| write_ours(o, unsafe { bytes(buf, n) }, None).map(|n| n as ssize_t),
+        |o| unsafe { write_from(o, buf, n, None) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::write()(fd, buf, n) },
     )
@@ -401,7 +437,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_
     on_fd(
         fd,
         // SAFETY: the caller passes `n` writable bytes at `buf`.
-        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        |o| unsafe { read_into(o, buf, n, Some(offset(off)?)) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::pread64()(fd, buf, n, off) },
     )
@@ -462,7 +498,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: o
     on_fd(
         fd,
         // SAFETY: the caller passes `n` readable bytes at `buf`.
-        |o| write_ours(o, unsafe { bytes(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        |o| unsafe { write_from(o, buf, n, Some(offset(off)?)) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::pwrite64()(fd, buf, n, off) },
     )
@@ -531,7 +567,7 @@ unsafe fn readv_ours(o: &Open, iov: &[iovec], off: Option<u64>) -> Result<ssize_
         let take = v.iov_len.min(n - done);
         // SAFETY: each iovec names `iov_len` writable bytes, non-null when
         // `iov_len` is not 0 (checked by `iovecs`).
-        unsafe { bytes_mut(v.iov_base, take) }.copy_from_slice(&tmp[done..done + take]);
+        unsafe { bytes_mut(v.iov_base, take) }?.copy_from_slice(&tmp[done..done + take]);
         done += take;
     }
     Ok(n as ssize_t)
@@ -553,7 +589,7 @@ unsafe fn writev_ours(
         let take = v.iov_len.min(total - tmp.len());
         // SAFETY: each iovec names `iov_len` readable bytes, non-null when
         // `iov_len` is not 0 (checked by `iovecs`).
-        tmp.extend_from_slice(unsafe { bytes(v.iov_base, take) });
+        tmp.extend_from_slice(unsafe { bytes(v.iov_base, take) }?);
     }
     write_rwf(o, &tmp, off, rwf).map(|n| n as ssize_t)
 }

@@ -157,28 +157,38 @@ pub(crate) fn pool_path(inner: &[u8]) -> &std::path::Path {
     std::path::Path::new(std::ffi::OsStr::from_bytes(inner))
 }
 
-/// `n` bytes at `p` (none when `n` is 0, whatever `p` is).
+/// `n` bytes at `p` (none when `n` is 0, whatever `p` is); `EFAULT` when
+/// `p` is null with bytes to move, as the kernel answers a null buffer.
 ///
 /// # Safety
-/// When `n > 0`, `p` points at `n` readable bytes that stay valid for `'a`.
-pub(crate) unsafe fn bytes<'a>(p: *const libc::c_void, n: usize) -> &'a [u8] {
-    if n == 0 || p.is_null() {
-        return &[];
+/// When `n > 0`, `p` is null or points at `n` readable bytes that stay
+/// valid for `'a`.
+pub(crate) unsafe fn bytes<'a>(p: *const libc::c_void, n: usize) -> Result<&'a [u8], c_int> {
+    if n == 0 {
+        return Ok(&[]);
     }
-    // SAFETY: the caller's promise.
-    unsafe { std::slice::from_raw_parts(p.cast(), n) }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's promise, checked non-null.
+    Ok(unsafe { std::slice::from_raw_parts(p.cast(), n) })
 }
 
-/// `n` writable bytes at `p` (none when `n` is 0).
+/// `n` writable bytes at `p` (none when `n` is 0); `EFAULT` when `p` is
+/// null with bytes to move.
 ///
 /// # Safety
-/// When `n > 0`, `p` points at `n` writable bytes, not aliased, valid for `'a`.
-pub(crate) unsafe fn bytes_mut<'a>(p: *mut libc::c_void, n: usize) -> &'a mut [u8] {
-    if n == 0 || p.is_null() {
-        return &mut [];
+/// When `n > 0`, `p` is null or points at `n` writable bytes, not aliased,
+/// valid for `'a`.
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut libc::c_void, n: usize) -> Result<&'a mut [u8], c_int> {
+    if n == 0 {
+        return Ok(&mut []);
     }
-    // SAFETY: the caller's promise.
-    unsafe { std::slice::from_raw_parts_mut(p.cast(), n) }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's promise, checked non-null.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast(), n) })
 }
 
 impl<T> Fail for *mut T {
