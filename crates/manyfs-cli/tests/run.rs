@@ -1793,6 +1793,84 @@ fn c_program_with_helpers(r: &Run, name: &str, src: &str) -> String {
     c_program(r, name, &[C_HELPERS, src].concat())
 }
 
+/// `close_range` and `closefrom` over descriptors in the pool: closed
+/// for the library too (a read is `EBADF`, and a kernel file opened next
+/// takes the number and works as a kernel file), `CLOSE_RANGE_CLOEXEC`
+/// marks them close-on-exec and keeps them open, a range mixing the
+/// pool's and the kernel's closes both, errors as on tmpfs.
+#[test]
+fn close_range_and_closefrom_close_descriptors_in_the_pool() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "close_range",
+        r#"
+int main(int argc, char **argv) {
+    char p[4096], buf[8], elf[4];
+    snprintf(p, sizeof p, "%s/f", argv[1]);
+    int fd = open(p, O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || write(fd, "pool", 4) != 4) { perror(p); return 1; }
+    /* A pool descriptor closed by close_range, its number then the kernel's. */
+    res("close_range", close_range(fd, fd, 0));
+    res("read closed", read(fd, buf, 4));
+    res("fcntl closed", fcntl(fd, F_GETFD));
+    int k = open(argv[0], O_RDONLY);
+    printf("kernel file takes the number: %s\n", k == fd ? "yes" : "no");
+    res("kernel read", read(k, elf, 4));
+    printf("kernel file is the program: %s\n", memcmp(elf, "\177ELF", 4) ? "no" : "yes");
+    struct stat st;
+    res("kernel fstat", fstat(k, &st));
+    printf("kernel lseek to the end: %s\n", lseek(k, 0, SEEK_END) == st.st_size ? "its size" : "elsewhere");
+    res("kernel close", close(k));
+    /* CLOSE_RANGE_CLOEXEC: kept open, marked close-on-exec. */
+    fd = open(p, O_RDONLY);
+    res("cloexec", close_range(fd, fd, CLOSE_RANGE_CLOEXEC));
+    printf("FD_CLOEXEC: %d\n", fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    res("still reads", pread(fd, buf, 4, 0));
+    res("close", close(fd));
+    /* A range of pool and kernel descriptors. */
+    int a = open(p, O_RDONLY), b = open(argv[0], O_RDONLY), c = open(p, O_RDONLY);
+    printf("three in a row: %s\n", b == a + 1 && c == a + 2 ? "yes" : "no");
+    res("close_range span", close_range(a, c, 0));
+    res("first", fcntl(a, F_GETFD));
+    res("kernel between", fcntl(b, F_GETFD));
+    res("last", fcntl(c, F_GETFD));
+    /* closefrom. */
+    a = open(p, O_RDONLY);
+    b = open(p, O_RDONLY);
+    closefrom(a);
+    res("closefrom first", fcntl(a, F_GETFD));
+    res("closefrom second", fcntl(b, F_GETFD));
+    k = open(argv[0], O_RDONLY);
+    printf("kernel file after closefrom takes the number: %s\n", k == a ? "yes" : "no");
+    res("kernel read after closefrom", read(k, elf, 4));
+    res("first > last", close_range(9, 3, 0));
+    res("unknown flag", close_range(k, k, 1 << 8));
+    res("kernel still open", fcntl(k, F_GETFD));
+    close(k);
+    fd = open(p, O_RDONLY);
+    memset(buf, 0, sizeof buf);
+    res("reopen read", read(fd, buf, 4));
+    printf("contents: %s\n", buf);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("read closed: -1 Bad file descriptor\n")
+            && out.contains("kernel file takes the number: yes\nkernel read: 4\nkernel file is the program: yes\n")
+            && out.contains("kernel lseek to the end: its size\n")
+            && out.contains("FD_CLOEXEC: 1\nstill reads: 4\n")
+            && out.contains("first: -1 Bad file descriptor\nkernel between: -1 Bad file descriptor\nlast: -1 Bad file descriptor\n")
+            && out.contains("closefrom second: -1 Bad file descriptor\n")
+            && out.contains("kernel file after closefrom takes the number: yes\nkernel read after closefrom: 4\n")
+            && out.contains("first > last: -1 Invalid argument\n")
+            && out.contains("contents: pool\n"),
+        "{out}"
+    );
+    fsck_clean(&r);
+}
 /// `read`, `write`, `pread` and `pwrite` on a file in the pool with a
 /// null buffer: `EFAULT` when there are bytes to move (after the
 /// descriptor's own checks), 0 for none, as on tmpfs.

@@ -1,4 +1,4 @@
-//! Opening, reading, writing, seeking, syncing and sizing files.
+//! Opening, reading, writing, seeking, syncing, sizing and closing files.
 
 use crate::table::{self, Open};
 use crate::{bytes, bytes_mut, errno_of, on_fd, on_path, real, state};
@@ -222,18 +222,55 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     unsafe { creat(path, mode) }
 }
 
-/// Close a manyfs descriptor: forget it, then release its kernel
-/// descriptor. In a forked child of the owner the handle is leaked rather
+/// Forget a manyfs descriptor (its kernel descriptor is the caller's to
+/// close). In a forked child of the owner the handle is leaked rather
 /// than dropped: dropping the last handle of an unlinked file frees it in
 /// the pool, which is the parent's.
-pub(crate) fn close_ours(fd: c_int) -> c_int {
+fn release(fd: c_int) {
     if let Some(open) = table::forget(fd)
         && state::fs().is_err()
     {
         std::mem::forget(open);
     }
+}
+
+/// Close a manyfs descriptor: forget it, then release its kernel
+/// descriptor.
+pub(crate) fn close_ours(fd: c_int) -> c_int {
+    release(fd);
     // SAFETY: the kernel descriptor reserved for `fd`.
     unsafe { real::close()(fd) }
+}
+
+/// `close_range(2)`: the descriptors of ours in the range are forgotten
+/// (or, with `CLOSE_RANGE_CLOEXEC`, marked close-on-exec) before the
+/// kernel closes its reserved ones with the rest, so no later kernel
+/// descriptor takes a number the table still serves. Unknown flags or
+/// `first > last`: `EINVAL`, as Linux. `CLOSE_RANGE_UNSHARE` goes to the
+/// kernel (the table is the process's: another thread's descriptors of
+/// ours in the range are closed for it too).
+#[unsafe(no_mangle)]
+pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let known = (libc::CLOSE_RANGE_UNSHARE | libc::CLOSE_RANGE_CLOEXEC) as c_int;
+    if flags & !known != 0 || first > last {
+        return crate::ret(Err(libc::EINVAL));
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+        table::ours_in(first, last).for_each(|fd| table::set_cloexec(fd, true));
+    } else {
+        table::ours_in(first, last).for_each(release);
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::close_range()(first, last, flags) }
+}
+
+/// `closefrom(3)`: `close_range(lowfd, ~0U, 0)` (a negative `lowfd` is
+/// 0, as glibc takes it).
+#[unsafe(no_mangle)]
+pub extern "C" fn closefrom(lowfd: c_int) {
+    table::ours_in(lowfd.max(0) as c_uint, c_uint::MAX).for_each(release);
+    // SAFETY: the caller's argument, unchanged, to libc.
+    unsafe { real::closefrom()(lowfd) }
 }
 
 /// `close(2)`.

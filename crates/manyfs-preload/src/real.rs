@@ -38,6 +38,8 @@ next! {
     open: fn(*const c_char, c_int, mode_t) -> c_int;
     openat: fn(c_int, *const c_char, c_int, mode_t) -> c_int;
     close: fn(c_int) -> c_int;
+    close_range: fn(c_uint, c_uint, c_int) -> c_int;
+    closefrom: fn(c_int) -> ();
     read: fn(c_int, *mut c_void, size_t) -> ssize_t;
     write: fn(c_int, *const c_void, size_t) -> ssize_t;
     pread64: fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
