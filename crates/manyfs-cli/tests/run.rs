@@ -1871,6 +1871,273 @@ int main(int argc, char **argv) {
     );
     fsck_clean(&r);
 }
+
+/// `sendfile` with the pool at either end or both: from the file offset
+/// or an offset pointer (which moves while the file offset stays), to
+/// and from kernel files, to a pipe, capped at the end of file, and the
+/// errors (`EBADF` for descriptors not open for it, `EINVAL` for a
+/// negative offset, an `O_APPEND` output or a directory), as on tmpfs.
+#[test]
+fn sendfile_moves_bytes_in_and_out_of_the_pool() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "sendfile",
+        r#"
+/* A checksum of the file at `fd` (read from 0) and its size. */
+static void sum(const char *what, int fd) {
+    unsigned long h = 5381, n = 0;
+    unsigned char b[4096];
+    long got;
+    for (off_t at = 0; (got = pread(fd, b, sizeof b, at)) > 0; at += got)
+        for (long i = 0; i < got; i++, n++) h = h * 33 + b[i];
+    printf("%s: %lu bytes, sum %lx\n", what, n, h);
+}
+int main(int argc, char **argv) {
+    static unsigned char data[100000];
+    for (int i = 0; i < (int)sizeof data; i++) data[i] = i * 7 % 251;
+    int src = make(argv[1], "src", O_RDWR);
+    if (write(src, data, sizeof data) != sizeof data) { perror("write"); return 1; }
+    char kpath[] = "/tmp/manyfs-sendfile-XXXXXX";
+    int kfd = mkstemp(kpath);
+    if (kfd < 0) { perror("mkstemp"); return 1; }
+    unlink(kpath);
+    sum("source", src);
+    /* From the pool to a kernel file, at the file offset. */
+    lseek(src, 0, SEEK_SET);
+    res("pool to kernel", sendfile(kfd, src, NULL, 1 << 20));
+    res("source offset", lseek(src, 0, SEEK_CUR));
+    res("kernel offset", lseek(kfd, 0, SEEK_CUR));
+    sum("kernel copy", kfd);
+    /* With an offset pointer: it moves, the file offset stays. */
+    off_t off = 10;
+    lseek(src, 3, SEEK_SET);
+    int part = make(argv[1], "part", O_RDWR);
+    res("pool to pool at 10", sendfile(part, src, &off, 5000));
+    printf("offset now %ld, file offset %ld\n", (long)off, (long)lseek(src, 0, SEEK_CUR));
+    sum("part", part);
+    unsigned char back[5000];
+    printf("part is bytes 10..5010: %s\n",
+           pread(part, back, sizeof back, 0) == sizeof back && !memcmp(back, data + 10, sizeof back) ? "yes" : "no");
+    /* From a kernel file into the pool (capped by its end). */
+    int dst = make(argv[1], "dst", O_WRONLY);
+    lseek(kfd, 0, SEEK_SET);
+    res("kernel to pool", sendfile(dst, kfd, NULL, 1 << 20));
+    res("destination offset", lseek(dst, 0, SEEK_CUR));
+    res("kernel source offset", lseek(kfd, 0, SEEK_CUR));
+    int dr = make(argv[1], "dst", O_RDONLY);
+    sum("pool copy", dr);
+    off = 4000;
+    res("kernel to pool at 4000", sendfile(dst, kfd, &off, 300));
+    printf("offset now %ld, kernel file offset %ld, destination offset %ld\n", (long)off,
+           (long)lseek(kfd, 0, SEEK_CUR), (long)lseek(dst, 0, SEEK_CUR));
+    sum("pool copy after", dr);
+    /* The end of the source. */
+    off = 99990;
+    res("past the end", sendfile(part, src, &off, 100));
+    printf("offset now %ld\n", (long)off);
+    res("at the end", sendfile(part, src, &off, 100));
+    res("nothing asked", sendfile(part, src, NULL, 0));
+    /* To a pipe. */
+    int p[2];
+    if (pipe(p)) { perror("pipe"); return 1; }
+    off = 20;
+    res("pool to pipe", sendfile(p[1], src, &off, 100));
+    unsigned char b[200];
+    res("pipe read", read(p[0], b, sizeof b));
+    printf("pipe has bytes 20..120: %s\n", memcmp(b, data + 20, 100) ? "no" : "yes");
+    /* Errors. */
+    int wo = make(argv[1], "src", O_WRONLY);
+    int ap = make(argv[1], "app", O_WRONLY | O_APPEND);
+    int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
+    int path = open(argv[1], O_PATH);
+    res("write-only input", sendfile(kfd, wo, NULL, 10));
+    res("read-only output", sendfile(dr, src, NULL, 10));
+    res("closed input", sendfile(dst, 999, NULL, 10));
+    res("closed output", sendfile(999, src, NULL, 10));
+    off = -1;
+    res("negative offset", sendfile(kfd, src, &off, 10));
+    res("append output", sendfile(ap, src, NULL, 10));
+    res("directory input", sendfile(kfd, dir, NULL, 10));
+    res("O_PATH input", sendfile(kfd, path, NULL, 10));
+    res("to itself", sendfile(part, part, NULL, 10));
+    sum("part at the end", part);
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("pool to kernel: 100000\nsource offset: 100000\n")
+            && out.contains("kernel copy: 100000 bytes, sum ef86682b316ac7b0\n")
+            && out.contains("offset now 5010, file offset 3\n")
+            && out.contains("part is bytes 10..5010: yes\n")
+            && out.contains("pool copy: 100000 bytes, sum ef86682b316ac7b0\n")
+            && out.contains(
+                "offset now 4300, kernel file offset 100000, destination offset 100300\n"
+            )
+            && out.contains("past the end: 10\n")
+            && out.contains("pipe has bytes 20..120: yes\n")
+            && out.contains("write-only input: -1 Bad file descriptor\n")
+            && out.contains("append output: -1 Invalid argument\n")
+            && out.contains("directory input: -1 Invalid argument\n"),
+        "{out}"
+    );
+    fsck_clean(&r);
+}
+
+/// Python's `shutil.copyfile` (which copies with `sendfile`) into the
+/// pool and back out, and `os.sendfile` from one file of the pool to
+/// another at an offset: the bytes arrive intact.
+#[test]
+fn python_copyfile_copies_in_and_out_of_the_pool() {
+    if !have("python3") {
+        eprintln!("python3 is not installed: skipped");
+        return;
+    }
+    let r = Run::new();
+    let big = r.kernel("big");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let data: Vec<u8> = (0..3_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&big, &data).unwrap();
+    let script = "import os, shutil, sys
+shutil.copyfile(sys.argv[1], sys.argv[2])
+shutil.copyfile(sys.argv[2], sys.argv[3])
+with open(sys.argv[2], 'rb') as i, open(sys.argv[4], 'wb') as o:
+    print(os.sendfile(o.fileno(), i.fileno(), 5, 1000))
+with open(sys.argv[4], 'rb') as part, open(sys.argv[1], 'rb') as src:
+    print(part.read() == src.read()[5:1005])
+";
+    let out = quiet_ok(
+        &r,
+        &[
+            "python3",
+            "-c",
+            script,
+            &big,
+            &r.at("big"),
+            &r.kernel("out"),
+            &r.at("part"),
+        ],
+    );
+    assert_eq!(out, "1000\nTrue\n");
+    assert!(
+        std::fs::read(r.kernel("out")).unwrap() == data,
+        "the copy out differs"
+    );
+    fsck_clean(&r);
+}
+
+/// `splice` between a pipe and a file in the pool, both ways: at the file
+/// offset or an offset pointer, at most a pipe-full, `SPLICE_F_NONBLOCK`
+/// on an empty pipe, end of file and a pipe without writers, and the
+/// errors (`ESPIPE` for an offset on the pipe, `EINVAL` for two files,
+/// unknown flags, a negative offset or an `O_APPEND` output, `EBADF`), as
+/// on tmpfs.
+#[test]
+fn splice_moves_bytes_between_a_pipe_and_the_pool() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "splice",
+        r#"
+int main(int argc, char **argv) {
+    static unsigned char data[100000], b[100000];
+    for (int i = 0; i < (int)sizeof data; i++) data[i] = i * 13 % 253;
+    int src = make(argv[1], "src", O_RDWR);
+    if (write(src, data, sizeof data) != sizeof data) { perror("write"); return 1; }
+    lseek(src, 0, SEEK_SET);
+    int p[2];
+    if (pipe(p)) { perror("pipe"); return 1; }
+    /* File to pipe at the file offset. */
+    res("file to pipe", splice(src, NULL, p[1], NULL, 4096, 0));
+    res("file offset", lseek(src, 0, SEEK_CUR));
+    res("pipe read", read(p[0], b, sizeof b));
+    printf("bytes 0..4096: %s\n", memcmp(b, data, 4096) ? "no" : "yes");
+    /* File to pipe at an offset pointer: it moves, the file offset stays. */
+    loff_t off = 100;
+    res("file at 100 to pipe", splice(src, &off, p[1], NULL, 50, 0));
+    printf("offset now %lld, file offset %ld\n", (long long)off, (long)lseek(src, 0, SEEK_CUR));
+    res("pipe read", read(p[0], b, sizeof b));
+    printf("bytes 100..150: %s\n", memcmp(b, data + 100, 50) ? "no" : "yes");
+    /* More than the pipe holds: one pipe-full. */
+    int cap = fcntl(p[1], F_GETPIPE_SZ);
+    off = 0;
+    long big = splice(src, &off, p[1], NULL, 1 << 20, 0);
+    printf("a pipe-full at most: %s\n", big > 0 && big <= cap ? "yes" : "no");
+    for (long left = big, n; left > 0; left -= n)
+        if ((n = read(p[0], b, left)) <= 0) { perror("drain"); return 1; }
+    /* Pipe to file at the file offset, then at an offset pointer. */
+    int dst = make(argv[1], "dst", O_RDWR);
+    if (write(p[1], "abcdefghijklmnopqrstuvwxyz0123", 30) != 30) { perror("write pipe"); return 1; }
+    res("pipe to file", splice(p[0], NULL, dst, NULL, 1000, 0));
+    res("destination offset", lseek(dst, 0, SEEK_CUR));
+    if (write(p[1], "0123456789", 10) != 10) { perror("write pipe"); return 1; }
+    off = 100;
+    res("pipe to file at 100", splice(p[0], NULL, dst, &off, 4, 0));
+    printf("offset now %lld, file offset %ld\n", (long long)off, (long)lseek(dst, 0, SEEK_CUR));
+    res("the rest to the offset", splice(p[0], NULL, dst, NULL, 100, SPLICE_F_MOVE | SPLICE_F_MORE));
+    struct stat st;
+    fstat(dst, &st);
+    memset(b, 0, sizeof b);
+    res("destination read", pread(dst, b, sizeof b, 0));
+    printf("size %ld, at 0 [%.36s], at 100 [%.4s], between zeros: %s\n", (long)st.st_size, b, b + 100,
+           b[36] == 0 && b[99] == 0 ? "yes" : "no");
+    /* The end of the file, an empty pipe. */
+    off = sizeof data;
+    res("at the end", splice(src, &off, p[1], NULL, 10, 0));
+    res("empty pipe, no wait", splice(p[0], NULL, dst, NULL, 10, SPLICE_F_NONBLOCK));
+    /* Errors. */
+    off = 0;
+    res("offset for the pipe", splice(p[0], &off, dst, NULL, 10, 0));
+    res("offset for the pipe out", splice(src, NULL, p[1], &off, 10, 0));
+    res("file to file", splice(src, NULL, dst, NULL, 10, 0));
+    res("nothing asked", splice(src, NULL, dst, NULL, 0, 0));
+    res("unknown flag", splice(src, NULL, p[1], NULL, 10, 1 << 6));
+    off = -5;
+    res("negative offset", splice(src, &off, p[1], NULL, 10, 0));
+    int wo = make(argv[1], "src", O_WRONLY);
+    res("write-only input", splice(wo, NULL, p[1], NULL, 10, 0));
+    int ro = make(argv[1], "dst", O_RDONLY);
+    if (write(p[1], "x", 1) != 1) return 1;
+    res("read-only output", splice(p[0], NULL, ro, NULL, 10, 0));
+    int ap = make(argv[1], "dst", O_WRONLY | O_APPEND);
+    res("append output", splice(p[0], NULL, ap, NULL, 10, 0));
+    res("wrong pipe end", splice(src, NULL, p[0], NULL, 10, 0));
+    res("closed descriptor", splice(999, NULL, dst, NULL, 10, 0));
+    /* A pipe whose writers are gone: end of file. */
+    int q[2];
+    if (pipe(q)) return 1;
+    close(q[1]);
+    res("pipe without writers", splice(q[0], NULL, dst, NULL, 10, 0));
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("file to pipe: 4096\nfile offset: 4096\npipe read: 4096\nbytes 0..4096: yes\n")
+            && out.contains("offset now 150, file offset 4096\n")
+            && out.contains("a pipe-full at most: yes\n")
+            && out.contains("pipe to file: 30\ndestination offset: 30\n")
+            && out.contains("offset now 104, file offset 30\n")
+            && out.contains("size 104, at 0 [abcdefghijklmnopqrstuvwxyz0123456789], at 100 [0123], between zeros: yes\n")
+            && out.contains("empty pipe, no wait: -1 Resource temporarily unavailable\n")
+            && out.contains("offset for the pipe: -1 Illegal seek\n")
+            && out.contains("file to file: -1 Invalid argument\n")
+            && out.contains("append output: -1 Invalid argument\n")
+            && out.contains("pipe without writers: 0\n"),
+        "{out}"
+    );
+    fsck_clean(&r);
+}
 /// `read`, `write`, `pread` and `pwrite` on a file in the pool with a
 /// null buffer: `EFAULT` when there are bytes to move (after the
 /// descriptor's own checks), 0 for none, as on tmpfs.

@@ -553,7 +553,7 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
 
 /// The most one read or write moves (Linux's `MAX_RW_COUNT`): a vectored
 /// call asking for more is cut there, as Linux cuts it.
-const MAX_RW_COUNT: usize = 0x7fff_f000;
+pub(crate) const MAX_RW_COUNT: usize = 0x7fff_f000;
 
 /// The iovec array of a vectored call, checked as Linux checks it: a
 /// count below 0 or above `UIO_MAXIOV`, or a length past `SSIZE_MAX`, is

@@ -64,6 +64,7 @@ mod shadow;
 pub mod state;
 mod stdio;
 pub mod table;
+mod transfer;
 mod xattrs;
 
 use real::xattr as real_xattr;

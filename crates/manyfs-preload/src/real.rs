@@ -97,6 +97,8 @@ next! {
     chdir: fn(*const c_char) -> c_int;
     fchdir: fn(c_int) -> c_int;
     umask: fn(mode_t) -> mode_t;
+    sendfile64: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t;
+    splice: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t;
     copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t;
     mmap64: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
     munmap: fn(*mut c_void, size_t) -> c_int;
