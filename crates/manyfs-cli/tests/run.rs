@@ -2138,6 +2138,141 @@ int main(int argc, char **argv) {
     );
     fsck_clean(&r);
 }
+
+/// File calls made through `syscall(SYS_...)` instead of glibc's
+/// wrappers: served in the pool (the directory never appears in the
+/// kernel's tree), with the results and errors tmpfs gives; calls outside
+/// the directory, and other numbers, reach the kernel unchanged.
+#[test]
+fn raw_syscalls_on_the_pool_are_served_as_on_tmpfs() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "raw_syscalls",
+        r#"
+/* The names getdents64 gives for the directory at `fd`, sorted. */
+static void names(const char *what, int fd) {
+    char buf[4096] __attribute__((aligned(8)));
+    char *seen[64];
+    int n = 0;
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+        for (long at = 0; at < got && n < 64;) {
+            struct dirent64 *e = (struct dirent64 *)(buf + at);
+            seen[n++] = strdup(e->d_name);
+            at += e->d_reclen;
+        }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(seen[j], seen[i]) < 0) { char *t = seen[i]; seen[i] = seen[j]; seen[j] = t; }
+    printf("%s:", what);
+    for (int i = 0; i < n; i++) { printf(" %s", seen[i]); free(seen[i]); }
+    printf("\n");
+}
+int main(int argc, char **argv) {
+    char p[4096], q[4096], buf[64];
+    struct stat st;
+    if (syscall(SYS_chdir, argv[1])) { perror("chdir"); return 1; }
+    snprintf(p, sizeof p, "%s/f", argv[1]);
+    long fd = syscall(SYS_openat, AT_FDCWD, p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    res("openat", fd < 0 ? fd : 0);
+    res("write", syscall(SYS_write, fd, "hello, world", 12));
+    res("pwrite64", syscall(SYS_pwrite64, fd, "W", 1, 7));
+    res("lseek", syscall(SYS_lseek, fd, 0, SEEK_SET));
+    memset(buf, 0, sizeof buf);
+    res("read", syscall(SYS_read, fd, buf, sizeof buf));
+    printf("contents: %s\n", buf);
+    memset(buf, 0, sizeof buf);
+    res("pread64", syscall(SYS_pread64, fd, buf, 5, 7));
+    printf("at 7: %s\n", buf);
+    struct iovec iv[2] = {{"ab", 2}, {"cd", 2}};
+    res("writev", syscall(SYS_writev, fd, iv, 2));
+    char x[3] = {0}, y[3] = {0};
+    struct iovec rv[2] = {{x, 2}, {y, 2}};
+    syscall(SYS_lseek, fd, 12, SEEK_SET);
+    res("readv", syscall(SYS_readv, fd, rv, 2));
+    printf("readv: %s %s\n", x, y);
+    res("fsync", syscall(SYS_fsync, fd));
+    res("fdatasync", syscall(SYS_fdatasync, fd));
+    res("fstat", syscall(SYS_fstat, fd, &st));
+    printf("size %ld regular %d\n", (long)st.st_size, S_ISREG(st.st_mode));
+    res("ftruncate", syscall(SYS_ftruncate, fd, 5));
+    res("fallocate", syscall(SYS_fallocate, fd, 0, 0, 100));
+    res("newfstatat", syscall(SYS_newfstatat, AT_FDCWD, "f", &st, 0));
+    printf("size %ld\n", (long)st.st_size);
+    struct statx sx;
+    res("statx", syscall(SYS_statx, AT_FDCWD, p, 0, STATX_SIZE, &sx));
+    printf("statx size %llu\n", (unsigned long long)sx.stx_size);
+    res("statx of the descriptor", syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx));
+    printf("statx size %llu\n", (unsigned long long)sx.stx_size);
+    long flags = syscall(SYS_fcntl, fd, F_GETFL);
+    printf("F_GETFL access mode read-write: %d\n", (int)(flags & O_ACCMODE) == O_RDWR);
+    long d = syscall(SYS_dup, fd);
+    res("dup read at 0", syscall(SYS_pread64, d, buf, 5, 0));
+    long d3 = syscall(SYS_dup3, fd, 40, O_CLOEXEC);
+    res("dup3", d3);
+    res("dup3 FD_CLOEXEC", syscall(SYS_fcntl, 40, F_GETFD));
+    res("mkdirat", syscall(SYS_mkdirat, AT_FDCWD, "sub", 0755));
+    res("symlinkat", syscall(SYS_symlinkat, "f", AT_FDCWD, "link"));
+    memset(buf, 0, sizeof buf);
+    res("readlinkat", syscall(SYS_readlinkat, AT_FDCWD, "link", buf, sizeof buf));
+    printf("link: %s\n", buf);
+    res("renameat2", syscall(SYS_renameat2, AT_FDCWD, "f", AT_FDCWD, "sub/g", 0));
+    res("renameat2 NOREPLACE taken", syscall(SYS_renameat2, AT_FDCWD, "link", AT_FDCWD, "sub/g", 1));
+    res("faccessat", syscall(SYS_faccessat, AT_FDCWD, "sub/g", R_OK));
+    res("faccessat missing", syscall(SYS_faccessat, AT_FDCWD, "f", F_OK));
+    res("faccessat2", syscall(SYS_faccessat2, AT_FDCWD, "link", F_OK, AT_SYMLINK_NOFOLLOW));
+    long dir = syscall(SYS_open, argv[1], O_RDONLY | O_DIRECTORY);
+    names("entries", dir);
+    long sub = syscall(SYS_openat, dir, "sub", O_RDONLY | O_DIRECTORY);
+    names("sub entries", sub);
+    snprintf(q, sizeof q, "%s/copy", argv[1]);
+    long cp = syscall(SYS_open, q, O_WRONLY | O_CREAT, 0600);
+    off_t off = 0;
+    res("sendfile", syscall(SYS_sendfile, cp, fd, &off, 100));
+    printf("offset now %ld\n", (long)off);
+    res("unlinkat", syscall(SYS_unlinkat, AT_FDCWD, "link", 0));
+    res("unlinkat a directory", syscall(SYS_unlinkat, dir, "sub", AT_REMOVEDIR));
+    res("unlinkat missing", syscall(SYS_unlinkat, AT_FDCWD, "link", 0));
+    res("close", syscall(SYS_close, d));
+    res("close again", syscall(SYS_close, d));
+    res("read closed", syscall(SYS_read, d, buf, 1));
+    res("close_range", syscall(SYS_close_range, d3, d3, 0));
+    res("fstat closed", syscall(SYS_fstat, d3, &st));
+    /* Kernel calls through syscall: unchanged. */
+    res("getpid", syscall(SYS_getpid) == getpid() ? 0 : -1);
+    fflush(stdout);
+    res("write to stdout", syscall(SYS_write, 1, "kernel line\n", 12));
+    res("stat outside", syscall(SYS_stat, "/", &st));
+    printf("outside is a directory: %d\n", S_ISDIR(st.st_mode));
+    res("open missing outside", syscall(SYS_open, "/nonexistent-manyfs", O_RDONLY));
+    return 0;
+}
+"#,
+    );
+    let out = same_as_tmpfs(&r, &exe);
+    assert!(
+        out.contains("contents: hello, World\n")
+            && out.contains("readv: ab cd\n")
+            && out.contains("statx of the descriptor: 0\nstatx size 100\n")
+            && out.contains("dup3 FD_CLOEXEC: 1\n")
+            && out.contains("link: f\n")
+            && out.contains("renameat2 NOREPLACE taken: -1 File exists\n")
+            && out.contains("entries: . .. link sub\nsub entries: . .. g\n")
+            && out.contains("sendfile: 100\n")
+            && out.contains("unlinkat a directory: -1 Directory not empty\n")
+            && out.contains("read closed: -1 Bad file descriptor\n")
+            && out.contains("fstat closed: -1 Bad file descriptor\n")
+            && out.contains("kernel line\nwrite to stdout: 12\n")
+            && out.contains("open missing outside: -1 No such file or directory\n"),
+        "{out}"
+    );
+    assert!(!r.at.exists(), "the calls reached the kernel's tree");
+    let copy = quiet_ok(&r, &["cat", &r.at("sub/g"), &r.at("copy")]);
+    assert_eq!(copy.len(), 200, "{copy:?}");
+    fsck_clean(&r);
+}
+
 /// `read`, `write`, `pread` and `pwrite` on a file in the pool with a
 /// null buffer: `EFAULT` when there are bytes to move (after the
 /// descriptor's own checks), 0 for none, as on tmpfs.

@@ -26,26 +26,32 @@
 //!
 //! `mmap` of one of its descriptors maps a shared-memory copy of the file
 //! (`shadow`), written back on `msync`, `munmap`, `fsync` and before reads.
-//! What stays out of reach fails loudly, never silently: raw `syscall(2)`
-//! and statically linked programs reach the kernel, which
-//! knows no such directory (`ENOENT`) and sees the reserved descriptors as
-//! `O_PATH` ones (`EBADF`). `docs/run.md` lists every call and each limit.
+//! Raw `syscall(2)` is interposed too: its file system numbers are routed
+//! to the same entry points (`syscalls`). What stays out of reach fails
+//! loudly, never silently: statically linked programs, `syscall`
+//! instructions of a program's own, and the numbers `syscalls` does not
+//! route reach the kernel, which knows no such directory (`ENOENT`) and
+//! sees the reserved descriptors as `O_PATH` ones (`EBADF`).
+//! `docs/run.md` lists every call and each limit.
 //!
 //! Modules: [`state`] (configuration, the mount, fork and exit),
 //! [`paths`] (is this path ours?), [`table`] (the descriptors), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
-//! (open, read, write, sync, size), `meta` (stat, statfs, access, mode,
-//! owner, times), `names` (unlink, rename, mkdir, mknod, links, the working
-//! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `shadow`
-//! (the mapped files' shared-memory copies), `dirs`
-//! (directory streams, `getdents64`), `stdio` (`FILE*` streams), `xattrs` (extended
-//! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`), `glob`
-//! (`glob` through this library's directory calls).
+//! (open, read, write, sync, size, close, `close_range`), `meta` (stat,
+//! statfs, access, mode, owner, times), `names` (unlink, rename, mkdir,
+//! mknod, links, the working directory), `fds` (dup, fcntl, ioctl, mmap,
+//! copy_file_range), `transfer` (sendfile, splice), `syscalls` (raw
+//! `syscall(2)`), `shadow` (the mapped files' shared-memory copies),
+//! `dirs` (directory streams, `getdents64`), `stdio` (`FILE*` streams),
+//! `xattrs` (extended attributes), `resolve` (`realpath`), `ftw` (`nftw`,
+//! `ftw`), `glob` (`glob` through this library's directory calls).
 //!
-//! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
-//! defined with their optional argument as a fixed one: on x86-64 the
-//! System V calling convention passes it in the same register either way,
-//! and it is only read when the flags or command say it was passed.
+//! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`,
+//! `syscall`) are defined with their optional arguments as fixed ones: on
+//! x86-64 the System V calling convention passes them in the same
+//! registers (and stack slots) either way; `open`'s mode is only read
+//! when the flags say it was passed, and `syscall`'s six are handed on
+//! unchanged when the call is not served here.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #![deny(missing_docs)]
@@ -63,6 +69,7 @@ mod resolve;
 mod shadow;
 pub mod state;
 mod stdio;
+mod syscalls;
 pub mod table;
 mod transfer;
 mod xattrs;

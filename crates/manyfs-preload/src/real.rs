@@ -99,6 +99,9 @@ next! {
     umask: fn(mode_t) -> mode_t;
     sendfile64: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t;
     splice: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t;
+    // glibc's `syscall` is variadic; its x86-64 definition (assembly)
+    // takes the number and six arguments where a fixed call puts them.
+    syscall: fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long;
     copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t;
     mmap64: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
     munmap: fn(*mut c_void, size_t) -> c_int;
