@@ -308,13 +308,14 @@ fn pipe_room(fd: c_int, size: usize) -> usize {
 /// a pipe) or has room for (to a pipe); `SPLICE_F_NONBLOCK` makes an
 /// empty (from) or full (to) pipe `EAGAIN` instead of a wait.
 ///
+/// The input and output come as `splice` passes them: each descriptor
+/// with its offset pointer.
+///
 /// # Safety
 /// As `splice(2)`.
 unsafe fn splice_ours(
-    fd_in: c_int,
-    off_in: *mut off_t,
-    fd_out: c_int,
-    off_out: *mut off_t,
+    (fd_in, off_in): (c_int, *mut off_t),
+    (fd_out, off_out): (c_int, *mut off_t),
     len: size_t,
     flags: c_uint,
 ) -> Result<ssize_t, c_int> {
@@ -385,6 +386,6 @@ pub unsafe extern "C" fn splice(
     }
     ret(state::fs().and_then(|_| {
         // SAFETY: forwarded from the caller.
-        unsafe { splice_ours(fd_in, off_in, fd_out, off_out, len, flags) }
+        unsafe { splice_ours((fd_in, off_in), (fd_out, off_out), len, flags) }
     }))
 }
