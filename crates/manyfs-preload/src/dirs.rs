@@ -37,17 +37,25 @@ fn entries(fd: c_int) -> Result<Listing, c_int> {
     entries_of(&*table::get(fd).ok_or(libc::EBADF)?)
 }
 
-/// The entries of directory `open`, `.` and `..` first.
+/// The entries of directory `open`, `.` and `..` (with the parent's
+/// inode) first.
 fn entries_of(open: &Open) -> Result<Listing, c_int> {
     use std::os::unix::ffi::OsStrExt;
     if !open.is_dir {
         return Err(libc::ENOTDIR);
     }
     let ino = open.file.ino();
-    let list = mounted()?.readdir_ino(ino).map_err(errno_of)?;
+    let fs = mounted()?;
+    let list = fs.readdir_ino(ino).map_err(errno_of)?;
+    // The parent's inode (the pool's root is its own parent, as a mount's
+    // root is in the kernel's listings).
+    let parent = fs
+        .lookup(ino, std::ffi::OsStr::new(".."))
+        .map_err(errno_of)?
+        .ino;
     let mut out = vec![
         (b".".to_vec(), ino, libc::DT_DIR),
-        (b"..".to_vec(), ino, libc::DT_DIR),
+        (b"..".to_vec(), parent, libc::DT_DIR),
     ];
     out.extend(list.into_iter().map(|e| {
         (

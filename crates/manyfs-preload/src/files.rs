@@ -1,4 +1,4 @@
-//! Opening, reading, writing, seeking, syncing and sizing files.
+//! Opening, reading, writing, seeking, syncing, sizing and closing files.
 
 use crate::table::{self, Open};
 use crate::{bytes, bytes_mut, errno_of, on_fd, on_path, real, state};
@@ -222,18 +222,55 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     unsafe { creat(path, mode) }
 }
 
-/// Close a manyfs descriptor: forget it, then release its kernel
-/// descriptor. In a forked child of the owner the handle is leaked rather
+/// Forget a manyfs descriptor (its kernel descriptor is the caller's to
+/// close). In a forked child of the owner the handle is leaked rather
 /// than dropped: dropping the last handle of an unlinked file frees it in
 /// the pool, which is the parent's.
-pub(crate) fn close_ours(fd: c_int) -> c_int {
+fn release(fd: c_int) {
     if let Some(open) = table::forget(fd)
         && state::fs().is_err()
     {
         std::mem::forget(open);
     }
+}
+
+/// Close a manyfs descriptor: forget it, then release its kernel
+/// descriptor.
+pub(crate) fn close_ours(fd: c_int) -> c_int {
+    release(fd);
     // SAFETY: the kernel descriptor reserved for `fd`.
     unsafe { real::close()(fd) }
+}
+
+/// `close_range(2)`: the descriptors of ours in the range are forgotten
+/// (or, with `CLOSE_RANGE_CLOEXEC`, marked close-on-exec) before the
+/// kernel closes its reserved ones with the rest, so no later kernel
+/// descriptor takes a number the table still serves. Unknown flags or
+/// `first > last`: `EINVAL`, as Linux. `CLOSE_RANGE_UNSHARE` goes to the
+/// kernel (the table is the process's: another thread's descriptors of
+/// ours in the range are closed for it too).
+#[unsafe(no_mangle)]
+pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let known = (libc::CLOSE_RANGE_UNSHARE | libc::CLOSE_RANGE_CLOEXEC) as c_int;
+    if flags & !known != 0 || first > last {
+        return crate::ret(Err(libc::EINVAL));
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+        table::ours_in(first, last).for_each(|fd| table::set_cloexec(fd, true));
+    } else {
+        table::ours_in(first, last).for_each(release);
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::close_range()(first, last, flags) }
+}
+
+/// `closefrom(3)`: `close_range(lowfd, ~0U, 0)` (a negative `lowfd` is
+/// 0, as glibc takes it).
+#[unsafe(no_mangle)]
+pub extern "C" fn closefrom(lowfd: c_int) {
+    table::ours_in(lowfd.max(0) as c_uint, c_uint::MAX).for_each(release);
+    // SAFETY: the caller's argument, unchanged, to libc.
+    unsafe { real::closefrom()(lowfd) }
 }
 
 /// `close(2)`.
@@ -343,6 +380,42 @@ fn offset(off: off_t) -> Result<u64, c_int> {
     u64::try_from(off).map_err(|_| libc::EINVAL)
 }
 
+/// `read`/`pread` on ours into the caller's `n` bytes at `buf`: the
+/// descriptor's checks first, then the buffer's (`EFAULT` for a null
+/// one with bytes to read), as Linux orders them.
+///
+/// # Safety
+/// `buf` is null or has `n` writable bytes.
+unsafe fn read_into(
+    o: &Open,
+    buf: *mut c_void,
+    n: size_t,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    readable(o)?;
+    // SAFETY: the caller's promise.
+    let buf = unsafe { bytes_mut(buf, n)? };
+    read_ours(o, buf, off).map(|n| n as ssize_t)
+}
+
+/// `write`/`pwrite` on ours from the caller's `n` bytes at `buf`: the
+/// descriptor's checks first, then the buffer's (`EFAULT` for a null
+/// one with bytes to write).
+///
+/// # Safety
+/// `buf` is null or has `n` readable bytes.
+unsafe fn write_from(
+    o: &Open,
+    buf: *const c_void,
+    n: size_t,
+    off: Option<u64>,
+) -> Result<ssize_t, c_int> {
+    writable(o)?;
+    // SAFETY: the caller's promise.
+    let buf = unsafe { bytes(buf, n)? };
+    write_ours(o, buf, off).map(|n| n as ssize_t)
+}
+
 /// `read(2)`.
 ///
 /// # Safety
@@ -352,7 +425,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     on_fd(
         fd,
         // SAFETY: the caller passes `n` writable bytes at `buf`.
-        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, None).map(|n| n as ssize_t),
+        |o| unsafe { read_into(o, buf, n, None) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::read()(fd, buf, n) },
     )
@@ -386,7 +459,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     on_fd(
         fd,
         // SAFETY: the caller passes `n` readable bytes at `buf`.
-        |o| write_ours(o, unsafe { bytes(buf, n) }, None).map(|n| n as ssize_t),
+        |o| unsafe { write_from(o, buf, n, None) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::write()(fd, buf, n) },
     )
@@ -401,7 +474,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_
     on_fd(
         fd,
         // SAFETY: the caller passes `n` writable bytes at `buf`.
-        |o| read_ours(o, unsafe { bytes_mut(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        |o| unsafe { read_into(o, buf, n, Some(offset(off)?)) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::pread64()(fd, buf, n, off) },
     )
@@ -462,7 +535,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: o
     on_fd(
         fd,
         // SAFETY: the caller passes `n` readable bytes at `buf`.
-        |o| write_ours(o, unsafe { bytes(buf, n) }, Some(offset(off)?)).map(|n| n as ssize_t),
+        |o| unsafe { write_from(o, buf, n, Some(offset(off)?)) },
         // SAFETY: the caller's arguments, unchanged, to libc.
         || unsafe { real::pwrite64()(fd, buf, n, off) },
     )
@@ -480,7 +553,7 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
 
 /// The most one read or write moves (Linux's `MAX_RW_COUNT`): a vectored
 /// call asking for more is cut there, as Linux cuts it.
-const MAX_RW_COUNT: usize = 0x7fff_f000;
+pub(crate) const MAX_RW_COUNT: usize = 0x7fff_f000;
 
 /// The iovec array of a vectored call, checked as Linux checks it: a
 /// count below 0 or above `UIO_MAXIOV`, or a length past `SSIZE_MAX`, is
@@ -531,7 +604,7 @@ unsafe fn readv_ours(o: &Open, iov: &[iovec], off: Option<u64>) -> Result<ssize_
         let take = v.iov_len.min(n - done);
         // SAFETY: each iovec names `iov_len` writable bytes, non-null when
         // `iov_len` is not 0 (checked by `iovecs`).
-        unsafe { bytes_mut(v.iov_base, take) }.copy_from_slice(&tmp[done..done + take]);
+        unsafe { bytes_mut(v.iov_base, take) }?.copy_from_slice(&tmp[done..done + take]);
         done += take;
     }
     Ok(n as ssize_t)
@@ -553,7 +626,7 @@ unsafe fn writev_ours(
         let take = v.iov_len.min(total - tmp.len());
         // SAFETY: each iovec names `iov_len` readable bytes, non-null when
         // `iov_len` is not 0 (checked by `iovecs`).
-        tmp.extend_from_slice(unsafe { bytes(v.iov_base, take) });
+        tmp.extend_from_slice(unsafe { bytes(v.iov_base, take) }?);
     }
     write_rwf(o, &tmp, off, rwf).map(|n| n as ssize_t)
 }

@@ -26,26 +26,32 @@
 //!
 //! `mmap` of one of its descriptors maps a shared-memory copy of the file
 //! (`shadow`), written back on `msync`, `munmap`, `fsync` and before reads.
-//! What stays out of reach fails loudly, never silently: raw `syscall(2)`
-//! and statically linked programs reach the kernel, which
-//! knows no such directory (`ENOENT`) and sees the reserved descriptors as
-//! `O_PATH` ones (`EBADF`). `docs/run.md` lists every call and each limit.
+//! Raw `syscall(2)` is interposed too: its file system numbers are routed
+//! to the same entry points (`syscalls`). What stays out of reach fails
+//! loudly, never silently: statically linked programs, `syscall`
+//! instructions of a program's own, and the numbers `syscalls` does not
+//! route reach the kernel, which knows no such directory (`ENOENT`) and
+//! sees the reserved descriptors as `O_PATH` ones (`EBADF`).
+//! `docs/run.md` lists every call and each limit.
 //!
 //! Modules: [`state`] (configuration, the mount, fork and exit),
 //! [`paths`] (is this path ours?), [`table`] (the descriptors), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
-//! (open, read, write, sync, size), `meta` (stat, statfs, access, mode,
-//! owner, times), `names` (unlink, rename, mkdir, mknod, links, the working
-//! directory), `fds` (dup, fcntl, ioctl, mmap, copy_file_range), `shadow`
-//! (the mapped files' shared-memory copies), `dirs`
-//! (directory streams, `getdents64`), `stdio` (`FILE*` streams), `xattrs` (extended
-//! attributes), `resolve` (`realpath`), `ftw` (`nftw`, `ftw`), `glob`
-//! (`glob` through this library's directory calls).
+//! (open, read, write, sync, size, close, `close_range`), `meta` (stat,
+//! statfs, access, mode, owner, times), `names` (unlink, rename, mkdir,
+//! mknod, links, the working directory), `fds` (dup, fcntl, ioctl, mmap,
+//! copy_file_range), `transfer` (sendfile, splice), `syscalls` (raw
+//! `syscall(2)`), `shadow` (the mapped files' shared-memory copies),
+//! `dirs` (directory streams, `getdents64`), `stdio` (`FILE*` streams),
+//! `xattrs` (extended attributes), `resolve` (`realpath`), `ftw` (`nftw`,
+//! `ftw`), `glob` (`glob` through this library's directory calls).
 //!
-//! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`) are
-//! defined with their optional argument as a fixed one: on x86-64 the
-//! System V calling convention passes it in the same register either way,
-//! and it is only read when the flags or command say it was passed.
+//! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`,
+//! `syscall`) are defined with their optional arguments as fixed ones: on
+//! x86-64 the System V calling convention passes them in the same
+//! registers (and stack slots) either way; `open`'s mode is only read
+//! when the flags say it was passed, and `syscall`'s six are handed on
+//! unchanged when the call is not served here.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #![deny(missing_docs)]
@@ -63,7 +69,9 @@ mod resolve;
 mod shadow;
 pub mod state;
 mod stdio;
+mod syscalls;
 pub mod table;
+mod transfer;
 mod xattrs;
 
 use real::xattr as real_xattr;
@@ -157,28 +165,38 @@ pub(crate) fn pool_path(inner: &[u8]) -> &std::path::Path {
     std::path::Path::new(std::ffi::OsStr::from_bytes(inner))
 }
 
-/// `n` bytes at `p` (none when `n` is 0, whatever `p` is).
+/// `n` bytes at `p` (none when `n` is 0, whatever `p` is); `EFAULT` when
+/// `p` is null with bytes to move, as the kernel answers a null buffer.
 ///
 /// # Safety
-/// When `n > 0`, `p` points at `n` readable bytes that stay valid for `'a`.
-pub(crate) unsafe fn bytes<'a>(p: *const libc::c_void, n: usize) -> &'a [u8] {
-    if n == 0 || p.is_null() {
-        return &[];
+/// When `n > 0`, `p` is null or points at `n` readable bytes that stay
+/// valid for `'a`.
+pub(crate) unsafe fn bytes<'a>(p: *const libc::c_void, n: usize) -> Result<&'a [u8], c_int> {
+    if n == 0 {
+        return Ok(&[]);
     }
-    // SAFETY: the caller's promise.
-    unsafe { std::slice::from_raw_parts(p.cast(), n) }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's promise, checked non-null.
+    Ok(unsafe { std::slice::from_raw_parts(p.cast(), n) })
 }
 
-/// `n` writable bytes at `p` (none when `n` is 0).
+/// `n` writable bytes at `p` (none when `n` is 0); `EFAULT` when `p` is
+/// null with bytes to move.
 ///
 /// # Safety
-/// When `n > 0`, `p` points at `n` writable bytes, not aliased, valid for `'a`.
-pub(crate) unsafe fn bytes_mut<'a>(p: *mut libc::c_void, n: usize) -> &'a mut [u8] {
-    if n == 0 || p.is_null() {
-        return &mut [];
+/// When `n > 0`, `p` is null or points at `n` writable bytes, not aliased,
+/// valid for `'a`.
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut libc::c_void, n: usize) -> Result<&'a mut [u8], c_int> {
+    if n == 0 {
+        return Ok(&mut []);
     }
-    // SAFETY: the caller's promise.
-    unsafe { std::slice::from_raw_parts_mut(p.cast(), n) }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's promise, checked non-null.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast(), n) })
 }
 
 impl<T> Fail for *mut T {

@@ -3,7 +3,7 @@
 //! owner and times.
 
 use crate::table::Open;
-use crate::{errno_of, mounted, on_fd, on_path, real};
+use crate::{errno_of, mounted, on_fd, on_path, real, state};
 use libc::{
     c_char, c_int, c_uint, mode_t, stat as Stat, statfs as StatFs, statvfs as StatVfs,
     statx as Statx, timespec,
@@ -567,6 +567,25 @@ pub extern "C" fn fchown(fd: c_int, uid: c_uint, gid: c_uint) -> c_int {
     )
 }
 
+/// A time the pool can store: it keeps nanoseconds since 1970 in 64
+/// bits (1970 to 2554). Outside that, `EOVERFLOW` with a line on stderr
+/// (tmpfs takes times before 1970; the pool's format cannot hold them).
+fn pool_time(sec: libc::time_t, nsec: libc::c_long) -> Result<SystemTime, c_int> {
+    let ns = u64::try_from(sec)
+        .ok()
+        .and_then(|s| s.checked_mul(1_000_000_000))
+        .and_then(|ns| ns.checked_add(nsec as u64));
+    match ns {
+        Some(ns) => Ok(UNIX_EPOCH + Duration::from_nanos(ns)),
+        None => {
+            state::say(&format!(
+                "time {sec}.{nsec:09} is outside what the pool stores (1970 to 2554): EOVERFLOW"
+            ));
+            Err(libc::EOVERFLOW)
+        }
+    }
+}
+
 /// The times of `utimensat`: null for now, `UTIME_NOW`, `UTIME_OMIT`.
 ///
 /// # Safety
@@ -577,9 +596,7 @@ unsafe fn times_attr(times: *const timespec) -> Result<SetAttr, c_int> {
         match t.tv_nsec {
             libc::UTIME_OMIT => Ok(None),
             libc::UTIME_NOW => Ok(Some(now)),
-            ns if (0..1_000_000_000).contains(&ns) && t.tv_sec >= 0 => {
-                Ok(Some(UNIX_EPOCH + Duration::new(t.tv_sec as u64, ns as u32)))
-            }
+            ns if (0..1_000_000_000).contains(&ns) => pool_time(t.tv_sec, ns).map(Some),
             _ => Err(libc::EINVAL),
         }
     };

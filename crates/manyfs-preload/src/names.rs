@@ -271,7 +271,7 @@ pub unsafe extern "C" fn readlinkat(
                 let t = t.as_os_str().as_bytes();
                 let n = t.len().min(size);
                 // SAFETY: the caller's buffer of `size` bytes.
-                crate::bytes_mut(buf.cast(), n).copy_from_slice(&t[..n]);
+                crate::bytes_mut(buf.cast(), n)?.copy_from_slice(&t[..n]);
                 Ok(n as ssize_t)
             },
             |path| real::readlinkat()(dirfd, path, buf, size),

@@ -38,6 +38,8 @@ next! {
     open: fn(*const c_char, c_int, mode_t) -> c_int;
     openat: fn(c_int, *const c_char, c_int, mode_t) -> c_int;
     close: fn(c_int) -> c_int;
+    close_range: fn(c_uint, c_uint, c_int) -> c_int;
+    closefrom: fn(c_int) -> ();
     read: fn(c_int, *mut c_void, size_t) -> ssize_t;
     write: fn(c_int, *const c_void, size_t) -> ssize_t;
     pread64: fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
@@ -95,6 +97,11 @@ next! {
     chdir: fn(*const c_char) -> c_int;
     fchdir: fn(c_int) -> c_int;
     umask: fn(mode_t) -> mode_t;
+    sendfile64: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t;
+    splice: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t;
+    // glibc's `syscall` is variadic; its x86-64 definition (assembly)
+    // takes the number and six arguments where a fixed call puts them.
+    syscall: fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long;
     copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t;
     mmap64: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
     munmap: fn(*mut c_void, size_t) -> c_int;

@@ -34,7 +34,7 @@ unsafe extern "C" fn cookie_read(cookie: *mut c_void, buf: *mut c_char, n: size_
     // SAFETY: glibc passes a buffer of `n` bytes.
     let b = unsafe { crate::bytes_mut(buf.cast(), n) };
     ret(state::fs()
-        .and_then(|_| files::read_ours(&o, b, None))
+        .and_then(|_| files::read_ours(&o, b?, None))
         .map(|n| n as ssize_t))
 }
 
@@ -46,7 +46,7 @@ unsafe extern "C" fn cookie_write(cookie: *mut c_void, buf: *const c_char, n: si
     // SAFETY: glibc passes `n` bytes.
     let b = unsafe { crate::bytes(buf.cast(), n) };
     ret(state::fs()
-        .and_then(|_| files::write_ours(&o, b, None))
+        .and_then(|_| files::write_ours(&o, b?, None))
         .map(|n| n as ssize_t))
 }
 

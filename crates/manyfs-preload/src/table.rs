@@ -93,6 +93,14 @@ pub fn forget(fd: c_int) -> Option<Arc<Open>> {
     SLOTS[i].write().unwrap_or_else(|e| e.into_inner()).take()
 }
 
+/// The descriptors of ours numbered `first` to `last` (both included).
+pub fn ours_in(first: u32, last: u32) -> impl Iterator<Item = c_int> {
+    let end = (last as usize).min(MAX_FDS - 1);
+    (first as usize..=end)
+        .filter(|&i| OURS[i].load(Ordering::Acquire))
+        .map(|i| i as c_int)
+}
+
 /// The program's `FD_CLOEXEC` of `fd`.
 pub fn cloexec(fd: c_int) -> bool {
     index(fd).is_some_and(|i| CLOEXEC[i].load(Ordering::Relaxed))

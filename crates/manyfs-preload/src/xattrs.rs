@@ -41,7 +41,7 @@ fn copy_out(data: &[u8], buf: *mut c_void, size: size_t) -> Result<ssize_t, c_in
         return Err(libc::ERANGE);
     }
     // SAFETY: the caller's buffer of `size` bytes.
-    unsafe { crate::bytes_mut(buf, data.len()) }.copy_from_slice(data);
+    unsafe { crate::bytes_mut(buf, data.len()) }?.copy_from_slice(data);
     Ok(data.len() as ssize_t)
 }
 
@@ -74,7 +74,7 @@ fn set(
         _ => return Err(libc::EINVAL),
     };
     // SAFETY: the caller's value of `size` bytes.
-    let v = unsafe { crate::bytes(value, size) };
+    let v = unsafe { crate::bytes(value, size) }?;
     mounted()?
         .setxattr(ino, name, v, how)
         .map(|()| 0)
