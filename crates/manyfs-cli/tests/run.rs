@@ -2405,3 +2405,87 @@ fn times_before_1970_are_refused_with_eoverflow() {
         "{err}"
     );
 }
+
+/// A program that closes every descriptor it did not open (a daemon's
+/// start: `closefrom`, a `close` loop, the raw `close_range`), then fills
+/// the low numbers with kernel files and `dup2`s onto every number, keeps
+/// a working pool: the library's own descriptors (the pool's file, on a
+/// disk file system here, written through its descriptor) sit at 256 or
+/// above, are not closed, and `dup2` onto one is `EBUSY`. No kernel file
+/// gets a byte of the pool's, and the pool holds what was written before
+/// and after, `fsck` clean.
+#[test]
+fn closing_every_descriptor_leaves_the_pool_its_own() {
+    let r = Run::new();
+    let exe = c_program_with_helpers(
+        &r,
+        "close_all",
+        r#"
+#define KFILES 300
+int main(int argc, char **argv) {
+    static char big[8192], back[8192];
+    char p[4096], q[4096];
+    memset(big, 'A', sizeof big);
+    int fd = make(argv[1], "before", O_RDWR);
+    if (write(fd, big, sizeof big) != sizeof big || fsync(fd)) { perror("before"); return 1; }
+    close(fd);
+    closefrom(3);
+    for (int i = 3; i < 1024; i++) close(i);
+    syscall(SYS_close_range, 3, ~0U, 0);
+    int kfd[KFILES];
+    for (int i = 0; i < KFILES; i++) {
+        snprintf(q, sizeof q, "k%d", i);
+        kfd[i] = make(argv[2], q, O_RDWR);
+    }
+    int busy = 0;
+    for (int i = 3; i < 1024; i++)
+        if (dup2(kfd[0], i) < 0 && errno == EBUSY) busy++;
+    printf("dup2 refused: %s\n", busy > 0 ? "some" : "none");
+    memset(big, 'B', sizeof big);
+    fd = make(argv[1], "after", O_RDWR);
+    res("write after", write(fd, big, sizeof big));
+    res("fsync after", fsync(fd));
+    close(fd);
+    snprintf(p, sizeof p, "%s/before", argv[1]);
+    fd = open(p, O_RDONLY);
+    res("read before", read(fd, back, sizeof back));
+    int intact = 1;
+    for (size_t i = 0; i < sizeof back; i++) intact &= back[i] == 'A';
+    printf("before: %s\n", intact ? "intact" : "damaged");
+    long bytes = 0;
+    for (int i = 0; i < KFILES; i++) {
+        struct stat st;
+        snprintf(q, sizeof q, "%s/k%d", argv[2], i);
+        if (stat(q, &st) == 0) bytes += st.st_size;
+    }
+    printf("bytes in kernel files: %ld\n", bytes);
+    return 0;
+}
+"#,
+    );
+    let kdir = r.kernel("kfiles");
+    std::fs::create_dir_all(&kdir).unwrap();
+    let run = r
+        .cmd(&[&exe, &r.at.display().to_string(), &kdir])
+        .output()
+        .unwrap();
+    check("close_all", &run);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("holds the pool's file: dup2/dup3 onto it is refused (EBUSY)"),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        out,
+        "dup2 refused: some\nwrite after: 8192\nfsync after: 0\nread before: 8192\n\
+         before: intact\nbytes in kernel files: 0\n",
+        "{out}"
+    );
+    fsck_clean(&r);
+    let after = r.ok(&format!(
+        "cat {f} | tr -d B | wc -c; cat {f} | wc -c",
+        f = r.at("after")
+    ));
+    assert_eq!(after, "0\n8192\n", "the file written after the closes");
+}

@@ -42,6 +42,21 @@ fn dup_onto(old: c_int, new: c_int, cloexec: bool) -> Result<c_int, c_int> {
     Ok(new)
 }
 
+/// `dup2`/`dup3` onto one of the library's own descriptors (the pool's
+/// file, see `own`) would close it under the library: `EBUSY`, said once.
+fn not_onto_own(new: c_int) -> Result<(), c_int> {
+    if !crate::own::is_own(new) {
+        return Ok(());
+    }
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        state::say(&format!(
+            "descriptor {new} holds the pool's file: dup2/dup3 onto it is refused (EBUSY)"
+        ));
+    }
+    Err(libc::EBUSY)
+}
+
 /// `dup(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn dup(fd: c_int) -> c_int {
@@ -64,6 +79,9 @@ pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
             || unsafe { real::dup2()(old, new) },
         );
     }
+    if let Err(e) = not_onto_own(new) {
+        return ret(Err(e));
+    }
     if !table::is_ours(old) && !table::is_ours(new) {
         // SAFETY: the caller's arguments, unchanged, to libc.
         return unsafe { real::dup2()(old, new) };
@@ -74,6 +92,9 @@ pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 /// `dup3(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if let Err(e) = not_onto_own(new) {
+        return ret(Err(e));
+    }
     if !table::is_ours(old) && !table::is_ours(new) {
         // SAFETY: the caller's arguments, unchanged, to libc.
         return unsafe { real::dup3()(old, new, flags) };

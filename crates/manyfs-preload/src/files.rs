@@ -106,7 +106,9 @@ unsafe fn do_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_
             dirfd,
             path,
             |fs, p| open_ours(fs, p, flags, mode),
-            |path| real::openat()(dirfd, path, flags, mode),
+            // A file the mount opens for itself is moved out of the
+            // program's way (`own`).
+            |path| crate::own::opened(real::openat()(dirfd, path, flags, mode)),
         )
     }
 }
@@ -257,20 +259,39 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
     }
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
         table::ours_in(first, last).for_each(|fd| table::set_cloexec(fd, true));
-    } else {
-        table::ours_in(first, last).for_each(release);
+        // The library's own descriptors are close-on-exec already.
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        return unsafe { real::close_range()(first, last, flags) };
     }
-    // SAFETY: the caller's arguments, unchanged, to libc.
-    unsafe { real::close_range()(first, last, flags) }
+    table::ours_in(first, last).for_each(release);
+    // The runs between the library's own descriptors (`own`).
+    for (a, b) in crate::own::runs_without_own(first, last) {
+        // SAFETY: the caller's range, less the library's descriptors.
+        let r = unsafe { real::close_range()(a, b, flags) };
+        if r != 0 {
+            return r;
+        }
+    }
+    0
 }
 
 /// `closefrom(3)`: `close_range(lowfd, ~0U, 0)` (a negative `lowfd` is
 /// 0, as glibc takes it).
 #[unsafe(no_mangle)]
 pub extern "C" fn closefrom(lowfd: c_int) {
-    table::ours_in(lowfd.max(0) as c_uint, c_uint::MAX).for_each(release);
-    // SAFETY: the caller's argument, unchanged, to libc.
-    unsafe { real::closefrom()(lowfd) }
+    let first = lowfd.max(0) as c_uint;
+    table::ours_in(first, c_uint::MAX).for_each(release);
+    for (a, b) in crate::own::runs_without_own(first, c_uint::MAX) {
+        if b == c_uint::MAX {
+            // SAFETY: the caller's range from `a` on, which holds none of
+            // the library's descriptors.
+            unsafe { real::closefrom()(a as c_int) };
+        } else {
+            // SAFETY: a run of the caller's range without the library's
+            // descriptors; `closefrom` reports nothing, nor does this.
+            unsafe { real::close_range()(a, b, 0) };
+        }
+    }
 }
 
 /// `close(2)`.
@@ -278,6 +299,9 @@ pub extern "C" fn closefrom(lowfd: c_int) {
 pub extern "C" fn close(fd: c_int) -> c_int {
     if table::is_ours(fd) {
         return close_ours(fd);
+    }
+    if let Some(e) = crate::own::refuse_close(fd) {
+        return crate::ret(Err(e));
     }
     // SAFETY: the caller's argument, unchanged, to libc.
     unsafe { real::close()(fd) }

@@ -35,7 +35,8 @@
 //! `docs/run.md` lists every call and each limit.
 //!
 //! Modules: [`state`] (configuration, the mount, fork and exit),
-//! [`paths`] (is this path ours?), [`table`] (the descriptors), `real`
+//! [`paths`] (is this path ours?), [`table`] (the descriptors), `own`
+//! (the library's own kernel descriptors, kept from the program), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
 //! (open, read, write, sync, size, close, `close_range`), `meta` (stat,
 //! statfs, access, mode, owner, times), `names` (unlink, rename, mkdir,
@@ -63,6 +64,7 @@ mod ftw;
 mod glob;
 mod meta;
 mod names;
+mod own;
 pub mod paths;
 mod real;
 mod resolve;

@@ -135,6 +135,7 @@ fn make_shadow(o: &Open) -> Result<Shadow, c_int> {
     if memfd < 0 {
         return Err(errno());
     }
+    let memfd = crate::own::adopt(memfd);
     let mut s = Shadow {
         memfd,
         len: 0,
@@ -160,8 +161,7 @@ fn make_shadow(o: &Open) -> Result<Shadow, c_int> {
         Ok(())
     });
     if let Err(e) = filled {
-        // SAFETY: closing the descriptor made above.
-        unsafe { libc::close(memfd) };
+        crate::own::close_own(memfd);
         return Err(e);
     }
     Ok(s)
@@ -217,8 +217,8 @@ pub(crate) fn map(
 
 fn drop_shadow(g: &mut Held, ino: u64) {
     if let Some(s) = g.by_ino.remove(&ino) {
-        // SAFETY: the shadow's own descriptor, closed once.
-        unsafe { libc::close(s.memfd) };
+        // The shadow's own descriptor, closed once.
+        crate::own::close_own(s.memfd);
     }
 }
 

@@ -87,7 +87,7 @@ fn mount() -> Option<Fs> {
             return None;
         }
     };
-    match mount_waiting_out_checks(&cfg.pool, &opts) {
+    match crate::own::mounting(|| mount_waiting_out_checks(&cfg.pool, &opts)) {
         Ok(fs) => {
             // SAFETY: umask only swaps the process's mask; it is put back
             // at once.

@@ -15,7 +15,7 @@
 //! passed fewer leaves unread registers and stack slots in the others;
 //! they are handed back to libc as they were.
 
-use crate::{dirs, fds, files, meta, names, paths, table, transfer};
+use crate::{dirs, fds, files, meta, names, own, paths, table, transfer};
 use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, size_t};
 
 /// Whether descriptor argument `fd` is ours.
@@ -97,10 +97,8 @@ unsafe fn route(n: c_long, a: [c_long; 6]) -> Option<c_long> {
             libc::SYS_openat if ours_at(a[0], a[1]) => {
                 files::openat(fd(0), ptr(a[1]), fd(2), uint(3)) as c_long
             }
-            libc::SYS_close if ours_fd(a[0]) => files::close(fd(0)) as c_long,
-            libc::SYS_close_range if table::ours_in(uint(0), uint(1)).next().is_some() => {
-                files::close_range(uint(0), uint(1), fd(2)) as c_long
-            }
+            libc::SYS_close if ours_fd(a[0]) || own::is_own(fd(0)) => files::close(fd(0)) as c_long,
+            libc::SYS_close_range => files::close_range(uint(0), uint(1), fd(2)) as c_long,
             libc::SYS_lseek if ours_fd(a[0]) => files::lseek(fd(0), a[1], fd(2)),
             libc::SYS_fsync if ours_fd(a[0]) => files::fsync(fd(0)) as c_long,
             libc::SYS_fdatasync if ours_fd(a[0]) => files::fdatasync(fd(0)) as c_long,
@@ -182,8 +180,10 @@ unsafe fn route(n: c_long, a: [c_long; 6]) -> Option<c_long> {
             libc::SYS_chdir if ours_path(a[0]) => names::chdir(ptr(a[0])) as c_long,
             libc::SYS_fchdir if ours_fd(a[0]) => names::fchdir(fd(0)) as c_long,
             libc::SYS_dup if ours_fd(a[0]) => fds::dup(fd(0)) as c_long,
-            libc::SYS_dup2 if ours_fd(a[0]) || ours_fd(a[1]) => fds::dup2(fd(0), fd(1)) as c_long,
-            libc::SYS_dup3 if ours_fd(a[0]) || ours_fd(a[1]) => {
+            libc::SYS_dup2 if ours_fd(a[0]) || ours_fd(a[1]) || own::is_own(fd(1)) => {
+                fds::dup2(fd(0), fd(1)) as c_long
+            }
+            libc::SYS_dup3 if ours_fd(a[0]) || ours_fd(a[1]) || own::is_own(fd(1)) => {
                 fds::dup3(fd(0), fd(1), fd(2)) as c_long
             }
             libc::SYS_fcntl if ours_fd(a[0]) => fds::fcntl(fd(0), fd(1), a[2] as c_ulong) as c_long,
