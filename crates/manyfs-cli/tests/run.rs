@@ -2275,7 +2275,8 @@ int main(int argc, char **argv) {
 
 /// `read`, `write`, `pread` and `pwrite` on a file in the pool with a
 /// null buffer: `EFAULT` when there are bytes to move (after the
-/// descriptor's own checks), 0 for none, as on tmpfs.
+/// descriptor's own checks), 0 for none (a length of 0, a read at or past
+/// the end of file), as on tmpfs.
 #[test]
 fn null_buffers_are_efault_as_on_tmpfs() {
     let r = Run::new();
@@ -2303,6 +2304,11 @@ int main(int argc, char **argv) {
     res("write on read-only", write(ro, null, 4));
     int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
     res("read a directory", read(dir, null, 4));
+    /* At or past the end of file nothing is copied: 0. */
+    res("pread at the end", pread(fd, null, 4, 10));
+    res("pread past the end", pread(fd, null, 4, 100));
+    lseek(fd, 0, SEEK_END);
+    res("read at the end", read(fd, null, 4));
     char buf[16] = {0};
     res("contents", pread(fd, buf, sizeof buf, 0));
     printf("%s\n", buf);
@@ -2316,6 +2322,7 @@ int main(int argc, char **argv) {
             && out.contains("pread: -1 Bad address\npwrite: -1 Bad address\n")
             && out.contains("read nothing: 0\nwrite nothing: 0\noffset unmoved: 0\n")
             && out.contains("write on read-only: -1 Bad file descriptor\n")
+            && out.contains("pread at the end: 0\npread past the end: 0\nread at the end: 0\n")
             && out.contains("some bytes\n"),
         "{out}"
     );

@@ -406,7 +406,8 @@ fn offset(off: off_t) -> Result<u64, c_int> {
 
 /// `read`/`pread` on ours into the caller's `n` bytes at `buf`: the
 /// descriptor's checks first, then the buffer's (`EFAULT` for a null
-/// one with bytes to read), as Linux orders them.
+/// one with bytes to read; 0 at or past the end of file), as Linux orders
+/// them.
 ///
 /// # Safety
 /// `buf` is null or has `n` writable bytes.
@@ -417,6 +418,16 @@ unsafe fn read_into(
     off: Option<u64>,
 ) -> Result<ssize_t, c_int> {
     readable(o)?;
+    if buf.is_null() && n > 0 {
+        // Linux copies nothing at or past the end of file: 0 there, and
+        // `EFAULT` only where there were bytes to copy.
+        let at = match off {
+            Some(at) => at,
+            None => *o.offset.lock().unwrap_or_else(|e| e.into_inner()),
+        };
+        let size = o.file.metadata().map_err(errno_of)?.size;
+        return if at >= size { Ok(0) } else { Err(libc::EFAULT) };
+    }
     // SAFETY: the caller's promise.
     let buf = unsafe { bytes_mut(buf, n)? };
     read_ours(o, buf, off).map(|n| n as ssize_t)
