@@ -247,12 +247,24 @@ fi
 echo "# fuse-compare $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r); THREADS=\"$THREADS\" REPEAT=$REPEAT DURATION=$DURATION WARMUP=$WARMUP FIO_RUNTIME=$FIO_RUNTIME META_FILES=$META_FILES"
 echo "# manyfs: $M ${MANYFS_OPTS:+-o $MANYFS_OPTS}${MANYFS_BASE:+; manyfs-base: $MANYFS_BASE ${MANYFS_BASE_OPTS:+-o $MANYFS_BASE_OPTS}}"
 echo "# memfs_ll: $MEMFS_LL $MEMFS_OPTS; passthrough_hp: $PASSTHROUGH_HP $PT_OPTS (over tmpfs)"
+# CPU time the hypervisor gave to other guests (the noise a ratio cannot
+# see on a shared VM): steal_mark notes now; steal_pct sets STEAL to the
+# percent of all CPU time stolen since the mark.
+steal_mark() { read -r _ u n s i w q sq st _ </proc/stat; MARK_TOTAL=$((u + n + s + i + w + q + sq + st)) MARK_STEAL=$st; }
+steal_pct() {
+  local t0=$MARK_TOTAL s0=$MARK_STEAL
+  steal_mark
+  STEAL="$(( (MARK_STEAL - s0) * 100 / (MARK_TOTAL > t0 ? MARK_TOTAL - t0 : 1) ))%"
+}
 for r in $(seq "$REPEAT"); do
   for t in $TARGETS; do
     echo "# round $r/$REPEAT $t $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    steal_mark
     mount_target "$t"
     bench_target "$t" || true
     umount_target "$t"
+    steal_pct
+    echo "# round $r/$REPEAT $t done $(date -u +%T), host steal $STEAL of the CPU time" >&2
   done
 done
 

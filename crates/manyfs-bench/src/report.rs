@@ -171,8 +171,40 @@ pub fn table(records: &[Record]) -> String {
     for l in labels {
         let _ = writeln!(out, "EMULATED = {l}");
     }
+    out.push_str(&steal_note(records));
     out.push_str(&persist_table(records));
     out
+}
+
+/// A point whose host stole at least this share of the CPU time is named
+/// under the table ([`steal_note`]).
+pub const STEAL_NOTED: f64 = 0.05;
+
+/// A line under the table naming the points during which the host stole
+/// at least [`STEAL_NOTED`] of the machine's CPU time ([`Record::steal`]);
+/// empty when none did. Their numbers, and ratios with them, say as much
+/// about the host's other tenants as about the file system.
+pub fn steal_note(records: &[Record]) -> String {
+    let noted: Vec<String> = records
+        .iter()
+        .filter_map(|r| {
+            let s = r.steal.filter(|&s| s >= STEAL_NOTED)?;
+            Some(format!(
+                "{} {} {}: {:.0}%",
+                r.workload,
+                shown_target(r),
+                r.threads,
+                s * 100.0
+            ))
+        })
+        .collect();
+    if noted.is_empty() {
+        return String::new();
+    }
+    format!(
+        "host steal (CPU time the hypervisor gave to others while the point ran): {}\n",
+        noted.join(", ")
+    )
 }
 
 /// What each `lib:` point made durable per operation ([`Record::persist`];
@@ -344,6 +376,7 @@ mod tests {
             persist: None,
             write_latency: None,
             fsync_latency: None,
+            steal: None,
         }
     }
 
@@ -361,6 +394,19 @@ mod tests {
         // The parameters once, below the table.
         let foot = "EMULATED = EMULATED NVMM bandwidth cap 1000000000 B/s per node";
         assert_eq!(t.matches(foot).count(), 1, "{t}");
+    }
+
+    #[test]
+    fn points_the_host_stole_from_are_named_under_the_table() {
+        let mut stolen = rec("DWOM", "lib:srl-tree", 1, 1e9);
+        stolen.steal = Some(0.23);
+        let mut little = rec("DWOM", "tmpfs", 1, 1e9);
+        little.steal = Some(0.01);
+        let unknown = rec("DRBM", "tmpfs", 2, 1e9);
+        let t = table(&[stolen.clone(), little.clone(), unknown.clone()]);
+        let note = t.lines().find(|l| l.starts_with("host steal (")).unwrap();
+        assert!(note.ends_with("): DWOM lib:srl-tree 1: 23%"), "{t}");
+        assert_eq!(steal_note(&[little, unknown]), "");
     }
 
     #[test]

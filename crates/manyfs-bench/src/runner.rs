@@ -65,6 +65,11 @@ pub struct Record {
     /// Latency of the `fsync` of each operation alone, where it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fsync_latency: Option<Percentiles>,
+    /// The share of the machine's CPU time the host (hypervisor) stole
+    /// while the point ran, warm-up included (0 to 1, from `/proc/stat`):
+    /// on a shared virtual machine, the noise a ratio cannot see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<f64>,
 }
 
 /// Points of a latency distribution, in nanoseconds.
@@ -695,12 +700,16 @@ pub fn run_point(
     )?;
     drop(be);
     let before = point.fs().map(persist_snapshot);
+    let cpu_before = crate::sys::CpuTimes::now();
     let measure = || measure_on(ops, cfg.warmup, cfg.duration, cpus.as_deref());
     let placement = series.pool.thread_placement != manyfs::ThreadPlacement::Off;
     let m = match (point.fs(), &cfg.placement_log) {
         (Some(fs), Some(log)) if placement => with_placement_log(fs, log, &prefix, measure)?,
         _ => measure()?,
     };
+    let steal = cpu_before
+        .zip(crate::sys::CpuTimes::now())
+        .and_then(|(a, b)| a.steal_since(&b));
     let persist = point
         .fs()
         .zip(before)
@@ -729,6 +738,7 @@ pub fn run_point(
         persist,
         write_latency: None,
         fsync_latency: None,
+        steal,
     })
 }
 
@@ -938,6 +948,7 @@ pub(crate) fn test_record(
         persist: None,
         write_latency: None,
         fsync_latency: None,
+        steal: None,
     }
 }
 

@@ -4,6 +4,47 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
+/// The machine's CPU time so far, from the first line of `/proc/stat`
+/// (in clock ticks, all CPUs together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Time the hypervisor ran something else while a virtual CPU wanted
+    /// to run (`steal`).
+    pub steal: u64,
+    /// Every state together (user, nice, system, idle, iowait, irq,
+    /// softirq, steal).
+    pub total: u64,
+}
+
+impl CpuTimes {
+    /// Now, where `/proc/stat` is readable.
+    pub fn now() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// The `cpu` line of a `/proc/stat` text.
+    pub fn parse(stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        (v.len() == 8).then(|| CpuTimes {
+            steal: v[7],
+            total: v.iter().sum(),
+        })
+    }
+
+    /// The share of the CPU time between `self` and `later` that the host
+    /// stole (0 to 1); `None` when no time passed.
+    pub fn steal_since(&self, later: &CpuTimes) -> Option<f64> {
+        let total = later.total.checked_sub(self.total).filter(|&t| t > 0)?;
+        Some(later.steal.saturating_sub(self.steal) as f64 / total as f64)
+    }
+}
+
 /// The CPUs this process may run on, in ascending order (at least one).
 pub fn allowed_cpus() -> Vec<usize> {
     let mut cpus = manyfs::diag::affinity::get(0).unwrap_or_default();
@@ -181,6 +222,26 @@ fn parse_loadavg(s: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cpu_times_read_steal_from_the_cpu_line() {
+        let stat = "cpu  100 5 50 800 10 1 2 30 0 0\ncpu0 50 2 25 400 5 0 1 15 0 0\n";
+        let a = CpuTimes::parse(stat).unwrap();
+        assert_eq!(
+            a,
+            CpuTimes {
+                steal: 30,
+                total: 998
+            }
+        );
+        let b = CpuTimes::parse("cpu  150 5 60 900 10 1 2 130 0 0\n").unwrap();
+        let share = a.steal_since(&b).unwrap();
+        assert!((share - 100.0 / 260.0).abs() < 1e-9, "{share}");
+        assert_eq!(a.steal_since(&a), None);
+        assert_eq!(CpuTimes::parse("intr 5\n"), None);
+        assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None);
+        assert!(CpuTimes::now().is_some(), "/proc/stat on Linux");
+    }
+
     use super::*;
 
     #[test]

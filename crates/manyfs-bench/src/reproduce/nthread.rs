@@ -530,6 +530,7 @@ mod tests {
             persist: None,
             write_latency: None,
             fsync_latency: None,
+            steal: None,
         }
     }
 

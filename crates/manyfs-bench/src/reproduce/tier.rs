@@ -413,6 +413,7 @@ fn record(
         persist,
         write_latency: Percentiles::of(&t.write),
         fsync_latency: Percentiles::of(&t.fsync),
+        steal: None,
     }
 }
 
