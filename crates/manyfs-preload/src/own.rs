@@ -120,16 +120,23 @@ pub(crate) fn refuse_close(fd: c_int) -> Option<c_int> {
 pub(crate) fn runs_without_own(first: c_uint, last: c_uint) -> Vec<(c_uint, c_uint)> {
     let mut runs = Vec::new();
     let mut start = first;
-    let tracked_end = (TRACKED as c_uint).min(last.saturating_add(1));
-    let mut fd = first;
-    while fd < tracked_end {
-        if is_own(fd as c_int) {
-            if fd > start {
-                runs.push((start, fd - 1));
+    let tracked_last = last.min(TRACKED as c_uint - 1);
+    if first <= tracked_last {
+        // A word (64 numbers) at a time: most hold none of ours.
+        for w in (first as usize / 64)..=(tracked_last as usize / 64) {
+            let mut bits = OWN[w].load(Ordering::Relaxed);
+            while bits != 0 {
+                let fd = (w * 64) as c_uint + bits.trailing_zeros();
+                bits &= bits - 1;
+                if fd < first || fd > tracked_last {
+                    continue;
+                }
+                if fd > start {
+                    runs.push((start, fd - 1));
+                }
+                start = fd + 1;
             }
-            start = fd + 1;
         }
-        fd += 1;
     }
     if start <= last {
         runs.push((start, last));
