@@ -123,8 +123,14 @@ pub(crate) fn runs_without_own(first: c_uint, last: c_uint) -> Vec<(c_uint, c_ui
     let tracked_last = last.min(TRACKED as c_uint - 1);
     if first <= tracked_last {
         // A word (64 numbers) at a time: most hold none of ours.
-        for w in (first as usize / 64)..=(tracked_last as usize / 64) {
-            let mut bits = OWN[w].load(Ordering::Relaxed);
+        let words = (first as usize / 64)..=(tracked_last as usize / 64);
+        for (w, word) in OWN
+            .iter()
+            .enumerate()
+            .take(*words.end() + 1)
+            .skip(*words.start())
+        {
+            let mut bits = word.load(Ordering::Relaxed);
             while bits != 0 {
                 let fd = (w * 64) as c_uint + bits.trailing_zeros();
                 bits &= bits - 1;
