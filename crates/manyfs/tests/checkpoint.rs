@@ -229,10 +229,9 @@ fn extending_writes_and_truncates_give_their_log_pages_back_in_file_mode() {
 
 /// A page rewritten many times in `file` mode, with a commit interval far
 /// longer than the test: the blocks its copies replaced make a checkpoint
-/// due by themselves (`api/commit_thread.rs`), it frees them, and from then
-/// on rewrites of the page go in place, taking no block.
+/// due by themselves (`api/commit_thread.rs`), which frees them.
 #[test]
-fn rewrites_make_the_commit_thread_checkpoint_early_and_then_go_in_place() {
+fn rewrites_make_the_commit_thread_checkpoint_early() {
     let opts = {
         let mut mo = MountOptions::default();
         mo.durability = manyfs::Durability::File;
@@ -243,7 +242,7 @@ fn rewrites_make_the_commit_thread_checkpoint_early_and_then_go_in_place() {
     let (_d, _pool, fs) = common::fresh_with(256 << 20, &opts);
     let f = common::open_rw(&fs, "/rewritten");
     // Not synced: until a checkpoint settles the page, each rewrite is a
-    // copy into a new block.
+    // copy into a new block, and the block it replaces waits for a sync.
     f.write_all_at(&[0u8; 4096], 0).unwrap();
     let used = |fs: &Fs| fs.stats().members[0].used_blocks;
     let syncs = |fs: &Fs| fs.stats().persist.full_syncs;
@@ -261,14 +260,8 @@ fn rewrites_make_the_commit_thread_checkpoint_early_and_then_go_in_place() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Settled by that checkpoint: rewrites now take no block.
-    let settled = used(&fs);
-    for i in 0..1_000u32 {
-        f.write_all_at(&[i as u8; 4096], 0).unwrap();
-    }
-    assert_eq!(used(&fs), settled, "rewrites after the checkpoint copied");
     let mut back = vec![0u8; 4096];
     f.read_exact_at(&mut back, 0).unwrap();
-    assert!(back.iter().all(|&b| b == (999u32 as u8)));
+    assert!(back.iter().all(|&b| b == (8_999u32 as u8)));
     fs.unmount().unwrap();
 }

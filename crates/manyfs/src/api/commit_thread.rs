@@ -97,16 +97,20 @@ const REWRITES_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 ///
 /// A program that rewrites its pages (a database's pages, a benchmark's
 /// blocks, a checkpoint file written again) copies each page on write until
-/// a checkpoint settles it; from then on a rewrite goes in place (no block
-/// taken, no page fault, no entry). Waiting for a quarter of the free
-/// blocks ([`free_used_up`]) to be taken leaves such a program copying for
-/// seconds on a large pool, each copy into a block no store has touched
-/// since the last checkpoint. Appends of new data replace nothing and never
-/// make this due. On a disk-backed pool a checkpoint costs the barriers of a
+/// a checkpoint settles it, and every copy takes a block that comes back
+/// only after the next checkpoint. Waiting for a quarter of the free blocks
+/// ([`free_used_up`]) leaves such a program copying into blocks no store
+/// has touched since the last checkpoint (on a fresh pool: a page fault and
+/// the kernel's zeroing per write) for seconds on a large pool. Due at
+/// 32 MiB, the checkpoint hands the replaced blocks back still mapped and
+/// warm, and settles the pages not rewritten while it ran, which are then
+/// rewritten in place. (A page rewritten throughout, as DWOM's one block,
+/// is written again while every checkpoint runs: it keeps copying, into
+/// the warm blocks.) Appends of new data replace nothing and never make
+/// this due. On a disk-backed pool a checkpoint costs the barriers of a
 /// sync; one made due here has at least 32 MiB of copies to write back,
-/// which a later one would write anyway, and from then on a page rewritten
-/// in place is written back once per checkpoint where its copies were each
-/// a page of their own. At most ten a second come from this.
+/// which a later one would write anyway. At most ten a second come from
+/// this.
 fn rewrites_waiting(waiting: u64, since: std::time::Duration) -> bool {
     waiting >= REWRITES_DUE && since >= REWRITES_GAP
 }
