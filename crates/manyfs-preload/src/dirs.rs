@@ -3,12 +3,11 @@
 //! pointers it handed out; `scandir`; and `getdents64` on a directory
 //! descriptor.
 
+use crate::registry::Registry;
 use crate::table::{self, Listing, Open};
 use crate::{errno_of, mounted, on_fd, on_path, real, ret, state};
 use libc::{DIR, c_char, c_int, c_long, c_void, dirent64, size_t, ssize_t};
 use manyfs::lowlevel::InodeOps;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One stream: the entries as they were when opened (or rewound), and
 /// the `dirent64` that `readdir` returns, reused by the next call.
@@ -19,17 +18,11 @@ struct Stream {
     ent: dirent64,
 }
 
-/// The streams handed out, by address.
-static STREAMS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-/// How many: 0 lets glibc's streams skip the registry's lock.
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The streams handed out.
+static STREAMS: Registry = Registry::new();
 
 fn ours(dirp: *mut DIR) -> Option<*mut Stream> {
-    if COUNT.load(Ordering::Acquire) == 0 || dirp.is_null() {
-        return None;
-    }
-    let streams = STREAMS.lock().unwrap_or_else(|e| e.into_inner());
-    streams.contains(&(dirp as usize)).then_some(dirp.cast())
+    STREAMS.contains(dirp).then_some(dirp.cast())
 }
 
 /// The entries of the directory open at `fd`, `.` and `..` first.
@@ -77,11 +70,7 @@ fn stream_of(fd: c_int) -> Result<*mut DIR, c_int> {
         ent: unsafe { std::mem::zeroed() },
     });
     let p = Box::into_raw(s);
-    STREAMS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(p as usize);
-    COUNT.fetch_add(1, Ordering::Release);
+    STREAMS.add(p);
     Ok(p.cast())
 }
 
@@ -171,11 +160,7 @@ pub unsafe extern "C" fn closedir(dirp: *mut DIR) -> c_int {
         // SAFETY: the caller's argument, unchanged, to libc.
         return unsafe { real::closedir()(dirp) };
     };
-    STREAMS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|&p| p != dirp as usize);
-    COUNT.fetch_sub(1, Ordering::Release);
+    STREAMS.remove(dirp);
     // SAFETY: made by `Box::into_raw` in `stream_of`, now unregistered.
     let s = unsafe { Box::from_raw(s) };
     crate::files::close_ours(s.fd)

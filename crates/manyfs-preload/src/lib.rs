@@ -45,7 +45,8 @@
 //! `syscall(2)`), `shadow` (the mapped files' shared-memory copies),
 //! `dirs` (directory streams, `getdents64`), `stdio` (`FILE*` streams),
 //! `xattrs` (extended attributes), `resolve` (`realpath`), `ftw` (`nftw`,
-//! `ftw`), `glob` (`glob` through this library's directory calls).
+//! `ftw`), `glob` (`glob` through this library's directory calls),
+//! `registry` (the C handles this library handed out).
 //!
 //! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`,
 //! `syscall`) are defined with their optional arguments as fixed ones: on
@@ -67,6 +68,7 @@ mod names;
 mod own;
 pub mod paths;
 mod real;
+mod registry;
 mod resolve;
 mod shadow;
 pub mod state;
