@@ -1079,14 +1079,24 @@ int main(int argc, char **argv) {
 /// (`/dev/shm`) in the kernel without the library. Insists both succeed
 /// and print the same; returns what they printed.
 fn same_as_tmpfs(r: &Run, exe: &str) -> String {
-    let ours = quiet_ok(r, &[exe, &r.at.display().to_string()]);
+    same_as_tmpfs_with(r, exe, &[])
+}
+
+/// [`same_as_tmpfs`] with more arguments after the directory.
+fn same_as_tmpfs_with(r: &Run, exe: &str, more: &[&str]) -> String {
+    let at = r.at.display().to_string();
+    let ours = quiet_ok(r, &[&[exe, &at][..], more].concat());
     let shm = Path::new("/dev/shm");
     let tmp = if shm.is_dir() {
         tempfile::tempdir_in(shm).unwrap()
     } else {
         tempfile::tempdir().unwrap()
     };
-    let out = Command::new(exe).arg(tmp.path()).output().unwrap();
+    let out = Command::new(exe)
+        .arg(tmp.path())
+        .args(more)
+        .output()
+        .unwrap();
     check(&format!("{exe} on tmpfs"), &out);
     let theirs = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -1756,6 +1766,245 @@ int main(int argc, char **argv) {
             && out.contains("own altdirfunc: 0 count 2: dir1/x.c dir2/y.c\n"),
         "{out}"
     );
+}
+
+/// glibc's `fts_open`, `fts_read`, `fts_children`, `fts_set` and
+/// `fts_close` on a tree in the pool (files, nested and empty
+/// directories, symlinks, one dangling, one back up): physical and
+/// logical walks, `FTS_NOCHDIR`, `FTS_COMFOLLOW`, `FTS_NOSTAT`,
+/// `FTS_SEEDOT`, `FTS_XDEV`, orders by comparison and without one,
+/// `FTS_SKIP`, `FTS_AGAIN` and `FTS_FOLLOW` (on visits and on
+/// `fts_children`'s list), names only, several roots (a missing one, a
+/// trailing slash), an absolute root, errors: each visit as glibc's walk
+/// of the same tree on tmpfs. A tree outside the directory is walked by
+/// glibc itself, alone or as a root beside one in the pool.
+#[test]
+fn fts_walks_a_tree_in_the_pool_as_glibc_on_tmpfs() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "fts",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <fts.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *infos[] = {"?", "D", "DC", "DEFAULT", "DNR", "DOT", "DP", "ERR",
+                              "F", "INIT", "NS", "NSOK", "SL", "SLNONE", "W"};
+static const char *prefix = "";
+static int nostat, counter;
+static const char *rel(const char *p) {
+    size_t n = strlen(prefix);
+    return n && !strncmp(p, prefix, n) ? p + n : p;
+}
+static int by_name(const FTSENT **a, const FTSENT **b) {
+    return strcmp((*a)->fts_name, (*b)->fts_name);
+}
+static int by_name_desc(const FTSENT **a, const FTSENT **b) {
+    return strcmp((*b)->fts_name, (*a)->fts_name);
+}
+/* One visit: kind, level, path, name, and what must hold of it. */
+static void show(const FTSENT *e) {
+    printf("%s %d %s %s", infos[e->fts_info], e->fts_level, rel(e->fts_path), e->fts_name);
+    if (e->fts_pathlen != strlen(e->fts_path) || e->fts_namelen != strlen(e->fts_name))
+        printf(" BADLEN %d %d", e->fts_pathlen, e->fts_namelen);
+    if (e->fts_level > 0 && e->fts_parent->fts_level != e->fts_level - 1)
+        printf(" BADPARENT");
+    if (e->fts_info == FTS_F && !nostat) printf(" size %ld", (long)e->fts_statp->st_size);
+    if (e->fts_info == FTS_DC) printf(" cycle %s", e->fts_cycle->fts_name);
+    if (e->fts_info == FTS_NS || e->fts_info == FTS_DNR || e->fts_info == FTS_ERR)
+        printf(" %s", strerror(e->fts_errno));
+    /* The access path reaches the entry (from the working directory, or
+       from the one glibc's walk changed to). */
+    if (!nostat && e->fts_info != FTS_NS && e->fts_info != FTS_NSOK) {
+        struct stat s;
+        int ok = (!lstat(e->fts_accpath, &s) && s.st_ino == e->fts_statp->st_ino) ||
+                 (!stat(e->fts_accpath, &s) && s.st_ino == e->fts_statp->st_ino);
+        if (!ok) printf(" BADACC %s", e->fts_accpath);
+    }
+    printf("\n");
+}
+/* Walk `roots` to the end, printing each visit; `skip` a directory not to
+   enter, `again` a file to visit twice, `follow` a symlink to follow. */
+static void walk(const char *what, char **roots, int opts,
+                 int (*cmp)(const FTSENT **, const FTSENT **),
+                 const char *skip, const char *again, const char *follow) {
+    printf("== %s\n", what);
+    nostat = opts & FTS_NOSTAT;
+    FTS *f = fts_open(roots, opts, cmp);
+    if (!f) { printf("open: %s\n", strerror(errno)); return; }
+    FTSENT *e;
+    int agained = 0;
+    while ((e = fts_read(f))) {
+        show(e);
+        if (e->fts_info == FTS_D) {
+            e->fts_number = ++counter;
+            e->fts_pointer = strdup(e->fts_name);
+            if (skip && !strcmp(e->fts_name, skip)) fts_set(f, e, FTS_SKIP);
+        }
+        if (e->fts_info == FTS_DP && e->fts_pointer) {
+            /* Kept from the pre-order visit. */
+            printf("  kept %s\n", e->fts_number > 0 && !strcmp(e->fts_pointer, e->fts_name) ? "yes" : "no");
+            free(e->fts_pointer);
+        }
+        if (again && !agained && !strcmp(e->fts_name, again)) { fts_set(f, e, FTS_AGAIN); agained = 1; }
+        if (follow && e->fts_info == FTS_SL && !strcmp(e->fts_name, follow)) fts_set(f, e, FTS_FOLLOW);
+    }
+    printf("end %s\n", errno ? strerror(errno) : "0");
+    printf("close %d\n", fts_close(f));
+}
+static void mk(const char *p, int dir, const char *data) {
+    if (dir) { if (mkdir(p, 0755)) { perror(p); exit(1); } return; }
+    int fd = creat(p, 0644);
+    if (fd < 0 || write(fd, data, strlen(data)) != (ssize_t)strlen(data) || close(fd)) { perror(p); exit(1); }
+}
+static void ln(const char *t, const char *p) {
+    if (symlink(t, p)) { perror(p); exit(1); }
+}
+int main(int argc, char **argv) {
+    if (chdir(argv[1])) { perror("chdir"); return 1; }
+    mk("t", 1, 0); mk("t/a", 0, "hello"); mk("t/z", 0, "zz");
+    mk("t/d", 1, 0); mk("t/d/x", 0, "x"); mk("t/d/deep", 1, 0); mk("t/d/deep/y", 0, "yyy");
+    mk("t/e", 1, 0);
+    ln("d", "t/l"); ln("nope", "t/dangling"); ln("..", "t/d/up");
+    char *t[] = {"t", NULL};
+    walk("physical", t, FTS_PHYSICAL, by_name, 0, 0, 0);
+    walk("physical nochdir", t, FTS_PHYSICAL | FTS_NOCHDIR, by_name_desc, 0, 0, 0);
+    walk("logical", t, FTS_LOGICAL, by_name, 0, 0, 0);
+    walk("skip d", t, FTS_PHYSICAL, by_name, "d", 0, 0);
+    walk("again a", t, FTS_PHYSICAL, by_name, 0, "a", 0);
+    walk("follow l", t, FTS_PHYSICAL, by_name, 0, 0, "l");
+    walk("nostat", t, FTS_PHYSICAL | FTS_NOSTAT, by_name, 0, 0, 0);
+    walk("seedot", (char *[]){"t/d", NULL}, FTS_PHYSICAL | FTS_SEEDOT, by_name, 0, 0, 0);
+    walk("xdev", t, FTS_PHYSICAL | FTS_XDEV, by_name, 0, 0, 0);
+    walk("no compar", (char *[]){"t/d/deep", NULL}, FTS_PHYSICAL, NULL, 0, 0, 0);
+    walk("comfollow", (char *[]){"t/l", NULL}, FTS_PHYSICAL | FTS_COMFOLLOW, by_name, 0, 0, 0);
+    walk("symlink root", (char *[]){"t/l", NULL}, FTS_PHYSICAL, by_name, 0, 0, 0);
+    walk("roots", (char *[]){"t/z", "t/e/", "missing", "t/a", "./t/d/deep", NULL}, FTS_PHYSICAL, by_name, 0, 0, 0);
+    walk("roots unsorted", (char *[]){"t/z", "t/a", "t/e", NULL}, FTS_PHYSICAL, NULL, 0, 0, 0);
+    char abs[4096];
+    snprintf(abs, sizeof abs, "%s/t/d", argv[1]);
+    prefix = argv[1];
+    walk("absolute", (char *[]){abs, NULL}, FTS_PHYSICAL, by_name, 0, 0, 0);
+    prefix = "";
+    /* fts_children: the roots before the first read, a directory's list
+       (an entry skipped there is not visited; numbers set there stay), a
+       file's (none), names only. */
+    printf("== children\n");
+    FTS *f = fts_open(t, FTS_PHYSICAL, by_name);
+    FTSENT *c = fts_children(f, 0);
+    printf("roots:");
+    for (; c; c = c->fts_link) printf(" %s/%d", c->fts_name, c->fts_level);
+    printf("\n");
+    FTSENT *e;
+    while ((e = fts_read(f))) {
+        show(e);
+        if (e->fts_info == FTS_D && !strcmp(e->fts_name, "t")) {
+            printf("list:");
+            for (c = fts_children(f, 0); c; c = c->fts_link) {
+                printf(" %s/%s/%d", c->fts_name, infos[c->fts_info], c->fts_level);
+                if (c->fts_parent != e) printf("/BADPARENT");
+                c->fts_number = 100 + c->fts_namelen;
+                if (!strcmp(c->fts_name, "d")) fts_set(f, c, FTS_SKIP);
+                if (!strcmp(c->fts_name, "l")) fts_set(f, c, FTS_FOLLOW);
+            }
+            printf("\n");
+        } else if (e->fts_level == 1) {
+            printf("  number %ld\n", e->fts_number);
+        }
+        if (e->fts_info == FTS_F) {
+            errno = 0;
+            c = fts_children(f, 0);
+            printf("  file children %p %d\n", (void *)c, errno);
+        }
+        if (e->fts_info == FTS_D && !strcmp(e->fts_name, "e")) {
+            errno = 0;
+            c = fts_children(f, 0);
+            printf("  empty children %p %d\n", (void *)c, errno);
+        }
+    }
+    printf("close %d\n", fts_close(f));
+    /* Names only: then read again, stat'ed, when the walk goes on. */
+    f = fts_open(t, FTS_PHYSICAL, by_name);
+    while ((e = fts_read(f))) {
+        show(e);
+        if (e->fts_info == FTS_D && !strcmp(e->fts_name, "d")) {
+            printf("names:");
+            for (c = fts_children(f, FTS_NAMEONLY); c; c = c->fts_link)
+                printf(" %s/%s", c->fts_name, infos[c->fts_info]);
+            printf("\n");
+        }
+    }
+    printf("close %d\n", fts_close(f));
+    /* Closed half-way. */
+    f = fts_open(t, FTS_PHYSICAL, by_name);
+    fts_read(f); fts_read(f);
+    printf("close early %d\n", fts_close(f));
+    f = fts_open(t, FTS_PHYSICAL, by_name);
+    printf("close unread %d\n", fts_close(f));
+    printf("== errors\n");
+    errno = 0;
+    f = fts_open(t, 0x400, by_name);
+    printf("options %p %s\n", (void *)f, strerror(errno));
+    f = fts_open((char *[]){"t", "", NULL}, FTS_PHYSICAL, by_name);
+    printf("empty %p %s\n", (void *)f, strerror(errno));
+    f = fts_open(t, FTS_PHYSICAL, by_name);
+    e = fts_read(f);
+    int r = fts_set(f, e, 99);
+    printf("set %d %s\n", r, strerror(errno));
+    c = fts_children(f, 7);
+    printf("children %p %s\n", (void *)c, strerror(errno));
+    fts_close(f);
+    if (argc > 2) {
+        /* A tree outside: glibc's own walk (it changes directory unless
+           told not to), alone or beside a root in the pool. */
+        char k[4096];
+        snprintf(k, sizeof k, "%s/k", argv[2]);
+        mkdir(k, 0755);
+        snprintf(k, sizeof k, "%s/k/f", argv[2]);
+        mk(k, 0, "kkkk");
+        snprintf(k, sizeof k, "%s/k", argv[2]);
+        printf("== outside\n");
+        f = fts_open((char *[]){k, NULL}, FTS_PHYSICAL, by_name);
+        printf("glibc's %s\n", f->fts_rfd >= 0 ? "yes" : "no");
+        prefix = argv[2];
+        while ((e = fts_read(f))) show(e);
+        fts_close(f);
+        walk("outside and in", (char *[]){k, "t/d/deep", NULL}, FTS_PHYSICAL | FTS_NOCHDIR, by_name, 0, 0, 0);
+        prefix = "";
+    }
+    return 0;
+}
+"#,
+    );
+    let outside = r.kernel("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let out = same_as_tmpfs_with(&r, &exe, &[&outside]);
+    for want in [
+        "== physical\nD 0 t t\nF 1 t/a a size 5\nD 1 t/d d\nD 2 t/d/deep deep\n",
+        "DC 2 t/l/up up cycle t\n",
+        "SLNONE 1 t/dangling dangling\n",
+        "D 1 t/d d\nDP 1 t/d d\n  kept yes\n",
+        "F 1 t/a a size 5\nF 1 t/a a size 5\n",
+        "SL 1 t/l l\nD 1 t/l l\nD 2 t/l/deep deep\n",
+        "NSOK 1 t/a a\n",
+        "DOT 1 t/d/. .\n",
+        "NS 0 missing missing No such file or directory\n",
+        "list: a/F/1 d/D/1 dangling/SL/1 e/D/1 l/SL/1 z/F/1\nF 1 t/a a size 5\n  number 101\n",
+        "names: deep/NSOK up/NSOK x/NSOK\n",
+        "== errors\noptions (nil) Invalid argument\nempty (nil) No such file or directory\n",
+        "== outside\nglibc's yes\nD 0 /k k\nF 1 /k/f f size 4\nDP 0 /k k\n",
+        "D 0 /k k\nF 1 /k/f f size 4\nDP 0 /k k\n  kept yes\nD 0 t/d/deep deep\n",
+    ] {
+        assert!(out.contains(want), "{want:?} is missing:\n{out}");
+    }
+    assert!(!out.contains("BAD"), "{out}");
+    fsck_clean(&r);
 }
 
 /// The C headers and helpers the tests below share: `res` prints what a

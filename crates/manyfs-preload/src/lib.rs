@@ -21,7 +21,8 @@
 //! own, known by a registry of the pointers it returned), the whole `stat`
 //! family (`stat`, `fstatat`, glibc's `__xstat`-style entry points,
 //! `statx`, `statfs`, `statvfs`), `glob` (given this library's directory
-//! calls through `GLOB_ALTDIRFUNC`) and glibc's fortified `__*_chk`
+//! calls through `GLOB_ALTDIRFUNC`), the tree walks `nftw`, `ftw` and
+//! `fts_*` (made here, over the pool) and glibc's fortified `__*_chk`
 //! variants.
 //!
 //! `mmap` of one of its descriptors maps a shared-memory copy of the file
@@ -45,8 +46,9 @@
 //! `syscall(2)`), `shadow` (the mapped files' shared-memory copies),
 //! `dirs` (directory streams, `getdents64`), `stdio` (`FILE*` streams),
 //! `xattrs` (extended attributes), `resolve` (`realpath`), `ftw` (`nftw`,
-//! `ftw`), `glob` (`glob` through this library's directory calls),
-//! `registry` (the C handles this library handed out).
+//! `ftw`), `fts` (glibc's `fts_*` walk over this library's calls),
+//! `glob` (`glob` through this library's directory calls), `registry`
+//! (the C handles this library handed out).
 //!
 //! The variadic C functions (`open`, `openat`, `fcntl`, `ioctl`,
 //! `syscall`) are defined with their optional arguments as fixed ones: on
@@ -61,6 +63,7 @@
 mod dirs;
 mod fds;
 mod files;
+mod fts;
 mod ftw;
 mod glob;
 mod meta;

@@ -7,6 +7,7 @@ use libc::{
 };
 
 use crate::dirs::{ScanCompar, ScanFilter};
+use crate::fts::{Compar as FtsCompar, Fts, FtsEnt};
 use crate::ftw::{FtwFn, NftwFn};
 use crate::glob::{Glob, GlobErrFn};
 
@@ -130,6 +131,11 @@ next! {
     ftw64: fn(*const c_char, FtwFn, c_int) -> c_int;
     scandirat64: fn(c_int, *const c_char, *mut *mut *mut dirent64, ScanFilter, ScanCompar) -> c_int;
     __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
+    fts_open: fn(*const *mut c_char, c_int, FtsCompar) -> *mut Fts;
+    fts_read: fn(*mut Fts) -> *mut FtsEnt;
+    fts_children: fn(*mut Fts, c_int) -> *mut FtsEnt;
+    fts_set: fn(*mut Fts, *mut FtsEnt, c_int) -> c_int;
+    fts_close: fn(*mut Fts) -> c_int;
 }
 
 /// libc's extended-attribute calls.
