@@ -18,7 +18,9 @@ set -euo pipefail
 # rocksdb-tools: db_bench, the key-value workload of `manyfs run`'s tests
 #          (crates/manyfs-cli/tests/run.rs) and scripts/dbbench-compare.sh
 # make:    GNU make's $(realpath) in `manyfs run`'s tests (glibc's realpath)
-PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc rocksdb-tools make)
+# libc6-dev: the static libc (libc.a) of the statically linked program
+#          `manyfs run`'s tests build (`gcc -static`), which it must refuse
+PACKAGES=(fuse3 fio sqlite3 fonts-dejavu-core rsync attr acl gcc rocksdb-tools make libc6-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

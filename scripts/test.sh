@@ -39,7 +39,7 @@ step cargo check --manifest-path fuzz/Cargo.toml --bins --no-default-features --
 # manyfs-capi's library is also named `manyfs` (libmanyfs.so): documented
 # on its own, first, so the library's pages are the ones left in target/doc.
 step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs-capi
-step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest
+step env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p manyfs -p manyfs-sync -p manyfs-rangelock -p manyfs-index -p manyfs-fuse -p manyfs-bench -p manyfs-crashtest -p manyfs-exec
 # No cycle among any module's children, re-exports followed; inherent
 # impls beside their types (xtask/src/layers.rs).
 step cargo run -q -p xtask -- layers > /dev/null

@@ -4,7 +4,9 @@
 //! the pool if it is missing, and execs PROGRAM with
 //! `LD_PRELOAD=libmanyfs_preload.so` and the pool, directory and options
 //! in the environment; the library mounts on the program's first call
-//! under DIR (see `docs/run.md`).
+//! under DIR (see `docs/run.md`). A PROGRAM the library cannot reach (a
+//! statically linked or Go program: its file calls never pass through
+//! libc's functions) is refused, pointing at `manyfs mount`.
 
 use anyhow::{Context, Result, bail};
 use manyfs::{Fs, MkfsOptions};
@@ -32,6 +34,49 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, last = true, value_name = "PROGRAM")]
     pub command: Vec<OsString>,
+}
+
+/// Why `manyfs run` refuses its PROGRAM.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Its file calls would bypass the library and reach the kernel,
+    /// which knows no DIR.
+    #[error(
+        "{program}{via} {why}: its file calls under {at} would reach the kernel, which knows nothing there; mount the pool with FUSE instead (manyfs mount POOL DIR) and run it on the mount"
+    )]
+    Unreachable {
+        /// PROGRAM as found on `PATH`.
+        program: String,
+        /// `: its interpreter BINARY` when a `#!` line leads to it.
+        via: String,
+        /// Why.
+        why: manyfs_exec::Bypass,
+        /// The directory the pool would appear at.
+        at: String,
+    },
+}
+
+/// Refuse `program` when the library cannot reach it: found on `PATH` as
+/// exec finds it (a program that cannot be found or read is left to exec
+/// to report).
+fn check_reachable(program: &std::ffi::OsStr, at: &Path) -> Result<(), RunError> {
+    let path = std::env::var_os("PATH");
+    let Some(found) = manyfs_exec::find_program(program, path.as_deref()) else {
+        return Ok(());
+    };
+    match manyfs_exec::bypass(&found) {
+        None => Ok(()),
+        Some(u) => Err(RunError::Unreachable {
+            program: found.display().to_string(),
+            via: if u.binary == found {
+                String::new()
+            } else {
+                format!(": its interpreter {}", u.binary.display())
+            },
+            why: u.why,
+            at: at.display().to_string(),
+        }),
+    }
 }
 
 /// The preload library: `$MANYFS_PRELOAD`, else beside this executable
@@ -76,6 +121,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             at.display()
         );
     }
+    check_reachable(&args.command[0], &at)?;
     let lib = preload_library()?;
     if pool.exists() {
         // Mounted by another process: refuse here, naming it, rather than

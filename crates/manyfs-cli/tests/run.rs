@@ -2745,3 +2745,172 @@ int main(int argc, char **argv) {
     ));
     assert_eq!(after, "0\n8192\n", "the file written after the closes");
 }
+
+/// A statically linked C program that says whether it could open its
+/// argument; `None` (with the reason printed) when the static libc is
+/// not installed (`libc6-dev`, scripts/install-deps.sh).
+fn static_program(r: &Run) -> Option<String> {
+    if !Path::new("/usr/lib/x86_64-linux-gnu/libc.a").exists() {
+        eprintln!("skipped: no static libc (libc.a; install libc6-dev)");
+        return None;
+    }
+    Some(c_program_with(
+        r,
+        "static",
+        r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = argc > 1 ? open(argv[1], O_RDONLY) : -1;
+    printf("%s\n", fd >= 0 ? "opened" : "missing");
+    return 0;
+}
+"#,
+        &["-static"],
+    ))
+}
+
+/// `manyfs run`'s one line refusing `program` (run with `path` as
+/// `PATH`): it names `names`, says why and points at `manyfs mount`; no
+/// pool is made.
+fn refused(r: &Run, program: &[&str], path: &str, names: &str, why: &str) {
+    let out = r.cmd(program).env("PATH", path).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{program:?} ran: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(names) && err.contains(why) && err.contains("manyfs mount"),
+        "{err}"
+    );
+    assert!(!r.pool.exists(), "a refused run made the pool");
+}
+
+/// `manyfs run` refuses a program its library cannot reach: a
+/// statically linked one (by path, through `PATH`, or as the interpreter
+/// of a script) and a Go one (when Go is installed); a script whose
+/// interpreter is dynamic runs, its shell serving the pool.
+#[test]
+fn run_refuses_statically_linked_and_go_programs() {
+    let r = Run::new();
+    let path = std::env::var("PATH").unwrap_or_default();
+    if let Some(st) = static_program(&r) {
+        let x = r.at("x");
+        refused(&r, &[&st, &x], &path, &st, "statically linked");
+        let in_path = format!("{}:{path}", r.kernel(""));
+        refused(&r, &["static", &x], &in_path, &st, "statically linked");
+        let script = r.kernel("via-static");
+        std::fs::write(&script, format!("#!{st}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        refused(
+            &r,
+            &[&script],
+            &path,
+            &format!("{script}: its interpreter {st}"),
+            "statically linked",
+        );
+    }
+    if have("go") {
+        let src = r.kernel("hello.go");
+        std::fs::write(
+            &src,
+            "package main\nimport \"os\"\nfunc main() { _, err := os.ReadFile(os.Args[1]); println(err == nil) }\n",
+        )
+        .unwrap();
+        let exe = r.kernel("hello");
+        let out = Command::new("go")
+            .args(["build", "-o", &exe, &src])
+            .env("GOCACHE", r.kernel("gocache"))
+            .env("GOPATH", r.kernel("gopath"))
+            .env("HOME", r.kernel(""))
+            .output()
+            .unwrap();
+        check("go build", &out);
+        refused(&r, &[&exe, &r.at("x")], &path, &exe, "Go program");
+    } else {
+        eprintln!("skipped the Go program: go is not installed");
+    }
+    let script = r.kernel("script");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho hello > \"$1/f\"; read l < \"$1/f\"; echo \"$l\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(quiet_ok(&r, &[&script, &r.at("")]), "hello\n");
+}
+
+/// Inside a run, an exec of a statically linked program is not refused:
+/// when its arguments name a path under the directory, one line on
+/// stderr says it cannot be served there (once per program in a
+/// process), and it runs (the kernel knows nothing there); without such
+/// an argument nothing is said.
+#[test]
+fn an_exec_of_a_static_program_naming_the_directory_warns_once() {
+    let r = Run::new();
+    let Some(st) = static_program(&r) else {
+        return;
+    };
+    let warnings = |err: &str| {
+        err.lines()
+            .filter(|l| l.starts_with("manyfs run:") && l.contains(&st))
+            .count()
+    };
+    // A shell runs it with an argument under the directory (itself, or
+    // an option's value), or with none.
+    let cases = [
+        (r.at("x"), "missing\n", 1),
+        (format!("--in={}", r.at("y")), "missing\n", 1),
+        ("/etc/hostname".to_string(), "opened\n", 0),
+    ];
+    for (arg, printed, warned) in cases {
+        let out = r
+            .cmd(&["sh", "-c", &format!("{st} {arg}")])
+            .output()
+            .unwrap();
+        check(&arg, &out);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), printed, "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(warnings(&err), warned, "{arg}: {err}");
+        assert!(
+            warned == 0 || (err.contains("statically linked") && err.contains("manyfs mount")),
+            "{err}"
+        );
+    }
+    // One process spawning it twice (and through PATH) warns once.
+    let spawner = c_program(
+        &r,
+        "spawner",
+        r#"
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+    char *args[] = {"static", argv[2], NULL};
+    for (int i = 0; i < 2; i++) {
+        pid_t pid;
+        int st;
+        int r = i ? posix_spawnp(&pid, "static", NULL, NULL, args, NULL)
+                  : posix_spawn(&pid, argv[1], NULL, NULL, args, NULL);
+        if (r || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) return 1;
+    }
+    return 0;
+}
+"#,
+    );
+    let out = r
+        .cmd(&[&spawner, &st, &r.at("x")])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                r.kernel(""),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    check("spawner", &out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(warnings(&err), 1, "{err}");
+}

@@ -29,17 +29,20 @@
 //! (`shadow`), written back on `msync`, `munmap`, `fsync` and before reads.
 //! Raw `syscall(2)` is interposed too: its file system numbers are routed
 //! to the same entry points (`syscalls`). What stays out of reach fails
-//! loudly, never silently: statically linked programs, `syscall`
-//! instructions of a program's own, and the numbers `syscalls` does not
-//! route reach the kernel, which knows no such directory (`ENOENT`) and
-//! sees the reserved descriptors as `O_PATH` ones (`EBADF`).
+//! loudly, never silently: `syscall` instructions of a program's own and
+//! the numbers `syscalls` does not route reach the kernel, which knows no
+//! such directory (`ENOENT`) and sees the reserved descriptors as
+//! `O_PATH` ones (`EBADF`); statically linked and Go programs never call
+//! libc at all: `manyfs run` refuses them, and an exec of one from inside
+//! the run that names the directory says so on stderr (`exec`).
 //! `docs/run.md` lists every call and each limit.
 //!
 //! Modules: [`state`] (configuration, the mount, fork and exit),
 //! [`paths`] (is this path ours?), [`table`] (the descriptors), `own`
 //! (the library's own kernel descriptors, kept from the program), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
-//! (open, read, write, sync, size, close, `close_range`), `meta` (stat,
+//! (open, read, write, sync, size, close, `close_range`), `exec` (a
+//! warning for an exec'd program this library cannot reach), `meta` (stat,
 //! statfs, access, mode, owner, times), `names` (unlink, rename, mkdir,
 //! mknod, links, the working directory), `fds` (dup, fcntl, ioctl, mmap,
 //! copy_file_range), `transfer` (sendfile, splice), `syscalls` (raw
@@ -61,6 +64,7 @@
 #![deny(missing_docs)]
 
 mod dirs;
+mod exec;
 mod fds;
 mod files;
 mod fts;

@@ -144,6 +144,31 @@ pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
     Ok(Target::Ours(inner))
 }
 
+/// Whether `path` leads under the run's directory, from the (virtual or
+/// kernel's) working directory when relative: lexically only, without
+/// mounting the pool, and without failing in a forked child (for checks
+/// that only warn).
+pub fn lexically_under(path: &[u8]) -> bool {
+    let Some(cfg) = config() else {
+        return false;
+    };
+    if path.is_empty() {
+        return false;
+    }
+    let mut abs = Vec::new();
+    if !path.starts_with(b"/") {
+        match virtual_cwd() {
+            Some(v) => abs = v,
+            None if !may_reach(path, cfg.at_name.as_bytes()) => return false,
+            None => match real_cwd() {
+                Some(c) => abs = c,
+                None => return false,
+            },
+        }
+    }
+    join_into(&mut abs, path).is_some() && inside(&abs, cfg.at.as_os_str().as_bytes()).is_some()
+}
+
 /// [`target`] of a C string.
 ///
 /// # Safety

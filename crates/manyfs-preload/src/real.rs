@@ -136,6 +136,12 @@ next! {
     fts_children: fn(*mut Fts, c_int) -> *mut FtsEnt;
     fts_set: fn(*mut Fts, *mut FtsEnt, c_int) -> c_int;
     fts_close: fn(*mut Fts) -> c_int;
+    execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    execv: fn(*const c_char, *const *const c_char) -> c_int;
+    execvp: fn(*const c_char, *const *const c_char) -> c_int;
+    execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    posix_spawn: fn(*mut libc::pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
+    posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
 }
 
 /// libc's extended-attribute calls.
