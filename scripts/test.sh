@@ -34,6 +34,10 @@ fi
 # build on stable (without compiling libFuzzer, which only `cargo fuzz`
 # links).
 step cargo check --manifest-path fuzz/Cargo.toml --bins --no-default-features --quiet
+# The vendored fuser is not a member (its lints and format are its own),
+# so its unit tests, manyfs's worker pool among them
+# (vendor/fuser/src/workers.rs), run here.
+step cargo test --manifest-path vendor/fuser/Cargo.toml --lib --quiet
 # The library's public boundary is documented and its modules form layers;
 # the other library crates' docs build without broken links as well.
 # manyfs-capi's library is also named `manyfs` (libmanyfs.so): documented

@@ -48,7 +48,21 @@ pub struct FuseConfig {
     /// Whether the threads serving `/dev/fuse` are pinned to CPUs
     /// (`-o pin_workers=...`, see [`PinWorkers`]).
     pub pin_workers: PinWorkers,
+    /// How long a serving thread that finds no request waiting polls
+    /// `/dev/fuse` for one before it sleeps (`-o spin=MICROSECONDS`; zero:
+    /// it sleeps at once). See [`DEFAULT_SPIN`].
+    pub spin: std::time::Duration,
 }
+
+/// How long a serving thread polls for the next request before it sleeps,
+/// by default. A lone caller's next request comes a few microseconds
+/// after the reply; caught by a poll, it costs no wake-up of the serving
+/// thread, which on an idle CPU of a virtual machine is dear. The poll
+/// adapts (shorter after misses) and stops while requests come faster than
+/// one at a time, when it would take a CPU callers need (the vendored
+/// fuser's `workers.rs`). Measured in docs/bench/journal.md, "A lone
+/// caller's round trip".
+pub const DEFAULT_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Whether the threads that read `/dev/fuse` are pinned to CPUs
 /// (`-o pin_workers=...`). Each new one goes to the CPU (of those the
@@ -108,6 +122,7 @@ impl Default for FuseConfig {
             xattrs: true,
             uring: UringMode::Auto,
             pin_workers: PinWorkers::Off,
+            spin: DEFAULT_SPIN,
         }
     }
 }
@@ -387,6 +402,23 @@ pub static OPTIONS: &[MountOption] = &[
                 "off" => PinWorkers::Off,
                 _ => return Err(Bad::Choice),
             };
+            Ok(())
+        },
+    },
+    MountOption {
+        name: "spin",
+        value: Value::Required("MICROSECONDS"),
+        help: "how long a serving thread polls /dev/fuse for a request before it sleeps (0: at once) [50]",
+        contradicts: &[],
+        set: |c, v| {
+            c.spin = v
+                .parse::<u64>()
+                .ok()
+                .filter(|&us| us <= 1_000_000)
+                .map(std::time::Duration::from_micros)
+                .ok_or_else(|| {
+                    Bad::Because("expected whole microseconds from 0 to 1000000, e.g. 50".into())
+                })?;
             Ok(())
         },
     },
@@ -767,6 +799,18 @@ mod tests {
                 "{v}"
             );
         }
+        assert_eq!(FuseConfig::default().spin, DEFAULT_SPIN);
+        for (v, us) in [
+            ("spin=0", 0),
+            ("spin=200", 200),
+            ("spin=1000000", 1_000_000),
+        ] {
+            assert_eq!(
+                FuseConfig::parse_options(&[v]).unwrap().spin,
+                std::time::Duration::from_micros(us),
+                "{v}"
+            );
+        }
         assert!(matches!(cfg.fs.durability, Durability::Dram));
         assert!(cfg.serves_everyone());
         assert_eq!(cfg.fs.dir_shards, None);
@@ -843,6 +887,12 @@ mod tests {
             "pin_workers=auto",
             "pin_workers=",
             "pin_workers,pin_workers=off",
+            "spin",
+            "spin=",
+            "spin=-1",
+            "spin=0.5",
+            "spin=1000001",
+            "spin=50us",
         ] {
             let err = FuseConfig::parse_options(&[bad]).unwrap_err();
             assert!(matches!(err, FuseError::BadOption { .. }), "{bad}: {err}");

@@ -64,6 +64,7 @@ fn session_config(cfg: &FuseConfig, pool: Option<&Path>) -> Config {
             }
         },
     };
+    c.spin_before_sleep = Some(cfg.spin);
     c
 }
 

@@ -11,13 +11,11 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::thread;
 use std::time::Duration;
 
 use common::*;
 
-const BLOCK: usize = 4096;
 
 /// The CPUs in a `Cpus_allowed_list` value such as `0-3,6`.
 fn parse_cpu_list(list: &str) -> BTreeSet<usize> {
@@ -44,16 +42,9 @@ fn allowed_cpus(task: &std::path::Path) -> Option<BTreeSet<usize>> {
 
 /// The CPUs each serving thread of this process may run on.
 fn serving_thread_cpus() -> Vec<BTreeSet<usize>> {
-    fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| {
-            let path = t.ok()?.path();
-            let name = fs::read_to_string(path.join("comm")).ok()?;
-            let name = name.trim_end();
-            (name.starts_with("fuser-") && name != "fuser-external")
-                .then(|| allowed_cpus(&path))
-                .flatten()
-        })
+    serving_thread_tasks()
+        .iter()
+        .filter_map(|task| allowed_cpus(task))
         .collect()
 }
 
@@ -61,29 +52,8 @@ fn serving_thread_cpus() -> Vec<BTreeSet<usize>> {
 /// back; meanwhile the serving threads' CPUs are sampled. Returns every
 /// sample.
 fn write_and_sample(path: &std::path::Path, callers: usize) -> Vec<Vec<BTreeSet<usize>>> {
-    let blocks_each = 8;
-    let file = shared_blocks(path, callers, blocks_each);
-    let writers: Vec<_> = (0..callers)
-        .map(|c| {
-            let file = file.clone();
-            thread::spawn(move || {
-                for round in 1..=200u64 {
-                    for b in 0..blocks_each {
-                        let seed = (c as u64) << 40 | round << 8 | b as u64;
-                        let off = ((c * blocks_each + b) * BLOCK) as u64;
-                        file.write_all_at(&pattern(seed, BLOCK), off).unwrap();
-                    }
-                }
-                for b in 0..blocks_each {
-                    let seed = (c as u64) << 40 | 200 << 8 | b as u64;
-                    let off = ((c * blocks_each + b) * BLOCK) as u64;
-                    let mut got = vec![0u8; BLOCK];
-                    file.read_exact_at(&mut got, off).unwrap();
-                    assert!(got == pattern(seed, BLOCK), "caller {c} block {b}");
-                }
-            })
-        })
-        .collect();
+    let file = shared_blocks(path, callers, 8);
+    let writers = spawn_block_writers(&file, callers, 8, 200);
     let mut samples = Vec::new();
     while !writers.iter().all(|w| w.is_finished()) {
         samples.push(serving_thread_cpus());

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,11 +23,7 @@ const BLOCK: usize = 4096;
 
 /// Serving threads of this process now.
 fn serving_threads() -> usize {
-    fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("fuser-") && name.trim_end() != "fuser-external")
-        .count()
+    serving_thread_tasks().len()
 }
 
 /// `callers` threads each overwrite their own 4 KiB blocks of one shared

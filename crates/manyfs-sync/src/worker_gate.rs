@@ -48,6 +48,7 @@
 //! // ... read(2) returned a request: nobody else is reading, so the
 //! // gate asks for a second worker (already counted as reading).
 //! assert_eq!(me.took_request(), Took::Spawn);
+//! assert!(me.took_the_last_read());
 //! me.before_reply(); // counts itself back (one reader < MAX_READERS)
 //! // ... reply sent.
 //! assert!(me.after_request(), "it reads again");
@@ -220,6 +221,7 @@ impl WorkerGate {
 pub struct Worker {
     gate: Arc<WorkerGate>,
     counted_back: Cell<bool>,
+    took_last: Cell<bool>,
 }
 
 impl Worker {
@@ -229,6 +231,7 @@ impl Worker {
         Worker {
             gate,
             counted_back: Cell::new(false),
+            took_last: Cell::new(false),
         }
     }
 
@@ -240,11 +243,21 @@ impl Worker {
     /// `read(2)` returned a request: the worker is no longer reading. If
     /// it was the last reader, the gate wakes or asks for another.
     pub fn took_request(&self) -> Took {
-        if self.gate.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let last = self.gate.readers.fetch_sub(1, Ordering::AcqRel) == 1;
+        self.took_last.set(last);
+        if last {
             self.gate.add_reader()
         } else {
             Took::Nothing
         }
+    }
+
+    /// Whether this worker's latest request left nobody counted as
+    /// reading: every other worker was busy or parked, so requests came
+    /// faster than one at a time. (A lone caller's requests never do: the
+    /// worker that replies counts itself back before the next can come.)
+    pub fn took_the_last_read(&self) -> bool {
+        self.took_last.get()
     }
 
     /// Called before anything is written to `/dev/fuse` for the request

@@ -75,9 +75,9 @@ pub use crate::reply::ReplyWrite;
 pub use crate::reply::ReplyXattr;
 // manyfs: external transport.
 pub use crate::reply::ReplySink;
-pub use crate::session::Dispatcher;
 pub use crate::request_param::Request;
 pub use crate::session::BackgroundSession;
+pub use crate::session::Dispatcher;
 use crate::session::MAX_WRITE_SIZE;
 pub use crate::session::Session;
 pub use crate::session::SessionACL;

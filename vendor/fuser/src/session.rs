@@ -323,6 +323,7 @@ impl<FS: Filesystem> Session<FS> {
                 clone_fd: config.clone_fd,
                 idle_retire: config.idle_worker_retire.unwrap_or(DEFAULT_IDLE_RETIRE),
                 cpus: config.worker_cpus.clone(),
+                spin: config.spin_before_sleep.unwrap_or_default(),
             },
             allowed,
             session_owner,

@@ -21,6 +21,24 @@
 //! scheduler finds an idle one, and a loaded scheduler stops looking).
 //! Pinned, two workers busy at once run on two CPUs.
 //!
+//! A worker about to wait for a request first polls for one, for up to
+//! [`Config::spin_before_sleep`](crate::Config::spin_before_sleep)
+//! ([`SpinWindow`]), unless requests lately came faster than one at a
+//! time. A lone caller's request is a round trip of two wake-ups, the
+//! worker's and then the caller's; when the worker sleeps on another CPU
+//! than the caller, both cross CPUs, and waking an idle CPU is dear (an
+//! inter-processor interrupt and the CPU's way out of its idle state; on a
+//! virtual machine an exit to the host). On the 2-core development VM a
+//! pipe ping-pong between two threads took 27.6 us across CPUs and 5.0 us
+//! on one (`perf bench sched pipe`). A worker that polls finds the next
+//! request with no wake-up, which leaves the caller's. Nor can the worker
+//! instead move to its caller's CPU: the reply's wake-up then finds that
+//! CPU busy (the worker is on it) and the scheduler runs the caller on the
+//! idle one (tried: a lone writer went from 32-48k to 18-23k writes/s).
+//! Under load the poll would take a CPU that callers and busy workers
+//! could use, so a worker that took the last reader's place
+//! ([`Worker::took_the_last_read`]) does not poll for [`CROWDED_FOR`].
+//!
 //! A worker counts itself as reading again just before it sends its reply
 //! (see [`before_reply`]): the reply wakes the caller, whose next request
 //! would otherwise find nobody counted as reading and wake another worker.
@@ -32,11 +50,14 @@ use std::sync::Arc;
 use std::thread;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use std::time::Instant;
 
 use manyfs_sync::worker_gate::Took;
 use manyfs_sync::worker_gate::Worker;
 use manyfs_sync::worker_gate::WorkerGate;
 use parking_lot::Mutex;
+
+use std::os::fd::AsFd;
 
 use crate::Filesystem;
 use crate::ReplyEmpty;
@@ -112,6 +133,83 @@ fn pin_to(cpu: usize) {
 #[cfg(not(target_os = "linux"))]
 fn pin_to(_cpu: usize) {}
 
+/// After a worker took the last reader's place (requests came faster than
+/// one at a time), it does not poll for this long.
+pub(crate) const CROWDED_FOR: Duration = Duration::from_millis(100);
+
+/// A poll window below this is not worth its system calls: it becomes zero.
+const MIN_SPIN: Duration = Duration::from_micros(2);
+
+/// How long one worker polls `/dev/fuse` before it sleeps in `read(2)`.
+/// The window adapts to how long the worker then sleeps, as the guest
+/// kernel's halt polling does: a sleep short enough that a poll of `max`
+/// would have caught it doubles the window (from [`MIN_SPIN`]); a sleep of
+/// more than twice `max` halves it. (A poll that finds nothing is not a
+/// reason by itself: with two workers reading, the other one may have
+/// taken the request, and this one's next comes a round trip later.)
+#[derive(Debug, Clone, Copy)]
+struct SpinWindow {
+    max: Duration,
+    window: Duration,
+    /// When this worker last took the last reader's place.
+    crowded_at: Option<Instant>,
+}
+
+impl SpinWindow {
+    fn new(max: Duration) -> Self {
+        SpinWindow {
+            max,
+            window: max,
+            crowded_at: None,
+        }
+    }
+
+    /// How long to poll at `now` (zero: sleep at once).
+    fn poll_for(&self, now: Instant) -> Duration {
+        match self.crowded_at {
+            Some(t) if now.saturating_duration_since(t) < CROWDED_FOR => Duration::ZERO,
+            _ => self.window,
+        }
+    }
+
+    /// The worker took the last reader's place at `now`.
+    fn crowded(&mut self, now: Instant) {
+        self.crowded_at = Some(now);
+    }
+
+    /// `read(2)` slept `slept` before a request came (no poll caught it).
+    fn slept(&mut self, slept: Duration) {
+        if slept <= self.max {
+            self.window = (self.window * 2).clamp(MIN_SPIN, self.max);
+        } else if slept > self.max * 2 {
+            self.window /= 2;
+            if self.window < MIN_SPIN {
+                self.window = Duration::ZERO;
+            }
+        }
+    }
+}
+
+/// Poll `ch` for a request for up to `window`, yielding the CPU between
+/// polls to any thread waiting for it; true if one is there (or the
+/// descriptor has an error, which the read then reports).
+fn request_within<T: AsFd>(ch: &T, window: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let start = Instant::now();
+    loop {
+        let mut fds = [PollFd::new(ch.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => {}
+            Ok(_) => return true,
+            Err(_) => return false,
+        }
+        if start.elapsed() >= window {
+            return false;
+        }
+        let _ = nix::sched::sched_yield();
+    }
+}
+
 /// How many workers a pool may have and how they are set up.
 pub(crate) struct PoolShape {
     /// The most workers.
@@ -122,6 +220,8 @@ pub(crate) struct PoolShape {
     pub(crate) idle_retire: Duration,
     /// CPUs to pin workers to (empty: not pinned).
     pub(crate) cpus: Vec<usize>,
+    /// How long a worker may poll for a request before it sleeps.
+    pub(crate) spin: Duration,
 }
 
 /// The session's workers.
@@ -133,6 +233,8 @@ pub(crate) struct WorkerPool<FS: Filesystem> {
     base: Channel,
     /// CPUs to pin workers to (empty: not pinned).
     cpus: Vec<usize>,
+    /// How long a worker may poll for a request before it sleeps.
+    spin: Duration,
     filesystem: Arc<FilesystemHolder<FS>>,
     allowed: SessionACL,
     session_owner: Uid,
@@ -152,6 +254,7 @@ impl<FS: Filesystem> WorkerPool<FS> {
             clone_fd,
             idle_retire,
             cpus,
+            spin,
         } = shape;
         Arc::new(WorkerPool {
             gate: Arc::new(WorkerGate::new(max, idle_retire)),
@@ -164,6 +267,7 @@ impl<FS: Filesystem> WorkerPool<FS> {
             clone_fd,
             base,
             cpus,
+            spin,
             filesystem,
             allowed,
             session_owner,
@@ -259,7 +363,11 @@ impl<FS: Filesystem> WorkerPool<FS> {
         // One buffer per worker, reused for each of its requests.
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
+        let mut spin = SpinWindow::new(self.spin);
         let result = loop {
+            let window = spin.poll_for(Instant::now());
+            let caught = !window.is_zero() && request_within(&se.ch, window);
+            let sleep_start = (!caught).then(Instant::now);
             let size = match se.ch.receive_retrying(buf) {
                 Ok(size) => size,
                 Err(err) => {
@@ -270,8 +378,14 @@ impl<FS: Filesystem> WorkerPool<FS> {
                     };
                 }
             };
+            if let Some(t) = sleep_start {
+                spin.slept(t.elapsed());
+            }
             if worker.took_request() == Took::Spawn {
                 self.add_worker();
+            }
+            if worker.took_the_last_read() {
+                spin.crowded(Instant::now());
             }
             // The kernel driver makes sure that we get exactly one request
             // per read.
@@ -306,6 +420,54 @@ mod tests {
         assert_eq!(least_used(&[1, 0]), Some(1));
         assert_eq!(least_used(&[1, 1, 1]), Some(0));
         assert_eq!(least_used(&[2, 1, 1]), Some(1));
+    }
+
+    #[test]
+    fn the_poll_window_halves_on_long_sleeps_and_doubles_on_short_ones() {
+        let max = Duration::from_micros(50);
+        let mut s = SpinWindow::new(max);
+        let t = Instant::now();
+        assert_eq!(s.poll_for(t), max);
+        // Between max and twice max: left as it is.
+        s.slept(max + max / 2);
+        assert_eq!(s.poll_for(t), max);
+        s.slept(Duration::from_millis(1));
+        assert_eq!(s.poll_for(t), max / 2);
+        for _ in 0..10 {
+            s.slept(Duration::from_millis(1));
+        }
+        assert_eq!(s.poll_for(t), Duration::ZERO, "a tiny window becomes none");
+        // A short sleep would have been caught: back on, growing to max.
+        s.slept(Duration::from_micros(10));
+        assert_eq!(s.poll_for(t), MIN_SPIN);
+        for _ in 0..10 {
+            s.slept(Duration::from_micros(10));
+        }
+        assert_eq!(s.poll_for(t), max);
+    }
+
+    #[test]
+    fn a_crowded_worker_does_not_poll_for_a_while() {
+        let mut s = SpinWindow::new(Duration::from_micros(50));
+        let t = Instant::now();
+        s.crowded(t);
+        assert_eq!(s.poll_for(t), Duration::ZERO);
+        assert_eq!(s.poll_for(t + CROWDED_FOR / 2), Duration::ZERO);
+        assert_eq!(s.poll_for(t + CROWDED_FOR), Duration::from_micros(50));
+        assert_eq!(SpinWindow::new(Duration::ZERO).poll_for(t), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_poll_finds_a_waiting_request_and_gives_up_on_none() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let started = Instant::now();
+        assert!(!request_within(&r, Duration::from_millis(2)));
+        assert!(started.elapsed() >= Duration::from_millis(2));
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        assert!(
+            request_within(&r, Duration::from_secs(60)),
+            "returns at once"
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -278,3 +278,50 @@ pub fn shared_blocks(
     file.set_len((callers * blocks_each * 4096) as u64).unwrap();
     std::sync::Arc::new(file)
 }
+
+/// This process's threads serving `/dev/fuse` (named `fuser-N`; not the
+/// io_uring path's `fuser-external`), as `/proc/self/task` entries.
+pub fn serving_thread_tasks() -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| {
+            let path = t.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            let name = name.trim_end();
+            (name.starts_with("fuser-") && name != "fuser-external").then_some(path)
+        })
+        .collect()
+}
+
+/// Starts `callers` threads that each overwrite their own `blocks_each`
+/// 4 KiB blocks of `file` `rounds` times (each block's bytes name its
+/// writer and round), then check their blocks hold the last round.
+pub fn spawn_block_writers(
+    file: &std::sync::Arc<std::fs::File>,
+    callers: usize,
+    blocks_each: usize,
+    rounds: u64,
+) -> Vec<std::thread::JoinHandle<()>> {
+    use std::os::unix::fs::FileExt;
+    (0..callers)
+        .map(|c| {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                for round in 1..=rounds {
+                    for b in 0..blocks_each {
+                        let seed = (c as u64) << 40 | round << 8 | b as u64;
+                        let off = ((c * blocks_each + b) * 4096) as u64;
+                        file.write_all_at(&pattern(seed, 4096), off).unwrap();
+                    }
+                }
+                for b in 0..blocks_each {
+                    let seed = (c as u64) << 40 | rounds << 8 | b as u64;
+                    let off = ((c * blocks_each + b) * 4096) as u64;
+                    let mut got = vec![0u8; 4096];
+                    file.read_exact_at(&mut got, off).unwrap();
+                    assert!(got == pattern(seed, 4096), "caller {c} block {b}");
+                }
+            })
+        })
+        .collect()
+}

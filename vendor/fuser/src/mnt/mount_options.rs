@@ -27,6 +27,10 @@ pub struct Config {
     /// of this list that has the fewest live workers (the first such), so
     /// that workers made on demand spread over the list.
     pub worker_cpus: Vec<usize>,
+    /// manyfs: how long a worker that finds no request waiting polls
+    /// `/dev/fuse` for one before it sleeps in `read(2)` (`None` or zero:
+    /// it sleeps at once). See `workers.rs`, [`SpinWindow`](crate::workers).
+    pub spin_before_sleep: Option<std::time::Duration>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
