@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use common::*;
 
-
 /// The CPUs in a `Cpus_allowed_list` value such as `0-3,6`.
 fn parse_cpu_list(list: &str) -> BTreeSet<usize> {
     let mut cpus = BTreeSet::new();
