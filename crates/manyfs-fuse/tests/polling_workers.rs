@@ -48,13 +48,7 @@ fn overwrite_and_check(path: &std::path::Path, callers: usize, rounds: u64) {
 /// `writes` blocks of `path` (after a warm-up longer than a worker's pause
 /// after a crowded moment, 100 ms), reading each tenth back.
 fn sleeps_per_write(path: &std::path::Path, writes: u64) -> f64 {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .unwrap();
+    let file = shared_blocks(path, 1, 16);
     let warm = Instant::now();
     let mut i = 0u64;
     while warm.elapsed() < Duration::from_millis(300) {
