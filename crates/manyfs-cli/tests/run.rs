@@ -2914,3 +2914,102 @@ int main(int argc, char **argv) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(warnings(&err), 1, "{err}");
 }
+
+/// Every exec replaces a process image whose memory holds the mount: what
+/// the image wrote (through a descriptor, or stored in a shared mapping
+/// and never synced) is there for the program it execs, and for a later
+/// run. Each exec of the family is tried, the variadic ones with more
+/// arguments than registers.
+#[test]
+fn an_exec_keeps_what_the_image_before_it_wrote() {
+    let r = Run::new();
+    // A shell's redirection, then `exec`.
+    let out = quiet_ok(
+        &r,
+        &[
+            "sh",
+            "-c",
+            &format!("echo hi > {0}; exec cat {0}", r.at("shell")),
+        ],
+    );
+    assert_eq!(out, "hi\n");
+    let writer = c_program(
+        &r,
+        "writer",
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+extern char **environ;
+int execveat(int, const char *, char *const[], char *const[], int);
+/* argv: DIR KIND. Writes DIR/KIND through a descriptor and DIR/KIND.map
+   through a shared mapping (no msync, no munmap), then execs cat of both
+   (or echo of twelve words for "many"). */
+int main(int argc, char **argv) {
+    char p[512], m[512];
+    snprintf(p, sizeof p, "%s/%s", argv[1], argv[2]);
+    snprintf(m, sizeof m, "%s/%s.map", argv[1], argv[2]);
+    int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "by descriptor\n", 14) != 14 || close(fd)) return 10;
+    int mfd = open(m, O_CREAT | O_RDWR | O_TRUNC, 0644);
+    if (mfd < 0 || ftruncate(mfd, 10)) return 11;
+    char *map = mmap(NULL, 10, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (map == MAP_FAILED) return 12;
+    memcpy(map, "by mapping", 10);
+    char *args[] = {"cat", p, m, NULL};
+    const char *k = argv[2];
+    if (!strcmp(k, "execl")) execl("/bin/cat", "cat", p, m, (char *)0);
+    if (!strcmp(k, "execlp")) execlp("cat", "cat", p, m, (char *)0);
+    if (!strcmp(k, "execle")) {
+        /* The environment after the list reaches the new program. */
+        int n = 0;
+        while (environ[n]) n++;
+        char **env = calloc(n + 2, sizeof *env);
+        memcpy(env, environ, n * sizeof *env);
+        env[n] = "FROM_EXECLE=yes";
+        execle("/bin/sh", "sh", "-c", "cat \"$0\" \"$1\"; echo \"$FROM_EXECLE\"", p, m,
+               (char *)0, env);
+    }
+    if (!strcmp(k, "execv")) execv("/bin/cat", args);
+    if (!strcmp(k, "execvp")) execvp("cat", args);
+    if (!strcmp(k, "execve")) execve("/bin/cat", args, environ);
+    if (!strcmp(k, "execvpe")) execvpe("cat", args, environ);
+    if (!strcmp(k, "fexecve")) {
+        int cat = open("/bin/cat", O_RDONLY | O_CLOEXEC);
+        fexecve(cat, args, environ);
+    }
+    if (!strcmp(k, "execveat")) execveat(AT_FDCWD, "/bin/cat", args, environ, 0);
+    if (!strcmp(k, "many"))
+        execl("/bin/echo", "echo", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11",
+              "12", (char *)0);
+    perror(k);
+    return 1;
+}
+"#,
+    );
+    let both = "by descriptor\nby mapping";
+    let kinds = [
+        "execl", "execlp", "execle", "execv", "execvp", "execve", "execvpe", "fexecve", "execveat",
+    ];
+    for kind in kinds {
+        let out = quiet_ok(&r, &[&writer, &r.at(""), kind]);
+        let want = if kind == "execle" {
+            format!("{both}yes\n")
+        } else {
+            both.to_string()
+        };
+        assert_eq!(out, want, "{kind}");
+    }
+    let out = quiet_ok(&r, &[&writer, &r.at(""), "many"]);
+    assert_eq!(out, "1 2 3 4 5 6 7 8 9 10 11 12\n");
+    // A later run finds every file as the exec'd programs did.
+    for kind in kinds {
+        let out = quiet_ok(&r, &["cat", &r.at(kind), &r.at(&format!("{kind}.map"))]);
+        assert_eq!(out, both, "{kind}, read again");
+    }
+    fsck_clean(&r);
+}

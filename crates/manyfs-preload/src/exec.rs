@@ -1,15 +1,30 @@
-//! `execve`, `execv`, `execvp`, `execvpe`, `posix_spawn`, `posix_spawnp`:
-//! a warning for a new program this library cannot reach. A statically
-//! linked or Go program never calls libc's functions for its files
-//! (`manyfs_exec::bypass`), so its calls under the run's directory go to
-//! the kernel, which knows nothing there. Refusing the exec would break
-//! programs that never touch the directory (a shell running a static
-//! `busybox`), so when the new program's arguments (`DIR/x`, or
-//! `--opt=DIR/x`) or the working directory lead under the directory, one
-//! line on stderr names the program (once per executable in a process)
-//! and the exec goes on unchanged. `execl`, `execlp` and `execle` are
-//! variadic (stable Rust cannot define them) and `fexecve` names no file:
-//! they are not checked.
+//! The exec family: the pool synced before this image is replaced, and a
+//! warning for a new program this library cannot reach.
+//!
+//! **Sync.** The mount lives in the process image's memory: `execve`,
+//! `execv`, `execvp`, `execvpe`, `execl`, `execlp`, `execle`, `fexecve`
+//! and `execveat` first write mapped files back and sync the pool
+//! (`state::before_exec`), so the new image, which mounts the pool anew,
+//! finds every call the old one completed. `posix_spawn` and
+//! `posix_spawnp` leave the caller's image in place and sync nothing.
+//!
+//! **Programs out of reach.** A statically linked or Go program never
+//! calls libc's functions for its files (`manyfs_exec::bypass`), so its
+//! calls under the run's directory go to the kernel, which knows nothing
+//! there. Refusing the exec would break programs that never touch the
+//! directory (a shell running a static `busybox`), so when the new
+//! program's arguments (`DIR/x`, or `--opt=DIR/x`) or the working
+//! directory lead under the directory, one line on stderr names the
+//! program (once per executable in a process) and the exec goes on
+//! unchanged. `fexecve` and `execveat` name no file to check by path and
+//! are not checked.
+//!
+//! `execl`, `execlp` and `execle` are variadic, which stable Rust cannot
+//! define: each is a naked function that stores the argument registers
+//! beside the caller's stack arguments and hands both to
+//! [`from_variadic`], which gathers the list and calls `execv`, `execvp`
+//! or `execve` above (x86-64 System V: a variadic call passes its
+//! arguments as a fixed one does).
 
 use crate::{errno, paths, real, set_errno, state};
 use libc::{c_char, c_int, c_void, pid_t};
@@ -131,10 +146,11 @@ fn first_warning(binary: &Path) -> bool {
     true
 }
 
-/// Exec entry points: the program checked (`check`), then libc's own
-/// call with the caller's arguments.
+/// Exec entry points: the program checked (`check`), the pool synced
+/// when the call replaces this image (`replaces`), then libc's own call
+/// with the caller's arguments.
 macro_rules! checked {
-    ($( $what:literal $name:ident($($arg:ident: $t:ty),*) program $prog:ident, argv $argv:ident, search $search:literal; )*) => {$(
+    ($( $what:literal $name:ident($($arg:ident: $t:ty),*) program $prog:ident, argv $argv:ident, search $search:literal, replaces $replaces:literal; )*) => {$(
         #[doc = concat!("`", $what, "`.")]
         ///
         /// # Safety
@@ -145,6 +161,10 @@ macro_rules! checked {
             // unchanged.
             unsafe {
                 check($prog, $argv.cast(), $search);
+                if $replaces && let Err(e) = state::before_exec() {
+                    set_errno(e);
+                    return -1;
+                }
                 real::$name()($($arg),*)
             }
         }
@@ -153,19 +173,174 @@ macro_rules! checked {
 
 checked! {
     "execve(2)" execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char)
-        program path, argv argv, search false;
+        program path, argv argv, search false, replaces true;
     "execv(3)" execv(path: *const c_char, argv: *const *const c_char)
-        program path, argv argv, search false;
+        program path, argv argv, search false, replaces true;
     "execvp(3)" execvp(file: *const c_char, argv: *const *const c_char)
-        program file, argv argv, search true;
+        program file, argv argv, search true, replaces true;
     "execvpe(3)" execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char)
-        program file, argv argv, search true;
+        program file, argv argv, search true, replaces true;
     "posix_spawn(3)" posix_spawn(pid: *mut pid_t, path: *const c_char, actions: *const c_void,
         attr: *const c_void, argv: *const *mut c_char, envp: *const *mut c_char)
-        program path, argv argv, search false;
+        program path, argv argv, search false, replaces false;
     "posix_spawnp(3)" posix_spawnp(pid: *mut pid_t, file: *const c_char, actions: *const c_void,
         attr: *const c_void, argv: *const *mut c_char, envp: *const *mut c_char)
-        program file, argv argv, search true;
+        program file, argv argv, search true, replaces false;
+}
+
+/// `fexecve(3)`: the pool synced, then libc's.
+///
+/// # Safety
+/// As `fexecve(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    if let Err(e) = state::before_exec() {
+        set_errno(e);
+        return -1;
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::fexecve()(fd, argv, envp) }
+}
+
+/// `execveat(2)`: the pool synced, then libc's.
+///
+/// # Safety
+/// As `execveat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    if let Err(e) = state::before_exec() {
+        set_errno(e);
+        return -1;
+    }
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::execveat()(dirfd, path, argv, envp, flags) }
+}
+
+/// Which list-taking exec a naked entry point stands for (its fourth
+/// argument to [`from_variadic`]): `execl(path, arg, ..., NULL)`, served
+/// by `execv`.
+const LIST_L: u32 = 0;
+/// `execlp(file, arg, ..., NULL)`: `execvp`.
+const LIST_LP: u32 = 1;
+/// `execle(path, arg, ..., NULL, envp)`: `execve`.
+const LIST_LE: u32 = 2;
+
+/// The arguments of a variadic exec call after its first: five from
+/// registers (`regs`, in order), then the caller's stack (`stack`), read
+/// up to the terminating null (and, for `execle`, the environment after
+/// it).
+///
+/// # Safety
+/// `regs` holds five words; `stack` is where the caller put its stack
+/// arguments, and the caller passed a null-terminated list (plus `envp`
+/// for `execle`), so every word read up to there is one it passed.
+unsafe fn gather(
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+    with_env: bool,
+) -> (Vec<*const c_char>, *const *const c_char) {
+    let word = |i: usize| -> *const c_char {
+        // SAFETY: `i` is at most one past the terminator (caller).
+        unsafe {
+            if i < 5 {
+                *regs.add(i)
+            } else {
+                *stack.add(i - 5)
+            }
+        }
+    };
+    let mut argv = Vec::new();
+    let mut i = 0;
+    loop {
+        let a = word(i);
+        argv.push(a);
+        i += 1;
+        if a.is_null() {
+            break;
+        }
+    }
+    let envp = if with_env {
+        word(i).cast::<*const c_char>()
+    } else {
+        std::ptr::null()
+    };
+    (argv, envp)
+}
+
+/// The common body of `execl`, `execlp` and `execle`: the list gathered
+/// (see [`gather`]), then `execv`, `execvp` or `execve` of this library.
+///
+/// # Safety
+/// As [`gather`]; `path` as the exec call's first argument.
+unsafe extern "C" fn from_variadic(
+    path: *const c_char,
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+    kind: u32,
+) -> c_int {
+    // SAFETY: forwarded from the naked entry point (caller's contract).
+    let (argv, envp) = unsafe { gather(regs, stack, kind == LIST_LE) };
+    // SAFETY: `argv` is a null-terminated array of the caller's strings.
+    unsafe {
+        match kind {
+            LIST_L => execv(path, argv.as_ptr()),
+            LIST_LP => execvp(path, argv.as_ptr()),
+            _ => execve(path, argv.as_ptr(), envp),
+        }
+    }
+}
+
+/// A naked variadic exec entry point: the five argument registers after
+/// the first are stored in order on the stack, then [`from_variadic`] is
+/// called with the path (`rdi`, untouched), their address, the address of
+/// the caller's stack arguments and `$kind`.
+macro_rules! list_exec {
+    ($( $what:literal $name:ident $kind:ident; )*) => {$(
+        #[doc = concat!("`", $what, "` (variadic: see the module's text).")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", $what, "`: a null-terminated list of NUL-terminated strings.")]
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name() -> c_int {
+            // Entry: rsp + 8 is the caller's first stack argument, and
+            // rsp is 8 past a 16-byte boundary; 56 bytes keep the call
+            // below aligned.
+            core::arch::naked_asm!(
+                "sub rsp, 56",
+                "mov [rsp], rsi",
+                "mov [rsp + 8], rdx",
+                "mov [rsp + 16], rcx",
+                "mov [rsp + 24], r8",
+                "mov [rsp + 32], r9",
+                "mov rsi, rsp",
+                "lea rdx, [rsp + 64]",
+                "mov ecx, {kind}",
+                "call {gather}",
+                "add rsp, 56",
+                "ret",
+                gather = sym from_variadic,
+                kind = const $kind,
+            )
+        }
+    )*};
+}
+
+list_exec! {
+    "execl(3)" execl LIST_L;
+    "execlp(3)" execlp LIST_LP;
+    "execle(3)" execle LIST_LE;
 }
 
 #[cfg(test)]

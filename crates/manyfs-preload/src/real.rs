@@ -140,6 +140,8 @@ next! {
     execv: fn(*const c_char, *const *const c_char) -> c_int;
     execvp: fn(*const c_char, *const *const c_char) -> c_int;
     execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+    execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
     posix_spawn: fn(*mut libc::pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
     posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
 }

@@ -10,7 +10,8 @@
 //!   mappings see it;
 //! - the mappings' stores go to the pool (written back) on `msync`, on
 //!   `munmap`, before a read, a truncate or an `fsync` of the file through a
-//!   descriptor, and when its last mapping goes;
+//!   descriptor, when its last mapping goes, and when the process image
+//!   goes (exit, exec);
 //! - a truncate resizes the shadow too.
 //!
 //! What the shadow does not give: stores through a mapping reach the pool
@@ -254,6 +255,21 @@ fn write_back_ino(g: &Held, ino: u64) -> Result<(), c_int> {
     };
     for m in g.maps.iter().filter(|m| m.ino == ino) {
         write_back(s, m, 0, m.len)?;
+    }
+    Ok(())
+}
+
+/// Write back every shared mapping of every file (before the process image
+/// goes: at exit and at `exec`).
+pub(crate) fn write_back_all() -> Result<(), c_int> {
+    if !ANY.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let g = shadows();
+    for m in &g.maps {
+        if let Some(s) = g.by_ino.get(&m.ino) {
+            write_back(s, m, 0, m.len)?;
+        }
     }
     Ok(())
 }

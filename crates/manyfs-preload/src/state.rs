@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 /// Environment: the pool file.
 pub const ENV_POOL: &str = "MANYFS_RUN_POOL";
@@ -55,6 +55,9 @@ static MOUNT: OnceLock<Option<Fs>> = OnceLock::new();
 /// mounted: the mount's memory is a copy the child must not write.
 static FORKED: AtomicBool = AtomicBool::new(false);
 static FORK_WARNED: AtomicBool = AtomicBool::new(false);
+/// The process that mounted the pool: a `vfork` child runs in its memory
+/// (no fork handler marks it) but has a pid of its own.
+static MOUNT_PID: AtomicI32 = AtomicI32::new(0);
 /// The umask, as this process last set it through `umask(2)` (read at
 /// mount): created files' modes are masked with it.
 static UMASK: AtomicU32 = AtomicU32::new(0o022);
@@ -97,6 +100,8 @@ fn mount() -> Option<Fs> {
                 old
             };
             UMASK.store(old, Ordering::Relaxed);
+            // SAFETY: getpid has no preconditions.
+            MOUNT_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
             // SAFETY: registering handlers that are plain `extern "C"`
             // functions of this library, which stays loaded.
             unsafe {
@@ -158,6 +163,38 @@ extern "C" fn after_fork_in_child() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
+/// The pool this process mounted, if it did and may write it: not in the
+/// child of a fork, nor in a `vfork` child running in the owner's memory.
+fn owned_mount() -> Option<&'static Fs> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let fs = MOUNT.get()?.as_ref()?;
+    // SAFETY: getpid has no preconditions.
+    (unsafe { libc::getpid() } == MOUNT_PID.load(Ordering::Relaxed)).then_some(fs)
+}
+
+/// Before `exec` replaces this process image: the stores of mapped files
+/// written back and the pool synced, as at exit. The mount lives in the
+/// image's memory, so without this every call since the last sync would be
+/// lost with it, and the next image's mount (or the next run's) would
+/// recover the pool to that sync: a file a shell wrote before `exec cat`
+/// was not there for `cat`. `Err` (said on stderr): the pool could not be
+/// synced, and the exec must not go on.
+pub fn before_exec() -> Result<(), libc::c_int> {
+    let Some(fs) = owned_mount() else {
+        return Ok(());
+    };
+    let written = crate::shadow::write_back_all();
+    let synced = written.and_then(|_| fs.sync().map_err(crate::errno_of));
+    synced.inspect_err(|&e| {
+        say(&format!(
+            "the pool could not be synced before exec ({}); the exec is refused",
+            std::io::Error::from_raw_os_error(e)
+        ));
+    })
+}
+
 /// Sync the pool at exit. glibc runs the exiting thread's thread-local
 /// destructors before the `atexit` handlers, and the library's epoch
 /// guards need thread-locals: a fresh thread does the sync.
@@ -183,10 +220,16 @@ extern "C" fn at_exit() {
 }
 
 extern "C" fn sync_thread(_: *mut libc::c_void) -> *mut libc::c_void {
-    if let Some(Some(fs)) = MOUNT.get()
-        && let Err(e) = fs.sync()
-    {
-        say(&format!("sync at exit failed: {e}"));
+    if let Some(Some(fs)) = MOUNT.get() {
+        if let Err(e) = crate::shadow::write_back_all() {
+            say(&format!(
+                "writing mapped files back at exit failed: {}",
+                std::io::Error::from_raw_os_error(e)
+            ));
+        }
+        if let Err(e) = fs.sync() {
+            say(&format!("sync at exit failed: {e}"));
+        }
     }
     std::ptr::null_mut()
 }
