@@ -3013,3 +3013,66 @@ int main(int argc, char **argv) {
     }
     fsck_clean(&r);
 }
+
+/// A shell's builtins print through glibc's `stdout`, whose writes are
+/// glibc's own: with descriptor 1 (or 2) redirected into the pool they
+/// reach it, and the shell's output goes back to the terminal after.
+#[test]
+fn shell_builtins_redirected_into_the_pool_write_there() {
+    let r = Run::new();
+    if !have("bash") {
+        panic!("bash is not installed");
+    }
+    let (g, h, i) = (r.at("g"), r.at("h"), r.at("i"));
+    let script = format!(
+        "echo hi > {g}; printf '%s-%d\\n' x 5 >> {g}; read l < {g}; echo \"read: $l\"; \
+         exec 3>{h}; echo to3 >&3; exec 3>&-; \
+         {{ echo out; echo err >&2; }} > {i} 2>&1; echo back"
+    );
+    let out = quiet_ok(&r, &["bash", "-c", &script]);
+    assert_eq!(out, "read: hi\nback\n");
+    let out = quiet_ok(&r, &["cat", &g, &h, &i]);
+    assert_eq!(out, "hi\nx-5\nto3\nout\nerr\n");
+
+    // A C program: stdout onto a file of the pool by dup2 and by close and
+    // open, a stream of fopen, each left for exit to flush; then stdout
+    // back on the kernel's descriptor.
+    let prog = c_program(
+        &r,
+        "std_streams",
+        r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char p[512];
+    int saved = dup(1);
+    snprintf(p, sizeof p, "%s/dup2", argv[1]);
+    int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (saved < 0 || fd < 0 || dup2(fd, 1) != 1 || close(fd)) return 2;
+    printf("dup2 fileno %d\n", fileno(stdout));
+    fflush(stdout);
+    if (dup2(saved, 1) != 1) return 3;
+    printf("on the terminal\n");
+    fflush(stdout);
+    snprintf(p, sizeof p, "%s/reopened", argv[1]);
+    close(1);
+    if (open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644) != 1) return 4;
+    printf("close and open\n");
+    snprintf(p, sizeof p, "%s/fopen", argv[1]);
+    FILE *f = fopen(p, "w");
+    if (!f) return 5;
+    fprintf(f, "via fopen\n");
+    return 0;
+}
+"#,
+    );
+    let out = quiet_ok(&r, &[&prog, &r.at("")]);
+    assert_eq!(out, "on the terminal\n");
+    let out = quiet_ok(
+        &r,
+        &["cat", &r.at("dup2"), &r.at("reopened"), &r.at("fopen")],
+    );
+    assert_eq!(out, "dup2 fileno 1\nclose and open\nvia fopen\n");
+    fsck_clean(&r);
+}

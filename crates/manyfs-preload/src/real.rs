@@ -125,6 +125,8 @@ next! {
     fstatvfs64: fn(c_int, *mut libc::statvfs) -> c_int;
     fopen64: fn(*const c_char, *const c_char) -> *mut FILE;
     fdopen: fn(c_int, *const c_char) -> *mut FILE;
+    fileno: fn(*mut FILE) -> c_int;
+    fileno_unlocked: fn(*mut FILE) -> c_int;
     freopen64: fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
     realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
     nftw64: fn(*const c_char, NftwFn, c_int, c_int) -> c_int;

@@ -221,6 +221,13 @@ extern "C" fn at_exit() {
 
 extern "C" fn sync_thread(_: *mut libc::c_void) -> *mut libc::c_void {
     if let Some(Some(fs)) = MOUNT.get() {
+        // glibc flushes the streams after the `atexit` handlers: what the
+        // program left in a stream of a file of the pool (`fopen`, or a
+        // standard stream bound to one) would reach the pool after this
+        // sync, and be lost. Flushed here first.
+        // SAFETY: fflush(NULL) flushes every output stream; each is
+        // locked by glibc while it is flushed.
+        unsafe { libc::fflush(std::ptr::null_mut()) };
         if let Err(e) = crate::shadow::write_back_all() {
             say(&format!(
                 "writing mapped files back at exit failed: {}",

@@ -3,11 +3,19 @@
 //! interposed and returns a `fopencookie` stream whose read, write, seek
 //! and close call manyfs. Such a stream has no descriptor: `fileno` on it
 //! fails with `EBADF`.
+//!
+//! The standard streams: glibc's `stdout` writes descriptor 1 with an
+//! internal `write`, so once descriptor 0, 1 or 2 is made one of the
+//! pool's (`dup2(fd, 1)`, as a shell's `echo hi > DIR/f` does before its
+//! builtin prints; or `close(1)` and an `open`), the matching `stdin`,
+//! `stdout` or `stderr` variable is pointed at a cookie stream of that
+//! number until it stops being the pool's (see [`std_bound`]).
 
 use crate::table;
 use crate::{files, on_path, real, ret, state};
 use libc::{FILE, c_char, c_int, c_void, size_t, ssize_t};
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// glibc's `cookie_io_functions_t`.
 #[repr(C)]
@@ -89,6 +97,169 @@ unsafe fn stream(fd: c_int, mode: *const c_char) -> Result<*mut FILE, c_int> {
     } else {
         Ok(f)
     }
+}
+
+unsafe extern "C" {
+    static mut stdin: *mut FILE;
+    static mut stdout: *mut FILE;
+    static mut stderr: *mut FILE;
+}
+
+/// The cookie stream of each standard descriptor, made the first time it
+/// became the pool's and kept for good: a program may have copied the
+/// `stdout` pointer, so the stream stays valid, and while its descriptor
+/// is the kernel's again it reads and writes the kernel's.
+static STD_COOKIES: [AtomicPtr<FILE>; 3] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 3];
+/// The stream each standard variable held when it was pointed at the
+/// cookie (glibc's own), put back when the descriptor is the kernel's.
+static STD_KERNEL: [AtomicPtr<FILE>; 3] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 3];
+
+/// The standard stream variable of descriptor `fd` (0, 1 or 2).
+fn std_var(fd: usize) -> *mut *mut FILE {
+    match fd {
+        0 => &raw mut stdin,
+        1 => &raw mut stdout,
+        _ => &raw mut stderr,
+    }
+}
+
+unsafe extern "C" fn std_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    let fd = cookie_fd(cookie);
+    if table::is_ours(fd) {
+        // SAFETY: as `cookie_read`'s contract (glibc's buffer of `n` bytes).
+        return unsafe { cookie_read(cookie, buf, n) };
+    }
+    // SAFETY: glibc's buffer of `n` bytes, to the kernel's descriptor.
+    unsafe { real::read()(fd, buf.cast(), n) }
+}
+
+unsafe extern "C" fn std_write(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    let fd = cookie_fd(cookie);
+    if table::is_ours(fd) {
+        // SAFETY: as `cookie_write`'s contract (glibc's `n` bytes).
+        return unsafe { cookie_write(cookie, buf, n) };
+    }
+    // SAFETY: glibc's `n` bytes, to the kernel's descriptor.
+    unsafe { real::write()(fd, buf.cast(), n) }
+}
+
+unsafe extern "C" fn std_seek(cookie: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
+    let fd = cookie_fd(cookie);
+    if table::is_ours(fd) {
+        // SAFETY: as `cookie_seek`'s contract (glibc's offset to update).
+        return unsafe { cookie_seek(cookie, off, whence) };
+    }
+    // SAFETY: glibc passes the offset to read and update.
+    let pos = unsafe { real::lseek64()(fd, *off, whence) };
+    if pos < 0 {
+        return -1;
+    }
+    // SAFETY: as above.
+    unsafe { *off = pos };
+    0
+}
+
+/// Descriptor `fd` was just made the pool's: if it is 0, 1 or 2, the
+/// standard stream of that number becomes its cookie stream (made on the
+/// first call; `stderr`'s unbuffered, as glibc's). The stream glibc had is
+/// kept to be put back.
+pub(crate) fn std_bound(fd: c_int) {
+    let Ok(i @ 0..=2) = usize::try_from(fd) else {
+        return;
+    };
+    let mut cookie = STD_COOKIES[i].load(Ordering::Acquire);
+    if cookie.is_null() {
+        let io = CookieIo {
+            read: Some(std_read),
+            write: Some(std_write),
+            seek: Some(std_seek),
+            // Closing the stream leaves the descriptor open (it is the
+            // program's to close).
+            close: None,
+        };
+        let mode = if i == 0 { c"r" } else { c"w" };
+        // SAFETY: the cookie is a descriptor number; the mode is a
+        // NUL-terminated constant.
+        cookie = unsafe { fopencookie(fd as usize as *mut c_void, mode.as_ptr(), io) };
+        if cookie.is_null() {
+            return;
+        }
+        if i == 2 {
+            // SAFETY: a stream just made, before any I/O on it.
+            unsafe { libc::setvbuf(cookie, std::ptr::null_mut(), libc::_IONBF, 0) };
+        }
+        STD_COOKIES[i].store(cookie, Ordering::Release);
+    }
+    // SAFETY: the standard stream variables are plain pointers glibc and
+    // the program read; this library writes them only here and in
+    // `std_unbound`, for the descriptor the caller is changing.
+    unsafe {
+        let var = std_var(i);
+        let now = *var;
+        if now != cookie {
+            STD_KERNEL[i].store(now, Ordering::Release);
+            *var = cookie;
+        }
+    }
+}
+
+/// Descriptor `fd` is about to stop being the pool's (closed, or replaced
+/// by a kernel one): if it is 0, 1 or 2 and its standard stream is the
+/// cookie, what the cookie holds is written out while the descriptor is
+/// still the pool's, and glibc's stream is put back.
+pub(crate) fn std_unbound(fd: c_int) {
+    let Ok(i @ 0..=2) = usize::try_from(fd) else {
+        return;
+    };
+    let cookie = STD_COOKIES[i].load(Ordering::Acquire);
+    if cookie.is_null() {
+        return;
+    }
+    // SAFETY: as in `std_bound`; `cookie` is a live stream of this library.
+    unsafe {
+        libc::fflush(cookie);
+        let var = std_var(i);
+        let kernel = STD_KERNEL[i].load(Ordering::Acquire);
+        if *var == cookie && !kernel.is_null() {
+            *var = kernel;
+        }
+    }
+}
+
+/// `fileno(3)`: a standard cookie stream's descriptor is its number.
+///
+/// # Safety
+/// As `fileno(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fileno(f: *mut FILE) -> c_int {
+    if let Some(i) = std_cookie_fd(f) {
+        return i;
+    }
+    // SAFETY: the caller's stream, unchanged, to libc.
+    unsafe { real::fileno()(f) }
+}
+
+/// `fileno_unlocked(3)`: as [`fileno`].
+///
+/// # Safety
+/// As `fileno_unlocked(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fileno_unlocked(f: *mut FILE) -> c_int {
+    if let Some(i) = std_cookie_fd(f) {
+        return i;
+    }
+    // SAFETY: the caller's stream, unchanged, to libc.
+    unsafe { real::fileno_unlocked()(f) }
+}
+
+/// The descriptor of `f` if it is one of the standard cookie streams.
+fn std_cookie_fd(f: *mut FILE) -> Option<c_int> {
+    if f.is_null() {
+        return None;
+    }
+    (0..3)
+        .find(|&i| STD_COOKIES[i].load(Ordering::Relaxed) == f)
+        .map(|i| i as c_int)
 }
 
 /// `open(2)` flags of an `fopen` mode (`r`, `w+`, `ae`, `wx`, ...).

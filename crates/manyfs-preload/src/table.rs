@@ -81,12 +81,17 @@ pub fn install(fd: c_int, open: Arc<Open>, cloexec: bool) {
         *SLOTS[i].write().unwrap_or_else(|e| e.into_inner()) = Some(open);
         CLOEXEC[i].store(cloexec, Ordering::Relaxed);
         OURS[i].store(true, Ordering::Release);
+        crate::stdio::std_bound(fd);
     }
 }
 
 /// Forget `fd` (before its kernel descriptor is closed or replaced).
 pub fn forget(fd: c_int) -> Option<Arc<Open>> {
     let i = index(fd)?;
+    if !OURS[i].load(Ordering::Acquire) {
+        return None;
+    }
+    crate::stdio::std_unbound(fd);
     if !OURS[i].swap(false, Ordering::AcqRel) {
         return None;
     }
