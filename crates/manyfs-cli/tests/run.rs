@@ -3076,3 +3076,51 @@ int main(int argc, char **argv) {
     assert_eq!(out, "dup2 fileno 1\nclose and open\nvia fopen\n");
     fsck_clean(&r);
 }
+
+/// A shell's commands on the pool: the shell lets the pool go before it
+/// forks when it has nothing of it open, so each command mounts it in
+/// turn; a command's redirection made in the child (bash) and the working
+/// directory reach the program it execs; dash's `vfork` is a fork here.
+#[test]
+fn a_shell_runs_commands_that_each_use_the_pool() {
+    let r = Run::new();
+    let d = r.at.display().to_string();
+    let script = format!(
+        "printf 'b\\na\\nc\\n' > {d}/in; sort {d}/in > {d}/sorted; cat {d}/sorted; \
+         cd {d} && ls; pwd; sort in >> sorted; wc -l < sorted; \
+         mkdir -p t/u && cd t && echo deep > u/x && cat u/x && ls -R; \
+         cd {d}; cat in | tr a-c A-C; grep -c . sorted; sort -o in2 in; xargs echo < in2"
+    );
+    let want = format!("a\nb\nc\nin\nsorted\n{d}\n6\ndeep\n.:\nu\n\n./u:\nx\nB\nA\nC\n6\na b c\n");
+    let out = quiet_ok(&r, &["bash", "-c", &script]);
+    assert_eq!(out, want);
+    // dash: its builtins and the commands it forks (its redirections are
+    // its own, made before it forks: none here).
+    let r2 = Run::new();
+    let d2 = r2.at.display().to_string();
+    let out = quiet_ok(
+        &r2,
+        &[
+            "sh",
+            "-c",
+            &format!("echo hi > {d2}/f; cat {d2}/f; cd {d2}; ls; wc -c f; cat f | tr h H"),
+        ],
+    );
+    assert_eq!(out, "hi\nf\n3 f\nHi\n");
+    // A descriptor inherited across exec and never used does not keep the
+    // pool from the shell's commands.
+    let out = quiet_ok(
+        &r2,
+        &[
+            "bash",
+            "-c",
+            &format!("exec 7>{d2}/unused; sh -c 'cat {d2}/f; ls {d2}'"),
+        ],
+    );
+    assert_eq!(out, "hi\nf\nunused\n");
+    // Everything is there for a later run, and the pool is clean.
+    let out = quiet_ok(&r, &["cat", &r.at("sorted"), &r.at("in2"), &r.at("t/u/x")]);
+    assert_eq!(out, "a\nb\nc\na\nb\nc\na\nb\nc\ndeep\n");
+    fsck_clean(&r);
+    fsck_clean(&r2);
+}

@@ -21,6 +21,11 @@ struct Stream {
 /// The streams handed out.
 static STREAMS: Registry = Registry::new();
 
+/// Whether any stream of the library's is open.
+pub(crate) fn streams_open() -> bool {
+    !STREAMS.is_empty()
+}
+
 fn ours(dirp: *mut DIR) -> Option<*mut Stream> {
     STREAMS.contains(dirp).then_some(dirp.cast())
 }
@@ -338,6 +343,8 @@ unsafe fn scandir_ours(
     if namelist.is_null() {
         return Err(libc::EFAULT);
     }
+    // The filter and the comparison may fork: the mount `fs` stays.
+    let _walking = crate::state::Walking::start();
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
     let fd = crate::files::open_ours(fs, p, flags, 0)?;
     let listed = entries(fd);

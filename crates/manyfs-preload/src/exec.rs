@@ -146,49 +146,177 @@ fn first_warning(binary: &Path) -> bool {
     true
 }
 
-/// Exec entry points: the program checked (`check`), the pool synced
-/// when the call replaces this image (`replaces`), then libc's own call
-/// with the caller's arguments.
-macro_rules! checked {
-    ($( $what:literal $name:ident($($arg:ident: $t:ty),*) program $prog:ident, argv $argv:ident, search $search:literal, replaces $replaces:literal; )*) => {$(
+/// The steps of an exec that replaces this image: the pool synced
+/// (`state::before_exec`; `Err` refuses the exec), the environment
+/// prepared (`handoff::prepare`: what this image hands to the new
+/// program), then `exec` with the environment to pass (`None`: the
+/// caller's, unchanged). If the exec returns, it failed: the handed
+/// descriptors go back to close-on-exec.
+///
+/// # Safety
+/// `envp` is null (this process's environment) or a null-terminated array
+/// of NUL-terminated strings.
+unsafe fn replacing(
+    envp: *const *const c_char,
+    exec: impl FnOnce(Option<*const *const c_char>) -> c_int,
+) -> c_int {
+    if let Err(e) = state::before_exec() {
+        set_errno(e);
+        return -1;
+    }
+    // SAFETY: the caller's environment (contract above).
+    match unsafe { crate::handoff::prepare(envp, true) } {
+        None => exec(None),
+        Some(env) => {
+            let r = exec(Some(env.envp()));
+            env.exec_failed();
+            r
+        }
+    }
+}
+
+/// `execve(2)`.
+///
+/// # Safety
+/// As `execve(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's arguments: checked, then to libc with the
+    // prepared environment.
+    unsafe {
+        check(path, argv, false);
+        replacing(envp, |e| real::execve()(path, argv, e.unwrap_or(envp)))
+    }
+}
+
+/// `execv(3)`.
+///
+/// # Safety
+/// As `execv(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: as `execve`.
+    unsafe {
+        check(path, argv, false);
+        replacing(std::ptr::null(), |e| match e {
+            Some(envp) => real::execve()(path, argv, envp),
+            None => real::execv()(path, argv),
+        })
+    }
+}
+
+/// `execvp(3)`.
+///
+/// # Safety
+/// As `execvp(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: as `execve`.
+    unsafe {
+        check(file, argv, true);
+        replacing(std::ptr::null(), |e| match e {
+            Some(envp) => real::execvpe()(file, argv, envp),
+            None => real::execvp()(file, argv),
+        })
+    }
+}
+
+/// `execvpe(3)`.
+///
+/// # Safety
+/// As `execvpe(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: as `execve`.
+    unsafe {
+        check(file, argv, true);
+        replacing(envp, |e| real::execvpe()(file, argv, e.unwrap_or(envp)))
+    }
+}
+
+/// `posix_spawn(3)` and `posix_spawnp(3)`: checked, the pool let go if
+/// this process has nothing of it in use (`state::release_if_idle`: the
+/// new program can then mount it), the working directory passed on in the
+/// environment (`handoff::prepare`, without descriptors: this process
+/// keeps its own), then libc's.
+macro_rules! spawn_checked {
+    ($( $what:literal $name:ident(program $prog:ident, search $search:literal); )*) => {$(
         #[doc = concat!("`", $what, "`.")]
         ///
         /// # Safety
         #[doc = concat!("As `", $what, "`.")]
         #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
-            // SAFETY: the caller's arguments: checked, then to libc
-            // unchanged.
+        pub unsafe extern "C" fn $name(
+            pid: *mut pid_t,
+            $prog: *const c_char,
+            actions: *const c_void,
+            attr: *const c_void,
+            argv: *const *mut c_char,
+            envp: *const *mut c_char,
+        ) -> c_int {
+            // SAFETY: the caller's arguments: checked, then to libc with
+            // the prepared environment.
             unsafe {
-                check($prog, $argv.cast(), $search);
-                if $replaces && let Err(e) = state::before_exec() {
-                    set_errno(e);
-                    return -1;
+                check($prog, argv.cast(), $search);
+                state::release_if_idle();
+                match crate::handoff::prepare(envp.cast(), false) {
+                    Some(env) => real::$name()(pid, $prog, actions, attr, argv, env.envp().cast()),
+                    None => real::$name()(pid, $prog, actions, attr, argv, envp),
                 }
-                real::$name()($($arg),*)
             }
         }
     )*};
 }
 
-checked! {
-    "execve(2)" execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char)
-        program path, argv argv, search false, replaces true;
-    "execv(3)" execv(path: *const c_char, argv: *const *const c_char)
-        program path, argv argv, search false, replaces true;
-    "execvp(3)" execvp(file: *const c_char, argv: *const *const c_char)
-        program file, argv argv, search true, replaces true;
-    "execvpe(3)" execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char)
-        program file, argv argv, search true, replaces true;
-    "posix_spawn(3)" posix_spawn(pid: *mut pid_t, path: *const c_char, actions: *const c_void,
-        attr: *const c_void, argv: *const *mut c_char, envp: *const *mut c_char)
-        program path, argv argv, search false, replaces false;
-    "posix_spawnp(3)" posix_spawnp(pid: *mut pid_t, file: *const c_char, actions: *const c_void,
-        attr: *const c_void, argv: *const *mut c_char, envp: *const *mut c_char)
-        program file, argv argv, search true, replaces false;
+spawn_checked! {
+    "posix_spawn(3)" posix_spawn(program path, search false);
+    "posix_spawnp(3)" posix_spawnp(program file, search true);
 }
 
-/// `fexecve(3)`: the pool synced, then libc's.
+/// `vfork(2)` as `fork`: a `vfork` child runs in its parent's memory and
+/// runs no fork handlers, so the pool could be neither let go before it
+/// (`state::release_if_idle`) nor told apart in it. `fork` gives the child
+/// a copy, which is all a `vfork` caller may rely on (the child only execs
+/// or exits); shells that `vfork` (dash) then run their commands on the
+/// pool as forking ones do.
+#[unsafe(no_mangle)]
+pub extern "C" fn vfork() -> pid_t {
+    // SAFETY: fork; its fork handlers are this library's and glibc's.
+    unsafe { libc::fork() }
+}
+
+/// `system(3)` and `popen(3)`: the pool let go first if this process has
+/// nothing of it in use, so that the shell they start can mount it.
+///
+/// # Safety
+/// As `system(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    state::release_if_idle();
+    // SAFETY: the caller's argument, unchanged, to libc.
+    unsafe { real::system()(command) }
+}
+
+/// `popen(3)`: as [`system`].
+///
+/// # Safety
+/// As `popen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    state::release_if_idle();
+    // SAFETY: the caller's arguments, unchanged, to libc.
+    unsafe { real::popen()(command, mode) }
+}
+
+/// `fexecve(3)`: as `execve`, unchecked (it names no file).
 ///
 /// # Safety
 /// As `fexecve(3)`.
@@ -198,15 +326,11 @@ pub unsafe extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    if let Err(e) = state::before_exec() {
-        set_errno(e);
-        return -1;
-    }
-    // SAFETY: the caller's arguments, unchanged, to libc.
-    unsafe { real::fexecve()(fd, argv, envp) }
+    // SAFETY: the caller's arguments to libc with the prepared environment.
+    unsafe { replacing(envp, |e| real::fexecve()(fd, argv, e.unwrap_or(envp))) }
 }
 
-/// `execveat(2)`: the pool synced, then libc's.
+/// `execveat(2)`: as `execve`, unchecked.
 ///
 /// # Safety
 /// As `execveat(2)`.
@@ -218,12 +342,12 @@ pub unsafe extern "C" fn execveat(
     envp: *const *const c_char,
     flags: c_int,
 ) -> c_int {
-    if let Err(e) = state::before_exec() {
-        set_errno(e);
-        return -1;
+    // SAFETY: the caller's arguments to libc with the prepared environment.
+    unsafe {
+        replacing(envp, |e| {
+            real::execveat()(dirfd, path, argv, e.unwrap_or(envp), flags)
+        })
     }
-    // SAFETY: the caller's arguments, unchanged, to libc.
-    unsafe { real::execveat()(dirfd, path, argv, envp, flags) }
 }
 
 /// Which list-taking exec a naked entry point stands for (its fourth

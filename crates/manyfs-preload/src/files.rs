@@ -230,7 +230,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 /// the pool, which is the parent's.
 fn release(fd: c_int) {
     if let Some(open) = table::forget(fd)
-        && state::fs().is_err()
+        && state::forked()
     {
         std::mem::forget(open);
     }

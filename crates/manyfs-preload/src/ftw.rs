@@ -284,6 +284,8 @@ fn walk_ours(
     if flags & !ALL_FLAGS != 0 {
         return Err(libc::EINVAL);
     }
+    // The callback may fork: the mount `fs` stays while the walk holds it.
+    let _walking = crate::state::Walking::start();
     // The caller's path without trailing slashes; the name after the last.
     let mut path = given.to_vec();
     while path.len() > 1 && path.ends_with(b"/") {

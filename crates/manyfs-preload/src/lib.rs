@@ -37,12 +37,14 @@
 //! the run that names the directory says so on stderr (`exec`).
 //! `docs/run.md` lists every call and each limit.
 //!
-//! Modules: [`state`] (configuration, the mount, fork and exit),
+//! Modules: [`state`] (configuration, the mount, letting it go before a
+//! fork, exec and exit), `handoff` (what an exec hands to the next program),
 //! [`paths`] (is this path ours?), [`table`] (the descriptors), `own`
 //! (the library's own kernel descriptors, kept from the program), `real`
 //! (libc's definitions), and the interposed calls by area: `files`
-//! (open, read, write, sync, size, close, `close_range`), `exec` (a
-//! warning for an exec'd program this library cannot reach), `meta` (stat,
+//! (open, read, write, sync, size, close, `close_range`), `exec` (the exec
+//! and spawn family: the pool synced, a warning for a program this library
+//! cannot reach), `meta` (stat,
 //! statfs, access, mode, owner, times), `names` (unlink, rename, mkdir,
 //! mknod, links, the working directory), `fds` (dup, fcntl, ioctl, mmap,
 //! copy_file_range), `transfer` (sendfile, splice), `syscalls` (raw
@@ -70,6 +72,7 @@ mod files;
 mod fts;
 mod ftw;
 mod glob;
+mod handoff;
 mod meta;
 mod names;
 mod own;

@@ -58,6 +58,20 @@ pub(crate) fn mounting<T>(mount: impl FnOnce() -> T) -> T {
     mount()
 }
 
+/// Set while the mount is being closed (`state::release_if_idle`): its
+/// own descriptors are then closed by whichever of its threads drops it
+/// last, and those closes are the library's, not the program's.
+static RELEASING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Run `close` (the mount being closed) with the library's own
+/// descriptors' closes let through on every thread.
+pub(crate) fn releasing<T>(close: impl FnOnce() -> T) -> T {
+    RELEASING.store(true, Ordering::SeqCst);
+    let r = close();
+    RELEASING.store(false, Ordering::SeqCst);
+    r
+}
+
 /// A kernel `open` returned `fd`: while this thread mounts the pool, the
 /// descriptor is the mount's, moved to [`OWN_FLOOR`] or above
 /// ([`adopt`]); otherwise it is the program's, unchanged.
@@ -106,7 +120,7 @@ pub(crate) fn refuse_close(fd: c_int) -> Option<c_int> {
     if !is_own(fd) {
         return None;
     }
-    if MOUNTING.with(Cell::get) {
+    if MOUNTING.with(Cell::get) || RELEASING.load(Ordering::SeqCst) {
         if let Some((w, b)) = bit(fd) {
             w.fetch_and(!b, Ordering::Relaxed);
         }

@@ -259,6 +259,11 @@ fn write_back_ino(g: &Held, ino: u64) -> Result<(), c_int> {
     Ok(())
 }
 
+/// Whether any file of the pool is mapped.
+pub(crate) fn any_mapped() -> bool {
+    ANY.load(Ordering::Acquire) && !shadows().by_ino.is_empty()
+}
+
 /// Write back every shared mapping of every file (before the process image
 /// goes: at exit and at `exec`).
 pub(crate) fn write_back_all() -> Result<(), c_int> {

@@ -6,8 +6,8 @@ use manyfs::{Fs, MountOptions};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 
 /// Environment: the pool file.
 pub const ENV_POOL: &str = "MANYFS_RUN_POOL";
@@ -50,7 +50,16 @@ pub fn config() -> Option<&'static Config> {
         .as_ref()
 }
 
-static MOUNT: OnceLock<Option<Fs>> = OnceLock::new();
+/// The mounted pool, a leaked box; null while none is (before the first
+/// call under the directory, and after [`release_if_idle`] let it go).
+static MOUNT: AtomicPtr<Fs> = AtomicPtr::new(std::ptr::null_mut());
+/// Set when a mount failed (said once on stderr): paths under the
+/// directory go to the kernel. A forked child tries again.
+static MOUNT_FAILED: AtomicBool = AtomicBool::new(false);
+/// Held while mounting or releasing.
+static MOUNTING: Mutex<()> = Mutex::new(());
+/// The fork and exit handlers, registered at the first mount.
+static HANDLERS: Once = Once::new();
 /// Set in the child of a fork made while this process had the pool
 /// mounted: the mount's memory is a copy the child must not write.
 static FORKED: AtomicBool = AtomicBool::new(false);
@@ -61,21 +70,135 @@ static MOUNT_PID: AtomicI32 = AtomicI32::new(0);
 /// The umask, as this process last set it through `umask(2)` (read at
 /// mount): created files' modes are masked with it.
 static UMASK: AtomicU32 = AtomicU32::new(0o022);
+/// Walks that call the program back (`nftw`, `scandir`) while they hold
+/// the mount: the program may fork from its callback.
+static WALKING: AtomicUsize = AtomicUsize::new(0);
 
-/// The mounted pool, mounting it on first use. `Ok(None)`: it could not
-/// be mounted (busy, say; said once on stderr): paths under the directory
-/// go to the kernel. `Err(EIO)`: this is the child of a fork of the owner.
+/// The mount as a reference.
+///
+/// # Safety
+/// `p` is null or the pointer [`MOUNT`] holds.
+unsafe fn as_fs(p: *mut Fs) -> Option<&'static Fs> {
+    // SAFETY: a non-null `MOUNT` points at a leaked box, freed only by
+    // `release_if_idle`, which runs when no reference can be held: one
+    // thread of the program, inside `fork`, with nothing of the pool open
+    // (no descriptor, stream, mapping or walk).
+    unsafe { p.as_ref() }
+}
+
+/// The mounted pool, mounting it on first use (and again after it was
+/// released before a fork). `Ok(None)`: it could not be mounted (busy,
+/// say; said once on stderr): paths under the directory go to the kernel.
+/// `Err(EIO)`: this is the child of a fork of the owner.
 pub fn fs() -> Result<Option<&'static Fs>, libc::c_int> {
     if FORKED.load(Ordering::Relaxed) {
         if !FORK_WARNED.swap(true, Ordering::Relaxed) {
             say(&format!(
-                "a forked child cannot use the pool its parent mounted at {} (EIO); exec a program to mount it anew",
+                "a forked child cannot use the pool its parent has in use at {} (EIO: the parent had files of it open, or other threads, when it forked)",
                 config().map_or_else(String::new, |c| c.at.display().to_string())
             ));
         }
         return Err(libc::EIO);
     }
-    Ok(MOUNT.get_or_init(mount).as_ref())
+    // SAFETY: the pointer `MOUNT` holds.
+    if let Some(fs) = unsafe { as_fs(MOUNT.load(Ordering::Acquire)) } {
+        return Ok(Some(fs));
+    }
+    if MOUNT_FAILED.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let _m = MOUNTING.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: as above.
+    if let Some(fs) = unsafe { as_fs(MOUNT.load(Ordering::Acquire)) } {
+        return Ok(Some(fs));
+    }
+    if MOUNT_FAILED.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    match mount() {
+        Some(fs) => {
+            let p = Box::into_raw(Box::new(fs));
+            MOUNT.store(p, Ordering::Release);
+            // SAFETY: the pointer just stored.
+            Ok(unsafe { as_fs(p) })
+        }
+        None => {
+            MOUNT_FAILED.store(true, Ordering::Relaxed);
+            Ok(None)
+        }
+    }
+}
+
+/// A walk that calls the program back while it holds the mount: the
+/// mount is not released before a fork meanwhile.
+pub(crate) struct Walking(());
+
+impl Walking {
+    /// Count a walk in.
+    pub(crate) fn start() -> Walking {
+        WALKING.fetch_add(1, Ordering::AcqRel);
+        Walking(())
+    }
+}
+
+impl Drop for Walking {
+    fn drop(&mut self) {
+        WALKING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Before a fork: if this process mounted the pool and nothing of it is in
+/// use, the pool is synced and closed, so that the child (a shell's
+/// command, typically) can mount it itself; this process mounts it again
+/// on its next call under the directory. Nothing of it in use: this is the
+/// program's only thread (the mount's own commit and placement threads
+/// aside), and no descriptor, directory or `fts` stream, mapping or walk
+/// of the pool is open. Otherwise the pool stays mounted here and the
+/// child cannot use it (`FORKED`).
+pub(crate) fn release_if_idle() {
+    let _m = MOUNTING.lock().unwrap_or_else(|e| e.into_inner());
+    let p = MOUNT.load(Ordering::Acquire);
+    if p.is_null()
+        || owned_mount().is_none()
+        || crate::table::open_count() > 0
+        || crate::shadow::any_mapped()
+        || crate::dirs::streams_open()
+        || crate::fts::streams_open()
+        || WALKING.load(Ordering::Acquire) > 0
+        || !only_program_thread()
+    {
+        return;
+    }
+    MOUNT.store(std::ptr::null_mut(), Ordering::Release);
+    // SAFETY: `p` came from `Box::into_raw` in `fs` and, taken out of
+    // `MOUNT` above, is freed once; nothing holds a reference (the checks
+    // above: see `as_fs`).
+    let fs = unsafe { Box::from_raw(p) };
+    // The mount's own descriptors are closed by its threads (the commit
+    // thread may drop it last), which the program's `close` would refuse.
+    let closed = crate::own::releasing(|| fs.close(std::time::Duration::from_secs(10)));
+    if let Err(e) = closed {
+        say(&format!("closing the pool before a fork failed: {e}"));
+    }
+}
+
+/// Whether the calling thread is the program's only one (the mount's own
+/// threads, named `manyfs-*`, aside). `false` when `/proc` cannot tell.
+fn only_program_thread() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    let mut program = 0;
+    for t in tasks {
+        let Ok(t) = t else {
+            return false;
+        };
+        let comm = std::fs::read(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(b"manyfs-") {
+            program += 1;
+        }
+    }
+    program == 1
 }
 
 fn mount() -> Option<Fs> {
@@ -103,11 +226,12 @@ fn mount() -> Option<Fs> {
             // SAFETY: getpid has no preconditions.
             MOUNT_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
             // SAFETY: registering handlers that are plain `extern "C"`
-            // functions of this library, which stays loaded.
-            unsafe {
-                libc::pthread_atfork(None, None, Some(after_fork_in_child));
+            // functions of this library, which stays loaded; once per
+            // process image (a child inherits its parent's).
+            HANDLERS.call_once(|| unsafe {
+                libc::pthread_atfork(Some(before_fork), None, Some(after_fork_in_child));
                 libc::atexit(at_exit);
-            }
+            });
             Some(fs)
         }
         Err(e) => {
@@ -159,8 +283,16 @@ pub fn set_umask(mask: u32) {
     UMASK.store(mask & 0o777, Ordering::Relaxed);
 }
 
+extern "C" fn before_fork() {
+    release_if_idle();
+}
+
 extern "C" fn after_fork_in_child() {
-    FORKED.store(true, Ordering::Relaxed);
+    // Marked only if the parent kept the pool mounted: after a release
+    // the child mounts the pool itself (and a child whose parent could
+    // not mount it tries again).
+    FORKED.store(!MOUNT.load(Ordering::Relaxed).is_null(), Ordering::Relaxed);
+    MOUNT_FAILED.store(false, Ordering::Relaxed);
 }
 
 /// The pool this process mounted, if it did and may write it: not in the
@@ -169,9 +301,22 @@ fn owned_mount() -> Option<&'static Fs> {
     if FORKED.load(Ordering::Relaxed) {
         return None;
     }
-    let fs = MOUNT.get()?.as_ref()?;
+    // SAFETY: the pointer `MOUNT` holds.
+    let fs = unsafe { as_fs(MOUNT.load(Ordering::Acquire)) }?;
     // SAFETY: getpid has no preconditions.
     (unsafe { libc::getpid() } == MOUNT_PID.load(Ordering::Relaxed)).then_some(fs)
+}
+
+/// Whether this is the child of a fork made while the parent had the pool
+/// in use (it must not write the copy of the mount it holds).
+pub fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// Whether this process mounted the pool and may write it (see
+/// `owned_mount`).
+pub fn owns_mount() -> bool {
+    owned_mount().is_some()
 }
 
 /// Before `exec` replaces this process image: the stores of mapped files
@@ -199,7 +344,7 @@ pub fn before_exec() -> Result<(), libc::c_int> {
 /// destructors before the `atexit` handlers, and the library's epoch
 /// guards need thread-locals: a fresh thread does the sync.
 extern "C" fn at_exit() {
-    if FORKED.load(Ordering::Relaxed) || !matches!(MOUNT.get(), Some(Some(_))) {
+    if owned_mount().is_none() {
         return;
     }
     let mut thread: libc::pthread_t = 0;
@@ -220,7 +365,7 @@ extern "C" fn at_exit() {
 }
 
 extern "C" fn sync_thread(_: *mut libc::c_void) -> *mut libc::c_void {
-    if let Some(Some(fs)) = MOUNT.get() {
+    if let Some(fs) = owned_mount() {
         // glibc flushes the streams after the `atexit` handlers: what the
         // program left in a stream of a file of the pool (`fopen`, or a
         // standard stream bound to one) would reach the pool after this

@@ -1,8 +1,9 @@
 //! `FILE*` streams on files under the pool: glibc's `fopen` opens through
 //! an internal `open` out of this library's reach, so `fopen` itself is
 //! interposed and returns a `fopencookie` stream whose read, write, seek
-//! and close call manyfs. Such a stream has no descriptor: `fileno` on it
-//! fails with `EBADF`.
+//! and close call manyfs. `fileno` on such a stream gives the pool
+//! descriptor it reads and writes (so `fstat(fileno(f))` works, as `sort`
+//! does on every input).
 //!
 //! The standard streams: glibc's `stdout` writes descriptor 1 with an
 //! internal `write`, so once descriptor 0, 1 or 2 is made one of the
@@ -76,7 +77,32 @@ unsafe extern "C" fn cookie_seek(cookie: *mut c_void, off: *mut i64, whence: c_i
 }
 
 unsafe extern "C" fn cookie_close(cookie: *mut c_void) -> c_int {
-    files::close_ours(cookie_fd(cookie))
+    let fd = cookie_fd(cookie);
+    let mut streams = STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = streams.iter().position(|&(_, d)| d == fd) {
+        streams.swap_remove(i);
+    }
+    drop(streams);
+    files::close_ours(fd)
+}
+
+/// The cookie streams of `fopen`/`fdopen` and their descriptors, for
+/// `fileno`.
+static STREAMS: std::sync::Mutex<Vec<(usize, c_int)>> = std::sync::Mutex::new(Vec::new());
+/// Whether `STREAMS` ever held one: `fileno` of glibc's streams skips the
+/// lock until then.
+static ANY_STREAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The descriptor of `f` if it is a cookie stream of `fopen`/`fdopen`.
+fn stream_fd(f: *mut FILE) -> Option<c_int> {
+    if !ANY_STREAM.load(Ordering::Acquire) {
+        return None;
+    }
+    let streams = STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    streams
+        .iter()
+        .find(|&&(p, _)| p == f as usize)
+        .map(|&(_, fd)| fd)
 }
 
 /// A stream on our descriptor `fd`, which it then owns.
@@ -95,6 +121,11 @@ unsafe fn stream(fd: c_int, mode: *const c_char) -> Result<*mut FILE, c_int> {
     if f.is_null() {
         Err(crate::errno())
     } else {
+        STREAMS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((f as usize, fd));
+        ANY_STREAM.store(true, Ordering::Release);
         Ok(f)
     }
 }
@@ -226,13 +257,14 @@ pub(crate) fn std_unbound(fd: c_int) {
     }
 }
 
-/// `fileno(3)`: a standard cookie stream's descriptor is its number.
+/// `fileno(3)`: a standard cookie stream's descriptor is its number; a
+/// stream of `fopen`/`fdopen` on the pool gives its descriptor.
 ///
 /// # Safety
 /// As `fileno(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fileno(f: *mut FILE) -> c_int {
-    if let Some(i) = std_cookie_fd(f) {
+    if let Some(i) = std_cookie_fd(f).or_else(|| stream_fd(f)) {
         return i;
     }
     // SAFETY: the caller's stream, unchanged, to libc.
@@ -245,7 +277,7 @@ pub unsafe extern "C" fn fileno(f: *mut FILE) -> c_int {
 /// As `fileno_unlocked(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fileno_unlocked(f: *mut FILE) -> c_int {
-    if let Some(i) = std_cookie_fd(f) {
+    if let Some(i) = std_cookie_fd(f).or_else(|| stream_fd(f)) {
         return i;
     }
     // SAFETY: the caller's stream, unchanged, to libc.

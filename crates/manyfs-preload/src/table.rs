@@ -10,7 +10,7 @@
 
 use libc::c_int;
 use manyfs::File;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Descriptor numbers this library can serve (higher ones: `EMFILE`).
@@ -52,6 +52,8 @@ pub struct Open {
     pub file_write_hint: AtomicU64,
 }
 
+/// How many descriptors are ours.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
 static OURS: [AtomicBool; MAX_FDS] = [const { AtomicBool::new(false) }; MAX_FDS];
 static SLOTS: [RwLock<Option<Arc<Open>>>; MAX_FDS] = [const { RwLock::new(None) }; MAX_FDS];
 /// `FD_CLOEXEC` as the program set it (the kernel's copy is always set).
@@ -61,13 +63,32 @@ fn index(fd: c_int) -> Option<usize> {
     usize::try_from(fd).ok().filter(|&i| i < MAX_FDS)
 }
 
-/// The open file behind `fd`, if it is ours.
+/// The open file behind `fd`, if it is ours. A descriptor an exec handed
+/// over and not yet opened in this image is opened now
+/// (`handoff::open_pending`).
 pub fn get(fd: c_int) -> Option<Arc<Open>> {
     let i = index(fd)?;
     if !OURS[i].load(Ordering::Acquire) {
         return None;
     }
-    SLOTS[i].read().unwrap_or_else(|e| e.into_inner()).clone()
+    let open = SLOTS[i].read().unwrap_or_else(|e| e.into_inner()).clone();
+    open.or_else(|| crate::handoff::open_pending(fd))
+}
+
+/// Mark `fd` ours with nothing open behind it yet: a descriptor an exec
+/// handed over, opened on first use (see `handoff`).
+pub fn reserve_pending(fd: c_int) {
+    if let Some(i) = index(fd) {
+        CLOEXEC[i].store(false, Ordering::Relaxed);
+        OURS[i].store(true, Ordering::Release);
+        crate::stdio::std_bound(fd);
+    }
+}
+
+/// How many descriptors of ours have a file open behind them (handed over
+/// ones not yet opened hold nothing of the pool).
+pub fn open_count() -> usize {
+    OPEN.load(Ordering::Acquire)
 }
 
 /// Whether `fd` is ours.
@@ -78,7 +99,13 @@ pub fn is_ours(fd: c_int) -> bool {
 /// Make `fd` (a kernel descriptor this library reserved) serve `open`.
 pub fn install(fd: c_int, open: Arc<Open>, cloexec: bool) {
     if let Some(i) = index(fd) {
-        *SLOTS[i].write().unwrap_or_else(|e| e.into_inner()) = Some(open);
+        let before = SLOTS[i]
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(open);
+        if before.is_none() {
+            OPEN.fetch_add(1, Ordering::AcqRel);
+        }
         CLOEXEC[i].store(cloexec, Ordering::Relaxed);
         OURS[i].store(true, Ordering::Release);
         crate::stdio::std_bound(fd);
@@ -95,7 +122,12 @@ pub fn forget(fd: c_int) -> Option<Arc<Open>> {
     if !OURS[i].swap(false, Ordering::AcqRel) {
         return None;
     }
-    SLOTS[i].write().unwrap_or_else(|e| e.into_inner()).take()
+    crate::handoff::forget_pending(fd);
+    let open = SLOTS[i].write().unwrap_or_else(|e| e.into_inner()).take();
+    if open.is_some() {
+        OPEN.fetch_sub(1, Ordering::AcqRel);
+    }
+    open
 }
 
 /// The descriptors of ours numbered `first` to `last` (both included).

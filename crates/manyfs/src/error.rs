@@ -72,6 +72,15 @@ pub enum Error {
         /// names it.
         owner: Option<u32>,
     },
+    /// [`Fs::close`](crate::Fs::close) found handles of the mount still
+    /// open (files or directories) after its wait: the pool stays open.
+    #[error("{}: handles of the mount are still open after {waited_ms} ms", path.display())]
+    StillOpen {
+        /// The pool file.
+        path: PathBuf,
+        /// How long the close waited for them.
+        waited_ms: u64,
+    },
     /// A member file of a pool with several members is missing, or is not
     /// the member the pool's member table names.
     #[error("{}: pool member {index}: {problem}", path.display())]
@@ -216,7 +225,7 @@ impl Error {
             Error::NoData(_) => libc::ENODATA,
             Error::OutOfRange(_) => libc::ERANGE,
             Error::NotSupported(_) => libc::EOPNOTSUPP,
-            Error::Busy { .. } => libc::EBUSY,
+            Error::Busy { .. } | Error::StillOpen { .. } => libc::EBUSY,
             Error::RemoteCostNeedsEmulatedTopology { .. }
             | Error::BandwidthCapNeedsEmulatedTopology { .. } => libc::EINVAL,
             Error::Member {

@@ -221,6 +221,36 @@ fn second_mount_is_refused() {
     drop(fs);
 }
 
+/// `Fs::close` returns with the pool's lock released, even while the
+/// commit thread is checkpointing (a short commit interval keeps it busy);
+/// with a handle still open it waits, then says so, and the pool stays
+/// locked until that handle goes.
+#[test]
+fn close_releases_the_pool_at_once_unless_a_handle_is_open() {
+    let mut opts = MountOptions::default();
+    opts.commit_interval = std::time::Duration::from_millis(1);
+    let (_d, pool, mut fs) = common::fresh_with(32 << 20, &opts);
+    for round in 0..20u8 {
+        let f = open_rw(&fs, "/f");
+        for i in 0..64u64 {
+            f.write_at(&[round; 4096], i * 4096).unwrap();
+        }
+        drop(f);
+        let wait = std::time::Duration::from_secs(10);
+        fs.close(wait).unwrap();
+        let again = Fs::mount(&pool, &opts).unwrap();
+        assert_eq!(again.read("/f").unwrap(), vec![round; 64 * 4096]);
+        fs = again;
+    }
+    let f = open_rw(&fs, "/f");
+    let err = fs.close(std::time::Duration::from_millis(50)).unwrap_err();
+    assert!(matches!(err, Error::StillOpen { .. }), "{err}");
+    assert_eq!(err.errno(), libc::EBUSY);
+    assert!(matches!(Fs::mount(&pool, &opts), Err(Error::Busy { .. })));
+    drop(f);
+    Fs::mount(&pool, &opts).unwrap();
+}
+
 #[test]
 fn truncate_chmod_and_create_unlink_loops_run_in_bounded_space() {
     let (_d, pool, fs) = fresh(32 << 20);

@@ -14,9 +14,14 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
         return;
     }
     let weak = std::sync::Arc::downgrade(core);
-    let _ = std::thread::Builder::new()
+    // The mount returns once the thread runs under its name: a process
+    // that counts its threads right after mounting (`manyfs run` before a
+    // fork) tells it from its own by that name.
+    let (started, running) = std::sync::mpsc::sync_channel::<()>(1);
+    let spawned = std::thread::Builder::new()
         .name("manyfs-commit".into())
         .spawn(move || {
+            let _ = started.send(());
             let step = interval.min(std::time::Duration::from_millis(50));
             let mut waited = std::time::Duration::ZERO;
             let mut free_after_last = None;
@@ -62,6 +67,9 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
                 }
             }
         });
+    if spawned.is_ok() {
+        let _ = running.recv();
+    }
 }
 
 /// Whether writes took a quarter of the pool blocks that were free after

@@ -244,11 +244,19 @@ impl Placement {
             shared: self.shared.clone(),
             cpus,
         };
+        // Returns once the thread runs under its name (as the commit
+        // thread, `api/commit_thread.rs`).
+        let (started, running) = std::sync::mpsc::sync_channel::<()>(1);
         match std::thread::Builder::new()
             .name("manyfs-placement".into())
-            .spawn(move || w.run())
-        {
-            Ok(h) => *self.worker.lock() = Some(h),
+            .spawn(move || {
+                let _ = started.send(());
+                w.run()
+            }) {
+            Ok(h) => {
+                let _ = running.recv();
+                *self.worker.lock() = Some(h);
+            }
             Err(e) => {
                 tracing::warn!(target: "manyfs::placement", error = %e, "no planner thread")
             }

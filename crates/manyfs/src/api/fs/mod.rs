@@ -121,6 +121,31 @@ impl Fs {
         self.core.sync()
     }
 
+    /// [`Fs::unmount`], then wait up to `wait` until nothing holds the
+    /// mount any more, so that on return the pool file is closed and its
+    /// lock released: another process can mount the pool at once. The
+    /// commit thread holds the mount while it checkpoints; a [`File`] or
+    /// directory handle of this mount holds it until dropped, and one still
+    /// alive after `wait` is [`Error::StillOpen`] (the pool then stays
+    /// open until the last handle goes).
+    pub fn close(self, wait: std::time::Duration) -> Result<()> {
+        self.core.sync()?;
+        let path = self.core.media.path().to_path_buf();
+        let held = Arc::downgrade(&self.core);
+        drop(self);
+        let start = std::time::Instant::now();
+        while held.strong_count() > 0 {
+            if start.elapsed() >= wait {
+                return Err(Error::StillOpen {
+                    path,
+                    waited_ms: wait.as_millis() as u64,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     /// Shut the mount down after a fault its user detected (a panic in a
     /// request handler, say): from now on every change and every sync fails
     /// with `EIO` naming `reason`, and nothing more is written to the pool,
