@@ -3094,8 +3094,11 @@ fn a_shell_runs_commands_that_each_use_the_pool() {
     let want = format!("a\nb\nc\nin\nsorted\n{d}\n6\ndeep\n.:\nu\n\n./u:\nx\nB\nA\nC\n6\na b c\n");
     let out = quiet_ok(&r, &["bash", "-c", &script]);
     assert_eq!(out, want);
-    // dash: its builtins and the commands it forks (its redirections are
-    // its own, made before it forks: none here).
+    // dash: its builtins, the commands it forks, and their redirections,
+    // which dash makes itself before it forks (the descriptor is parked:
+    // the command opens it again, and a descriptor both use, `exec 3>`,
+    // keeps one offset). Then dash leaves with `_exit`: what it wrote last
+    // is there for the next run.
     let r2 = Run::new();
     let d2 = r2.at.display().to_string();
     let out = quiet_ok(
@@ -3103,10 +3106,25 @@ fn a_shell_runs_commands_that_each_use_the_pool() {
         &[
             "sh",
             "-c",
-            &format!("echo hi > {d2}/f; cat {d2}/f; cd {d2}; ls; wc -c f; cat f | tr h H"),
+            &format!(
+                "echo hi > {d2}/f; cat {d2}/f; cd {d2}; ls; wc -c f; cat f | tr h H; \
+                 sort f > g; printf 'z\\ny\\n' | sort > h; sort h >> g; cat g; \
+                 exec 3>log; echo one >&3; cat f >&3; echo two >&3; exec 3>&-; cat log; \
+                 echo last > {d2}/last"
+            ),
         ],
     );
-    assert_eq!(out, "hi\nf\n3 f\nHi\n");
+    assert_eq!(out, "hi\nf\n3 f\nHi\nhi\ny\nz\none\nhi\ntwo\n");
+    let out = quiet_ok(&r2, &["cat", &r2.at("last")]);
+    assert_eq!(out, "last\n");
+    // make runs each recipe line with sh (redirections into the pool).
+    std::fs::write(
+        r2.kernel("Makefile"),
+        format!("all:\n\tprintf 'b\\na\\n' > {d2}/in\n\tsort {d2}/in > {d2}/out\n\tcat {d2}/out\n"),
+    )
+    .unwrap();
+    let out = quiet_ok(&r2, &["make", "-s", "-f", &r2.kernel("Makefile")]);
+    assert_eq!(out, "a\nb\n");
     // A descriptor inherited across exec and never used does not keep the
     // pool from the shell's commands.
     let out = quiet_ok(
@@ -3117,7 +3135,7 @@ fn a_shell_runs_commands_that_each_use_the_pool() {
             &format!("exec 7>{d2}/unused; sh -c 'cat {d2}/f; ls {d2}'"),
         ],
     );
-    assert_eq!(out, "hi\nf\nunused\n");
+    assert_eq!(out, "hi\nf\ng\nh\nin\nlast\nlog\nout\nunused\n");
     // Everything is there for a later run, and the pool is clean.
     let out = quiet_ok(&r, &["cat", &r.at("sorted"), &r.at("in2"), &r.at("t/u/x")]);
     assert_eq!(out, "a\nb\nc\na\nb\nc\na\nb\nc\ndeep\n");

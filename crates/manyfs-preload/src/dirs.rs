@@ -256,7 +256,7 @@ unsafe fn getdents_ours(o: &Open, buf: *mut c_void, count: size_t) -> Result<ssi
         return Err(libc::ENOTDIR);
     }
     let count = count.min(c_int::MAX as usize);
-    let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pos = o.offset.lock();
     let mut listing = o.listing.lock().unwrap_or_else(|e| e.into_inner());
     if *pos == 0 || listing.is_none() {
         *listing = Some(entries_of(o)?);

@@ -81,7 +81,7 @@ pub(crate) fn open_ours(fs: &Fs, path: &Path, flags: c_int, mode: mode_t) -> Res
         read: read && !path_only,
         write,
         flags: (flags & SHOWN_FLAGS).into(),
-        offset: 0.into(),
+        offset: table::Offset::new(0),
         listing: None.into(),
         write_hint: 0.into(),
         file_write_hint: 0.into(),
@@ -239,7 +239,7 @@ fn release(fd: c_int) {
 /// Close a manyfs descriptor: forget it, then release its kernel
 /// descriptor.
 pub(crate) fn close_ours(fd: c_int) -> c_int {
-    release(fd);
+    crate::with_live_tls(|| release(fd));
     // SAFETY: the kernel descriptor reserved for `fd`.
     unsafe { real::close()(fd) }
 }
@@ -332,7 +332,7 @@ pub(crate) fn read_ours(o: &Open, buf: &mut [u8], off: Option<u64>) -> Result<us
     match off {
         Some(off) => o.file.read_at(buf, off).map_err(errno_of),
         None => {
-            let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pos = o.offset.lock();
             let n = o.file.read_at(buf, *pos).map_err(errno_of)?;
             *pos += n as u64;
             Ok(n)
@@ -377,7 +377,7 @@ fn write_rwf(o: &Open, buf: &[u8], off: Option<u64>, rwf: c_int) -> Result<usize
         if off.is_some() {
             (buf.len(), o.file.append(buf).map_err(errno_of)?)
         } else {
-            let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pos = o.offset.lock();
             let at = o.file.append(buf).map_err(errno_of)?;
             *pos = at + buf.len() as u64;
             (buf.len(), at)
@@ -385,7 +385,7 @@ fn write_rwf(o: &Open, buf: &[u8], off: Option<u64>, rwf: c_int) -> Result<usize
     } else if let Some(off) = off {
         (o.file.write_at(buf, off).map_err(errno_of)?, off)
     } else {
-        let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pos = o.offset.lock();
         let at = *pos;
         let n = o.file.write_at(buf, at).map_err(errno_of)?;
         *pos += n as u64;
@@ -423,7 +423,7 @@ unsafe fn read_into(
         // `EFAULT` only where there were bytes to copy.
         let at = match off {
             Some(at) => at,
-            None => *o.offset.lock().unwrap_or_else(|e| e.into_inner()),
+            None => *o.offset.lock(),
         };
         let size = o.file.metadata().map_err(errno_of)?.size;
         return if at >= size { Ok(0) } else { Err(libc::EFAULT) };
@@ -864,7 +864,7 @@ vectored_v2_entry_points! {
 /// `lseek` on a manyfs descriptor (`SEEK_DATA`/`SEEK_HOLE` see one data
 /// extent: the whole file).
 pub(crate) fn lseek_ours(o: &Open, off: off_t, whence: c_int) -> Result<off_t, c_int> {
-    let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pos = o.offset.lock();
     let size = || o.file.metadata().map(|m| m.size as i64).map_err(errno_of);
     let new = match whence {
         libc::SEEK_SET => off,

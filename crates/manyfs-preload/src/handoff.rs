@@ -43,6 +43,8 @@ struct Handed {
     offset: u64,
     /// The absolute path it was opened at.
     path: Vec<u8>,
+    /// The shared cell of its offset (`offsets`), 0 for none.
+    cell: u32,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -59,17 +61,18 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// `fd,ino,flags,offset,hexpath` joined by `;`.
+/// `fd,ino,flags,offset,cell,hexpath` joined by `;`.
 fn encode(handed: &[Handed]) -> String {
     handed
         .iter()
         .map(|h| {
             format!(
-                "{},{},{},{},{}",
+                "{},{},{},{},{},{}",
                 h.fd,
                 h.ino,
                 h.flags,
                 h.offset,
+                h.cell,
                 hex(&h.path)
             )
         })
@@ -87,6 +90,7 @@ fn decode(s: &str) -> Option<Vec<Handed>> {
                 ino: f.next()?.parse().ok()?,
                 flags: f.next()?.parse().ok()?,
                 offset: f.next()?.parse().ok()?,
+                cell: f.next()?.parse().ok()?,
                 path: unhex(f.next()?)?,
             };
             f.next().is_none().then_some(h)
@@ -129,18 +133,104 @@ pub(crate) fn open_pending(fd: c_int) -> Option<std::sync::Arc<table::Open>> {
     table::get(fd)
 }
 
-/// The descriptors of the pool this image keeps across exec: those open
-/// here (not close-on-exec), and those still pending as they came.
-fn handed() -> Vec<Handed> {
+/// Before a fork that lets the pool go (`state::release_if_idle`): every
+/// descriptor of the pool open here becomes pending, as if an exec had
+/// handed it over, with its offset in a shared cell (`offsets`), so that
+/// it holds nothing of the pool and the child (a shell's command, whose
+/// redirection dash makes before it forks) can mount the pool and use the
+/// descriptor, and this process opens it again on its next use. `false`,
+/// and nothing changed, when one cannot be: a directory (its listing
+/// would be lost), a file no longer at the path it was opened at
+/// (unlinked or renamed: it could not be opened again), a description
+/// something else holds, or no cell to be had.
+pub(crate) fn park_all(fs: &manyfs::Fs) -> bool {
+    let mut plan: Vec<(c_int, std::sync::Arc<table::Open>, u64)> = Vec::new();
+    for fd in table::ours_in(0, u32::MAX) {
+        if pending().iter().any(|h| h.fd == fd) {
+            continue;
+        }
+        let Some(o) = table::get(fd) else {
+            return false;
+        };
+        if o.is_dir {
+            return false;
+        }
+        let Ok(meta) = o.file.metadata() else {
+            return false;
+        };
+        let here = match paths::target(libc::AT_FDCWD, &o.path) {
+            Ok(paths::Target::Ours(inner)) => {
+                let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&inner));
+                fs.symlink_metadata(p).ok().map(|m| m.ino)
+            }
+            _ => None,
+        };
+        if meta.nlink == 0 || here != Some(meta.ino) {
+            return false;
+        }
+        plan.push((fd, o, meta.ino));
+    }
+    // Every holder of each description is one of the descriptors above
+    // (and this plan): no stream or call of the library's holds one.
+    for (_, o, _) in &plan {
+        let fds = plan
+            .iter()
+            .filter(|(_, p, _)| std::sync::Arc::ptr_eq(p, o))
+            .count();
+        if std::sync::Arc::strong_count(o) != 2 * fds {
+            return false;
+        }
+    }
+    for (_, o, _) in &plan {
+        if o.offset.cell().is_none() {
+            let at = *o.offset.lock();
+            let Some(i) = crate::offsets::alloc(at) else {
+                return false;
+            };
+            let Some(c) = crate::offsets::cell(i) else {
+                return false;
+            };
+            o.offset.share(i, c);
+        }
+    }
+    for (fd, o, ino) in plan {
+        let access = match (o.read, o.write) {
+            (true, true) => libc::O_RDWR,
+            (false, true) => libc::O_WRONLY,
+            _ => libc::O_RDONLY,
+        };
+        let shown = o.flags.load(std::sync::atomic::Ordering::Relaxed) & !libc::O_ACCMODE;
+        let offset = *o.offset.lock();
+        pending().push(Handed {
+            fd,
+            ino,
+            flags: access | shown,
+            offset,
+            path: o.path.clone(),
+            cell: o.offset.cell().unwrap_or(0),
+        });
+        drop(o);
+        table::park(fd);
+    }
+    true
+}
+
+/// The descriptors of the pool this image keeps across exec (not
+/// close-on-exec): those still pending as they came, and, if this image
+/// mounted the pool (`owner`), those open here.
+fn handed(owner: bool) -> Vec<Handed> {
     let mut out: Vec<Handed> = pending()
         .iter()
+        .filter(|h| !table::cloexec(h.fd))
         .map(|h| Handed {
             path: h.path.clone(),
             ..*h
         })
         .collect();
-    for fd in table::ours_in(0, u32::MAX) {
-        if table::cloexec(fd) || out.iter().any(|h| h.fd == fd) {
+    // Open ones only from the image that mounted the pool (a forked
+    // child's copies are its parent's).
+    for fd in table::ours_in(0, u32::MAX).filter(|_| owner) {
+        if table::cloexec(fd) || pending().iter().any(|h| h.fd == fd) {
             continue;
         }
         let Some(o) = table::get(fd) else {
@@ -156,13 +246,14 @@ fn handed() -> Vec<Handed> {
         };
         let dir = if o.is_dir { libc::O_DIRECTORY } else { 0 };
         let shown = o.flags.load(std::sync::atomic::Ordering::Relaxed) & !libc::O_ACCMODE;
-        let offset = *o.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let offset = *o.offset.lock();
         out.push(Handed {
             fd,
             ino: meta.ino,
             flags: access | dir | shown,
             offset,
             path: o.path.clone(),
+            cell: o.offset.cell().unwrap_or(0),
         });
     }
     out
@@ -217,13 +308,21 @@ pub(crate) unsafe fn prepare(envp: *const *const c_char, with_fds: bool) -> Opti
     if let Some(cwd) = paths::virtual_cwd() {
         strings.push(CString::new(format!("{ENV_CWD}={}", hex(&cwd))).ok()?);
     }
-    let handed = if with_fds && state::owns_mount() {
-        handed()
+    let handed = if with_fds {
+        handed(state::owns_mount())
     } else {
         Vec::new()
     };
     if !handed.is_empty() {
         strings.push(CString::new(format!("{ENV_FDS}={}", encode(&handed))).ok()?);
+        if let Some(fd) = crate::offsets::region_fd().filter(|_| handed.iter().any(|h| h.cell != 0))
+        {
+            strings.push(CString::new(format!("{}={fd}", crate::offsets::ENV_OFFSETS)).ok()?);
+            // SAFETY: the library's own descriptor of the offsets region.
+            if unsafe { real::fcntl64()(fd, libc::F_SETFD, 0) } == 0 {
+                kept.push(fd);
+            }
+        }
         for h in &handed {
             // SAFETY: the kernel descriptor reserved for `h.fd`.
             if unsafe { real::fcntl64()(h.fd, libc::F_SETFD, 0) } == 0 {
@@ -242,7 +341,7 @@ pub(crate) unsafe fn prepare(envp: *const *const c_char, with_fds: bool) -> Opti
         }
         // SAFETY: NUL-terminated (caller).
         let b = unsafe { CStr::from_ptr(e) }.to_bytes();
-        let ours = [ENV_FDS, ENV_CWD]
+        let ours = [ENV_FDS, ENV_CWD, crate::offsets::ENV_OFFSETS]
             .iter()
             .any(|v| b.starts_with(v.as_bytes()) && b.get(v.len()) == Some(&b'='));
         if !ours {
@@ -304,7 +403,11 @@ fn adopt_one(fs: &manyfs::Fs, h: &Handed) {
     let Some(open) = table::get(fd) else {
         return lost("it closed while being opened".into());
     };
-    *open.offset.lock().unwrap_or_else(|e| e.into_inner()) = h.offset;
+    // A shared offset is the cell's (where the other holders moved it).
+    match crate::offsets::cell(h.cell) {
+        Some(c) => open.offset.share(h.cell, c),
+        None => *open.offset.lock() = h.offset,
+    }
     // Straight into the pending number (not `dup2`, which would first
     // close it as the program's and flush its standard stream meanwhile):
     // the kernel's copy replaces the one that held the number.
@@ -323,8 +426,13 @@ extern "C" fn adopt() {
     if state::config().is_none() {
         return;
     }
+    // Marks the main thread's thread-locals live (see `tls_live`).
+    crate::tls_live();
     if let Some(cwd) = take_env(ENV_CWD).and_then(|v| unhex(&v)) {
         paths::set_virtual_cwd(Some(cwd));
+    }
+    if let Some(fd) = take_env(crate::offsets::ENV_OFFSETS).and_then(|v| v.parse().ok()) {
+        crate::offsets::adopt_region(fd);
     }
     let Some(list) = take_env(ENV_FDS) else {
         return;
@@ -365,6 +473,7 @@ mod tests {
                 flags: libc::O_WRONLY | libc::O_APPEND,
                 offset: 12,
                 path: b"/mnt/a;b,c".to_vec(),
+                cell: 3,
             },
             Handed {
                 fd: 9,
@@ -372,12 +481,13 @@ mod tests {
                 flags: libc::O_RDONLY | libc::O_DIRECTORY,
                 offset: 0,
                 path: "/mnt/\u{e9}t\u{e9}".as_bytes().to_vec(),
+                cell: 0,
             },
         ];
         assert_eq!(decode(&encode(&list)), Some(list));
         assert_eq!(decode(""), Some(vec![]));
         assert_eq!(decode("1,2,3"), None);
-        assert_eq!(decode("1,2,3,4,zz"), None);
-        assert_eq!(decode("1,2,3,4,6,7"), None);
+        assert_eq!(decode("1,2,3,4,0,zz"), None);
+        assert_eq!(decode("1,2,3,4,0,66,7"), None);
     }
 }

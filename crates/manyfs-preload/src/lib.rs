@@ -75,6 +75,7 @@ mod glob;
 mod handoff;
 mod meta;
 mod names;
+mod offsets;
 mod own;
 pub mod paths;
 mod real;
@@ -132,6 +133,71 @@ pub(crate) fn errno_of(e: manyfs::Error) -> c_int {
     e.errno()
 }
 
+thread_local! {
+    /// Touched by every call that may reach the pool (and by the library's
+    /// constructor on the main thread): once glibc has destroyed this
+    /// thread's thread-locals it answers `Err`, and so would the pool's own
+    /// (its epoch guards), which would panic.
+    static LIVE: LiveTls = const { LiveTls };
+}
+
+/// [`LIVE`]'s value; its destructor is what marks the thread-locals gone.
+struct LiveTls;
+
+impl Drop for LiveTls {
+    fn drop(&mut self) {}
+}
+
+/// Whether this thread's thread-locals still work.
+pub(crate) fn tls_live() -> bool {
+    LIVE.try_with(|_| ()).is_ok()
+}
+
+/// A value moved to the helper thread of [`with_live_tls`] and back.
+struct Carried<T>(T);
+// SAFETY: the calling thread waits, blocked in `pthread_join`, while the
+// helper thread uses the value: the two never touch it at once.
+unsafe impl<T> Send for Carried<T> {}
+
+/// Run `f` where thread-locals work: here, or, on a thread whose
+/// thread-locals glibc has already destroyed (`exit` runs the `atexit`
+/// handlers after that, and a program's handler may close or seek a
+/// descriptor of the pool: coreutils' `close_stdin`), on a fresh thread,
+/// joined.
+pub(crate) fn with_live_tls<T>(f: impl FnOnce() -> T) -> T {
+    if tls_live() {
+        return f();
+    }
+    extern "C" fn run(arg: *mut libc::c_void) -> *mut libc::c_void {
+        // SAFETY: `arg` is the `&mut dyn FnMut()` below, alive until joined.
+        let f = unsafe { &mut *arg.cast::<&mut dyn FnMut()>() };
+        f();
+        std::ptr::null_mut()
+    }
+    let mut f = Some(Carried(f));
+    let mut out: Option<Carried<T>> = None;
+    let mut call = || {
+        if let Some(Carried(f)) = f.take() {
+            out = Some(Carried(f()));
+        }
+    };
+    let mut dynf: &mut dyn FnMut() = &mut call;
+    let mut thread: libc::pthread_t = 0;
+    // SAFETY: a plain thread running `run` on `dynf`, joined at once, so
+    // the closure outlives it.
+    let started = unsafe {
+        libc::pthread_create(&mut thread, std::ptr::null(), run, (&raw mut dynf).cast()) == 0
+            && libc::pthread_join(thread, std::ptr::null_mut()) == 0
+    };
+    if !started {
+        state::die("cannot start a thread for a call made while the process exits");
+    }
+    match out {
+        Some(Carried(v)) => v,
+        None => state::die("a call made while the process exits did not return"),
+    }
+}
+
 /// Serve a call on descriptor `fd`: `ours` if it is a manyfs descriptor
 /// (`EIO` in a forked child of the pool's owner), else `kernel`.
 pub(crate) fn on_fd<T: Fail>(
@@ -139,10 +205,13 @@ pub(crate) fn on_fd<T: Fail>(
     ours: impl FnOnce(&table::Open) -> Result<T, c_int>,
     kernel: impl FnOnce() -> T,
 ) -> T {
-    match table::get(fd) {
+    if !table::is_ours(fd) {
+        return kernel();
+    }
+    with_live_tls(|| match table::get(fd) {
         None => kernel(),
         Some(open) => ret(state::fs().and_then(|_| ours(&open))),
-    }
+    })
 }
 
 /// Serve a call on `path` (relative to `dirfd`): `ours` with the mount and
@@ -163,7 +232,9 @@ pub(crate) unsafe fn on_path<T: Fail>(
     match unsafe { paths::target_c(dirfd, path) } {
         Ok(paths::Target::Kernel) => kernel(path),
         Ok(paths::Target::KernelAt(abs)) => kernel(abs.as_ptr()),
-        Ok(paths::Target::Ours(inner)) => ret(mounted().and_then(|fs| ours(fs, pool_path(&inner)))),
+        Ok(paths::Target::Ours(inner)) => {
+            with_live_tls(|| ret(mounted().and_then(|fs| ours(fs, pool_path(&inner)))))
+        }
         Err(e) => ret(Err(e)),
     }
 }

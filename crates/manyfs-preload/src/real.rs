@@ -144,6 +144,7 @@ next! {
     execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
     fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
     system: fn(*const c_char) -> c_int;
+    _exit: fn(c_int) -> ();
     popen: fn(*const c_char, *const c_char) -> *mut FILE;
     execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
     posix_spawn: fn(*mut libc::pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;

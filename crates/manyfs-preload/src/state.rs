@@ -158,14 +158,15 @@ impl Drop for Walking {
 pub(crate) fn release_if_idle() {
     let _m = MOUNTING.lock().unwrap_or_else(|e| e.into_inner());
     let p = MOUNT.load(Ordering::Acquire);
-    if p.is_null()
-        || owned_mount().is_none()
-        || crate::table::open_count() > 0
-        || crate::shadow::any_mapped()
+    let Some(fs) = owned_mount() else {
+        return;
+    };
+    if crate::shadow::any_mapped()
         || crate::dirs::streams_open()
         || crate::fts::streams_open()
         || WALKING.load(Ordering::Acquire) > 0
         || !only_program_thread()
+        || (crate::table::open_count() > 0 && !crate::handoff::park_all(fs))
     {
         return;
     }
@@ -338,6 +339,43 @@ pub fn before_exec() -> Result<(), libc::c_int> {
             std::io::Error::from_raw_os_error(e)
         ));
     })
+}
+
+/// `_exit(2)`: the pool synced first (not the streams: `_exit` leaves what
+/// they buffer unwritten, as everywhere). On a kernel file system what a
+/// process wrote reaches the page cache and outlives an `_exit`; here it
+/// lives in the process image until a sync. dash leaves with `_exit`, so
+/// `sh -c 'echo hi > DIR/f'` lost `f`; forked children that fail to exec
+/// leave with it too.
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: libc::c_int) -> ! {
+    sync_before_leaving();
+    // SAFETY: libc's `_exit`, which does not return.
+    unsafe { crate::real::_exit()(status) };
+    unreachable!("_exit returned")
+}
+
+/// `_Exit(3)`: as [`_exit`].
+#[unsafe(no_mangle)]
+pub extern "C" fn _Exit(status: libc::c_int) -> ! {
+    _exit(status)
+}
+
+/// The pool synced (mapped files written back first) before the process
+/// leaves without the `atexit` handlers; a failure is said on stderr.
+fn sync_before_leaving() {
+    let Some(fs) = owned_mount() else {
+        return;
+    };
+    let synced = crate::with_live_tls(|| {
+        crate::shadow::write_back_all().and_then(|_| fs.sync().map_err(crate::errno_of))
+    });
+    if let Err(e) = synced {
+        say(&format!(
+            "the pool could not be synced at _exit ({})",
+            std::io::Error::from_raw_os_error(e)
+        ));
+    }
 }
 
 /// Sync the pool at exit. glibc runs the exiting thread's thread-local

@@ -36,6 +36,11 @@ fn cookie_fd(cookie: *mut c_void) -> c_int {
 }
 
 unsafe extern "C" fn cookie_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: as this function's (glibc's buffer of `n` bytes).
+    crate::with_live_tls(|| unsafe { cookie_read_here(cookie, buf, n) })
+}
+
+unsafe fn cookie_read_here(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
     let fd = cookie_fd(cookie);
     let Some(o) = table::get(fd) else {
         return ret(Err(libc::EBADF));
@@ -48,6 +53,11 @@ unsafe extern "C" fn cookie_read(cookie: *mut c_void, buf: *mut c_char, n: size_
 }
 
 unsafe extern "C" fn cookie_write(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    // SAFETY: as this function's (glibc's `n` bytes).
+    crate::with_live_tls(|| unsafe { cookie_write_here(cookie, buf, n) })
+}
+
+unsafe fn cookie_write_here(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
     let fd = cookie_fd(cookie);
     let Some(o) = table::get(fd) else {
         return ret(Err(libc::EBADF));
@@ -60,6 +70,11 @@ unsafe extern "C" fn cookie_write(cookie: *mut c_void, buf: *const c_char, n: si
 }
 
 unsafe extern "C" fn cookie_seek(cookie: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
+    // SAFETY: as this function's (glibc's offset to update).
+    crate::with_live_tls(|| unsafe { cookie_seek_here(cookie, off, whence) })
+}
+
+unsafe fn cookie_seek_here(cookie: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
     let fd = cookie_fd(cookie);
     let Some(o) = table::get(fd) else {
         return ret(Err(libc::EBADF));

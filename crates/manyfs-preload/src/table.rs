@@ -36,7 +36,7 @@ pub struct Open {
     pub flags: AtomicI32,
     /// The file offset of `read`, `write` and `lseek` (of a directory:
     /// the index in `listing` where `getdents64` goes on).
-    pub offset: Mutex<u64>,
+    pub offset: Offset,
     /// A directory's entries as `getdents64` took them at offset 0: its
     /// later calls go on in the same list, so an entry there all along is
     /// given once, however the directory changes between them. Locked
@@ -54,6 +54,72 @@ pub struct Open {
 
 /// How many descriptors are ours.
 static OPEN: AtomicUsize = AtomicUsize::new(0);
+/// An open file description's offset: this image's, or a cell shared
+/// with the other processes that hold the description (`offsets`), read
+/// when locked and written back when the guard goes.
+pub struct Offset {
+    local: Mutex<u64>,
+    shared: std::sync::OnceLock<(u32, &'static AtomicU64)>,
+}
+
+impl Offset {
+    /// An offset of this image, at `at`.
+    pub fn new(at: u64) -> Offset {
+        Offset {
+            local: Mutex::new(at),
+            shared: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The offset, locked against this image's other threads.
+    pub fn lock(&self) -> OffsetGuard<'_> {
+        let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = self.shared.get().map(|&(_, c)| c);
+        if let Some(c) = shared {
+            *local = c.load(Ordering::Acquire);
+        }
+        OffsetGuard { local, shared }
+    }
+
+    /// From now on, the offset is shared cell `i` (`offsets::cell`).
+    pub fn share(&self, i: u32, cell: &'static AtomicU64) {
+        let _ = self.shared.set((i, cell));
+    }
+
+    /// The shared cell this offset uses, if any.
+    pub fn cell(&self) -> Option<u32> {
+        self.shared.get().map(|&(i, _)| i)
+    }
+}
+
+/// A locked [`Offset`]: dereferences to the value; a shared one is written
+/// back to its cell when the guard goes.
+pub struct OffsetGuard<'a> {
+    local: std::sync::MutexGuard<'a, u64>,
+    shared: Option<&'static AtomicU64>,
+}
+
+impl std::ops::Deref for OffsetGuard<'_> {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.local
+    }
+}
+
+impl std::ops::DerefMut for OffsetGuard<'_> {
+    fn deref_mut(&mut self) -> &mut u64 {
+        &mut self.local
+    }
+}
+
+impl Drop for OffsetGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.shared {
+            c.store(*self.local, Ordering::Release);
+        }
+    }
+}
+
 static OURS: [AtomicBool; MAX_FDS] = [const { AtomicBool::new(false) }; MAX_FDS];
 static SLOTS: [RwLock<Option<Arc<Open>>>; MAX_FDS] = [const { RwLock::new(None) }; MAX_FDS];
 /// `FD_CLOEXEC` as the program set it (the kernel's copy is always set).
@@ -82,6 +148,20 @@ pub fn reserve_pending(fd: c_int) {
         CLOEXEC[i].store(false, Ordering::Relaxed);
         OURS[i].store(true, Ordering::Release);
         crate::stdio::std_bound(fd);
+    }
+}
+
+/// Let go of the file open behind `fd`, which stays ours, pending
+/// (`handoff::park_all` recorded how to open it again).
+pub fn park(fd: c_int) {
+    if let Some(i) = index(fd)
+        && SLOTS[i]
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .is_some()
+    {
+        OPEN.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -119,7 +119,7 @@ impl End {
     fn unread(&self, n: usize) {
         match self {
             End::Ours(o) => {
-                let mut pos = o.offset.lock().unwrap_or_else(|e| e.into_inner());
+                let mut pos = o.offset.lock();
                 *pos = pos.saturating_sub(n as u64);
             }
             End::Kernel(fd) => {
