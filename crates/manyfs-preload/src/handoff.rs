@@ -161,7 +161,8 @@ pub(crate) fn park_all(fs: &manyfs::Fs) -> bool {
         let here = match paths::target(libc::AT_FDCWD, &o.path) {
             Ok(paths::Target::Ours(inner)) => {
                 let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&inner));
-                fs.symlink_metadata(p).ok().map(|m| m.ino)
+                // Followed, as opening it again follows it.
+                fs.metadata(p).ok().map(|m| m.ino)
             }
             _ => None,
         };
