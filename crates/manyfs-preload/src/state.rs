@@ -194,7 +194,11 @@ fn only_program_thread() -> bool {
         let Ok(t) = t else {
             return false;
         };
-        let comm = std::fs::read(t.path().join("comm")).unwrap_or_default();
+        // A task whose name cannot be read has exited meanwhile (the
+        // commit threads of earlier mounts leave within 50 ms).
+        let Ok(comm) = std::fs::read(t.path().join("comm")) else {
+            continue;
+        };
         if !comm.starts_with(b"manyfs-") {
             program += 1;
         }

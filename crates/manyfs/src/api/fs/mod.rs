@@ -129,21 +129,29 @@ impl Fs {
     /// alive after `wait` is [`Error::StillOpen`] (the pool then stays
     /// open until the last handle goes).
     pub fn close(self, wait: std::time::Duration) -> Result<()> {
-        self.core.sync()?;
-        let path = self.core.media.path().to_path_buf();
-        let held = Arc::downgrade(&self.core);
-        drop(self);
+        let Fs { mut core } = self;
+        core.sync()?;
         let start = std::time::Instant::now();
-        while held.strong_count() > 0 {
+        // The mount is taken back whole (the commit thread's upgrades fail
+        // from then on) and dropped here, so the pool file is closed when
+        // this returns: waiting for the count to reach zero would return
+        // while the thread that dropped the last handle was still closing.
+        loop {
+            match Arc::try_unwrap(core) {
+                Ok(last) => {
+                    drop(last);
+                    return Ok(());
+                }
+                Err(held) => core = held,
+            }
             if start.elapsed() >= wait {
                 return Err(Error::StillOpen {
-                    path,
+                    path: core.media.path().to_path_buf(),
                     waited_ms: wait.as_millis() as u64,
                 });
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Ok(())
     }
 
     /// Shut the mount down after a fault its user detected (a panic in a
