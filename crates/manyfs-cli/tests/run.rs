@@ -3136,6 +3136,22 @@ fn a_shell_runs_commands_that_each_use_the_pool() {
         ],
     );
     assert_eq!(out, "hi\nf\ng\nh\nin\nlast\nlog\nout\nunused\n");
+    // Many turns in a row: each command mounts the pool after the shell
+    // let it go (a pool file still open when the close returned, or a
+    // thread counted as the program's while it exited, made one command
+    // in a few hundred find the pool busy).
+    for shell in ["bash", "sh"] {
+        let out = quiet_ok(
+            &r,
+            &[
+                shell,
+                "-c",
+                &format!("for i in $(seq 150); do echo $i > {d}/n$i; cat {d}/n$i; done"),
+            ],
+        );
+        let want: String = (1..=150).map(|i| format!("{i}\n")).collect();
+        assert_eq!(out, want, "{shell}");
+    }
     // Everything is there for a later run, and the pool is clean.
     let out = quiet_ok(&r, &["cat", &r.at("sorted"), &r.at("in2"), &r.at("t/u/x")]);
     assert_eq!(out, "a\nb\nc\na\nb\nc\na\nb\nc\ndeep\n");
