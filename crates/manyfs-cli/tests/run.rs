@@ -3158,3 +3158,62 @@ fn a_shell_runs_commands_that_each_use_the_pool() {
     fsck_clean(&r);
     fsck_clean(&r2);
 }
+
+/// glibc's `glob` and `fts` started above the directory (a kernel
+/// directory that holds it, as a mount point) enter it: both are made with
+/// this library's calls, which serve each path where it lives.
+#[test]
+fn glob_and_fts_from_above_the_directory_enter_it() {
+    let r = Run::new();
+    std::fs::create_dir(&r.at).unwrap();
+    std::fs::create_dir(r.kernel("k")).unwrap();
+    std::fs::write(r.kernel("k/x"), "k\n").unwrap();
+    let prog = c_program(
+        &r,
+        "above",
+        r#"
+#include <sys/stat.h>
+#include <fts.h>
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+static int by_name(const FTSENT **a, const FTSENT **b) {
+    return strcmp((*a)->fts_name, (*b)->fts_name);
+}
+int main(int argc, char **argv) {
+    size_t n = strlen(argv[1]);
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%s/*/x", argv[1]);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) return 2;
+    for (size_t i = 0; i < g.gl_pathc; i++) printf("glob %s\n", g.gl_pathv[i] + n);
+    globfree(&g);
+    char *roots[] = {argv[1], NULL};
+    FTS *f = fts_open(roots, FTS_PHYSICAL, by_name);
+    if (!f) return 3;
+    FTSENT *e;
+    while ((e = fts_read(f)))
+        if (e->fts_info == FTS_F && strcmp(e->fts_name, "x") == 0)
+            printf("fts %s %lld\n", e->fts_path + n, (long long)e->fts_statp->st_size);
+    return fts_close(f);
+}
+"#,
+    );
+    let root = r.kernel("");
+    let root = root.trim_end_matches('/');
+    let out = quiet_ok(
+        &r,
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo pool > {0}/x; mkdir {0}/s; echo deep > {0}/s/x; {prog} {root}",
+                r.at.display()
+            ),
+        ],
+    );
+    assert_eq!(
+        out,
+        "glob /k/x\nglob /mnt/x\nfts /k/x 2\nfts /mnt/s/x 5\nfts /mnt/x 5\n"
+    );
+}

@@ -928,7 +928,7 @@ unsafe fn children_ours(sp: &mut Fts, instr: c_int) -> *mut FtsEnt {
 
 /// Whether `fts_open` of these roots is this library's: one of them
 /// leads under the run's directory or through it (or cannot be told,
-/// the answer of this library's calls on it).
+/// the answer of this library's calls on it), or lies above it.
 ///
 /// # Safety
 /// `argv` is null or a null-terminated array of NUL-terminated paths.
@@ -947,6 +947,11 @@ unsafe fn any_root_ours(mut argv: *const *mut c_char) -> bool {
             unsafe { paths::target_c(libc::AT_FDCWD, arg) },
             Ok(Target::Kernel)
         ) {
+            return true;
+        }
+        // A root above the directory: the walk reaches it.
+        // SAFETY: NUL-terminated (caller).
+        if paths::holds_dir(unsafe { std::ffi::CStr::from_ptr(arg) }.to_bytes()) {
             return true;
         }
         // SAFETY: the next element of the array.

@@ -112,10 +112,12 @@ pub unsafe extern "C" fn glob(
     }
     // SAFETY: a NUL-terminated pattern (caller), checked non-null.
     let pat = unsafe { CStr::from_ptr(pattern) }.to_bytes();
-    if matches!(
-        paths::target(libc::AT_FDCWD, start_dir(pat, flags)),
-        Ok(Target::Kernel)
-    ) {
+    let start = start_dir(pat, flags);
+    // A pattern that starts above the directory may match into it
+    // (`/parent/*/x`): glibc's own calls would not enter it.
+    if matches!(paths::target(libc::AT_FDCWD, start), Ok(Target::Kernel))
+        && !paths::holds_dir(start)
+    {
         // SAFETY: the caller's arguments, unchanged, to libc.
         return unsafe { real::glob()(pattern, flags, errfunc, pglob) };
     }

@@ -144,6 +144,30 @@ pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
     Ok(Target::Ours(inner))
 }
 
+/// Whether the run's directory lies below `path` (a kernel directory
+/// above it: a walk from there reaches it), lexically, from the working
+/// directory when relative.
+pub fn holds_dir(path: &[u8]) -> bool {
+    let Some(cfg) = config() else {
+        return false;
+    };
+    if path.is_empty() {
+        return false;
+    }
+    let mut abs = Vec::new();
+    if !path.starts_with(b"/") {
+        match virtual_cwd().or_else(real_cwd) {
+            Some(c) => abs = c,
+            None => return false,
+        }
+    }
+    if join_into(&mut abs, path).is_none() {
+        return false;
+    }
+    let at = cfg.at.as_os_str().as_bytes();
+    at != abs.as_slice() && inside(at, &abs).is_some()
+}
+
 /// Whether `path` leads under the run's directory, from the (virtual or
 /// kernel's) working directory when relative: lexically only, without
 /// mounting the pool, and without failing in a forked child (for checks

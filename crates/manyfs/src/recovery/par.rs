@@ -61,7 +61,10 @@ where
         }
     };
     let mut pieces: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {
-        let others: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        // A thread that cannot be made leaves its share to the others.
+        let others: Vec<_> = (1..threads)
+            .filter_map(|_| named().spawn_scoped(scope, work).ok())
+            .collect();
         let mut all = work();
         for t in others {
             // A panic in a worker is a bug: pass it on.
@@ -86,12 +89,30 @@ pub(crate) fn drop_map<K: Ord + Clone + Send, V: Send>(mut map: BTreeMap<K, V>, 
     let per = map.len().div_ceil(threads);
     let splits: Vec<K> = map.keys().skip(per).step_by(per.max(1)).cloned().collect();
     std::thread::scope(|scope| {
+        let mut parts = Vec::new();
         for key in splits.iter().rev() {
             let part = map.split_off(key);
-            scope.spawn(move || drop(part));
+            // A part no thread takes is dropped here.
+            if let Ok(t) = named().spawn_scoped(scope, move || drop(part)) {
+                parts.push(t);
+            }
         }
         drop(map);
+        // Joined, not left to the scope: the scope returns when the
+        // closures have run, while their threads may still be exiting.
+        for t in parts {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
     });
+}
+
+/// Recovery's worker threads: named, so that a process that counts its
+/// threads (`manyfs run` before a fork) tells them from its own, and
+/// joined before recovery returns.
+fn named() -> std::thread::Builder {
+    std::thread::Builder::new().name("manyfs-recovery".into())
 }
 
 #[cfg(test)]
