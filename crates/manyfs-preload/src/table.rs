@@ -6,7 +6,10 @@
 //! number (`/dev/null` opened `O_PATH | O_CLOEXEC`), so the kernel never
 //! hands that number out for anything else while it is ours; if one leaks
 //! to the kernel (through a call this library does not interpose) the
-//! kernel answers `EBADF`, and an `exec` closes it.
+//! kernel answers `EBADF`, and an `exec` closes it (except those it hands
+//! to the new program, `handoff`). A descriptor an exec handed over, or
+//! one parked before a fork, is ours with nothing open behind it until
+//! its first use (`handoff::open_pending`).
 
 use libc::c_int;
 use manyfs::File;
