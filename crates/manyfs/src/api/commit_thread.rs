@@ -14,6 +14,10 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
         return;
     }
     let weak = std::sync::Arc::downgrade(core);
+    // Woken when the mount is dropped: a closed mount's thread leaves at
+    // once instead of at its next check (a shell under `manyfs run`
+    // mounts and closes the pool at every command).
+    let stop = core.commit_stop.clone();
     // The mount returns once the thread runs under its name: a process
     // that counts its threads right after mounting (`manyfs run` before a
     // fork) tells it from its own by that name.
@@ -27,7 +31,9 @@ pub(crate) fn start_commit_thread(core: &std::sync::Arc<FsCore>) {
             let mut free_after_last = None;
             let mut last_checkpoint = std::time::Instant::now();
             loop {
-                std::thread::sleep(step);
+                if stop.sleep(step) {
+                    return;
+                }
                 waited += step;
                 let Some(core) = weak.upgrade() else { return };
                 if core.media.has_failed() {

@@ -108,6 +108,9 @@ pub struct FsCore {
     /// With `checkpoint=blocking`: writers hold it shared, a checkpoint
     /// exclusively. Untouched with `checkpoint=background`.
     checkpoint_gate: parking_lot::RwLock<()>,
+    /// Set when the mount is dropped, waking the commit thread to leave at
+    /// once (it holds only a weak reference between its checks).
+    pub(crate) commit_stop: std::sync::Arc<StopSignal>,
     /// Small synchronous writes staged in the pool of a tiered pool.
     pub staging: crate::inode::Staging,
     /// Bugs a test planted in this mount (besides staging's).
@@ -320,6 +323,7 @@ impl FsCore {
             pending_appends: Mutex::new(Vec::new()),
             log_unlogged_appends: |_, _| Ok(()),
             checkpoint_gate: parking_lot::RwLock::new(()),
+            commit_stop: Default::default(),
             staging,
             #[cfg(feature = "planted-bugs")]
             planted: PlantedBugs::default(),
@@ -645,5 +649,61 @@ impl Drop for FsCore {
         } else if !self.media.has_failed() {
             let _ = self.persist_spills();
         }
+        self.commit_stop.stop();
+    }
+}
+
+/// A flag a sleeping thread waits on with a timeout, woken when it is set.
+#[derive(Default)]
+pub(crate) struct StopSignal {
+    stopped: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl StopSignal {
+    /// Set the flag and wake the waiter.
+    pub(crate) fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.wake.notify_all();
+    }
+
+    /// Sleep up to `d`; `true` once the flag is set.
+    pub(crate) fn sleep(&self, d: std::time::Duration) -> bool {
+        let g = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        // Waits out `d` whatever spurious wake-ups come.
+        let (g, _) = self
+            .wake
+            .wait_timeout_while(g, d, |stopped| !*stopped)
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StopSignal;
+    use std::time::{Duration, Instant};
+
+    /// A sleeper sleeps its time out unless stopped, and a stop wakes it
+    /// at once (and every later sleep returns at once).
+    #[test]
+    fn a_stop_wakes_the_sleeper() {
+        let s = std::sync::Arc::new(StopSignal::default());
+        let t0 = Instant::now();
+        assert!(!s.sleep(Duration::from_millis(30)));
+        assert!(t0.elapsed() >= Duration::from_millis(30));
+        let sleeper = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                (s.sleep(Duration::from_secs(600)), t.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        s.stop();
+        let (stopped, slept) = sleeper.join().unwrap();
+        assert!(stopped);
+        assert!(slept < Duration::from_secs(60), "slept {slept:?}");
+        assert!(s.sleep(Duration::from_secs(600)));
     }
 }
