@@ -652,28 +652,34 @@ impl InodeAllocator {
     /// Pools holding the given free inode numbers (ascending), dealt
     /// round-robin in runs of up to [`INODE_CHUNK`].
     pub fn new(free: impl IntoIterator<Item = u64>, pools: usize) -> Self {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for ino in free {
+            match ranges.last_mut() {
+                Some(r) if r.1 == ino => r.1 += 1,
+                _ => ranges.push((ino, ino + 1)),
+            }
+        }
+        Self::from_free_ranges(ranges, pools)
+    }
+
+    /// Pools holding the free inode numbers of `free`, ascending
+    /// non-adjacent ranges `[start, end)`, dealt as [`InodeAllocator::new`]
+    /// deals them; the work is per range and run, not per number (a
+    /// mount of a pool with a million free numbers and a few files walks
+    /// a few files' gaps).
+    pub fn from_free_ranges(free: impl IntoIterator<Item = (u64, u64)>, pools: usize) -> Self {
         let pools = pools.clamp(1, 256);
         let mut lists: Vec<InodeRuns> = (0..pools).map(|_| InodeRuns::default()).collect();
         let mut chunks = 0usize;
-        let mut run: Option<(u64, u64)> = None;
-        let mut deal = |r: (u64, u64)| {
-            let l = &mut lists[chunks % pools];
-            l.runs.push(r);
-            l.count += r.1 - r.0;
-            chunks += 1;
-        };
-        for ino in free {
-            run = match run {
-                Some((s, e)) if e == ino && e - s < INODE_CHUNK => Some((s, e + 1)),
-                Some(r) => {
-                    deal(r);
-                    Some((ino, ino + 1))
-                }
-                None => Some((ino, ino + 1)),
-            };
-        }
-        if let Some(r) = run {
-            deal(r);
+        for (mut start, end) in free {
+            while start < end {
+                let stop = end.min(start + INODE_CHUNK);
+                let l = &mut lists[chunks % pools];
+                l.runs.push((start, stop));
+                l.count += stop - start;
+                chunks += 1;
+                start = stop;
+            }
         }
         for l in &mut lists {
             l.runs.reverse(); // the lowest run is handed out first
@@ -902,6 +908,31 @@ mod tests {
         assert_eq!(seen.len(), 998);
         a.free(5);
         assert_eq!(a.alloc().unwrap(), 5);
+    }
+
+    /// Dealt from ranges, the pools hold what dealing the same numbers
+    /// one by one gives.
+    #[test]
+    fn ranges_deal_as_single_numbers_do() {
+        let numbers: Vec<u64> = (2..5000u64)
+            .filter(|i| i % 777 != 0 && !(1500..1600).contains(i))
+            .collect();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for &i in &numbers {
+            match ranges.last_mut() {
+                Some(r) if r.1 == i => r.1 += 1,
+                _ => ranges.push((i, i + 1)),
+            }
+        }
+        for pools in [1, 2, 3] {
+            let a = InodeAllocator::new(numbers.iter().copied(), pools);
+            let b = InodeAllocator::from_free_ranges(ranges.iter().copied(), pools);
+            for (pa, pb) in a.pools.iter().zip(b.pools.iter()) {
+                let (pa, pb) = (pa.lock(), pb.lock());
+                assert_eq!(pa.runs, pb.runs);
+                assert_eq!(pa.count, pb.count);
+            }
+        }
     }
 
     #[test]

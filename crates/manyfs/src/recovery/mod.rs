@@ -158,14 +158,16 @@ impl Rebuilt {
         out
     }
 
-    /// Inode numbers above the root that no reachable inode uses,
-    /// ascending (a walk along the sorted used numbers, no lookups).
-    pub fn free_inodes(&self) -> impl Iterator<Item = u64> + '_ {
-        let mut used = self.inodes.keys().copied().peekable();
-        (ROOT_INO + 1..self.sb.inode_count).filter(move |&i| {
-            while used.next_if(|&u| u < i).is_some() {}
-            used.next_if_eq(&i).is_none()
-        })
+    /// The inode numbers above the root that no reachable inode uses, as
+    /// ascending non-adjacent ranges `[start, end)`: the gaps between the
+    /// used numbers (a walk along them, no lookups; the work is per used
+    /// number, not per free one).
+    pub fn free_inode_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        gaps(
+            self.inodes.keys().copied(),
+            ROOT_INO + 1,
+            self.sb.inode_count,
+        )
     }
 
     /// Number of used blocks in the data region.
@@ -176,6 +178,61 @@ impl Rebuilt {
     /// Number of blocks in the data region.
     pub fn data_blocks(&self) -> u64 {
         self.used.len()
+    }
+}
+
+/// The numbers of `first..end` that `used` (ascending) does not hold, as
+/// ascending non-adjacent ranges.
+fn gaps(used: impl Iterator<Item = u64>, first: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut next = first;
+    let mut used = used.filter(move |&u| u >= first);
+    std::iter::from_fn(move || {
+        while next < end {
+            match used.next() {
+                Some(u) if u < next => {}
+                Some(u) if u == next => next += 1,
+                Some(u) => {
+                    let gap = (next, u.min(end));
+                    next = u.saturating_add(1);
+                    return Some(gap);
+                }
+                None => {
+                    let gap = (next, end);
+                    next = end;
+                    return Some(gap);
+                }
+            }
+        }
+        None
+    })
+}
+
+#[cfg(test)]
+mod gap_tests {
+    use super::gaps;
+
+    /// The gaps hold exactly the numbers the used ones leave, number by
+    /// number.
+    #[test]
+    fn gaps_are_the_unused_numbers() {
+        let cases: [(&[u64], u64, u64); 6] = [
+            (&[], 2, 10),
+            (&[1, 2, 3], 2, 10),
+            (&[5, 6, 9], 2, 10),
+            (&[2, 4, 6, 8, 10, 12], 2, 10),
+            (&[3, 3, 7], 2, 8),
+            (&[100], 2, 10),
+        ];
+        for (used, first, end) in cases {
+            let by_number: Vec<u64> = (first..end).filter(|i| !used.contains(i)).collect();
+            let from_gaps: Vec<u64> = gaps(used.iter().copied(), first, end)
+                .flat_map(|(s, e)| s..e)
+                .collect();
+            assert_eq!(from_gaps, by_number, "{used:?} {first}..{end}");
+            let g: Vec<_> = gaps(used.iter().copied(), first, end).collect();
+            assert!(g.iter().all(|(s, e)| s < e), "{g:?}");
+            assert!(g.windows(2).all(|w| w[0].1 < w[1].0), "adjacent: {g:?}");
+        }
     }
 }
 

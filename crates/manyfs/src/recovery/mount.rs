@@ -66,7 +66,10 @@ pub(crate) fn build_core(media: Media, rebuilt: Rebuilt, opts: MountOptions) -> 
     for (s, n) in rebuilt.free_extents() {
         blocks.free(s, n);
     }
-    core.set_allocators(blocks, InodeAllocator::new(rebuilt.free_inodes(), pools));
+    core.set_allocators(
+        blocks,
+        InodeAllocator::from_free_ranges(rebuilt.free_inode_ranges(), pools),
+    );
 
     // The DRAM inodes are independent of each other: built on every CPU
     // (the inode table and the live counters take concurrent inserts).
