@@ -144,28 +144,39 @@ pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
     Ok(Target::Ours(inner))
 }
 
+/// `path` made absolute and normalised, lexically: a relative one from
+/// the virtual working directory, else from the kernel's, whose look-up
+/// (a `/proc` read) is made only if `worth_cwd` says the answer may
+/// depend on it. `None` outside a run, for an empty path, or when the
+/// path cannot be made absolute (or is not worth it).
+fn lexical_abs(
+    path: &[u8],
+    worth_cwd: impl FnOnce(&state::Config) -> bool,
+) -> Option<(Vec<u8>, &'static state::Config)> {
+    let cfg = config()?;
+    if path.is_empty() {
+        return None;
+    }
+    let mut abs = Vec::new();
+    if !path.starts_with(b"/") {
+        abs = match virtual_cwd() {
+            Some(v) => v,
+            None if !worth_cwd(cfg) => return None,
+            None => real_cwd()?,
+        };
+    }
+    join_into(&mut abs, path)?;
+    Some((abs, cfg))
+}
+
 /// Whether the run's directory lies below `path` (a kernel directory
 /// above it: a walk from there reaches it), lexically, from the working
 /// directory when relative.
 pub fn holds_dir(path: &[u8]) -> bool {
-    let Some(cfg) = config() else {
-        return false;
-    };
-    if path.is_empty() {
-        return false;
-    }
-    let mut abs = Vec::new();
-    if !path.starts_with(b"/") {
-        match virtual_cwd().or_else(real_cwd) {
-            Some(c) => abs = c,
-            None => return false,
-        }
-    }
-    if join_into(&mut abs, path).is_none() {
-        return false;
-    }
-    let at = cfg.at.as_os_str().as_bytes();
-    at != abs.as_slice() && inside(at, &abs).is_some()
+    lexical_abs(path, |_| true).is_some_and(|(abs, cfg)| {
+        let at = cfg.at.as_os_str().as_bytes();
+        at != abs.as_slice() && inside(at, &abs).is_some()
+    })
 }
 
 /// Whether `path` leads under the run's directory, from the (virtual or
@@ -173,24 +184,10 @@ pub fn holds_dir(path: &[u8]) -> bool {
 /// mounting the pool, and without failing in a forked child (for checks
 /// that only warn).
 pub fn lexically_under(path: &[u8]) -> bool {
-    let Some(cfg) = config() else {
-        return false;
-    };
-    if path.is_empty() {
-        return false;
-    }
-    let mut abs = Vec::new();
-    if !path.starts_with(b"/") {
-        match virtual_cwd() {
-            Some(v) => abs = v,
-            None if !may_reach(path, cfg.at_name.as_bytes()) => return false,
-            None => match real_cwd() {
-                Some(c) => abs = c,
-                None => return false,
-            },
-        }
-    }
-    join_into(&mut abs, path).is_some() && inside(&abs, cfg.at.as_os_str().as_bytes()).is_some()
+    // From a kernel directory only a `..` or the directory's own name can
+    // lead under it.
+    lexical_abs(path, |cfg| may_reach(path, cfg.at_name.as_bytes()))
+        .is_some_and(|(abs, cfg)| inside(&abs, cfg.at.as_os_str().as_bytes()).is_some())
 }
 
 /// [`target`] of a C string.
