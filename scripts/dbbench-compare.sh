@@ -5,6 +5,7 @@
 # (/dev/shm).
 #
 #   scripts/dbbench-compare.sh [NUM]        (default 200000 keys per thread)
+#   THREADS="1 16" scripts/dbbench-compare.sh [NUM]   (other thread counts)
 #   scripts/dbbench-compare.sh --pairs N [NUM]
 #
 # `--pairs N` measures only `manyfs run` against tmpfs at one thread, N
@@ -109,15 +110,22 @@ if [ "$pairs" -gt 0 ]; then
     exit 0
 fi
 
-echo "| where | fillrandom 1 thread | fillrandom 2 threads | readrandom 1 thread | readrandom 2 threads |"
-echo "|---|---|---|---|---|"
-row() { # NAME DIR [PREFIX...]
-    local name=$1 dir=$2 one two
-    shift 2
-    read -r -a one <<<"$(bench "$dir/db1" 1 "$@")"
-    read -r -a two <<<"$(bench "$dir/db2" 2 "$@")"
-    echo "| $name | ${one[0]} | ${two[0]} | ${one[1]} | ${two[1]} |"
-}
+read -r -a counts <<<"${THREADS:-1 2}"
 # shellcheck source=lib/three-ways.sh
 . "$(dirname "$0")/lib/three-ways.sh"
+table_head "fillrandom readrandom" thread "${counts[@]}"
+row() { # NAME DIR [PREFIX...]
+    local name=$1 dir=$2 t fill=() reads=() got
+    shift 2
+    for t in "${counts[@]}"; do
+        read -r -a got <<<"$(bench "$dir/db$t" "$t" "$@")"
+        fill+=("${got[0]}")
+        reads+=("${got[1]}")
+    done
+    local line="| $name |"
+    for v in "${fill[@]}" "${reads[@]}"; do
+        line+=" $v |"
+    done
+    echo "$line"
+}
 three_ways 2G

@@ -4,6 +4,7 @@
 # process), the FUSE mount (`manyfs mount`), and tmpfs (/dev/shm).
 #
 #   scripts/run-compare.sh [SECONDS]        (default 3 per run)
+#   JOBS="1 2 4 8 16" scripts/run-compare.sh 2   (a many-core machine)
 #
 # Uses the `manyfs` binary and libmanyfs_preload.so of $BIN (default
 # target/release; build them with `cargo build --release -p manyfs-cli
@@ -32,19 +33,19 @@ job() { # DIR RW JOBS [PREFIX...]
         --runtime="$secs" --group_reporting --output-format=normal | iops
 }
 
-echo "| where | randwrite 1 job | randwrite 2 jobs | randread 1 job | randread 2 jobs |"
-echo "|---|---|---|---|---|"
+read -r -a counts <<<"${JOBS:-1 2}"
+# shellcheck source=lib/three-ways.sh
+. "$(dirname "$0")/lib/three-ways.sh"
+table_head "randwrite randread" job "${counts[@]}"
 row() { # NAME DIR [PREFIX...]
     local name=$1 dir=$2
     shift 2
-    local cells=()
+    local line="| $name |"
     for rw in randwrite randread; do
-        for jobs in 1 2; do
-            cells+=("$(job "$dir" "$rw" "$jobs" "$@")")
+        for jobs in "${counts[@]}"; do
+            line+=" $(job "$dir" "$rw" "$jobs" "$@") |"
         done
     done
-    echo "| $name | ${cells[0]} | ${cells[1]} | ${cells[2]} | ${cells[3]} |"
+    echo "$line"
 }
-# shellcheck source=lib/three-ways.sh
-. "$(dirname "$0")/lib/three-ways.sh"
 three_ways 1G

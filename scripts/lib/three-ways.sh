@@ -4,7 +4,20 @@
 # process), the FUSE mount, and tmpfs. Needs `$manyfs`, `$work` (with a
 # `tmpfs` directory) and `$mnt` set by the caller.
 #
+#   table_head "WORKLOAD..." UNIT COUNT...   the table's first two lines
 #   three_ways POOL_SIZE
+table_head() {
+    local workloads=$1 unit=$2 w n head="| where |" rule="|---|"
+    shift 2
+    for w in $workloads; do
+        for n in "$@"; do
+            head+=" $w $n $unit$([ "$n" = 1 ] || echo s) |"
+            rule+="---|"
+        done
+    done
+    echo "$head"
+    echo "$rule"
+}
 three_ways() {
     local size=$1
     row "manyfs run" "$work/run" "$manyfs" run --pool "$work/run.pool" --at "$work/run" \

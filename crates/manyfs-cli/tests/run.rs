@@ -2840,6 +2840,36 @@ fn run_refuses_statically_linked_and_go_programs() {
     assert_eq!(quiet_ok(&r, &[&script, &r.at("")]), "hello\n");
 }
 
+/// A program started through the dynamic loader (`ld.so PROGRAM`, as
+/// bundled or relocated programs are) is served: the loader has no
+/// program interpreter of its own, but it loads LD_PRELOAD into the
+/// program it runs, so neither `manyfs run` nor an exec inside the run
+/// takes it for a statically linked program.
+#[test]
+fn a_program_started_through_the_dynamic_loader_is_served() {
+    let loader = "/lib64/ld-linux-x86-64.so.2";
+    if !Path::new(loader).exists() {
+        eprintln!("skipped: no {loader}");
+        return;
+    }
+    let r = Run::new();
+    let f = r.at("f");
+    let printed = quiet_ok(
+        &r,
+        &[
+            loader,
+            "/bin/sh",
+            "-c",
+            &format!("echo loaded > {f}; cat {f}"),
+        ],
+    );
+    assert_eq!(printed, "loaded\n");
+    let printed = quiet_ok(&r, &["sh", "-c", &format!("{loader} /bin/cat {f}")]);
+    assert_eq!(printed, "loaded\n", "the file is in the pool");
+    assert!(!Path::new(&f).exists(), "the write reached the kernel");
+    fsck_clean(&r);
+}
+
 /// Inside a run, an exec of a statically linked program is not refused:
 /// when its arguments name a path under the directory, one line on
 /// stderr says it cannot be served there (once per program in a

@@ -1,7 +1,9 @@
 //! A bounded reader of ELF headers: the program headers (`PT_INTERP`,
-//! `PT_NOTE`) and the section names, no more than [`MAX_HEADERS`] of
-//! each and [`MAX_TABLE`] bytes of any note segment or name table. Every
-//! offset and length is checked; what does not add up is "cannot tell".
+//! `PT_NOTE`, `PT_DYNAMIC`), the section names and a shared object's own
+//! name (`DT_SONAME`), no more than [`MAX_HEADERS`] of each and
+//! [`MAX_TABLE`] bytes of any note segment, dynamic section or name
+//! table. Every offset and length is checked; what does not add up is
+//! "cannot tell".
 
 use crate::Bypass;
 
@@ -28,8 +30,15 @@ const MAX_HEADERS: usize = 4096;
 /// Bytes of one note segment or of the section name table read at most.
 const MAX_TABLE: usize = 1 << 20;
 
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
 const PT_INTERP: u32 = 3;
 const PT_NOTE: u32 = 4;
+const DT_NULL: u64 = 0;
+const DT_STRTAB: u64 = 5;
+const DT_SONAME: u64 = 14;
+/// Bytes of a shared object's name read at most.
+const MAX_NAME: u64 = 256;
 /// The Go toolchain's build-ID note: name `Go`, type 4.
 const NT_GO_BUILDID: u32 = 4;
 /// The sections that mark a Go program.
@@ -152,6 +161,52 @@ fn has_go_section(l: Layout, sections: &[Vec<u8>], names: &[u8]) -> bool {
     })
 }
 
+/// The name a shared object gives itself (`DT_SONAME`), read through its
+/// dynamic section and the string table its loaded segments map.
+fn soname(src: &(impl Source + ?Sized), l: Layout, phdrs: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let of_type = |t| phdrs.iter().filter(move |ph| l.u32(ph, 0) == Some(t));
+    let dynamic = of_type(PT_DYNAMIC).next()?;
+    let entries = read(
+        src,
+        l.field(dynamic, 4, 8)?,
+        l.field(dynamic, 16, 32)?,
+        MAX_TABLE,
+    )?;
+    let (mut strtab, mut name) = (None, None);
+    let size = if l.wide { 16 } else { 8 };
+    for e in entries.chunks_exact(size) {
+        let (tag, value) = (l.word(e, 0)?, l.word(e, size / 2)?);
+        match tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = Some(value),
+            DT_SONAME => name = Some(value),
+            _ => {}
+        }
+    }
+    let (strtab, name) = (strtab?, name?);
+    // The string table is given as an address: the file offset is where
+    // the segment that loads that address comes from.
+    let offset = of_type(PT_LOAD).find_map(|ph| {
+        let (offset, vaddr) = (l.field(ph, 4, 8)?, l.field(ph, 8, 16)?);
+        let filesz = l.field(ph, 16, 32)?;
+        let within = strtab.checked_sub(vaddr).filter(|&d| d < filesz)?;
+        offset.checked_add(within)?.checked_add(name)
+    })?;
+    let mut buf = vec![0u8; MAX_NAME as usize];
+    let n = src.read_at(offset, &mut buf);
+    let end = buf[..n].iter().position(|&c| c == 0)?;
+    buf.truncate(end);
+    Some(buf)
+}
+
+/// Whether a shared object's name is a dynamic loader's
+/// (`ld-linux-x86-64.so.2`, `ld64.so.2`, `ld-musl-x86_64.so.1`, ...).
+fn is_loader_name(name: &[u8]) -> bool {
+    [&b"ld-"[..], b"ld.so", b"ld64.so"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 /// Whether the ELF program in `src` bypasses an LD_PRELOAD library: a Go
 /// program, or one without a program interpreter. `None` when it does
 /// not, and when `src` is not an ELF executable or its headers do not add
@@ -223,6 +278,11 @@ pub fn inspect(src: &(impl Source + ?Sized)) -> Option<Bypass> {
         Some(Bypass::Go)
     } else if interp {
         None
+    } else if soname(src, l, &phdrs).is_some_and(|n| is_loader_name(&n)) {
+        // The dynamic loader run as a program (`ld.so [--library-path
+        // DIR] PROGRAM`, as bundled and relocated programs are started):
+        // it loads LD_PRELOAD into the program it runs.
+        None
     } else {
         Some(Bypass::Static)
     }
@@ -282,6 +342,60 @@ mod tests {
         assert_eq!(inspect(&elf64(&[PT_INTERP, PT_NOTE], &go[..20])[..]), None);
     }
 
+    /// A 64-bit little-endian shared object without a program
+    /// interpreter that names itself `name` (`DT_SONAME`), its string
+    /// table at an address that a loaded segment maps from another offset.
+    fn shared_object(name: &[u8]) -> Vec<u8> {
+        const BASE: u64 = 0x1000;
+        let mut b = elf64(&[PT_LOAD, PT_DYNAMIC], b"");
+        b[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+        let dyn_at = b.len() as u64;
+        let str_at = dyn_at + 3 * 16;
+        let len = str_at + 1 + name.len() as u64 + 1;
+        let ph = |i: usize| 64 + 56 * i;
+        // PT_LOAD: the whole file at BASE.
+        b[ph(0) + 8..ph(0) + 16].copy_from_slice(&0u64.to_le_bytes());
+        b[ph(0) + 16..ph(0) + 24].copy_from_slice(&BASE.to_le_bytes());
+        b[ph(0) + 32..ph(0) + 40].copy_from_slice(&len.to_le_bytes());
+        // PT_DYNAMIC: three entries.
+        b[ph(1) + 8..ph(1) + 16].copy_from_slice(&dyn_at.to_le_bytes());
+        b[ph(1) + 32..ph(1) + 40].copy_from_slice(&48u64.to_le_bytes());
+        for (tag, value) in [(DT_STRTAB, BASE + str_at), (DT_SONAME, 1), (DT_NULL, 0)] {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&value.to_le_bytes());
+        }
+        b.push(0);
+        b.extend_from_slice(name);
+        b.push(0);
+        b
+    }
+
+    #[test]
+    fn the_dynamic_loader_run_as_a_program_is_reached() {
+        for loader in [
+            &b"ld-linux-x86-64.so.2"[..],
+            b"ld64.so.2",
+            b"ld-musl-x86_64.so.1",
+        ] {
+            assert_eq!(inspect(&shared_object(loader)[..]), None);
+        }
+        // A static-pie program or any other object without an
+        // interpreter stays out of reach.
+        assert_eq!(
+            inspect(&shared_object(b"libstatic.so")[..]),
+            Some(Bypass::Static)
+        );
+        let mut unnamed = shared_object(b"ld-linux-x86-64.so.2");
+        let at = unnamed.len() - 22;
+        unnamed[at..].fill(0);
+        assert_eq!(inspect(&unnamed[..]), Some(Bypass::Static));
+        // The system's own loader, where it is where x86-64 keeps it.
+        let system = std::path::Path::new("/lib64/ld-linux-x86-64.so.2");
+        if let Ok(bytes) = std::fs::read(system) {
+            assert_eq!(inspect(&bytes[..]), None, "{}", system.display());
+        }
+    }
+
     #[test]
     fn what_is_not_an_elf_executable_is_not_judged() {
         assert_eq!(inspect(&b"#!/bin/sh\n"[..]), None);
@@ -295,7 +409,10 @@ mod tests {
     /// byte of their headers set to extremes: an answer, never a panic.
     #[test]
     fn truncated_and_corrupted_headers_never_panic() {
-        let mut files = vec![elf64(&[PT_INTERP, PT_NOTE], &go_note())];
+        let mut files = vec![
+            elf64(&[PT_INTERP, PT_NOTE], &go_note()),
+            shared_object(b"ld-linux-x86-64.so.2"),
+        ];
         if let Ok(sh) = std::fs::read("/bin/sh") {
             files.push(sh);
         }

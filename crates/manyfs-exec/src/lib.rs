@@ -4,7 +4,9 @@
 //!
 //! - a **statically linked** program: no program interpreter
 //!   (`PT_INTERP`), so the dynamic linker, which loads `LD_PRELOAD`,
-//!   never runs;
+//!   never runs (the dynamic linker itself run as a program, `ld.so
+//!   PROGRAM`, has none either, but it loads the library into the
+//!   program it starts: it is known by its own name, `DT_SONAME`);
 //! - a **Go** program: the Go runtime makes its own `syscall`
 //!   instructions, even when dynamically linked (cgo). It is known by its
 //!   build-ID note (`Go`, type 4: the `.note.go.buildid` section) or its
