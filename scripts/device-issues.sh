@@ -17,7 +17,8 @@
 #   mount against memfs_ll (data) and passthrough_hp (metadata) at 1-16
 #   threads (scripts/fuse-compare.sh), and, where the kernel has the switch,
 #   the mount again over FUSE-over-io_uring, turned on for that part only.
-# Everything goes to OUT (the folder whose files come back): one log per
+# COUNTS (default "1 2 4 8 16") are the thread and job counts; db_bench
+# runs at the first and the last. Everything goes to OUT (the folder whose files come back): one log per
 # part, the tables, and the raw measurements. Every step is bounded by
 # `timeout`, so a step that hangs costs only its own share.
 set -u
@@ -28,6 +29,9 @@ OUT=$(realpath -m "${OUT:?set OUT to a folder for the results}")
 mkdir -p "$OUT"
 export PATH="$B/bin:$PATH"
 M=$B/bin/manyfs
+COUNTS=${COUNTS:-1 2 4 8 16}
+read -r -a counts <<<"$COUNTS"
+ends=$(printf "%s\n" "${counts[0]}" "${counts[${#counts[@]}-1]}" | uniq | xargs)
 exec > >(tee -a "$OUT/$part-log.txt") 2>&1
 echo "# device-issues $part $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r)"
 grep -m1 'model name' /proc/cpuinfo
@@ -36,9 +40,9 @@ command -v fio db_bench memfs_ll >/dev/null || { echo "device-issues: bundle inc
 cd "$root" || exit 1
 case $part in
 run)
-    BIN=$B/bin JOBS="1 2 4 8 16" timeout 200 scripts/run-compare.sh 2 >"$OUT/run-fio.md"
+    BIN=$B/bin JOBS="$COUNTS" timeout 200 scripts/run-compare.sh 2 >"$OUT/run-fio.md"
     cat "$OUT/run-fio.md"
-    BIN=$B/bin THREADS="1 16" timeout 150 scripts/dbbench-compare.sh 100000 >"$OUT/run-dbbench.md"
+    BIN=$B/bin THREADS="$ends" timeout 150 scripts/dbbench-compare.sh 100000 >"$OUT/run-dbbench.md"
     cat "$OUT/run-dbbench.md"
     BIN=$B/bin timeout 90 scripts/dbbench-compare.sh --pairs 5 100000 >"$OUT/run-dbbench-pairs.md"
     cat "$OUT/run-dbbench-pairs.md"
@@ -47,7 +51,7 @@ fuse)
     (cd /tmp && timeout 60 "$M" bench -w DWOM,DWOL -t lib:srl-tree,tmpfs --threads 1 \
         --duration 2s --repeat 3 --json "$OUT/inproc-1thread.json")
     MANYFS=$M META_OPS=$B/bin/meta_ops MEMFS_LL=$B/bin/memfs_ll PASSTHROUGH_HP=$B/bin/passthrough_hp \
-        TARGETS="manyfs memfs_ll passthrough_hp" THREADS="1 2 4 8 16" REPEAT=1 DURATION=1s \
+        TARGETS="manyfs memfs_ll passthrough_hp" THREADS="$COUNTS" REPEAT=1 DURATION=1s \
         FIO_RUNTIME=2 META_FILES=1000 RAW="$OUT/fuse-raw.tsv" \
         timeout 330 scripts/fuse-compare.sh >"$OUT/fuse.txt" 2>&1
     cat "$OUT/fuse.txt"
@@ -56,7 +60,7 @@ fuse)
         was=$(cat "$switch")
         echo Y >"$switch"
         MANYFS=$M META_OPS=$B/bin/meta_ops MANYFS_OPTS=uring=on TARGETS=manyfs \
-            THREADS="1 2 4 8 16" REPEAT=1 DURATION=1s FIO_RUNTIME=2 FX_META="" META_FILES=0 \
+            THREADS="$COUNTS" REPEAT=1 DURATION=1s FIO_RUNTIME=2 FX_META="" META_FILES=0 \
             RAW="$OUT/fuse-uring-raw.tsv" timeout 100 scripts/fuse-compare.sh >"$OUT/fuse-uring.txt" 2>&1
         echo "$was" >"$switch"
         cat "$OUT/fuse-uring.txt"
