@@ -197,21 +197,16 @@ fn sqlite_wal_in_the_default_locking_mode_is_intact() {
 #[test]
 fn mappings_of_a_file_in_the_pool_are_coherent() {
     let r = Run::new();
-    let exe = c_program(
+    let exe = checking_c_program(
         &r,
         "maps",
         r#"
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-static int fails;
-static void expect(const char *what, int ok) {
-    if (!ok) { printf("FAIL %s (errno %d)\n", what, errno); fails++; }
-}
 int main(int argc, char **argv) {
     int fd = open(argv[1], O_CREAT | O_RDWR, 0644);
     if (fd < 0) { perror("open"); return 1; }
@@ -410,6 +405,22 @@ fn c_program(r: &Run, name: &str, src: &str) -> String {
     c_program_with(r, name, src, &[])
 }
 
+/// [`c_program`] of a C source that checks with `expect(what, ok)`: a
+/// failed check prints `FAIL what (errno N)` and counts in `fails`, which
+/// the source's `main` returns. The harness (with `_GNU_SOURCE`,
+/// `<errno.h>` and `<stdio.h>`) comes before the source.
+fn checking_c_program(r: &Run, name: &str, src: &str) -> String {
+    const HARNESS: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+static int fails;
+static void expect(const char *what, int ok) {
+    if (!ok) { printf("FAIL %s (errno %d)\n", what, errno); fails++; }
+}
+"#;
+    c_program(r, name, &format!("{HARNESS}{src}"))
+}
+
 /// [`c_program`] with more gcc options.
 fn c_program_with(r: &Run, name: &str, src: &str, opts: &[&str]) -> String {
     if !have("gcc") {
@@ -457,11 +468,10 @@ fn fsck_clean(r: &Run) {
 #[test]
 fn write_life_hints_are_kept_and_checked() {
     let r = Run::new();
-    let exe = c_program(
+    let exe = checking_c_program(
         &r,
         "hints",
         r#"
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -471,10 +481,6 @@ fn write_life_hints_are_kept_and_checked() {
 #define SET_RW 1036
 #define GET_FILE_RW 1037
 #define SET_FILE_RW 1038
-static int fails;
-static void expect(const char *what, int ok) {
-    if (!ok) { printf("FAIL %s (errno %d)\n", what, errno); fails++; }
-}
 static uint64_t get(int fd, int cmd) {
     uint64_t h = 99;
     expect("get", fcntl(fd, cmd, &h) == 0);
@@ -2838,6 +2844,89 @@ fn run_refuses_statically_linked_and_go_programs() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(quiet_ok(&r, &[&script, &r.at("")]), "hello\n");
+}
+
+/// glibc's `mkstemp` family and `mkdtemp` create with calls of their
+/// own that no interposition sees; under the directory they are served
+/// here: unique names made from the template (suffix kept), the file
+/// opened read-write with the flags asked for and mode 0600, the
+/// directory mode 0700, `EINVAL` for a template without six `X`s. Then
+/// git, whose first `git init` failed on its temporary files, makes a
+/// repository and commits in the pool.
+#[test]
+fn temporary_names_are_made_in_the_pool() {
+    let r = Run::new();
+    let prog = checking_c_program(
+        &r,
+        "tempnames",
+        r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char a[256], b[256], s[256], o[256], d[256], bad[256];
+    snprintf(a, sizeof a, "%s/a.XXXXXX", argv[1]);
+    snprintf(b, sizeof b, "%s/a.XXXXXX", argv[1]);
+    snprintf(s, sizeof s, "%s/s.XXXXXX.log", argv[1]);
+    snprintf(o, sizeof o, "%s/o.XXXXXX", argv[1]);
+    snprintf(d, sizeof d, "%s/d.XXXXXX", argv[1]);
+    snprintf(bad, sizeof bad, "%s/bad.XXXXX", argv[1]);
+    int fa = mkstemp(a), fb = mkstemp(b);
+    expect("mkstemp", fa >= 0 && fb >= 0 && strcmp(a, b) != 0);
+    expect("the Xs replaced", strstr(a, "XXXXXX") == NULL);
+    struct stat st;
+    expect("mode 0600", fstat(fa, &st) == 0 && (st.st_mode & 0777) == 0600);
+    expect("read-write", write(fa, "temp", 4) == 4 && pread(fa, bad, 4, 0) == 4
+           && memcmp(bad, "temp", 4) == 0);
+    int fs = mkstemps(s, 4);
+    expect("mkstemps keeps the suffix", fs >= 0 && strcmp(s + strlen(s) - 4, ".log") == 0
+           && strstr(s, "XXXXXX") == NULL);
+    int fo = mkostemp(o, O_CLOEXEC | O_APPEND);
+    expect("mkostemp", fo >= 0 && (fcntl(fo, F_GETFD) & FD_CLOEXEC)
+           && (fcntl(fo, F_GETFL) & O_APPEND) && (fcntl(fo, F_GETFL) & O_ACCMODE) == O_RDWR);
+    expect("mkdtemp", mkdtemp(d) == d && stat(d, &st) == 0 && S_ISDIR(st.st_mode)
+           && (st.st_mode & 0777) == 0700);
+    snprintf(bad, sizeof bad, "%s/bad.XXXXX", argv[1]);
+    errno = 0;
+    expect("EINVAL", mkstemp(bad) == -1 && errno == EINVAL);
+    expect("EINVAL for mkdtemp", mkdtemp(bad) == NULL && errno == EINVAL);
+    printf("%s\n%s\n", a, d);
+    return fails != 0;
+}
+"#,
+    );
+    let out = quiet_ok(&r, &[&prog, &r.at("")]);
+    let made: Vec<&str> = out.lines().collect();
+    assert_eq!(made.len(), 2, "{out}");
+    for path in &made {
+        assert!(!Path::new(path).exists(), "{path} was made in the kernel");
+    }
+    // In the pool, seen by the next program of the run.
+    let listed = quiet_ok(
+        &r,
+        &["sh", "-c", &format!("cat {}; ls -d {}", made[0], made[1])],
+    );
+    assert_eq!(listed, format!("temp{}\n", made[1]));
+    if have("git") {
+        let repo = r.at("repo");
+        let script = format!(
+            "git init -q {repo} && cd {repo} && echo one > f && git add f && \
+             git -c user.email=u@h -c user.name=u commit -qm first && echo two >> f && \
+             git -c user.email=u@h -c user.name=u commit -qam second && \
+             git log --format=%s && git show HEAD:f"
+        );
+        assert_eq!(
+            quiet_ok(&r, &["sh", "-c", &script]),
+            "second\nfirst\none\ntwo\n"
+        );
+    } else {
+        eprintln!("skipped git: not installed");
+    }
+    fsck_clean(&r);
 }
 
 /// A program started through the dynamic loader (`ld.so PROGRAM`, as

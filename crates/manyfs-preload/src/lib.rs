@@ -86,6 +86,7 @@ pub mod state;
 mod stdio;
 mod syscalls;
 pub mod table;
+mod tempnames;
 mod transfer;
 mod xattrs;
 

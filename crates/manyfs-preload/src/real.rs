@@ -73,6 +73,8 @@ next! {
     unlinkat: fn(c_int, *const c_char, c_int) -> c_int;
     renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int;
     mkdirat: fn(c_int, *const c_char, mode_t) -> c_int;
+    mkostemps: fn(*mut c_char, c_int, c_int) -> c_int;
+    mkdtemp: fn(*mut c_char) -> *mut c_char;
     linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int;
     symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int;
     readlinkat: fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;
