@@ -2929,6 +2929,84 @@ int main(int argc, char **argv) {
     fsck_clean(&r);
 }
 
+/// A program stored in the pool runs: the kernel cannot load a file it
+/// does not see, so an exec (by a shell's `execve`, `posix_spawn`, `make`)
+/// of a path under the directory runs a memory copy of it, with its
+/// arguments and exit status; a `#!` script too; without an execute bit
+/// it is `EACCES` (a shell's 126), as on any file system.
+#[test]
+fn a_program_in_the_pool_runs() {
+    let r = Run::new();
+    let prog = c_program(
+        &r,
+        "args",
+        r#"
+#include <stdio.h>
+int main(int argc, char **argv) {
+    printf("args %d", argc);
+    for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
+    printf("\n");
+    return 7;
+}
+"#,
+    );
+    let spawner = c_program(
+        &r,
+        "spawner",
+        r#"
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    pid_t pid;
+    int err = posix_spawn(&pid, argv[1], NULL, NULL, argv + 1, environ);
+    if (err) { printf("spawn error %d\n", err); return 1; }
+    int status;
+    waitpid(pid, &status, 0);
+    printf("status %d\n", WEXITSTATUS(status));
+    return 0;
+}
+"#,
+    );
+    let (p, script) = (r.at("bin/args"), r.at("bin/hello.sh"));
+    let setup = format!(
+        "mkdir {bin} && cp {prog} {p} && printf '#!/bin/sh\necho script $1\n' > {script} && \
+         chmod +x {script}",
+        bin = r.at("bin")
+    );
+    quiet_ok(&r, &["sh", "-c", &setup]);
+    let out = quiet_ok(
+        &r,
+        &[
+            "sh",
+            "-c",
+            &format!("{p} a b; echo rc=$?; {script} z; {spawner} {p} c"),
+        ],
+    );
+    assert_eq!(out, "args 3 a b\nrc=7\nscript z\nargs 2 c\nstatus 7\n");
+    if have("make") {
+        let mk = format!(
+            "cd {bin} && printf 'all:\\n\\t./hello.sh n\\n\\t./args m\\n' > Makefile && make -s",
+            bin = r.at("bin")
+        );
+        let out = r.cmd(&["sh", "-c", &mk]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "script n\nargs 2 m\n");
+        assert!(!out.status.success(), "args exits 7: make stops there");
+    }
+    let denied = r
+        .cmd(&["sh", "-c", &format!("chmod -x {p}; {p}; echo rc=$?")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&denied.stdout), "rc=126\n");
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("ermission denied"),
+        "{}",
+        String::from_utf8_lossy(&denied.stderr)
+    );
+    fsck_clean(&r);
+}
+
 /// A program started through the dynamic loader (`ld.so PROGRAM`, as
 /// bundled or relocated programs are) is served: the loader has no
 /// program interpreter of its own, but it loads LD_PRELOAD into the

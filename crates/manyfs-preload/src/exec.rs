@@ -19,6 +19,19 @@
 //! unchanged. `fexecve` and `execveat` name no file to check by path and
 //! are not checked.
 //!
+//! **Programs in the pool.** The kernel cannot load a file it does not
+//! see: `execve` or `execv` of a path under the directory (and `execvp`,
+//! `execvpe` of one with a `/`) copies the program out of the pool into an
+//! anonymous memory file (`memfd_create`) and executes that
+//! (`execveat(fd, "", ..., AT_EMPTY_PATH)`), after the same sync as every
+//! exec. It must be a regular file with an execute bit (else `EACCES`). A
+//! `#!` script's memory file stays open across the exec, since the kernel
+//! hands its interpreter the script as `/dev/fd/N`, which is then also the
+//! script's `$0`. Programs found through a `PATH` directory under the
+//! directory are not run so: the kernel finds nothing there.
+//! `posix_spawn` and `posix_spawnp` (of a path with a `/`) of a program
+//! in the pool spawn the memory file as `/proc/self/fd/N`.
+//!
 //! `execl`, `execlp` and `execle` are variadic, which stable Rust cannot
 //! define: each is a naked function that stores the argument registers
 //! beside the caller's stack arguments and hands both to
@@ -26,7 +39,7 @@
 //! or `execve` above (x86-64 System V: a variadic call passes its
 //! arguments as a fixed one does).
 
-use crate::{errno, paths, real, set_errno, state};
+use crate::{errno, errno_of, mounted, paths, pool_path, real, set_errno, state};
 use libc::{c_char, c_int, c_void, pid_t};
 use std::ffi::{CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -175,6 +188,133 @@ unsafe fn replacing(
     }
 }
 
+unsafe extern "C" {
+    /// This process's environment.
+    static environ: *const *const c_char;
+}
+
+/// When `path` names a file under the directory: that program copied into
+/// a new anonymous memory file (or why it cannot be run). `None` for a
+/// path the kernel resolves.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn pool_program(path: *const c_char) -> Option<Result<c_int, c_int>> {
+    // SAFETY: the caller's promise.
+    let inner = match unsafe { paths::target_c(libc::AT_FDCWD, path) } {
+        Ok(paths::Target::Ours(inner)) => inner,
+        _ => return None,
+    };
+    Some(crate::with_live_tls(|| {
+        mounted().and_then(|fs| copy_program(fs, pool_path(&inner)))
+    }))
+}
+
+/// The program at `path` of the pool, copied into a new memory file: its
+/// descriptor, close-on-exec unless the program is a `#!` script.
+fn copy_program(fs: &manyfs::Fs, path: &Path) -> Result<c_int, c_int> {
+    let meta = fs.metadata(path).map_err(errno_of)?;
+    if !meta.is_file() || meta.mode & 0o111 == 0 {
+        return Err(libc::EACCES);
+    }
+    let file = manyfs::OpenOptions::new()
+        .read(true)
+        .open(fs, path)
+        .map_err(errno_of)?;
+    let mut head = [0u8; 2];
+    let script = file.read_at(&mut head, 0).map_err(errno_of)? == 2 && head == *b"#!";
+    let name = path
+        .file_name()
+        .and_then(|n| std::ffi::CString::new(n.as_bytes()).ok())
+        .unwrap_or_else(|| c"manyfs-program".into());
+    let cloexec = if script { 0 } else { libc::MFD_CLOEXEC };
+    // MFD_EXEC: executable even where `vm.memfd_noexec` makes memory files
+    // non-executable by default; a kernel before 6.3 does not know it.
+    const MFD_EXEC: libc::c_uint = 0x10;
+    // SAFETY: a NUL-terminated name and valid flags.
+    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), cloexec | MFD_EXEC) };
+    if fd < 0 && errno() == libc::EINVAL {
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(name.as_ptr(), cloexec) };
+    }
+    if fd < 0 {
+        return Err(errno());
+    }
+    // Under the mmap threshold of glibc's allocator.
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    let copied = loop {
+        let n = match file.read_at(&mut buf, at) {
+            Ok(0) => break Ok(()),
+            Ok(n) => n,
+            Err(e) => break Err(errno_of(e)),
+        };
+        // SAFETY: `buf[..n]` is initialised; `fd` is the new memory file.
+        let w = unsafe { real::pwrite64()(fd, buf.as_ptr().cast(), n, at as libc::off_t) };
+        if w != n as isize {
+            break Err(if w < 0 { errno() } else { libc::EIO });
+        }
+        at += n as u64;
+    };
+    match copied {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            // SAFETY: the descriptor made above, not handed out.
+            unsafe { real::close()(fd) };
+            Err(e)
+        }
+    }
+}
+
+/// Runs the program of memory file `fd` (from [`pool_program`]) in place
+/// of this image, after the sync of every exec; closes `fd` if that
+/// fails, and returns -1 with `errno` set.
+///
+/// # Safety
+/// `argv` and `envp` as for `execve(2)`, `envp` null for this process's
+/// environment.
+unsafe fn exec_program(
+    fd: Result<c_int, c_int>,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let fd = match fd {
+        Ok(fd) => fd,
+        Err(e) => {
+            set_errno(e);
+            return -1;
+        }
+    };
+    // SAFETY: the caller's arguments; `environ` is this process's.
+    let r = unsafe {
+        replacing(envp, |e| {
+            let env = e.unwrap_or(if envp.is_null() { environ } else { envp });
+            libc::syscall(
+                libc::SYS_execveat,
+                fd,
+                c"".as_ptr(),
+                argv,
+                env,
+                libc::AT_EMPTY_PATH,
+            ) as c_int
+        })
+    };
+    let saved = errno();
+    // SAFETY: the memory file made for this exec, which failed.
+    unsafe { real::close()(fd) };
+    set_errno(saved);
+    r
+}
+
+/// Whether an `execvp` file name is a path (it has a `/`): no search.
+///
+/// # Safety
+/// `file` is null or a NUL-terminated string.
+unsafe fn is_path(file: *const c_char) -> bool {
+    // SAFETY: the caller's promise.
+    !file.is_null() && unsafe { CStr::from_ptr(file) }.to_bytes().contains(&b'/')
+}
+
 /// `execve(2)`.
 ///
 /// # Safety
@@ -185,9 +325,13 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    // SAFETY: the caller's arguments: checked, then to libc with the
-    // prepared environment.
+    // SAFETY: the caller's arguments: a program of the pool run from
+    // memory, any other checked, then to libc with the prepared
+    // environment.
     unsafe {
+        if let Some(program) = pool_program(path) {
+            return exec_program(program, argv, envp);
+        }
         check(path, argv, false);
         replacing(envp, |e| real::execve()(path, argv, e.unwrap_or(envp)))
     }
@@ -201,6 +345,9 @@ pub unsafe extern "C" fn execve(
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: as `execve`.
     unsafe {
+        if let Some(program) = pool_program(path) {
+            return exec_program(program, argv, std::ptr::null());
+        }
         check(path, argv, false);
         replacing(std::ptr::null(), |e| match e {
             Some(envp) => real::execve()(path, argv, envp),
@@ -217,6 +364,11 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: as `execve`.
     unsafe {
+        if is_path(file)
+            && let Some(program) = pool_program(file)
+        {
+            return exec_program(program, argv, std::ptr::null());
+        }
         check(file, argv, true);
         replacing(std::ptr::null(), |e| match e {
             Some(envp) => real::execvpe()(file, argv, envp),
@@ -237,12 +389,35 @@ pub unsafe extern "C" fn execvpe(
 ) -> c_int {
     // SAFETY: as `execve`.
     unsafe {
+        if is_path(file)
+            && let Some(program) = pool_program(file)
+        {
+            return exec_program(program, argv, envp);
+        }
         check(file, argv, true);
         replacing(envp, |e| real::execvpe()(file, argv, e.unwrap_or(envp)))
     }
 }
 
-/// `posix_spawn(3)` and `posix_spawnp(3)`: checked, the pool let go if
+/// A `posix_spawn` of the program of memory file `fd` (from
+/// [`pool_program`]): `spawn` gets the path `/proc/self/fd/N`, which the
+/// child, holding a copy of the descriptor until its exec, executes; the
+/// parent's copy is closed after. Returns what `spawn` returns (an error
+/// number, or 0).
+fn spawn_program(fd: Result<c_int, c_int>, spawn: impl FnOnce(*const c_char) -> c_int) -> c_int {
+    let fd = match fd {
+        Ok(fd) => fd,
+        Err(e) => return e,
+    };
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+    let r = spawn(path.as_ptr());
+    // SAFETY: the memory file made for this spawn; the child has its own.
+    unsafe { real::close()(fd) };
+    r
+}
+
+/// `posix_spawn(3)` and `posix_spawnp(3)`: a program of the pool spawned
+/// from memory (as `execve` runs one), any other checked, the pool let go if
 /// this process has nothing of it in use (`state::release_if_idle`: the
 /// new program can then mount it), the working directory passed on in the
 /// environment (`handoff::prepare`, without descriptors: this process
@@ -265,6 +440,19 @@ macro_rules! spawn_checked {
             // SAFETY: the caller's arguments: checked, then to libc with
             // the prepared environment.
             unsafe {
+                if (!$search || is_path($prog))
+                    && let Some(program) = pool_program($prog)
+                {
+                    return spawn_program(program, |path| {
+                        state::release_if_idle();
+                        match crate::handoff::prepare(envp.cast(), false) {
+                            Some(env) => {
+                                real::$name()(pid, path, actions, attr, argv, env.envp().cast())
+                            }
+                            None => real::$name()(pid, path, actions, attr, argv, envp),
+                        }
+                    });
+                }
                 check($prog, argv.cast(), $search);
                 state::release_if_idle();
                 match crate::handoff::prepare(envp.cast(), false) {
