@@ -2931,9 +2931,10 @@ int main(int argc, char **argv) {
 
 /// A program stored in the pool runs: the kernel cannot load a file it
 /// does not see, so an exec (by a shell's `execve`, `posix_spawn`, `make`)
-/// of a path under the directory runs a memory copy of it, with its
-/// arguments and exit status; a `#!` script too; without an execute bit
-/// it is `EACCES` (a shell's 126), as on any file system.
+/// of a path under the directory, or of a name `execvp` finds in a `PATH`
+/// directory there, runs a memory copy of it, with its arguments and exit
+/// status; a `#!` script too; without an execute bit it is `EACCES` (a
+/// shell's 126), as on any file system.
 #[test]
 fn a_program_in_the_pool_runs() {
     let r = Run::new();
@@ -2985,6 +2986,13 @@ int main(int argc, char **argv) {
         ],
     );
     assert_eq!(out, "args 3 a b\nrc=7\nscript z\nargs 2 c\nstatus 7\n");
+    // Found through PATH by `execvp` (env, xargs): a directory of the
+    // pool before the kernel's.
+    let search = format!(
+        "PATH={bin}:/usr/bin:/bin; export PATH; env args p; echo q | xargs hello.sh",
+        bin = r.at("bin")
+    );
+    assert_eq!(quiet_ok(&r, &["sh", "-c", &search]), "args 2 p\nscript q\n");
     if have("make") {
         let mk = format!(
             "cd {bin} && printf 'all:\\n\\t./hello.sh n\\n\\t./args m\\n' > Makefile && make -s",

@@ -27,10 +27,10 @@
 //! exec. It must be a regular file with an execute bit (else `EACCES`). A
 //! `#!` script's memory file stays open across the exec, since the kernel
 //! hands its interpreter the script as `/dev/fd/N`, which is then also the
-//! script's `$0`. Programs found through a `PATH` directory under the
-//! directory are not run so: the kernel finds nothing there.
-//! `posix_spawn` and `posix_spawnp` (of a path with a `/`) of a program
-//! in the pool spawn the memory file as `/proc/self/fd/N`.
+//! script's `$0`. `execvp`, `execvpe` and `posix_spawnp` of a name
+//! without `/` search `PATH` in order, the directories under the run's in
+//! the pool. `posix_spawn` and `posix_spawnp` of a program in the pool
+//! spawn the memory file as `/proc/self/fd/N`.
 //!
 //! `execl`, `execlp` and `execle` are variadic, which stable Rust cannot
 //! define: each is a naked function that stores the argument registers
@@ -306,6 +306,78 @@ unsafe fn exec_program(
     r
 }
 
+/// The program `execvp` would run for `file` (no `/`) when it is stored in
+/// the pool: the directories of `PATH` (glibc's default `/bin:/usr/bin`
+/// when unset; an empty entry is the working directory) are searched in
+/// order, those under the run's directory in the pool, the others in the
+/// kernel; the first that holds an executable `file` decides. `None` when
+/// that one is the kernel's, or none is: libc's `execvp` then searches
+/// (past the directories under the run's, where the kernel finds nothing).
+///
+/// # Safety
+/// `file` is a NUL-terminated string.
+unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<c_int, c_int>> {
+    // SAFETY: the caller's promise.
+    let name = unsafe { CStr::from_ptr(file) }.to_bytes();
+    if name.is_empty() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name; glibc's getenv takes no lock.
+    let path = unsafe { libc::getenv(c"PATH".as_ptr()) };
+    let path = if path.is_null() {
+        &b"/bin:/usr/bin"[..]
+    } else {
+        // SAFETY: the environment's NUL-terminated value.
+        unsafe { CStr::from_ptr(path) }.to_bytes()
+    };
+    for dir in path.split(|&c| c == b':') {
+        let dir = if dir.is_empty() { &b"."[..] } else { dir };
+        let mut full = dir.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(name);
+        match paths::target(libc::AT_FDCWD, &full) {
+            Ok(paths::Target::Ours(inner)) => {
+                let found = crate::with_live_tls(|| {
+                    mounted()
+                        .ok()
+                        .and_then(|fs| fs.metadata(pool_path(&inner)).ok())
+                })
+                .is_some_and(|m| m.is_file() && m.mode & 0o111 != 0);
+                if found {
+                    return Some(crate::with_live_tls(|| {
+                        mounted().and_then(|fs| copy_program(fs, pool_path(&inner)))
+                    }));
+                }
+            }
+            _ => {
+                let dir = OsStr::from_bytes(dir);
+                if manyfs_exec::find_program(OsStr::from_bytes(name), Some(dir)).is_some() {
+                    return None;
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The program in the pool `execvp` and `execvpe` run for `file`: by its
+/// path when it has a `/`, else found through `PATH`.
+///
+/// # Safety
+/// `file` is null or a NUL-terminated string.
+unsafe fn pool_program_p(file: *const c_char) -> Option<Result<c_int, c_int>> {
+    // SAFETY: the caller's promise.
+    unsafe {
+        if file.is_null() {
+            None
+        } else if is_path(file) {
+            pool_program(file)
+        } else {
+            pool_program_on_path(file)
+        }
+    }
+}
+
 /// Whether an `execvp` file name is a path (it has a `/`): no search.
 ///
 /// # Safety
@@ -364,9 +436,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: as `execve`.
     unsafe {
-        if is_path(file)
-            && let Some(program) = pool_program(file)
-        {
+        if let Some(program) = pool_program_p(file) {
             return exec_program(program, argv, std::ptr::null());
         }
         check(file, argv, true);
@@ -389,9 +459,7 @@ pub unsafe extern "C" fn execvpe(
 ) -> c_int {
     // SAFETY: as `execve`.
     unsafe {
-        if is_path(file)
-            && let Some(program) = pool_program(file)
-        {
+        if let Some(program) = pool_program_p(file) {
             return exec_program(program, argv, envp);
         }
         check(file, argv, true);
@@ -440,9 +508,12 @@ macro_rules! spawn_checked {
             // SAFETY: the caller's arguments: checked, then to libc with
             // the prepared environment.
             unsafe {
-                if (!$search || is_path($prog))
-                    && let Some(program) = pool_program($prog)
-                {
+                let program = if $search {
+                    pool_program_p($prog)
+                } else {
+                    pool_program($prog)
+                };
+                if let Some(program) = program {
                     return spawn_program(program, |path| {
                         state::release_if_idle();
                         match crate::handoff::prepare(envp.cast(), false) {
