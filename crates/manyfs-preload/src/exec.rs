@@ -409,23 +409,52 @@ pub unsafe extern "C" fn execve(
     }
 }
 
+/// The program in the pool an exec of `file` runs: `execvp`'s (`search`)
+/// or `execve`'s.
+///
+/// # Safety
+/// `file` is null or a NUL-terminated string.
+unsafe fn pool_program_for(file: *const c_char, search: bool) -> Option<Result<c_int, c_int>> {
+    // SAFETY: the caller's promise.
+    unsafe {
+        if search {
+            pool_program_p(file)
+        } else {
+            pool_program(file)
+        }
+    }
+}
+
+/// `execv` (or, with `search`, `execvp`) with this process's environment:
+/// a program of the pool run from memory, any other checked, then libc's
+/// (`execve`/`execvpe` when the environment was prepared).
+///
+/// # Safety
+/// As `execv(3)`.
+unsafe fn exec_own_env(file: *const c_char, argv: *const *const c_char, search: bool) -> c_int {
+    // SAFETY: as `execve`.
+    unsafe {
+        if let Some(program) = pool_program_for(file, search) {
+            return exec_program(program, argv, std::ptr::null());
+        }
+        check(file, argv, search);
+        replacing(std::ptr::null(), |e| match (e, search) {
+            (Some(envp), false) => real::execve()(file, argv, envp),
+            (Some(envp), true) => real::execvpe()(file, argv, envp),
+            (None, false) => real::execv()(file, argv),
+            (None, true) => real::execvp()(file, argv),
+        })
+    }
+}
+
 /// `execv(3)`.
 ///
 /// # Safety
 /// As `execv(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: as `execve`.
-    unsafe {
-        if let Some(program) = pool_program(path) {
-            return exec_program(program, argv, std::ptr::null());
-        }
-        check(path, argv, false);
-        replacing(std::ptr::null(), |e| match e {
-            Some(envp) => real::execve()(path, argv, envp),
-            None => real::execv()(path, argv),
-        })
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { exec_own_env(path, argv, false) }
 }
 
 /// `execvp(3)`.
@@ -434,17 +463,8 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 /// As `execvp(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: as `execve`.
-    unsafe {
-        if let Some(program) = pool_program_p(file) {
-            return exec_program(program, argv, std::ptr::null());
-        }
-        check(file, argv, true);
-        replacing(std::ptr::null(), |e| match e {
-            Some(envp) => real::execvpe()(file, argv, envp),
-            None => real::execvp()(file, argv),
-        })
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { exec_own_env(file, argv, true) }
 }
 
 /// `execvpe(3)`.
@@ -508,12 +528,7 @@ macro_rules! spawn_checked {
             // SAFETY: the caller's arguments: checked, then to libc with
             // the prepared environment.
             unsafe {
-                let program = if $search {
-                    pool_program_p($prog)
-                } else {
-                    pool_program($prog)
-                };
-                if let Some(program) = program {
+                if let Some(program) = pool_program_for($prog, $search) {
                     return spawn_program(program, |path| {
                         state::release_if_idle();
                         match crate::handoff::prepare(envp.cast(), false) {
