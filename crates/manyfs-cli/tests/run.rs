@@ -405,6 +405,28 @@ fn c_program(r: &Run, name: &str, src: &str) -> String {
     c_program_with(r, name, src, &[])
 }
 
+/// A C program that spawns `argv[1]` with `argv[1..]` through `spawn`
+/// (`posix_spawn` or `posix_spawnp`), waits for it and prints
+/// `status N` (or `spawn error N`).
+fn spawner_program(r: &Run, spawn: &str) -> String {
+    let src = r#"
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    pid_t pid;
+    int err = SPAWN(&pid, argv[1], NULL, NULL, argv + 1, environ);
+    if (err) { printf("spawn error %d\n", err); return 1; }
+    int status;
+    waitpid(pid, &status, 0);
+    printf("status %d\n", WEXITSTATUS(status));
+    return 0;
+}
+"#;
+    c_program(r, &format!("{spawn}-spawner"), &src.replace("SPAWN", spawn))
+}
+
 /// [`c_program`] of a C source that checks with `expect(what, ok)`: a
 /// failed check prints `FAIL what (errno N)` and counts in `fails`, which
 /// the source's `main` returns. The harness (with `_GNU_SOURCE`,
@@ -2951,25 +2973,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let spawner = c_program(
-        &r,
-        "spawner",
-        r#"
-#include <spawn.h>
-#include <stdio.h>
-#include <sys/wait.h>
-extern char **environ;
-int main(int argc, char **argv) {
-    pid_t pid;
-    int err = posix_spawn(&pid, argv[1], NULL, NULL, argv + 1, environ);
-    if (err) { printf("spawn error %d\n", err); return 1; }
-    int status;
-    waitpid(pid, &status, 0);
-    printf("status %d\n", WEXITSTATUS(status));
-    return 0;
-}
-"#,
-    );
+    let spawner = spawner_program(&r, "posix_spawn");
     let (p, script) = (r.at("bin/args"), r.at("bin/hello.sh"));
     let setup = format!(
         "mkdir {bin} && cp {prog} {p} && printf '#!/bin/sh\necho script $1\n' > {script} && \
@@ -3011,6 +3015,73 @@ int main(int argc, char **argv) {
         String::from_utf8_lossy(&denied.stderr).contains("ermission denied"),
         "{}",
         String::from_utf8_lossy(&denied.stderr)
+    );
+    fsck_clean(&r);
+}
+
+/// A `#!` script in the pool runs as the kernel runs one: its
+/// interpreter gets the interpreter line's argument and the path the
+/// script was run by, so `$0` is that path (a script that finds its files
+/// beside itself, as `configure` does, finds them), through `execve`,
+/// `posix_spawn` and `PATH`; an interpreter that is itself a script in
+/// the pool is followed, and one that names itself fails with `ELOOP`.
+#[test]
+fn a_script_in_the_pool_is_run_by_its_path() {
+    let r = Run::new();
+    let spawner = spawner_program(&r, "posix_spawnp");
+    let (tool, bin) = (r.at("tool"), r.at("bin"));
+    let setup = format!(
+        "mkdir {tool} {bin} && cd {tool} && echo beside > data.txt && \
+         printf '#!/bin/sh\necho \"me=$0 args=$*\"\ncat \"$(dirname \"$0\")/data.txt\"\n' > configure && \
+         printf '#! /bin/sh  -e \nfalse\necho not reached\n' > strict && \
+         printf '#!/usr/bin/env sh\necho env-run $1\n' > via-env && \
+         printf '#!/bin/sh\necho wrap \"$@\"\n' > {bin}/wrap && \
+         printf '#!{bin}/wrap -w\n' > wrapped && \
+         printf '#!{tool}/loop\n' > loop && \
+         chmod +x configure strict via-env {bin}/wrap wrapped loop"
+    );
+    quiet_ok(&r, &["sh", "-c", &setup]);
+    let script = format!(
+        "cd {tool} && ./configure a 'b c'; echo rc=$?; ./strict; echo rc=$?; ./via-env e; \
+         ./wrapped x; ./loop; echo rc=$?; {spawner} {tool}/configure s"
+    );
+    let out = r.cmd(&["sh", "-c", &script]).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // The shell's status for a script whose interpreter names itself, as
+    // the kernel fails it (dash says 127, bash 126).
+    let native = tempfile::tempdir().unwrap();
+    let native_loop = native.path().join("loop");
+    std::fs::write(&native_loop, format!("#!{}\n", native_loop.display())).unwrap();
+    std::fs::set_permissions(&native_loop, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let native_rc = Command::new("sh")
+        .args([
+            "-c",
+            &format!("{} 2>/dev/null; echo rc=$?", native_loop.display()),
+        ])
+        .output()
+        .unwrap();
+    let native_rc = String::from_utf8_lossy(&native_rc.stdout);
+    assert_eq!(
+        stdout,
+        format!(
+            "me=./configure args=a b c\nbeside\nrc=0\nrc=1\nenv-run e\n\
+             wrap -w ./wrapped x\n{native_rc}\
+             me={tool}/configure args=s\nbeside\nstatus 0\n"
+        ),
+        "stderr: {stderr}"
+    );
+    assert!(stderr.contains("symbolic links"), "ELOOP: {stderr}");
+    // Found through PATH by `execvp` and `posix_spawnp`.
+    let search =
+        format!("PATH={tool}:/usr/bin:/bin; export PATH; env configure p; {spawner} configure q");
+    assert_eq!(
+        quiet_ok(&r, &["sh", "-c", &search]),
+        format!(
+            "me={tool}/configure args=p\nbeside\nme={tool}/configure args=q\nbeside\nstatus 0\n"
+        )
     );
     fsck_clean(&r);
 }

@@ -61,7 +61,7 @@ pub struct Unreachable {
 /// interpreters, `BINPRM_MAX_RECURSION`, is 4).
 const MAX_SCRIPTS: usize = 4;
 /// The bytes of a `#!` line read (Linux reads 256).
-const SHEBANG_LEN: usize = 256;
+pub const SHEBANG_LEN: usize = 256;
 
 impl Source for std::fs::File {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> usize {
@@ -98,12 +98,42 @@ pub fn bypass(program: &Path) -> Option<Unreachable> {
 
 /// The interpreter a `#!` line names: the first word after `#!`.
 fn interpreter(head: &[u8]) -> Option<PathBuf> {
+    shebang(head).map(|s| s.interpreter)
+}
+
+/// A script's `#!` line, split as the kernel splits it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shebang {
+    /// The program that runs the script: the first word after `#!`.
+    pub interpreter: PathBuf,
+    /// The rest of the line, one argument (spaces inside it kept, those
+    /// around it dropped), if any.
+    pub arg: Option<std::ffi::OsString>,
+}
+
+/// The `#!` line at the start of `head` (the file's first
+/// [`SHEBANG_LEN`] bytes, or all of a shorter file), as Linux's
+/// `binfmt_script` reads it: spaces and tabs after `#!` skipped, the
+/// interpreter up to the next space or tab, the rest of the line with
+/// the spaces and tabs around it dropped as one argument. `None` when
+/// `head` is not a `#!` line or names no interpreter.
+pub fn shebang(head: &[u8]) -> Option<Shebang> {
+    let blank = |c: &u8| *c == b' ' || *c == b'\t';
     let line = head.strip_prefix(b"#!")?;
     let line = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
-    let word = line
-        .split(|&c| c == b' ' || c == b'\t')
-        .find(|w| !w.is_empty())?;
-    Some(PathBuf::from(OsStr::from_bytes(word)))
+    let start = line.iter().position(|c| !blank(c))?;
+    let end = line.iter().rposition(|c| !blank(c))? + 1;
+    let line = &line[start..end];
+    let word_end = line.iter().position(blank).unwrap_or(line.len());
+    let rest = &line[word_end..];
+    let arg = rest
+        .iter()
+        .position(|c| !blank(c))
+        .map(|i| OsStr::from_bytes(&rest[i..]).to_os_string());
+    Some(Shebang {
+        interpreter: PathBuf::from(OsStr::from_bytes(&line[..word_end])),
+        arg,
+    })
 }
 
 /// The file `execvp` would run for `program`: itself when it has a `/`,
@@ -141,6 +171,26 @@ mod tests {
         assert_eq!(interpreter(b"#!"), None);
         assert_eq!(interpreter(b"#!   \n/bin/sh"), None);
         assert_eq!(interpreter(b"echo hi"), None);
+    }
+
+    #[test]
+    fn the_rest_of_the_shebang_line_is_one_argument() {
+        let split = |head: &[u8]| {
+            shebang(head).map(|s| {
+                let arg = s.arg.map(|a| a.into_string().unwrap());
+                (s.interpreter.into_os_string().into_string().unwrap(), arg)
+            })
+        };
+        let sh = |arg: Option<&str>| Some(("/bin/sh".to_string(), arg.map(str::to_string)));
+        assert_eq!(split(b"#!/bin/sh\necho -x"), sh(None));
+        assert_eq!(split(b"#!/bin/sh \t \n"), sh(None));
+        assert_eq!(split(b"#! /bin/sh -e\n"), sh(Some("-e")));
+        assert_eq!(split(b"#!/bin/sh  -e -x \t\n"), sh(Some("-e -x")));
+        assert_eq!(split(b"#!/bin/sh -e"), sh(Some("-e")), "no newline");
+        assert_eq!(split(b"#!/bin/sh\t-e\r\n"), sh(Some("-e\r")));
+        assert_eq!(split(b"#!\n/bin/sh"), None);
+        assert_eq!(split(b"#! \t"), None);
+        assert_eq!(split(b"\x7fELF"), None);
     }
 
     #[test]

@@ -25,9 +25,13 @@
 //! anonymous memory file (`memfd_create`) and executes that
 //! (`execveat(fd, "", ..., AT_EMPTY_PATH)`), after the same sync as every
 //! exec. It must be a regular file with an execute bit (else `EACCES`). A
-//! `#!` script's memory file stays open across the exec, since the kernel
-//! hands its interpreter the script as `/dev/fd/N`, which is then also the
-//! script's `$0`. `execvp`, `execvpe` and `posix_spawnp` of a name
+//! `#!` script is run as the kernel runs one: its interpreter (followed
+//! through interpreters in the pool) gets the interpreter line's argument
+//! and the path the script was run by, which it opens through this
+//! library, so `$0` is that path. Only a script whose interpreter this
+//! library cannot reach (statically linked) is copied into a memory file,
+//! kept open across the exec: the kernel hands it over as `/dev/fd/N`,
+//! which is then the script's `$0`. `execvp`, `execvpe` and `posix_spawnp` of a name
 //! without `/` search `PATH` in order, the directories under the run's in
 //! the pool. `posix_spawn` and `posix_spawnp` of a program in the pool
 //! spawn the memory file as `/proc/self/fd/N`.
@@ -41,7 +45,7 @@
 
 use crate::{errno, errno_of, mounted, paths, pool_path, real, set_errno, state};
 use libc::{c_char, c_int, c_void, pid_t};
-use std::ffi::{CStr, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -193,39 +197,187 @@ unsafe extern "C" {
     static environ: *const *const c_char;
 }
 
-/// When `path` names a file under the directory: that program copied into
-/// a new anonymous memory file (or why it cannot be run). `None` for a
-/// path the kernel resolves.
+/// A program of the pool, prepared to run: what the kernel executes, and
+/// for a `#!` script the arguments that go before the caller's
+/// `argv[1..]` (the interpreter, its argument, the script's path), as the
+/// kernel builds them.
+struct Prepared {
+    /// What the kernel executes.
+    run: Runnable,
+    /// `None`: the caller's `argv` as it is; `Some(head)`: `head`, then the
+    /// caller's `argv[1..]`.
+    head: Option<Vec<CString>>,
+}
+
+/// What the kernel executes for a program of the pool.
+enum Runnable {
+    /// A memory file holding a copy of the program (close-on-exec unless
+    /// it is a `#!` script, which the kernel hands its interpreter as
+    /// `/dev/fd/N`).
+    Memory(c_int),
+    /// A script's interpreter outside the pool, by path: it runs the
+    /// script by the path the caller named, which it opens under the
+    /// directory through this library.
+    Kernel(CString),
+}
+
+impl Prepared {
+    /// The argument vector to execute with: the caller's `argv` (a
+    /// null-terminated array of NUL-terminated strings), or `head` then
+    /// the caller's `argv[1..]`. Points into `self.head` and `argv`.
+    ///
+    /// # Safety
+    /// `argv` is null or a null-terminated array of NUL-terminated
+    /// strings.
+    unsafe fn argv(&self, argv: *const *const c_char) -> Vec<*const c_char> {
+        let mut v: Vec<*const c_char> = Vec::new();
+        let Some(head) = &self.head else {
+            return v;
+        };
+        v.extend(head.iter().map(|a| a.as_ptr()));
+        // SAFETY: a null-terminated array (caller): element 0 exists, and
+        // element `i` does while element `i - 1` was not the terminator.
+        if !argv.is_null() && !unsafe { *argv }.is_null() {
+            let mut i = 1;
+            loop {
+                // SAFETY: as above.
+                let a = unsafe { *argv.add(i) };
+                if a.is_null() {
+                    break;
+                }
+                v.push(a);
+                i += 1;
+            }
+        }
+        v.push(std::ptr::null());
+        v
+    }
+
+    /// Closes the memory file, keeping `errno`.
+    fn close(self) {
+        if let Runnable::Memory(fd) = self.run {
+            let saved = errno();
+            // SAFETY: the memory file made for this exec or spawn; a
+            // spawned child holds its own copy.
+            unsafe { real::close()(fd) };
+            set_errno(saved);
+        }
+    }
+}
+
+/// When `path` names a file under the directory: that program, prepared
+/// to run (or why it cannot be run). `None` for a path the kernel
+/// resolves.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn pool_program(path: *const c_char) -> Option<Result<c_int, c_int>> {
+unsafe fn pool_program(path: *const c_char) -> Option<Result<Prepared, c_int>> {
     // SAFETY: the caller's promise.
     let inner = match unsafe { paths::target_c(libc::AT_FDCWD, path) } {
         Ok(paths::Target::Ours(inner)) => inner,
         _ => return None,
     };
+    // SAFETY: not null: it named a file under the directory.
+    let named = unsafe { CStr::from_ptr(path) }.to_owned();
     Some(crate::with_live_tls(|| {
-        mounted().and_then(|fs| copy_program(fs, pool_path(&inner)))
+        mounted().and_then(|fs| prepare(fs, named, pool_path(&inner).to_path_buf()))
     }))
 }
 
-/// The program at `path` of the pool, copied into a new memory file: its
-/// descriptor, close-on-exec unless the program is a `#!` script.
-fn copy_program(fs: &manyfs::Fs, path: &Path) -> Result<c_int, c_int> {
+/// The program of the pool at `inner`, which the caller named `named`,
+/// prepared to run. A `#!` script whose interpreter is outside the pool
+/// and reached by this library runs that interpreter with the script's
+/// path, as the kernel runs a script it sees: the script's `$0` is the
+/// path it was run by, so a script that finds its files beside itself
+/// (`dirname "$0"`, as `configure` does) finds them. An interpreter in the
+/// pool is followed the same way (at most four, as the kernel's
+/// `BINPRM_MAX_RECURSION`, then `ELOOP`). Any other program, and a script
+/// whose interpreter the library cannot reach (statically linked), is
+/// copied into a memory file.
+fn prepare(fs: &manyfs::Fs, mut named: CString, mut inner: PathBuf) -> Result<Prepared, c_int> {
+    let mut head: Option<Vec<CString>> = None;
+    for _ in 0..=MAX_INTERPRETERS {
+        let file = open_program(fs, &inner)?;
+        let mut line = [0u8; manyfs_exec::SHEBANG_LEN];
+        let n = read_head(&file, &mut line)?;
+        if !line[..n].starts_with(b"#!") {
+            let fd = copy_program(&file, &inner, false)?;
+            return Ok(Prepared {
+                run: Runnable::Memory(fd),
+                head,
+            });
+        }
+        let bang = manyfs_exec::shebang(&line[..n]).ok_or(libc::ENOEXEC)?;
+        let interpreter =
+            CString::new(bang.interpreter.as_os_str().as_bytes()).map_err(|_| libc::ENOEXEC)?;
+        let mut next = vec![interpreter.clone()];
+        if let Some(arg) = bang.arg {
+            next.push(CString::new(arg.as_bytes()).map_err(|_| libc::ENOEXEC)?);
+        }
+        next.push(named);
+        next.extend(head.iter().flat_map(|h| h.iter().skip(1).cloned()));
+        match paths::target(libc::AT_FDCWD, interpreter.as_bytes()) {
+            Ok(paths::Target::Ours(i)) => {
+                named = interpreter;
+                inner = pool_path(&i).to_path_buf();
+                head = Some(next);
+            }
+            _ if manyfs_exec::bypass(&bang.interpreter).is_some() => {
+                // The interpreter reads files through the kernel only:
+                // hand it the script as a memory file.
+                let fd = copy_program(&file, &inner, true)?;
+                return Ok(Prepared {
+                    run: Runnable::Memory(fd),
+                    head,
+                });
+            }
+            _ => {
+                return Ok(Prepared {
+                    run: Runnable::Kernel(interpreter),
+                    head: Some(next),
+                });
+            }
+        }
+    }
+    Err(libc::ELOOP)
+}
+
+/// How many `#!` interpreters in the pool are followed (Linux's limit of
+/// nested interpreters, `BINPRM_MAX_RECURSION`, is 4).
+const MAX_INTERPRETERS: usize = 4;
+
+/// The program at `path` of the pool, opened to be read: a regular file
+/// with an execute bit, else `EACCES`.
+fn open_program(fs: &manyfs::Fs, path: &Path) -> Result<manyfs::File, c_int> {
     let meta = fs.metadata(path).map_err(errno_of)?;
     if !meta.is_file() || meta.mode & 0o111 == 0 {
         return Err(libc::EACCES);
     }
-    let file = manyfs::OpenOptions::new()
+    manyfs::OpenOptions::new()
         .read(true)
         .open(fs, path)
-        .map_err(errno_of)?;
-    let mut head = [0u8; 2];
-    let script = file.read_at(&mut head, 0).map_err(errno_of)? == 2 && head == *b"#!";
+        .map_err(errno_of)
+}
+
+/// Reads the start of `file` into `buf`; returns how many bytes it holds.
+fn read_head(file: &manyfs::File, buf: &mut [u8]) -> Result<usize, c_int> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64).map_err(errno_of)? {
+            0 => break,
+            got => n += got,
+        }
+    }
+    Ok(n)
+}
+
+/// `file` (the program at `path` of the pool) copied into a new memory
+/// file: its descriptor, close-on-exec unless `script` (the kernel then
+/// hands its interpreter the script as `/dev/fd/N`).
+fn copy_program(file: &manyfs::File, path: &Path, script: bool) -> Result<c_int, c_int> {
     let name = path
         .file_name()
-        .and_then(|n| std::ffi::CString::new(n.as_bytes()).ok())
+        .and_then(|n| CString::new(n.as_bytes()).ok())
         .unwrap_or_else(|| c"manyfs-program".into());
     let cloexec = if script { 0 } else { libc::MFD_CLOEXEC };
     // MFD_EXEC: executable even where `vm.memfd_noexec` makes memory files
@@ -266,43 +418,53 @@ fn copy_program(fs: &manyfs::Fs, path: &Path) -> Result<c_int, c_int> {
     }
 }
 
-/// Runs the program of memory file `fd` (from [`pool_program`]) in place
-/// of this image, after the sync of every exec; closes `fd` if that
-/// fails, and returns -1 with `errno` set.
+/// Runs `program` (from [`pool_program`]) in place of this image, after
+/// the sync of every exec; if that fails, closes its memory file and
+/// returns -1 with `errno` set.
 ///
 /// # Safety
 /// `argv` and `envp` as for `execve(2)`, `envp` null for this process's
 /// environment.
 unsafe fn exec_program(
-    fd: Result<c_int, c_int>,
+    program: Result<Prepared, c_int>,
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let fd = match fd {
-        Ok(fd) => fd,
+    let program = match program {
+        Ok(p) => p,
         Err(e) => {
             set_errno(e);
             return -1;
         }
     };
-    // SAFETY: the caller's arguments; `environ` is this process's.
-    let r = unsafe {
-        replacing(envp, |e| {
-            let env = e.unwrap_or(if envp.is_null() { environ } else { envp });
-            libc::syscall(
-                libc::SYS_execveat,
-                fd,
-                c"".as_ptr(),
-                argv,
-                env,
-                libc::AT_EMPTY_PATH,
-            ) as c_int
-        })
+    // SAFETY: the caller's array.
+    let args = unsafe { program.argv(argv) };
+    let argv = if args.is_empty() { argv } else { args.as_ptr() };
+    let r = match &program.run {
+        // SAFETY: the caller's arguments; `environ` is this process's.
+        Runnable::Memory(fd) => unsafe {
+            replacing(envp, |e| {
+                let env = e.unwrap_or(if envp.is_null() { environ } else { envp });
+                libc::syscall(
+                    libc::SYS_execveat,
+                    *fd,
+                    c"".as_ptr(),
+                    argv,
+                    env,
+                    libc::AT_EMPTY_PATH,
+                ) as c_int
+            })
+        },
+        // SAFETY: as `execve`: the interpreter is the kernel's.
+        Runnable::Kernel(interpreter) => unsafe {
+            check(interpreter.as_ptr(), argv, false);
+            replacing(envp, |e| {
+                let env = e.unwrap_or(if envp.is_null() { environ } else { envp });
+                real::execve()(interpreter.as_ptr(), argv, env)
+            })
+        },
     };
-    let saved = errno();
-    // SAFETY: the memory file made for this exec, which failed.
-    unsafe { real::close()(fd) };
-    set_errno(saved);
+    program.close();
     r
 }
 
@@ -316,7 +478,7 @@ unsafe fn exec_program(
 ///
 /// # Safety
 /// `file` is a NUL-terminated string.
-unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<c_int, c_int>> {
+unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<Prepared, c_int>> {
     // SAFETY: the caller's promise.
     let name = unsafe { CStr::from_ptr(file) }.to_bytes();
     if name.is_empty() {
@@ -344,8 +506,9 @@ unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<c_int, c_in
                 })
                 .is_some_and(|m| m.is_file() && m.mode & 0o111 != 0);
                 if found {
+                    let named = CString::new(full).ok()?;
                     return Some(crate::with_live_tls(|| {
-                        mounted().and_then(|fs| copy_program(fs, pool_path(&inner)))
+                        mounted().and_then(|fs| prepare(fs, named, pool_path(&inner).to_path_buf()))
                     }));
                 }
             }
@@ -365,7 +528,7 @@ unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<c_int, c_in
 ///
 /// # Safety
 /// `file` is null or a NUL-terminated string.
-unsafe fn pool_program_p(file: *const c_char) -> Option<Result<c_int, c_int>> {
+unsafe fn pool_program_p(file: *const c_char) -> Option<Result<Prepared, c_int>> {
     // SAFETY: the caller's promise.
     unsafe {
         if file.is_null() {
@@ -414,7 +577,7 @@ pub unsafe extern "C" fn execve(
 ///
 /// # Safety
 /// `file` is null or a NUL-terminated string.
-unsafe fn pool_program_for(file: *const c_char, search: bool) -> Option<Result<c_int, c_int>> {
+unsafe fn pool_program_for(file: *const c_char, search: bool) -> Option<Result<Prepared, c_int>> {
     // SAFETY: the caller's promise.
     unsafe {
         if search {
@@ -487,20 +650,43 @@ pub unsafe extern "C" fn execvpe(
     }
 }
 
-/// A `posix_spawn` of the program of memory file `fd` (from
-/// [`pool_program`]): `spawn` gets the path `/proc/self/fd/N`, which the
-/// child, holding a copy of the descriptor until its exec, executes; the
-/// parent's copy is closed after. Returns what `spawn` returns (an error
-/// number, or 0).
-fn spawn_program(fd: Result<c_int, c_int>, spawn: impl FnOnce(*const c_char) -> c_int) -> c_int {
-    let fd = match fd {
-        Ok(fd) => fd,
+/// A `posix_spawn` of `program` (from [`pool_program`]): `spawn` gets
+/// the path to execute and the argument vector. A memory file is
+/// executed as `/proc/self/fd/N`, which the child, holding a copy of the
+/// descriptor until its exec, can open; the parent's copy is closed
+/// after. A script's interpreter is executed by its path. Returns what
+/// `spawn` returns (an error number, or 0).
+///
+/// # Safety
+/// `argv` is a null-terminated array of NUL-terminated strings.
+unsafe fn spawn_program(
+    program: Result<Prepared, c_int>,
+    argv: *const *mut c_char,
+    spawn: impl FnOnce(*const c_char, *const *mut c_char) -> c_int,
+) -> c_int {
+    let program = match program {
+        Ok(p) => p,
         Err(e) => return e,
     };
-    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
-    let r = spawn(path.as_ptr());
-    // SAFETY: the memory file made for this spawn; the child has its own.
-    unsafe { real::close()(fd) };
+    // SAFETY: the caller's array.
+    let args = unsafe { program.argv(argv.cast()) };
+    let argv = if args.is_empty() {
+        argv
+    } else {
+        args.as_ptr().cast()
+    };
+    let r = match &program.run {
+        Runnable::Memory(fd) => {
+            let path = CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+            spawn(path.as_ptr(), argv)
+        }
+        Runnable::Kernel(interpreter) => {
+            // SAFETY: a NUL-terminated path and the array built above.
+            unsafe { check(interpreter.as_ptr(), argv.cast(), false) };
+            spawn(interpreter.as_ptr(), argv)
+        }
+    };
+    program.close();
     r
 }
 
@@ -529,13 +715,13 @@ macro_rules! spawn_checked {
             // the prepared environment.
             unsafe {
                 if let Some(program) = pool_program_for($prog, $search) {
-                    return spawn_program(program, |path| {
+                    // The path is resolved: no search.
+                    return spawn_program(program, argv, |path, argv| {
                         state::release_if_idle();
+                        let spawn = real::posix_spawn();
                         match crate::handoff::prepare(envp.cast(), false) {
-                            Some(env) => {
-                                real::$name()(pid, path, actions, attr, argv, env.envp().cast())
-                            }
-                            None => real::$name()(pid, path, actions, attr, argv, envp),
+                            Some(env) => spawn(pid, path, actions, attr, argv, env.envp().cast()),
+                            None => spawn(pid, path, actions, attr, argv, envp),
                         }
                     });
                 }
