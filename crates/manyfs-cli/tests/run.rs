@@ -594,7 +594,8 @@ fn rocksdb_db_bench_writes_reads_and_reopens_its_database() {
 /// `realpath`, its fortified `__realpath_chk` (a `PATH_MAX` buffer under
 /// `_FORTIFY_SOURCE`) and `canonicalize_file_name`, which glibc answers
 /// with internal `lstat`/`readlink` calls: relative and absolute symlinks
-/// in the pool, `.`/`..`, a virtual working directory, the errors.
+/// in the pool, symlinks that lead out of it, `.`/`..`, a virtual working
+/// directory, the errors.
 #[test]
 fn realpath_resolves_symlinks_in_the_pool() {
     let r = Run::new();
@@ -643,8 +644,9 @@ int main(int argc, char **argv) {
     int fd = creat(at("/a/b/f"), 0644);
     if (fd < 0) { perror("creat"); return 1; }
     close(fd);
-    if (symlink("a/b", at("/l")) || symlink("/a", at("/abs")) || symlink("loop", at("/loop"))
-        || symlink("nowhere", at("/dangling")) || symlink("../..", at("/a/b/up"))) {
+    if (symlink("a/b", at("/l")) || symlink(at("/a"), at("/abs")) || symlink("loop", at("/loop"))
+        || symlink("nowhere", at("/dangling")) || symlink("../..", at("/a/b/up"))
+        || symlink("/", at("/slash")) || symlink("../../..", at("/a/b/over"))) {
         perror("symlink");
         return 1;
     }
@@ -655,6 +657,13 @@ int main(int argc, char **argv) {
     expect(at("/abs/b/../b/f"), at("/a/b/f"));
     expect(at("/l/up/l"), at("/a/b"));
     expect(at("/a/b/up/../../.."), dir);
+    // Out of the pool, as on a mount: an absolute target outside the
+    // directory, and `..` above its root.
+    expect(at("/slash/tmp"), "/tmp");
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dir);
+    *strrchr(parent, '/') = 0;
+    expect(at("/a/b/over"), parent);
     expect_err(at("/loop"), ELOOP);
     expect_err(at("/dangling"), ENOENT);
     expect_err(at("/nope"), ENOENT);
@@ -3083,6 +3092,52 @@ fn a_script_in_the_pool_is_run_by_its_path() {
             "me={tool}/configure args=p\nbeside\nme={tool}/configure args=q\nbeside\nstatus 0\n"
         )
     );
+    fsck_clean(&r);
+}
+
+/// A symlink in the pool leads where the kernel would take it on a mount:
+/// an absolute target outside DIR to the kernel's file (read, listed,
+/// created through, run), one inside DIR back into the pool, and a
+/// relative one that climbs above DIR to DIR's parent; `realpath` names
+/// where each leads. Python's `venv` (whose `bin/python3` is such a
+/// symlink) works.
+#[test]
+fn symlinks_in_the_pool_lead_where_a_mounts_would() {
+    let r = Run::new();
+    let outside = r.kernel("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(format!("{outside}/o.txt"), "outside-data\n").unwrap();
+    let at = r.at("");
+    let at = at.trim_end_matches('/');
+    let script = format!(
+        "cd {at} && ln -s {outside} od && ln -s {outside}/made made && ln -s /bin/echo ech && \
+         echo inpool > data && ln -s {at}/data self && mkdir sub && ln -s ../../outside sub/up && \
+         cat od/o.txt && ls od && echo new > made && cat self && echo more >> self && cat data && \
+         cat sub/up/o.txt && ./ech run-through-link && \
+         realpath od/o.txt sub/up self && cd od && /bin/pwd && cat made"
+    );
+    let out = quiet_ok(&r, &["sh", "-c", &script]);
+    assert_eq!(
+        out,
+        format!(
+            "outside-data\no.txt\ninpool\ninpool\nmore\noutside-data\n\
+             run-through-link\n{outside}/o.txt\n{outside}\n{at}/data\n{outside}\nnew\n"
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{outside}/made")).unwrap(),
+        "new\n"
+    );
+    assert!(
+        !Path::new(&format!("{at}/data")).exists(),
+        "the pool's file"
+    );
+    let venv = format!(
+        "cd {at} && python3 -m venv --without-pip env && env/bin/python3 -c 'import sys; print(sys.prefix)'"
+    );
+    if have("python3") {
+        assert_eq!(quiet_ok(&r, &["sh", "-c", &venv]), format!("{at}/env\n"));
+    }
     fsck_clean(&r);
 }
 

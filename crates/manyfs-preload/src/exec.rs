@@ -215,9 +215,10 @@ enum Runnable {
     /// it is a `#!` script, which the kernel hands its interpreter as
     /// `/dev/fd/N`).
     Memory(c_int),
-    /// A script's interpreter outside the pool, by path: it runs the
-    /// script by the path the caller named, which it opens under the
-    /// directory through this library.
+    /// A program outside the pool, by path: a script's interpreter (it
+    /// runs the script by the path the caller named, which it opens under
+    /// the directory through this library), or where a symlink of the
+    /// pool leads.
     Kernel(CString),
 }
 
@@ -291,13 +292,35 @@ unsafe fn pool_program(path: *const c_char) -> Option<Result<Prepared, c_int>> {
 /// path it was run by, so a script that finds its files beside itself
 /// (`dirname "$0"`, as `configure` does) finds them. An interpreter in the
 /// pool is followed the same way (at most four, as the kernel's
-/// `BINPRM_MAX_RECURSION`, then `ELOOP`). Any other program, and a script
+/// `BINPRM_MAX_RECURSION`, then `ELOOP`). A symlink that leads out of the
+/// pool runs what it leads to (the kernel's program, or the pool's
+/// again). Any other program, and a script
 /// whose interpreter the library cannot reach (statically linked), is
 /// copied into a memory file.
 fn prepare(fs: &manyfs::Fs, mut named: CString, mut inner: PathBuf) -> Result<Prepared, c_int> {
     let mut head: Option<Vec<CString>> = None;
-    for _ in 0..=MAX_INTERPRETERS {
-        let file = open_program(fs, &inner)?;
+    let mut interpreters = 0;
+    // Each way out of the pool followed a symlink.
+    for _ in 0..=crate::MAX_SYMLINKS {
+        let file = match open_program(fs, &inner) {
+            // A symlink led out of the pool: the program is where it led.
+            Err(libc::EXDEV) => {
+                let abs = crate::left_pool().ok_or(libc::EXDEV)?;
+                let run = match paths::target(libc::AT_FDCWD, &abs)? {
+                    paths::Target::Ours(i) => {
+                        inner = pool_path(&i).to_path_buf();
+                        continue;
+                    }
+                    paths::Target::KernelAt(a) => a,
+                    paths::Target::Kernel => CString::new(abs).map_err(|_| libc::ENOENT)?,
+                };
+                return Ok(Prepared {
+                    run: Runnable::Kernel(run),
+                    head,
+                });
+            }
+            r => r?,
+        };
         let mut line = [0u8; manyfs_exec::SHEBANG_LEN];
         let n = read_head(&file, &mut line)?;
         if !line[..n].starts_with(b"#!") {
@@ -318,6 +341,10 @@ fn prepare(fs: &manyfs::Fs, mut named: CString, mut inner: PathBuf) -> Result<Pr
         next.extend(head.iter().flat_map(|h| h.iter().skip(1).cloned()));
         match paths::target(libc::AT_FDCWD, interpreter.as_bytes()) {
             Ok(paths::Target::Ours(i)) => {
+                interpreters += 1;
+                if interpreters > MAX_INTERPRETERS {
+                    return Err(libc::ELOOP);
+                }
                 named = interpreter;
                 inner = pool_path(&i).to_path_buf();
                 head = Some(next);
@@ -499,12 +526,14 @@ unsafe fn pool_program_on_path(file: *const c_char) -> Option<Result<Prepared, c
         full.extend_from_slice(name);
         match paths::target(libc::AT_FDCWD, &full) {
             Ok(paths::Target::Ours(inner)) => {
+                // A symlink that leads out of the pool counts as found:
+                // [`prepare`] runs what it leads to.
                 let found = crate::with_live_tls(|| {
-                    mounted()
-                        .ok()
-                        .and_then(|fs| fs.metadata(pool_path(&inner)).ok())
-                })
-                .is_some_and(|m| m.is_file() && m.mode & 0o111 != 0);
+                    mounted().is_ok_and(|fs| match fs.metadata(pool_path(&inner)) {
+                        Ok(m) => m.is_file() && m.mode & 0o111 != 0,
+                        Err(e) => matches!(e, manyfs::Error::LeavesPool { .. }),
+                    })
+                });
                 if found {
                     let named = CString::new(full).ok()?;
                     return Some(crate::with_live_tls(|| {

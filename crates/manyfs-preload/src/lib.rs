@@ -131,7 +131,32 @@ pub(crate) fn ret<T: Fail>(r: Result<T, c_int>) -> T {
 
 /// The errno of a library error.
 pub(crate) fn errno_of(e: manyfs::Error) -> c_int {
+    if let manyfs::Error::LeavesPool { rest } = &e {
+        let _ = LEFT_POOL.try_with(|l| l.replace(Some(rest.clone())));
+    }
     e.errno()
+}
+
+thread_local! {
+    /// The rest of the path of this thread's last call that a symlink led
+    /// out of the pool ([`errno_of`] of `manyfs::Error::LeavesPool`, whose
+    /// errno is `EXDEV`), for [`on_path`] to resolve outside.
+    static LEFT_POOL: std::cell::RefCell<Option<Vec<u8>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The path outside the pool where this thread's last call was led by a
+/// symlink ([`LEFT_POOL`]): absolute, or from the run's directory. Taken:
+/// a second call answers `None`.
+pub(crate) fn left_pool() -> Option<Vec<u8>> {
+    let rest = LEFT_POOL.try_with(|l| l.take()).ok()??;
+    if rest.starts_with(b"/") {
+        return Some(rest);
+    }
+    let mut abs = state::config()?.at.as_os_str().as_encoded_bytes().to_vec();
+    abs.push(b'/');
+    abs.extend_from_slice(&rest);
+    Some(abs)
 }
 
 thread_local! {
@@ -219,26 +244,58 @@ pub(crate) fn on_fd<T: Fail>(
 /// the path inside the pool if it leads under the run's directory, else
 /// `kernel` with the path to give the kernel (normalised when its route
 /// went through the directory; then absolute, so the kernel ignores
-/// `dirfd`).
+/// `dirfd`). A symlink of the pool that leads out of it (an absolute
+/// target, or `..` above the pool's root) makes the call again on where
+/// it leads, as the kernel follows a mount's symlinks: in the kernel, or
+/// in the pool again.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
 pub(crate) unsafe fn on_path<T: Fail>(
     dirfd: c_int,
     path: *const libc::c_char,
-    ours: impl FnOnce(&manyfs::Fs, &std::path::Path) -> Result<T, c_int>,
+    mut ours: impl FnMut(&manyfs::Fs, &std::path::Path) -> Result<T, c_int>,
     kernel: impl FnOnce(*const libc::c_char) -> T,
 ) -> T {
     // SAFETY: the caller's promise about `path`.
-    match unsafe { paths::target_c(dirfd, path) } {
-        Ok(paths::Target::Kernel) => kernel(path),
-        Ok(paths::Target::KernelAt(abs)) => kernel(abs.as_ptr()),
-        Ok(paths::Target::Ours(inner)) => {
-            with_live_tls(|| ret(mounted().and_then(|fs| ours(fs, pool_path(&inner)))))
+    let mut target = unsafe { paths::target_c(dirfd, path) };
+    let mut outside: Option<std::ffi::CString> = None;
+    // Each way out of the pool followed a symlink: the kernel's limit.
+    for _ in 0..=MAX_SYMLINKS {
+        match target {
+            Ok(paths::Target::Kernel) => {
+                return kernel(outside.as_ref().map_or(path, |o| o.as_ptr()));
+            }
+            Ok(paths::Target::KernelAt(abs)) => return kernel(abs.as_ptr()),
+            Ok(paths::Target::Ours(inner)) => {
+                // `Err(abs)`: a symlink led out of the pool, to `abs`.
+                let served: Result<T, Vec<u8>> = with_live_tls(|| {
+                    let _stale = left_pool();
+                    match mounted().and_then(|fs| ours(fs, pool_path(&inner))) {
+                        Err(libc::EXDEV) => {
+                            left_pool().map_or_else(|| Ok(ret(Err(libc::EXDEV))), Err)
+                        }
+                        r => Ok(ret(r)),
+                    }
+                });
+                let abs = match served {
+                    Ok(done) => return done,
+                    Err(abs) => abs,
+                };
+                target = paths::target(libc::AT_FDCWD, &abs);
+                outside = std::ffi::CString::new(abs).ok();
+                if outside.is_none() {
+                    return ret(Err(libc::ENOENT));
+                }
+            }
+            Err(e) => return ret(Err(e)),
         }
-        Err(e) => ret(Err(e)),
     }
+    ret(Err(libc::ELOOP))
 }
+
+/// Symlinks followed in one resolution before `ELOOP` (Linux's limit).
+pub(crate) const MAX_SYMLINKS: usize = 40;
 
 /// The mount, which a path or descriptor of ours implies.
 pub(crate) fn mounted() -> Result<&'static manyfs::Fs, c_int> {

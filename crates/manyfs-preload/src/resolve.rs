@@ -3,9 +3,10 @@
 //! `readlink` calls this library cannot see, so under the run's directory
 //! it would answer `ENOENT`; here a path that leads there is normalised
 //! lexically (as every call here does: `DIR/sub/..` is `DIR`) and its
-//! symlinks are then followed in the pool as the library follows them (an
-//! absolute target starts at the pool's root, `..` at the root stays
-//! there), so the answer names the file `open` of the same path opens.
+//! symlinks are then followed in the pool; one that leads out of it (an
+//! absolute target, or `..` above the pool's root) goes on from there, as
+//! the kernel follows a mount's symlinks, in the pool again or in libc's
+//! `realpath`. The answer names the file `open` of the same path opens.
 //! Other paths go to libc's.
 
 use crate::paths::{self, Target};
@@ -15,8 +16,7 @@ use manyfs::Fs;
 use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 
-/// Symlinks followed in one resolution before `ELOOP` (Linux's limit).
-const MAX_SYMLINKS: usize = 40;
+use crate::MAX_SYMLINKS;
 
 /// The components of `path`, empty ones included (they mark a trailing
 /// slash, after which a non-directory is `ENOTDIR`).
@@ -24,16 +24,44 @@ fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = Vec<u8>> + '_ {
     path.split(|&c| c == b'/').map(<[u8]>::to_vec)
 }
 
+/// Where a path of the pool leads with every symlink on the way followed.
+pub(crate) enum Canonical {
+    /// The canonical pool path of what it names.
+    Pool(Vec<u8>),
+    /// A symlink led out of the pool: the absolute path (not normalised)
+    /// to go on from.
+    Outside(Vec<u8>),
+}
+
 /// `inner` (a pool path) with every symlink on the way followed, the
 /// last one too: the canonical pool path of what it names, which must
-/// exist (`ENOENT`, `ENOTDIR`, `ELOOP` otherwise).
-pub(crate) fn canonical(fs: &Fs, inner: &[u8]) -> Result<Vec<u8>, c_int> {
+/// exist (`ENOENT`, `ENOTDIR`, `ELOOP` otherwise), or where a symlink
+/// (an absolute target, or `..` above the root) led out of the pool.
+pub(crate) fn canonical(fs: &Fs, inner: &[u8]) -> Result<Canonical, c_int> {
     let mut rest: VecDeque<Vec<u8>> = components(inner).collect();
     let mut cur = b"/".to_vec();
     let mut links = 0;
+    // `head`, then the components not walked yet.
+    let outside = |mut head: Vec<u8>, rest: &VecDeque<Vec<u8>>| {
+        for c in rest {
+            head.push(b'/');
+            head.extend_from_slice(c);
+        }
+        Canonical::Outside(head)
+    };
     while let Some(c) = rest.pop_front() {
         match &c[..] {
             b"" | b"." => continue,
+            b".." if cur == b"/" => {
+                let mut up = crate::state::config()
+                    .ok_or(libc::ENOENT)?
+                    .at
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec();
+                up.extend_from_slice(b"/..");
+                return Ok(outside(up, &rest));
+            }
             b".." => {
                 let cut = cur.iter().rposition(|&b| b == b'/').unwrap_or(0);
                 cur.truncate(cut.max(1));
@@ -58,7 +86,7 @@ pub(crate) fn canonical(fs: &Fs, inner: &[u8]) -> Result<Vec<u8>, c_int> {
                 return Err(libc::ENOENT);
             }
             if target.starts_with(b"/") {
-                cur = b"/".to_vec();
+                return Ok(outside(target.to_vec(), &rest));
             }
             for t in components(target).rev() {
                 rest.push_front(t);
@@ -69,7 +97,7 @@ pub(crate) fn canonical(fs: &Fs, inner: &[u8]) -> Result<Vec<u8>, c_int> {
             cur = next;
         }
     }
-    Ok(cur)
+    Ok(Canonical::Pool(cur))
 }
 
 /// Who answers `realpath` of a path.
@@ -90,9 +118,24 @@ unsafe fn answer(path: *const c_char) -> Result<Answer, c_int> {
     match unsafe { paths::target_c(libc::AT_FDCWD, path) }? {
         Target::Kernel => Ok(Answer::Libc(None)),
         Target::KernelAt(abs) => Ok(Answer::Libc(Some(abs))),
-        Target::Ours(inner) => {
+        Target::Ours(mut inner) => {
             let fs = mounted()?;
-            Ok(Answer::Ours(paths::outer(&canonical(fs, &inner)?)))
+            // Each way out of the pool followed a symlink.
+            for _ in 0..=MAX_SYMLINKS {
+                let abs = match canonical(fs, &inner)? {
+                    Canonical::Pool(p) => return Ok(Answer::Ours(paths::outer(&p))),
+                    Canonical::Outside(abs) => abs,
+                };
+                match paths::target(libc::AT_FDCWD, &abs)? {
+                    Target::Ours(i) => inner = i,
+                    Target::KernelAt(a) => return Ok(Answer::Libc(Some(a))),
+                    Target::Kernel => {
+                        let abs = std::ffi::CString::new(abs).map_err(|_| libc::ENOENT)?;
+                        return Ok(Answer::Libc(Some(abs)));
+                    }
+                }
+            }
+            Err(libc::ELOOP)
         }
     }
 }

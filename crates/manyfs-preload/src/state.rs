@@ -272,9 +272,15 @@ fn mount_waiting_out_checks(
 /// The library's options from the `-o` string, with the parser of
 /// `manyfs mount` (options that only concern FUSE are accepted and mean
 /// nothing here).
+/// The pool is seen at the run's directory, so its symlinks may lead out
+/// of it, as a kernel mount's do ([`MountOptions::symlinks_leave_pool`]).
 pub fn mount_options(list: &str) -> Result<MountOptions, String> {
     manyfs_fuse::FuseConfig::parse_options(&[list])
-        .map(|c| c.fs)
+        .map(|c| {
+            let mut fs = c.fs;
+            fs.symlinks_leave_pool = true;
+            fs
+        })
         .map_err(|e| e.to_string())
 }
 

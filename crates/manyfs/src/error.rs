@@ -42,6 +42,15 @@ pub enum Error {
     /// Too many symbolic links while resolving a path.
     #[error("{0}: too many levels of symbolic links")]
     Loop(String),
+    /// A symlink on a path leads out of the pool (only with
+    /// [`MountOptions::symlinks_leave_pool`](crate::MountOptions::symlinks_leave_pool)):
+    /// `rest` is what is left to resolve outside, an absolute path, or one
+    /// relative to where the pool's root is seen (starting with `..`).
+    #[error("{}: a symbolic link leads out of the pool", show_bytes(rest))]
+    LeavesPool {
+        /// The path left to resolve outside the pool.
+        rest: Vec<u8>,
+    },
     /// The handle was not opened for this kind of access.
     #[error("bad file handle: {0}")]
     BadHandle(&'static str),
@@ -219,6 +228,9 @@ impl Error {
             Error::InvalidArgument(_) => libc::EINVAL,
             Error::FileTooLarge(_) => libc::EFBIG,
             Error::Loop(_) => libc::ELOOP,
+            // Another file system: as the kernel answers a rename or link
+            // across mounts.
+            Error::LeavesPool { .. } => libc::EXDEV,
             Error::BadHandle(_) => libc::EBADF,
             Error::NotPermitted(_) => libc::EPERM,
             Error::ReadOnly => libc::EROFS,
@@ -272,6 +284,11 @@ impl Error {
             other => other,
         }
     }
+}
+
+/// A path's bytes for a message.
+fn show_bytes(path: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(path)
 }
 
 /// Who holds a busy pool, for [`Error::Busy`]'s message.

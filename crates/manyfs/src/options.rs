@@ -103,6 +103,16 @@ pub struct MountOptions {
     /// system without ACLs, and nothing unseen is stored for a later mount
     /// to enforce.
     pub inherit_acls: bool,
+    /// Whether the pool is seen as one directory of a larger tree (as
+    /// `manyfs run` shows it at DIR), so that a symlink can lead out of
+    /// it: a followed symlink whose target is absolute, or a `..` at the
+    /// root, ends the walk of a path with [`crate::Error::LeavesPool`],
+    /// which holds the rest of the path for the caller to resolve in the
+    /// larger tree (a kernel mount's symlinks are resolved so, by the
+    /// kernel). Off (the default): the pool is its own tree, as for a
+    /// program that links the library: an absolute target starts at the
+    /// pool's root, and `..` at the root stays there.
+    pub symlinks_leave_pool: bool,
 }
 
 /// The default [`MountOptions::stage_max`].
@@ -208,6 +218,7 @@ impl Default for MountOptions {
             dir_shards: None,
             stage_max: DEFAULT_STAGE_MAX,
             inherit_acls: true,
+            symlinks_leave_pool: false,
         }
     }
 }

@@ -760,6 +760,7 @@ fn walk<'a>(
     } else {
         start
     };
+    let leave = core.opts.symlinks_leave_pool;
     let mut parts = path
         .split(|&c| c == b'/')
         .filter(|p| !p.is_empty())
@@ -769,6 +770,9 @@ fn walk<'a>(
         if !cur.is_dir() {
             return Err(Error::NotDir(show(path)));
         }
+        if leave && part == b".." && cur.ino == ROOT_INO {
+            return Err(leaves_pool(b"..", parts, path));
+        }
         let next = lookup_ref(core, guard, cur, part)?;
         if next.kind == FileKind::Symlink && (!last || follow_last) {
             if *budget == 0 {
@@ -776,12 +780,35 @@ fn walk<'a>(
             }
             *budget -= 1;
             let target = read_link(core, next)?;
-            cur = walk(core, guard, cur, &target, true, budget)?;
+            if leave && target.first() == Some(&b'/') {
+                return Err(leaves_pool(&target, parts, path));
+            }
+            cur = match walk(core, guard, cur, &target, true, budget) {
+                Err(Error::LeavesPool { rest }) => return Err(leaves_pool(&rest, parts, path)),
+                walked => walked?,
+            };
         } else {
             cur = next;
         }
     }
     Ok(cur)
+}
+
+/// [`Error::LeavesPool`] of a walk of `path` that left the pool: `head`
+/// (where it went), then the components of `path` not walked yet, and
+/// `path`'s trailing slash.
+fn leaves_pool<'p>(head: &[u8], unwalked: impl Iterator<Item = &'p [u8]>, path: &[u8]) -> Error {
+    let mut rest = head.to_vec();
+    for part in unwalked {
+        if !rest.ends_with(b"/") {
+            rest.push(b'/');
+        }
+        rest.extend_from_slice(part);
+    }
+    if path.ends_with(b"/") && !rest.ends_with(b"/") {
+        rest.push(b'/');
+    }
+    Error::LeavesPool { rest }
 }
 
 /// A path split for an operation on its last component; `D` holds the
@@ -846,8 +873,10 @@ pub fn resolve_parent_in<'a>(
             show(path)
         )));
     }
-    let dir =
-        walk(core, guard, start, dir, true, budget).map_err(|e| e.with_subject(&show(path)))?;
+    let dir = walk(core, guard, start, dir, true, budget).map_err(|e| match e {
+        Error::LeavesPool { rest } => leaves_pool(&rest, std::iter::once(name), path),
+        e => e.with_subject(&show(path)),
+    })?;
     if !dir.is_dir() {
         return Err(Error::NotDir(show(path)));
     }

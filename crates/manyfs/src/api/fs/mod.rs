@@ -610,6 +610,71 @@ mod tests {
             found.map(|i| (i.ino, i.generation))
         );
     }
+
+    /// With `symlinks_leave_pool`, a walk that a symlink takes out of the
+    /// pool (an absolute target, or `..` above the root) stops with
+    /// `LeavesPool` and the rest of the path; without it the pool is its
+    /// own tree.
+    #[test]
+    fn symlinks_lead_out_of_the_pool_only_when_it_is_part_of_a_larger_tree() {
+        let leaves = |r: Result<Metadata>| match r {
+            Err(Error::LeavesPool { rest }) => String::from_utf8(rest).unwrap(),
+            other => panic!("expected LeavesPool, got {other:?}"),
+        };
+        for leave in [false, true] {
+            let opts = MountOptions {
+                symlinks_leave_pool: leave,
+                ..Default::default()
+            };
+            let (_dir, fs) = fresh(16 << 20, &opts);
+            fs.create_dir("/d").unwrap();
+            fs.create_dir("/etc").unwrap();
+            fs.write("/etc/hostname", b"in the pool").unwrap();
+            fs.symlink("/etc/hostname", "/abs").unwrap();
+            fs.symlink("/etc", "/etc-link").unwrap();
+            fs.symlink("../../up/x", "/d/climb").unwrap();
+            fs.symlink("climb", "/d/via").unwrap();
+            fs.symlink("../etc/hostname", "/d/rel").unwrap();
+            // Relative targets inside the pool stay inside it either way.
+            assert_eq!(fs.read("/d/rel").unwrap(), b"in the pool");
+            // Not followed: the link itself.
+            assert!(fs.symlink_metadata("/abs").unwrap().is_symlink());
+            if !leave {
+                assert_eq!(fs.read("/abs").unwrap(), b"in the pool");
+                assert_eq!(fs.metadata("/etc-link/hostname").unwrap().size, 11);
+                assert!(matches!(fs.metadata("/d/climb"), Err(Error::NotFound(_))));
+                continue;
+            }
+            assert_eq!(leaves(fs.metadata("/abs")), "/etc/hostname");
+            assert_eq!(leaves(fs.metadata("/etc-link/hostname/")), "/etc/hostname/");
+            assert_eq!(leaves(fs.metadata("/d/climb")), "../up/x");
+            assert_eq!(leaves(fs.metadata("/d/via/more")), "../up/x/more");
+            // A file opened (or created) through a final symlink.
+            let opened = |path: &str, create: bool| match crate::OpenOptions::new()
+                .read(true)
+                .write(create)
+                .create(create)
+                .open(&fs, path)
+            {
+                Err(Error::LeavesPool { rest }) => String::from_utf8(rest).unwrap(),
+                other => panic!("expected LeavesPool, got {:?}", other.map(|_| ())),
+            };
+            assert_eq!(opened("/abs", false), "/etc/hostname");
+            assert_eq!(opened("/abs", true), "/etc/hostname");
+            assert_eq!(opened("/d/climb", false), "../up/x");
+            // The parent of a new name.
+            match fs.create_dir("/etc-link/new") {
+                Err(Error::LeavesPool { rest }) => assert_eq!(rest, b"/etc/new"),
+                other => panic!("expected LeavesPool, got {other:?}"),
+            }
+            assert!(matches!(fs.metadata("/etc/new"), Err(Error::NotFound(_))));
+            assert_eq!(
+                Error::LeavesPool { rest: vec![] }.errno(),
+                libc::EXDEV,
+                "as a rename across mounts"
+            );
+        }
+    }
 }
 
 /// The planted engine bugs (`diag::plant_bug`) do what they say, seen where

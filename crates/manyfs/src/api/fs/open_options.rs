@@ -139,6 +139,9 @@ impl OpenOptions {
                     if split.trailing_slash {
                         target.push(b'/');
                     }
+                    if core.opts.symlinks_leave_pool && target.first() == Some(&b'/') {
+                        return Err(Error::LeavesPool { rest: target });
+                    }
                     followed = Some(split.dir.clone());
                     cur = target;
                 }
