@@ -485,6 +485,111 @@ fn fsck_clean(r: &Run) {
     check("fsck", &fsck);
 }
 
+/// `flock` and `lockf` on a file of the pool (cargo `flock`s its lock
+/// files; glibc's `lockf` calls `fcntl` inside libc): locks succeed
+/// without locking anything, as `fcntl`'s record locks (one process owns
+/// the pool); bad arguments are refused as Linux and glibc refuse them.
+#[test]
+fn flock_and_lockf_on_the_pools_files_succeed() {
+    let r = Run::new();
+    let exe = checking_c_program(
+        &r,
+        "locks",
+        r#"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_CREAT | O_RDWR, 0644);
+    int ro = open(argv[1], O_RDONLY);
+    if (fd < 0 || ro < 0) { perror("open"); return 1; }
+    expect("flock exclusive", flock(fd, LOCK_EX) == 0);
+    expect("flock shared, not blocking", flock(ro, LOCK_SH | LOCK_NB) == 0);
+    expect("flock unlock", flock(fd, LOCK_UN) == 0);
+    expect("flock of nothing is EINVAL", flock(fd, LOCK_NB) == -1 && errno == EINVAL);
+    expect("flock of both is EINVAL", flock(fd, LOCK_SH | LOCK_EX) == -1 && errno == EINVAL);
+    expect("lockf lock", lockf(fd, F_LOCK, 0) == 0);
+    expect("lockf try", lockf(fd, F_TLOCK, 100) == 0);
+    expect("lockf test", lockf(ro, F_TEST, 0) == 0);
+    expect("lockf unlock", lockf(fd, F_ULOCK, 0) == 0);
+    expect("lockf lock read-only is EBADF", lockf(ro, F_LOCK, 0) == -1 && errno == EBADF);
+    expect("lockf bad command is EINVAL", lockf(fd, 42, 0) == -1 && errno == EINVAL);
+    expect("flock of a closed descriptor is EBADF", flock(999, LOCK_EX) == -1 && errno == EBADF);
+    if (!fails) printf("ok\n");
+    return fails != 0;
+}
+"#,
+    );
+    assert_eq!(quiet_ok(&r, &[&exe, &r.at("lockfile")]), "ok\n");
+    fsck_clean(&r);
+}
+
+/// A program whose allocator reads a file while it starts, holding its
+/// own lock (jemalloc, in `rustc`, `readlink`s `/etc/malloc.conf` under
+/// its init lock): the library's first call then must not allocate, or
+/// the program waits for itself forever. Checked with such an allocator
+/// in C, and with `rustc` itself.
+#[test]
+fn an_allocator_that_reads_a_file_while_it_starts_runs() {
+    let r = Run::new();
+    let exe = c_program(
+        &r,
+        "bump",
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int started;
+static char arena[64 << 20] __attribute__((aligned(4096)));
+static size_t used;
+static void *take(size_t align, size_t n) {
+    pthread_mutex_lock(&init_lock);
+    if (!started) {
+        char conf[64];
+        /* As jemalloc's malloc_init_hard: a file read under the lock. */
+        if (readlink("/etc/malloc.conf", conf, sizeof conf) < 0) {}
+        started = 1;
+    }
+    size_t at = (used + align - 1) & ~(align - 1);
+    void *p = at + n <= sizeof arena ? arena + at : NULL;
+    if (p) used = at + n;
+    pthread_mutex_unlock(&init_lock);
+    return p;
+}
+void *malloc(size_t n) { return take(16, n); }
+void free(void *p) { (void)p; }
+void *calloc(size_t a, size_t b) { void *p = take(16, a * b); if (p) memset(p, 0, a * b); return p; }
+void *realloc(void *old, size_t n) {
+    void *p = take(16, n);
+    if (p && old) {
+        size_t room = (size_t)(arena + sizeof arena - (char *)old);
+        memcpy(p, old, n < room ? n : room);
+    }
+    return p;
+}
+int posix_memalign(void **out, size_t align, size_t n) { *out = take(align, n); return *out ? 0 : 12; }
+void *aligned_alloc(size_t align, size_t n) { return take(align, n); }
+void *memalign(size_t align, size_t n) { return take(align, n); }
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "w");
+    if (!f || fputs("written\n", f) < 0 || fclose(f)) { perror("fopen"); return 1; }
+    puts("started");
+    return 0;
+}
+"#,
+    );
+    let f = r.at("f");
+    // `timeout`: a program waiting for itself fails here instead of hanging.
+    let script = format!("timeout 60 {exe} {f} && cat {f} && timeout 60 rustc -vV | head -c 5");
+    assert_eq!(
+        quiet_ok(&r, &["sh", "-c", &script]),
+        "started\nwritten\nrustc"
+    );
+    fsck_clean(&r);
+}
+
 /// `fcntl`'s write-life hints (`F_SET_RW_HINT`, which RocksDB sets on its
 /// files, and `F_SET_FILE_RW_HINT`): stored, read back, range-checked.
 #[test]

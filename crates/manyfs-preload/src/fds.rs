@@ -222,6 +222,56 @@ pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     fcntl(fd, cmd, arg)
 }
 
+/// `flock(2)`. On ours, as record locks ([`fcntl_ours`]): a lock
+/// succeeds without locking anything (one process owns the pool);
+/// an operation other than `LOCK_SH`, `LOCK_EX` or `LOCK_UN` (each
+/// with `LOCK_NB` or not) is `EINVAL`, as Linux answers.
+#[unsafe(no_mangle)]
+pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    on_fd(
+        fd,
+        |_| match op & !libc::LOCK_NB {
+            libc::LOCK_SH | libc::LOCK_EX | libc::LOCK_UN => Ok(0),
+            _ => Err(libc::EINVAL),
+        },
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::flock()(fd, op) },
+    )
+}
+
+/// `lockf(3)` on ours (glibc's calls `fcntl` inside libc, where this
+/// library does not see it): `F_LOCK`, `F_TLOCK` and `F_ULOCK` succeed
+/// without locking anything, `F_TEST` finds the range unlocked (one
+/// process owns the pool); a descriptor not open for writing is
+/// `EBADF` for the locking commands, and another command `EINVAL`, as
+/// glibc answers.
+fn lockf_ours(o: &Open, cmd: c_int) -> Result<c_int, c_int> {
+    let writable = o.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDONLY;
+    match cmd {
+        libc::F_TEST => Ok(0),
+        libc::F_LOCK | libc::F_TLOCK | libc::F_ULOCK if writable => Ok(0),
+        libc::F_LOCK | libc::F_TLOCK | libc::F_ULOCK => Err(libc::EBADF),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// `lockf(3)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int {
+    on_fd(
+        fd,
+        |o| lockf_ours(o, cmd),
+        // SAFETY: the caller's arguments, unchanged, to libc.
+        || unsafe { real::lockf()(fd, cmd, len) },
+    )
+}
+
+/// `lockf64(3)`: `lockf` (`off_t` is 64 bits here).
+#[unsafe(no_mangle)]
+pub extern "C" fn lockf64(fd: c_int, cmd: c_int, len: off_t) -> c_int {
+    lockf(fd, cmd, len)
+}
+
 /// `ioctl(2)`: none on ours (`ENOTTY`, as for a file without any).
 #[unsafe(no_mangle)]
 pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {

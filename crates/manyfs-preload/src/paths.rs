@@ -103,6 +103,9 @@ fn passes_through(base: &[u8], path: &[u8], at: &[u8]) -> bool {
 /// if it is relative, leads. `Err(EIO)` in a forked child of the pool's
 /// owner.
 pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
+    if state::surely_outside_before_config(path) {
+        return Ok(Target::Kernel);
+    }
     let Some(cfg) = config() else {
         return Ok(Target::Kernel);
     };

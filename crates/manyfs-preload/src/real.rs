@@ -96,6 +96,8 @@ next! {
     dup3: fn(c_int, c_int, c_int) -> c_int;
     fcntl64: fn(c_int, c_int, c_ulong) -> c_int;
     ioctl: fn(c_int, c_ulong, c_ulong) -> c_int;
+    flock: fn(c_int, c_int) -> c_int;
+    lockf: fn(c_int, c_int, off_t) -> c_int;
     getcwd: fn(*mut c_char, size_t) -> *mut c_char;
     chdir: fn(*const c_char) -> c_int;
     fchdir: fn(c_int) -> c_int;

@@ -11,8 +11,9 @@ use std::sync::{Mutex, Once, OnceLock};
 
 /// Environment: the pool file.
 pub const ENV_POOL: &str = "MANYFS_RUN_POOL";
-/// Environment: the absolute directory the pool appears at.
-pub const ENV_AT: &str = "MANYFS_RUN_AT";
+/// Environment: the absolute directory the pool appears at (a C string:
+/// also read with libc's `getenv`, [`surely_outside_before_config`]).
+pub const ENV_AT: &std::ffi::CStr = c"MANYFS_RUN_AT";
 /// Environment: `-o` mount options, as `manyfs mount` takes them.
 pub const ENV_OPTIONS: &str = "MANYFS_RUN_OPTIONS";
 
@@ -36,7 +37,7 @@ static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
 pub fn config() -> Option<&'static Config> {
     CONFIG
         .get_or_init(|| {
-            let at = std::env::var_os(ENV_AT)?;
+            let at = std::env::var_os(std::ffi::OsStr::from_bytes(ENV_AT.to_bytes()))?;
             let pool = std::env::var_os(ENV_POOL)?;
             let at = crate::paths::normalize(at.as_bytes())?;
             let at_name = at.file_name().map(OsString::from).unwrap_or_default();
@@ -48,6 +49,46 @@ pub fn config() -> Option<&'static Config> {
             })
         })
         .as_ref()
+}
+
+/// Whether an absolute `path` surely does not lead under the run's
+/// directory, told without allocating while [`config`] is not read yet
+/// (`false`: ask [`config`]). A process's first file calls may come from
+/// inside its allocator's own start: jemalloc (in `rustc`, for one)
+/// `readlink`s `/etc/malloc.conf` while it holds its init lock, so any
+/// allocation there (reading the configuration does) waits for itself.
+/// Only a normalised path and directory are compared; anything else goes
+/// the long way.
+pub fn surely_outside_before_config(path: &[u8]) -> bool {
+    if CONFIG.get().is_some() || !is_normal(path) {
+        return false;
+    }
+    // SAFETY: a NUL-terminated name; glibc's `getenv` neither allocates
+    // nor locks.
+    let at = unsafe { libc::getenv(ENV_AT.as_ptr()) };
+    if at.is_null() {
+        // Outside a run every call is the kernel's.
+        return true;
+    }
+    // SAFETY: the environment's NUL-terminated value.
+    let at = unsafe { std::ffi::CStr::from_ptr(at) }.to_bytes();
+    if !is_normal(at) || at == b"/" {
+        return false;
+    }
+    match path.strip_prefix(at) {
+        Some(rest) => !(rest.is_empty() || rest.starts_with(b"/")),
+        None => true,
+    }
+}
+
+/// Whether `path` is absolute and normalised: no empty, `.` or `..`
+/// component, no trailing slash (except `/` itself).
+fn is_normal(path: &[u8]) -> bool {
+    path == b"/"
+        || (path.starts_with(b"/")
+            && path[1..]
+                .split(|&c| c == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b".."))
 }
 
 /// The mounted pool, a leaked box; null while none is (before the first
