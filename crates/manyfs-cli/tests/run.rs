@@ -3237,6 +3237,33 @@ fn symlinks_in_the_pool_lead_where_a_mounts_would() {
         !Path::new(&format!("{at}/data")).exists(),
         "the pool's file"
     );
+    // Rename and link through symlinks: through an absolute link back into
+    // the pool they stay in the pool; both sides in the kernel, the
+    // kernel's; one on each side, EXDEV.
+    let names = checking_c_program(
+        &r,
+        "names",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(void) {
+    expect("rename through a link into the pool", rename("back/x", "back/y") == 0);
+    expect("renamed in the pool", access("real/y", F_OK) == 0 && access("real/x", F_OK) == -1);
+    expect("link through a link into the pool", link("back/y", "real/z") == 0);
+    expect("rename in the kernel", rename("od/o.txt", "od/o2.txt") == 0);
+    expect("link in the kernel", link("od/o2.txt", "od/o3.txt") == 0);
+    expect("rename out of the pool is EXDEV", rename("real/y", "od/y") == -1 && errno == EXDEV);
+    expect("rename into the pool is EXDEV", rename("od/o3.txt", "back/o3") == -1 && errno == EXDEV);
+    if (!fails) printf("ok\n");
+    return fails != 0;
+}
+"#,
+    );
+    let script =
+        format!("cd {at} && mkdir real && echo x > real/x && ln -s {at}/real back && {names}");
+    assert_eq!(quiet_ok(&r, &["sh", "-c", &script]), "ok\n");
+    assert!(Path::new(&format!("{outside}/o2.txt")).exists());
+    assert!(Path::new(&format!("{outside}/o3.txt")).exists());
     let venv = format!(
         "cd {at} && python3 -m venv --without-pip env && env/bin/python3 -c 'import sys; print(sys.prefix)'"
     );

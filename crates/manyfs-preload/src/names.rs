@@ -107,6 +107,86 @@ unsafe fn two_paths(
     }
 }
 
+/// Where a pool path leads once the symlinks of its directory are
+/// followed, its last name kept (as `rename` and `link` name it).
+enum Settled {
+    /// A pool path whose directory has no symlink left.
+    Pool(Vec<u8>),
+    /// A kernel path.
+    Kernel(std::ffi::CString),
+}
+
+/// [`Settled`] of pool path `inner`: its directory followed as `realpath`
+/// follows it ([`crate::resolve::canonical`]), out of the pool and back
+/// if a symlink leads so.
+fn settle(fs: &Fs, inner: &[u8]) -> Result<Settled, c_int> {
+    let trimmed = match inner.iter().rposition(|&c| c != b'/') {
+        Some(end) => &inner[..=end],
+        None => return Ok(Settled::Pool(inner.to_vec())),
+    };
+    let cut = trimmed.iter().rposition(|&c| c == b'/').unwrap_or(0);
+    let name = &trimmed[cut + 1..];
+    let joined = |mut dir: Vec<u8>| {
+        if !dir.ends_with(b"/") {
+            dir.push(b'/');
+        }
+        dir.extend_from_slice(name);
+        dir
+    };
+    let mut dir = trimmed[..cut.max(1)].to_vec();
+    // Each way out of the pool followed a symlink.
+    for _ in 0..=crate::MAX_SYMLINKS {
+        let abs = match crate::resolve::canonical(fs, &dir)? {
+            crate::resolve::Canonical::Pool(p) => return Ok(Settled::Pool(joined(p))),
+            crate::resolve::Canonical::Outside(abs) => abs,
+        };
+        let kernel = match paths::target(libc::AT_FDCWD, &abs)? {
+            Target::Ours(i) => {
+                dir = i;
+                continue;
+            }
+            Target::KernelAt(a) => a.into_bytes(),
+            Target::Kernel => abs,
+        };
+        return std::ffi::CString::new(joined(kernel))
+            .map(Settled::Kernel)
+            .map_err(|_| libc::ENOENT);
+    }
+    Err(libc::ELOOP)
+}
+
+/// `ours` on pool paths `a` and `b`. When a symlink on the way led out of
+/// the pool (`EXDEV`, [`crate::left_pool`] set), their directories are
+/// followed ([`settle`]) and the call is made again where both lead: in
+/// the pool, in the kernel (`kernel` with two absolute paths), or `EXDEV`
+/// when one leads to each, as across mounts.
+fn on_pool_pair(
+    a: &[u8],
+    b: &[u8],
+    ours: impl Fn(&Fs, &Path, &Path) -> Result<c_int, c_int>,
+    kernel: impl FnOnce(*const c_char, *const c_char) -> c_int,
+) -> c_int {
+    crate::with_live_tls(|| {
+        let fs = match mounted() {
+            Ok(fs) => fs,
+            Err(e) => return ret(Err(e)),
+        };
+        let _stale = crate::left_pool();
+        match ours(fs, pool_path(a), pool_path(b)) {
+            Err(libc::EXDEV) if crate::left_pool().is_some() => {}
+            r => return ret(r),
+        }
+        match (settle(fs, a), settle(fs, b)) {
+            (Err(e), _) | (_, Err(e)) => ret(Err(e)),
+            (Ok(Settled::Pool(a)), Ok(Settled::Pool(b))) => {
+                ret(ours(fs, pool_path(&a), pool_path(&b)))
+            }
+            (Ok(Settled::Kernel(a)), Ok(Settled::Kernel(b))) => kernel(a.as_ptr(), b.as_ptr()),
+            _ => ret(Err(libc::EXDEV)),
+        }
+    })
+}
+
 /// The parent directory's inode and the last name of a pool path.
 fn parent_and_name<'a>(fs: &Fs, p: &'a Path) -> Result<(u64, &'a OsStr), c_int> {
     let name = p.file_name().ok_or(libc::EINVAL)?;
@@ -144,9 +224,13 @@ pub unsafe extern "C" fn renameat2(
     match unsafe { two_paths(d1, p1, d2, p2) } {
         // SAFETY: the caller's arguments, unchanged, to libc.
         Ok(None) => unsafe { real::renameat2()(d1, p1, d2, p2, flags) },
-        Ok(Some((a, b))) => {
-            ret(mounted().and_then(|fs| rename_ours(fs, pool_path(&a), pool_path(&b), flags)))
-        }
+        Ok(Some((a, b))) => on_pool_pair(
+            &a,
+            &b,
+            |fs, a, b| rename_ours(fs, a, b, flags),
+            // SAFETY: two NUL-terminated absolute paths.
+            |a, b| unsafe { real::renameat2()(libc::AT_FDCWD, a, libc::AT_FDCWD, b, flags) },
+        ),
         Err(e) => ret(Err(e)),
     }
 }
@@ -193,11 +277,13 @@ pub unsafe extern "C" fn linkat(
     match unsafe { two_paths(d1, p1, d2, p2) } {
         // SAFETY: the caller's arguments, unchanged, to libc.
         Ok(None) => unsafe { real::linkat()(d1, p1, d2, p2, flags) },
-        Ok(Some((a, b))) => ret(mounted().and_then(|fs| {
-            fs.hard_link(pool_path(&a), pool_path(&b))
-                .map(|()| 0)
-                .map_err(errno_of)
-        })),
+        Ok(Some((a, b))) => on_pool_pair(
+            &a,
+            &b,
+            |fs, a, b| fs.hard_link(a, b).map(|()| 0).map_err(errno_of),
+            // SAFETY: two NUL-terminated absolute paths.
+            |a, b| unsafe { real::linkat()(libc::AT_FDCWD, a, libc::AT_FDCWD, b, flags) },
+        ),
         Err(e) => ret(Err(e)),
     }
 }
