@@ -3254,6 +3254,9 @@ int main(void) {
     expect("link in the kernel", link("od/o2.txt", "od/o3.txt") == 0);
     expect("rename out of the pool is EXDEV", rename("real/y", "od/y") == -1 && errno == EXDEV);
     expect("rename into the pool is EXDEV", rename("od/o3.txt", "back/o3") == -1 && errno == EXDEV);
+    expect("rename through DIR/.. is the kernel's",
+           rename("../outside/o3.txt", "../outside/o4.txt") == 0);
+    expect("link through DIR/.. is the kernel's", link("../outside/o4.txt", "od/o5.txt") == 0);
     if (!fails) printf("ok\n");
     return fails != 0;
 }
@@ -3263,13 +3266,66 @@ int main(void) {
         format!("cd {at} && mkdir real && echo x > real/x && ln -s {at}/real back && {names}");
     assert_eq!(quiet_ok(&r, &["sh", "-c", &script]), "ok\n");
     assert!(Path::new(&format!("{outside}/o2.txt")).exists());
-    assert!(Path::new(&format!("{outside}/o3.txt")).exists());
+    assert!(Path::new(&format!("{outside}/o4.txt")).exists());
+    assert!(Path::new(&format!("{outside}/o5.txt")).exists());
     let venv = format!(
         "cd {at} && python3 -m venv --without-pip env && env/bin/python3 -c 'import sys; print(sys.prefix)'"
     );
     if have("python3") {
         assert_eq!(quiet_ok(&r, &["sh", "-c", &venv]), format!("{at}/env\n"));
     }
+    fsck_clean(&r);
+}
+
+/// A process that finds the pool in use by another one of the run fails
+/// its calls under DIR with `EBUSY` (said once), and never sends them to
+/// the kernel: a relative path from its working directory in the pool
+/// would otherwise name a file of the kernel's working directory,
+/// somewhere else entirely (tar's compressor wrote its archive there).
+#[test]
+fn a_process_that_finds_the_pool_busy_fails_its_calls_under_dir() {
+    let r = Run::new();
+    let at = r.at("");
+    let at = at.trim_end_matches('/');
+    let hold = c_program(
+        &r,
+        "hold",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
+    sleep(4);
+    return fd < 0;
+}
+"#,
+    );
+    // The background job holds the pool (an open file, no fork) while the
+    // shell writes a file relative to its working directory in DIR.
+    let script =
+        format!("cd {at} && {{ {hold} held & }}; sleep 0.5; echo x > rel.txt; echo rc=$?; wait");
+    let out = r
+        .cmd(&["bash", "-c", &script])
+        .current_dir(&r.root)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(stdout, "rc=1\n", "stderr: {stderr}");
+    assert!(stderr.contains("pool is in use by process"), "{stderr}");
+    assert!(stderr.contains("Device or resource busy"), "{stderr}");
+    assert!(
+        !r.root.join("rel.txt").exists(),
+        "written in the kernel's working directory"
+    );
+    assert!(
+        !Path::new(&format!("{at}/rel.txt")).exists(),
+        "written in the kernel's DIR"
+    );
+    // The pool has the job's file, not the shell's.
+    assert_eq!(r.ok(&format!("ls {at}")), "held\n");
     fsck_clean(&r);
 }
 

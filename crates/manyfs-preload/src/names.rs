@@ -84,11 +84,35 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     }
 }
 
-/// Two pool paths.
-type PoolPair = (Vec<u8>, Vec<u8>);
+/// Where two paths lead.
+enum Pair {
+    /// Both to the kernel: each the caller's path (`None`) or, when its
+    /// route went through the directory, the normalised absolute one.
+    Kernel(Option<std::ffi::CString>, Option<std::ffi::CString>),
+    /// Both into the pool: the pool paths.
+    Pool(Vec<u8>, Vec<u8>),
+}
 
-/// Where two paths lead: both ours (the pool paths), both the kernel's
-/// (`None`), or one each (`EXDEV`).
+impl Pair {
+    /// The two paths for the kernel: the normalised ones, else the
+    /// caller's `p1` and `p2`.
+    fn kernel_paths(
+        a: &Option<std::ffi::CString>,
+        b: &Option<std::ffi::CString>,
+        p1: *const c_char,
+        p2: *const c_char,
+    ) -> (*const c_char, *const c_char) {
+        (
+            a.as_ref().map_or(p1, |a| a.as_ptr()),
+            b.as_ref().map_or(p2, |b| b.as_ptr()),
+        )
+    }
+}
+
+/// Where two paths lead: both to the kernel, both into the pool, or one
+/// each (`EXDEV`, as across mounts). When one leads into the pool and the
+/// other to the kernel, the pool's one is followed ([`settle`]): a
+/// symlink of its directory may lead it to the kernel too.
 ///
 /// # Safety
 /// The paths are null or NUL-terminated.
@@ -97,13 +121,22 @@ unsafe fn two_paths(
     p1: *const c_char,
     dir2: c_int,
     p2: *const c_char,
-) -> Result<Option<PoolPair>, c_int> {
+) -> Result<Pair, c_int> {
     // SAFETY: the caller's promise.
     let (a, b) = unsafe { (paths::target_c(dir1, p1)?, paths::target_c(dir2, p2)?) };
+    let kernel = |t: Target| match t {
+        Target::Kernel => Ok(None),
+        Target::KernelAt(abs) => Ok(Some(abs)),
+        Target::Ours(inner) => {
+            match crate::with_live_tls(|| mounted().and_then(|fs| settle(fs, &inner)))? {
+                Settled::Kernel(abs) => Ok(Some(abs)),
+                Settled::Pool(_) => Err(libc::EXDEV),
+            }
+        }
+    };
     match (a, b) {
-        (Target::Kernel, Target::Kernel) => Ok(None),
-        (Target::Ours(a), Target::Ours(b)) => Ok(Some((a, b))),
-        _ => Err(libc::EXDEV),
+        (Target::Ours(a), Target::Ours(b)) => Ok(Pair::Pool(a, b)),
+        (a, b) => Ok(Pair::Kernel(kernel(a)?, kernel(b)?)),
     }
 }
 
@@ -222,9 +255,12 @@ pub unsafe extern "C" fn renameat2(
 ) -> c_int {
     // SAFETY: forwarded from the caller.
     match unsafe { two_paths(d1, p1, d2, p2) } {
-        // SAFETY: the caller's arguments, unchanged, to libc.
-        Ok(None) => unsafe { real::renameat2()(d1, p1, d2, p2, flags) },
-        Ok(Some((a, b))) => on_pool_pair(
+        Ok(Pair::Kernel(a, b)) => {
+            let (p1, p2) = Pair::kernel_paths(&a, &b, p1, p2);
+            // SAFETY: the caller's arguments (or absolute paths) to libc.
+            unsafe { real::renameat2()(d1, p1, d2, p2, flags) }
+        }
+        Ok(Pair::Pool(a, b)) => on_pool_pair(
             &a,
             &b,
             |fs, a, b| rename_ours(fs, a, b, flags),
@@ -275,9 +311,12 @@ pub unsafe extern "C" fn linkat(
 ) -> c_int {
     // SAFETY: forwarded from the caller.
     match unsafe { two_paths(d1, p1, d2, p2) } {
-        // SAFETY: the caller's arguments, unchanged, to libc.
-        Ok(None) => unsafe { real::linkat()(d1, p1, d2, p2, flags) },
-        Ok(Some((a, b))) => on_pool_pair(
+        Ok(Pair::Kernel(a, b)) => {
+            let (p1, p2) = Pair::kernel_paths(&a, &b, p1, p2);
+            // SAFETY: the caller's arguments (or absolute paths) to libc.
+            unsafe { real::linkat()(d1, p1, d2, p2, flags) }
+        }
+        Ok(Pair::Pool(a, b)) => on_pool_pair(
             &a,
             &b,
             |fs, a, b| fs.hard_link(a, b).map(|()| 0).map_err(errno_of),

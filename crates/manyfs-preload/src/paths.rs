@@ -101,7 +101,8 @@ fn passes_through(base: &[u8], path: &[u8], at: &[u8]) -> bool {
 
 /// Where `path`, relative to `dirfd` (`AT_FDCWD`: the working directory)
 /// if it is relative, leads. `Err(EIO)` in a forked child of the pool's
-/// owner.
+/// owner; under the directory, when the pool could not be mounted,
+/// `Err` of [`state::mount_errno`] (`EBUSY` for a pool in use).
 pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
     if state::surely_outside_before_config(path) {
         return Ok(Target::Kernel);
@@ -130,7 +131,11 @@ pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
             abs = fd_path(dirfd).ok_or(libc::EBADF)?;
         }
     }
-    let through = may_reach(path, b"") && passes_through(&abs, path, at);
+    // From a base in the pool (the virtual working directory, a directory
+    // of ours) the kernel knows nothing of the base: a path that leaves
+    // the pool goes to it absolute.
+    let through =
+        inside(&abs, at).is_some() || (may_reach(path, b"") && passes_through(&abs, path, at));
     join_into(&mut abs, path).ok_or(libc::ENOENT)?;
     let Some(mut inner) = inside(&abs, at) else {
         if through {
@@ -139,7 +144,7 @@ pub fn target(dirfd: c_int, path: &[u8]) -> Result<Target, c_int> {
         return Ok(Target::Kernel);
     };
     if state::fs()?.is_none() {
-        return Ok(Target::Kernel);
+        return Err(state::mount_errno());
     }
     if path.ends_with(b"/") && inner.len() > 1 {
         inner.push(b'/');

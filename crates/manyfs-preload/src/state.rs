@@ -94,9 +94,13 @@ fn is_normal(path: &[u8]) -> bool {
 /// The mounted pool, a leaked box; null while none is (before the first
 /// call under the directory, and after [`release_if_idle`] let it go).
 static MOUNT: AtomicPtr<Fs> = AtomicPtr::new(std::ptr::null_mut());
-/// Set when a mount failed (said once on stderr): paths under the
-/// directory go to the kernel. A forked child tries again.
+/// Set when a mount failed (said once on stderr): calls on paths under
+/// the directory fail with [`MOUNT_ERRNO`]. A forked child tries again.
 static MOUNT_FAILED: AtomicBool = AtomicBool::new(false);
+/// Why the mount failed, as the errno calls under the directory answer
+/// then: `EBUSY` for a pool another process has in use, else the
+/// error's.
+static MOUNT_ERRNO: AtomicI32 = AtomicI32::new(libc::EIO);
 /// Held while mounting or releasing.
 static MOUNTING: Mutex<()> = Mutex::new(());
 /// The fork and exit handlers, registered at the first mount.
@@ -129,8 +133,9 @@ unsafe fn as_fs(p: *mut Fs) -> Option<&'static Fs> {
 
 /// The mounted pool, mounting it on first use (and again after it was
 /// released before a fork). `Ok(None)`: it could not be mounted (busy,
-/// say; said once on stderr): paths under the directory go to the kernel.
-/// `Err(EIO)`: this is the child of a fork of the owner.
+/// say; said once on stderr): calls on paths under the directory fail
+/// with [`mount_errno`]. `Err(EIO)`: this is the child of a fork of the
+/// owner.
 pub fn fs() -> Result<Option<&'static Fs>, libc::c_int> {
     if FORKED.load(Ordering::Relaxed) {
         if !FORK_WARNED.swap(true, Ordering::Relaxed) {
@@ -168,6 +173,16 @@ pub fn fs() -> Result<Option<&'static Fs>, libc::c_int> {
             Ok(None)
         }
     }
+}
+
+/// The errno a call on a path under the directory answers when the pool
+/// could not be mounted ([`fs`] answered `Ok(None)`): `EBUSY` when
+/// another process has it in use. Never the kernel's answer: the kernel
+/// knows nothing under the directory, and a relative path from the
+/// virtual working directory would name a file of the kernel's own
+/// working directory, somewhere else entirely.
+pub fn mount_errno() -> libc::c_int {
+    MOUNT_ERRNO.load(Ordering::Relaxed)
 }
 
 /// A walk that calls the program back while it holds the mount: the
@@ -252,8 +267,9 @@ fn mount() -> Option<Fs> {
     let opts = match mount_options(&cfg.options) {
         Ok(o) => o,
         Err(e) => {
+            MOUNT_ERRNO.store(libc::EINVAL, Ordering::Relaxed);
             say(&format!(
-                "{e}; paths under {} go to the kernel",
+                "{e}; calls under {} fail (EINVAL)",
                 cfg.at.display()
             ));
             return None;
@@ -281,9 +297,15 @@ fn mount() -> Option<Fs> {
             Some(fs)
         }
         Err(e) => {
+            let errno = match e {
+                manyfs::Error::Busy { .. } => libc::EBUSY,
+                ref e => e.errno(),
+            };
+            MOUNT_ERRNO.store(errno, Ordering::Relaxed);
             say(&format!(
-                "{e}; paths under {} go to the kernel",
-                cfg.at.display()
+                "{e}; calls under {} fail ({})",
+                cfg.at.display(),
+                std::io::Error::from_raw_os_error(errno)
             ));
             None
         }
