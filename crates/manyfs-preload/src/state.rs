@@ -302,11 +302,12 @@ fn mount() -> Option<Fs> {
                 ref e => e.errno(),
             };
             MOUNT_ERRNO.store(errno, Ordering::Relaxed);
-            say(&format!(
-                "{e}; calls under {} fail ({})",
-                cfg.at.display(),
-                std::io::Error::from_raw_os_error(errno)
-            ));
+            let why = if errno == libc::EBUSY {
+                "EBUSY".to_string()
+            } else {
+                format!("errno {errno}")
+            };
+            say(&format!("{e}; calls under {} fail ({why})", cfg.at.display()));
             None
         }
     }
