@@ -3316,7 +3316,10 @@ int main(int argc, char **argv) {
     assert_eq!(stdout, "rc=1\n", "stderr: {stderr}");
     assert!(stderr.contains("pool is in use by process"), "{stderr}");
     assert!(stderr.contains("fail (EBUSY)"), "{stderr}");
-    assert!(stderr.contains("Device or resource busy"), "the shell's: {stderr}");
+    assert!(
+        stderr.contains("Device or resource busy"),
+        "the shell's: {stderr}"
+    );
     assert!(
         !r.root.join("rel.txt").exists(),
         "written in the kernel's working directory"

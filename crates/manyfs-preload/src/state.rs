@@ -307,7 +307,10 @@ fn mount() -> Option<Fs> {
             } else {
                 format!("errno {errno}")
             };
-            say(&format!("{e}; calls under {} fail ({why})", cfg.at.display()));
+            say(&format!(
+                "{e}; calls under {} fail ({why})",
+                cfg.at.display()
+            ));
             None
         }
     }
