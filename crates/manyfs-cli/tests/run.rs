@@ -61,6 +61,22 @@ impl Run {
         self.at.join(rel).display().to_string()
     }
 
+    /// bash running `script` in the run, from the test's own kernel
+    /// directory (a file written by mistake to the kernel's working
+    /// directory lands there, not in the source tree): its stdout and
+    /// stderr, whatever its status.
+    fn bash_from_root(&self, script: &str) -> (String, String) {
+        let out = self
+            .cmd(&["bash", "-c", script])
+            .current_dir(&self.root)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     fn kernel(&self, rel: &str) -> String {
         self.root.join(rel).display().to_string()
     }
@@ -3304,15 +3320,7 @@ int main(int argc, char **argv) {
     // shell writes a file relative to its working directory in DIR.
     let script =
         format!("cd {at} && {{ {hold} held & }}; sleep 0.5; echo x > rel.txt; echo rc=$?; wait");
-    let out = r
-        .cmd(&["bash", "-c", &script])
-        .current_dir(&r.root)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (stdout, stderr) = r.bash_from_root(&script);
     assert_eq!(stdout, "rc=1\n", "stderr: {stderr}");
     assert!(stderr.contains("pool is in use by process"), "{stderr}");
     assert!(stderr.contains("fail (EBUSY)"), "{stderr}");
@@ -3330,6 +3338,45 @@ int main(int argc, char **argv) {
     );
     // The pool has the job's file, not the shell's.
     assert_eq!(r.ok(&format!("ls {at}")), "held\n");
+    fsck_clean(&r);
+}
+
+/// Two processes that use DIR side by side (the compilers of `make -j`)
+/// take turns: the one that finds the pool in use waits while its holder
+/// runs, says once whom it waits for, and goes on when the holder is
+/// done. (A holder that stalls ends the wait: the test above.)
+#[test]
+fn processes_that_use_dir_side_by_side_take_turns() {
+    let r = Run::new();
+    let at = r.at("");
+    let at = at.trim_end_matches('/');
+    let spin = c_program(
+        &r,
+        "spin",
+        r#"
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) return 1;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t); while (t.tv_sec - t0.tv_sec < 4);
+    return write(fd, "done\n", 5) != 5 || close(fd);
+}
+"#,
+    );
+    // `b` starts once `a` holds the pool, and waits about 3.5 s for it.
+    let script =
+        format!("cd {at} || exit 1; {spin} a & sleep 0.5; {spin} b & wait; cat {at}/a {at}/b");
+    let (stdout, stderr) = r.bash_from_root(&script);
+    assert_eq!(stdout, "done\ndone\n", "stderr: {stderr}");
+    assert!(
+        stderr.contains("which has the pool in use and is running"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("fail (EBUSY)"), "{stderr}");
     fsck_clean(&r);
 }
 

@@ -316,24 +316,75 @@ fn mount() -> Option<Fs> {
     }
 }
 
-/// Mount `pool`; a pool that is busy for a moment is tried again for up
-/// to two seconds. `manyfs run` itself mounts the pool briefly to see
-/// whether another process owns it, and a program it started may reach
-/// its first call under the directory while that check still holds the
-/// pool; a real owner holds it longer and is then reported.
+/// How long a busy pool is tried again while the process that holds it
+/// spends no CPU time: `manyfs run`'s own check holds it for a moment,
+/// and a holder that is blocked (on a pipe this process should read, or
+/// on a child that waits for this one) would otherwise never let it go.
+const STALLED_HOLDER: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest wait for a busy pool whose holder keeps running.
+const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// After this long a waiting process says whom it waits for.
+const SAY_WAITING: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Mount `pool`, waiting for another process of the run that holds it as
+/// long as that process runs (its CPU time grows) and has not held it
+/// past [`LONGEST_WAIT`] since this wait began: processes that work on
+/// DIR side by side (the compilers of `make -j`) then take turns. A
+/// holder that stalls for [`STALLED_HOLDER`] (blocked on something, maybe
+/// on this very process) ends the wait with `Busy`; so does a holder
+/// `/proc/locks` cannot name, after the same time.
 fn mount_waiting_out_checks(
     pool: &std::path::Path,
     opts: &manyfs::MountOptions,
 ) -> manyfs::Result<Fs> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    // The holder and its CPU time when last seen, and when that changed.
+    let mut seen: Option<(u32, u64)> = None;
+    let mut moved = start;
+    let mut said = false;
     loop {
-        match Fs::mount(pool, opts) {
-            Err(manyfs::Error::Busy { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+        let owner = match Fs::mount(pool, opts) {
+            Err(manyfs::Error::Busy { owner, .. }) => owner,
             r => return r,
+        };
+        let now = Instant::now();
+        let holder = owner.and_then(|pid| cpu_ticks(pid).map(|t| (pid, t)));
+        if holder.is_some() && holder != seen {
+            seen = holder;
+            moved = now;
         }
+        if now - moved >= STALLED_HOLDER || now - start >= LONGEST_WAIT {
+            return Fs::mount(pool, opts);
+        }
+        if let Some(pid) = owner
+            && !said
+            && now - start >= SAY_WAITING
+        {
+            say(&format!(
+                "waiting for process {pid}, which has the pool in use and is running"
+            ));
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(if said { 50 } else { 20 }));
     }
+}
+
+/// The CPU time process `pid` has spent (user and system, all its
+/// threads, in clock ticks), from `/proc/PID/stat`; `None` when it is
+/// gone or cannot be read.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which may hold spaces and `)`.
+    let after = stat.iter().rposition(|&c| c == b')')?;
+    let mut fields = stat[after + 1..]
+        .split(|&c| c == b' ')
+        .filter(|f| !f.is_empty());
+    // `utime` and `stime` are fields 14 and 15; `state` (3) comes first.
+    let utime = fields.nth(11)?;
+    let stime = fields.next()?;
+    let parse = |f: &[u8]| std::str::from_utf8(f).ok()?.parse::<u64>().ok();
+    Some(parse(utime)? + parse(stime)?)
 }
 
 /// The library's options from the `-o` string, with the parser of
@@ -515,4 +566,28 @@ pub fn die(msg: &str) -> ! {
     // SAFETY: the raw syscall, since forwarding itself failed.
     unsafe { libc::syscall(libc::SYS_write, 2, line.as_ptr(), line.len()) };
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_ticks;
+    use std::time::{Duration, Instant};
+
+    /// The CPU time a busy-waiting process reads for a holder grows while
+    /// that process runs; a process that is gone reads `None`.
+    #[test]
+    fn cpu_ticks_grow_while_a_process_runs() {
+        let me = std::process::id();
+        let before = cpu_ticks(me).expect("this process's stat");
+        let start = Instant::now();
+        let mut spun = 0u64;
+        while cpu_ticks(me) == Some(before) && start.elapsed() < Duration::from_secs(10) {
+            spun = std::hint::black_box(spun.wrapping_add(1));
+        }
+        assert!(
+            cpu_ticks(me).unwrap() > before,
+            "no tick after {spun} rounds"
+        );
+        assert_eq!(cpu_ticks(u32::MAX), None);
+    }
 }
