@@ -3380,6 +3380,53 @@ int main(int argc, char **argv) {
     fsck_clean(&r);
 }
 
+/// A process reading a directory of the pool (`opendir`, Python's
+/// `scandir`) lets the pool go when it runs a command meanwhile: the
+/// stream holds its listing, and its descriptor is parked as a file's is,
+/// so the command (here `cat` through `system`) can use the pool; the
+/// stream then goes on, and its descriptor works again (`fstat`).
+#[test]
+fn a_command_run_while_a_directory_is_read_can_use_the_pool() {
+    let r = Run::new();
+    let exe = checking_c_program(
+        &r,
+        "readdir-system",
+        r#"
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+int main(int argc, char **argv) {
+    DIR *d = opendir(argv[1]);
+    if (!d) { perror("opendir"); return 1; }
+    struct dirent *e;
+    int files = 0, all = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cat %s/%s", argv[1], e->d_name);
+        fflush(stdout);
+        expect("cat in the pool", system(cmd) == 0);
+        files++;
+    }
+    expect("two files", files == 2);
+    rewinddir(d);
+    while (readdir(d)) all++;
+    expect("four entries after rewinddir", all == 4);
+    struct stat st;
+    expect("fstat of its descriptor", fstat(dirfd(d), &st) == 0 && S_ISDIR(st.st_mode));
+    expect("closedir", closedir(d) == 0);
+    if (!fails) printf("ok\n");
+    return fails != 0;
+}
+"#,
+    );
+    let dir = r.at("sc");
+    let script = format!("mkdir {dir} && echo x > {dir}/a && echo x > {dir}/b && {exe} {dir}");
+    assert_eq!(quiet_ok(&r, &["sh", "-c", &script]), "x\nx\nok\n");
+    fsck_clean(&r);
+}
+
 /// A program started through the dynamic loader (`ld.so PROGRAM`, as
 /// bundled or relocated programs are) is served: the loader has no
 /// program interpreter of its own, but it loads LD_PRELOAD into the

@@ -21,11 +21,6 @@ struct Stream {
 /// The streams handed out.
 static STREAMS: Registry = Registry::new();
 
-/// Whether any stream of the library's is open.
-pub(crate) fn streams_open() -> bool {
-    !STREAMS.is_empty()
-}
-
 fn ours(dirp: *mut DIR) -> Option<*mut Stream> {
     STREAMS.contains(dirp).then_some(dirp.cast())
 }

@@ -139,8 +139,9 @@ pub(crate) fn open_pending(fd: c_int) -> Option<std::sync::Arc<table::Open>> {
 /// it holds nothing of the pool and the child (a shell's command, whose
 /// redirection dash makes before it forks) can mount the pool and use the
 /// descriptor, and this process opens it again on its next use. `false`,
-/// and nothing changed, when one cannot be: a directory (its listing
-/// would be lost), a file no longer at the path it was opened at
+/// and nothing changed, when one cannot be: a directory part way through
+/// its `getdents64` listing (it would be lost), a file no longer at the
+/// path it was opened at
 /// (unlinked or renamed: it could not be opened again), a description
 /// something else holds, or no cell to be had.
 pub(crate) fn park_all(fs: &manyfs::Fs) -> bool {
@@ -152,7 +153,10 @@ pub(crate) fn park_all(fs: &manyfs::Fs) -> bool {
         let Some(o) = table::get(fd) else {
             return false;
         };
-        if o.is_dir {
+        // A directory whose `getdents64` listing is part read would lose
+        // it; one with none taken (a stream's, whose listing the stream
+        // holds) or at its start loses nothing.
+        if o.is_dir && *o.offset.lock() != 0 && o.listing.lock().is_ok_and(|l| l.is_some()) {
             return false;
         }
         let Ok(meta) = o.file.metadata() else {

@@ -208,8 +208,10 @@ impl Drop for Walking {
 /// command, typically) can mount it itself; this process mounts it again
 /// on its next call under the directory. Nothing of it in use: this is the
 /// program's only thread (the mount's own commit and placement threads
-/// aside), and no descriptor, directory or `fts` stream, mapping or walk
-/// of the pool is open. Otherwise the pool stays mounted here and the
+/// aside), no `fts` stream, mapping or walk of the pool is open, and every
+/// descriptor of it can be parked (`handoff::park_all`; a directory
+/// stream's too: the stream holds its listing). Otherwise the pool stays
+/// mounted here and the
 /// child cannot use it (`FORKED`).
 pub(crate) fn release_if_idle() {
     let _m = MOUNTING.lock().unwrap_or_else(|e| e.into_inner());
@@ -217,8 +219,9 @@ pub(crate) fn release_if_idle() {
     let Some(fs) = owned_mount() else {
         return;
     };
+    // Directory streams hold their listings in memory: their descriptors
+    // are parked as files are (`handoff::park_all`).
     if crate::shadow::any_mapped()
-        || crate::dirs::streams_open()
         || crate::fts::streams_open()
         || WALKING.load(Ordering::Acquire) > 0
         || !only_program_thread()
