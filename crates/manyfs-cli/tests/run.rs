@@ -3384,9 +3384,10 @@ int main(int argc, char **argv) {
 /// `scandir`) lets the pool go when it runs a command meanwhile: the
 /// stream holds its listing, and its descriptor is parked as a file's is,
 /// so the command (here `cat` through `system`) can use the pool; the
-/// stream then goes on, and its descriptor works again (`fstat`).
+/// stream then goes on, and its descriptor works again (`fstat`). So
+/// does `find -exec`.
 #[test]
-fn a_command_run_while_a_directory_is_read_can_use_the_pool() {
+fn a_command_run_while_a_directory_is_read_or_walked_can_use_the_pool() {
     let r = Run::new();
     let exe = checking_c_program(
         &r,
@@ -3424,6 +3425,13 @@ int main(int argc, char **argv) {
     let dir = r.at("sc");
     let script = format!("mkdir {dir} && echo x > {dir}/a && echo x > {dir}/b && {exe} {dir}");
     assert_eq!(quiet_ok(&r, &["sh", "-c", &script]), "x\nx\nok\n");
+    // `find -exec`: find's walk (served by this library's `fts`) holds
+    // nothing of the pool between its calls, so the commands it runs
+    // per file can use it.
+    let find = format!(
+        "find {dir} -type f -exec cat {{}} \\; && cd {dir} && find . -name a -exec wc -c {{}} +"
+    );
+    assert_eq!(quiet_ok(&r, &["sh", "-c", &find]), "x\nx\n2 ./a\n");
     fsck_clean(&r);
 }
 

@@ -144,11 +144,6 @@ enum Build {
 /// The streams handed out.
 static STREAMS: Registry = Registry::new();
 
-/// Whether any stream of the library's is open.
-pub(crate) fn streams_open() -> bool {
-    !STREAMS.is_empty()
-}
-
 /// A new entry named `name` (under 64 KiB), zeroed but for its name,
 /// its stat buffer (`fts_statp`), the stream's path buffer (`fts_path`)
 /// and `FTS_NOINSTR`; `ENOMEM` when out of memory.

@@ -30,11 +30,6 @@ impl Registry {
         addrs.contains(&(p as usize))
     }
 
-    /// Whether no handle is recorded.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count.load(Ordering::Acquire) == 0
-    }
-
     /// Record a handle just made.
     pub(crate) fn add<T>(&self, p: *mut T) {
         let mut addrs = self.addrs.lock().unwrap_or_else(|e| e.into_inner());

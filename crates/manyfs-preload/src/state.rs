@@ -220,9 +220,9 @@ pub(crate) fn release_if_idle() {
         return;
     };
     // Directory streams hold their listings in memory: their descriptors
-    // are parked as files are (`handoff::park_all`).
+    // are parked as files are (`handoff::park_all`). An `fts` walk holds
+    // nothing of the pool between calls (it reads each directory whole).
     if crate::shadow::any_mapped()
-        || crate::fts::streams_open()
         || WALKING.load(Ordering::Acquire) > 0
         || !only_program_thread()
         || (crate::table::open_count() > 0 && !crate::handoff::park_all(fs))
