@@ -3293,6 +3293,34 @@ int main(void) {
     fsck_clean(&r);
 }
 
+/// A C program that opens `argv[1]` (creating it), holds it four seconds,
+/// asleep (`argv[2]` is `sleep`: its CPU time stands still) or running
+/// (`spin`), then writes `done` into it.
+fn holder_program(r: &Run) -> String {
+    c_program(
+        r,
+        "hold",
+        r#"
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
+    if (fd < 0 || argc < 3) return 1;
+    if (strcmp(argv[2], "sleep") == 0) {
+        sleep(4);
+    } else {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t); while (t.tv_sec - t0.tv_sec < 4);
+    }
+    return write(fd, "done\n", 5) != 5 || close(fd);
+}
+"#,
+    )
+}
+
 /// A process that finds the pool in use by another one of the run fails
 /// its calls under DIR with `EBUSY` (said once), and never sends them to
 /// the kernel: a relative path from its working directory in the pool
@@ -3303,23 +3331,13 @@ fn a_process_that_finds_the_pool_busy_fails_its_calls_under_dir() {
     let r = Run::new();
     let at = r.at("");
     let at = at.trim_end_matches('/');
-    let hold = c_program(
-        &r,
-        "hold",
-        r#"
-#include <fcntl.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
-    sleep(4);
-    return fd < 0;
-}
-"#,
+    let hold = holder_program(&r);
+    // The background job holds the pool (an open file, no fork, asleep)
+    // while the shell writes a file relative to its working directory in
+    // DIR.
+    let script = format!(
+        "cd {at} && {{ {hold} held sleep & }}; sleep 0.5; echo x > rel.txt; echo rc=$?; wait"
     );
-    // The background job holds the pool (an open file, no fork) while the
-    // shell writes a file relative to its working directory in DIR.
-    let script =
-        format!("cd {at} && {{ {hold} held & }}; sleep 0.5; echo x > rel.txt; echo rc=$?; wait");
     let (stdout, stderr) = r.bash_from_root(&script);
     assert_eq!(stdout, "rc=1\n", "stderr: {stderr}");
     assert!(stderr.contains("pool is in use by process"), "{stderr}");
@@ -3350,26 +3368,11 @@ fn processes_that_use_dir_side_by_side_take_turns() {
     let r = Run::new();
     let at = r.at("");
     let at = at.trim_end_matches('/');
-    let spin = c_program(
-        &r,
-        "spin",
-        r#"
-#include <fcntl.h>
-#include <time.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
-    if (fd < 0) return 1;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t); while (t.tv_sec - t0.tv_sec < 4);
-    return write(fd, "done\n", 5) != 5 || close(fd);
-}
-"#,
-    );
+    let hold = holder_program(&r);
     // `b` starts once `a` holds the pool, and waits about 3.5 s for it.
-    let script =
-        format!("cd {at} || exit 1; {spin} a & sleep 0.5; {spin} b & wait; cat {at}/a {at}/b");
+    let script = format!(
+        "cd {at} || exit 1; {hold} a spin & sleep 0.5; {hold} b spin & wait; cat {at}/a {at}/b"
+    );
     let (stdout, stderr) = r.bash_from_root(&script);
     assert_eq!(stdout, "done\ndone\n", "stderr: {stderr}");
     assert!(

@@ -220,6 +220,32 @@ fn on_pool_pair(
     })
 }
 
+/// A call on two paths (`rename`, `link`): `ours` on the pool paths when
+/// both lead into the pool ([`on_pool_pair`]), `kernel` with each
+/// directory descriptor and path (the caller's, or absolute ones) when
+/// both lead to the kernel, `EXDEV` when they part.
+///
+/// # Safety
+/// The paths are null or NUL-terminated; `kernel` is called with paths
+/// that are.
+unsafe fn on_two_paths(
+    (d1, p1, d2, p2): (c_int, *const c_char, c_int, *const c_char),
+    ours: impl Fn(&Fs, &Path, &Path) -> Result<c_int, c_int>,
+    kernel: impl Fn(c_int, *const c_char, c_int, *const c_char) -> c_int,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    match unsafe { two_paths(d1, p1, d2, p2) } {
+        Ok(Pair::Kernel(a, b)) => {
+            let (p1, p2) = Pair::kernel_paths(&a, &b, p1, p2);
+            kernel(d1, p1, d2, p2)
+        }
+        Ok(Pair::Pool(a, b)) => on_pool_pair(&a, &b, ours, |a, b| {
+            kernel(libc::AT_FDCWD, a, libc::AT_FDCWD, b)
+        }),
+        Err(e) => ret(Err(e)),
+    }
+}
+
 /// The parent directory's inode and the last name of a pool path.
 fn parent_and_name<'a>(fs: &Fs, p: &'a Path) -> Result<(u64, &'a OsStr), c_int> {
     let name = p.file_name().ok_or(libc::EINVAL)?;
@@ -253,21 +279,14 @@ pub unsafe extern "C" fn renameat2(
     p2: *const c_char,
     flags: c_uint,
 ) -> c_int {
-    // SAFETY: forwarded from the caller.
-    match unsafe { two_paths(d1, p1, d2, p2) } {
-        Ok(Pair::Kernel(a, b)) => {
-            let (p1, p2) = Pair::kernel_paths(&a, &b, p1, p2);
-            // SAFETY: the caller's arguments (or absolute paths) to libc.
-            unsafe { real::renameat2()(d1, p1, d2, p2, flags) }
-        }
-        Ok(Pair::Pool(a, b)) => on_pool_pair(
-            &a,
-            &b,
+    // SAFETY: forwarded from the caller; the kernel gets the caller's
+    // arguments or absolute paths.
+    unsafe {
+        on_two_paths(
+            (d1, p1, d2, p2),
             |fs, a, b| rename_ours(fs, a, b, flags),
-            // SAFETY: two NUL-terminated absolute paths.
-            |a, b| unsafe { real::renameat2()(libc::AT_FDCWD, a, libc::AT_FDCWD, b, flags) },
-        ),
-        Err(e) => ret(Err(e)),
+            |d1, p1, d2, p2| real::renameat2()(d1, p1, d2, p2, flags),
+        )
     }
 }
 
@@ -309,21 +328,14 @@ pub unsafe extern "C" fn linkat(
     p2: *const c_char,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded from the caller.
-    match unsafe { two_paths(d1, p1, d2, p2) } {
-        Ok(Pair::Kernel(a, b)) => {
-            let (p1, p2) = Pair::kernel_paths(&a, &b, p1, p2);
-            // SAFETY: the caller's arguments (or absolute paths) to libc.
-            unsafe { real::linkat()(d1, p1, d2, p2, flags) }
-        }
-        Ok(Pair::Pool(a, b)) => on_pool_pair(
-            &a,
-            &b,
+    // SAFETY: forwarded from the caller; the kernel gets the caller's
+    // arguments or absolute paths.
+    unsafe {
+        on_two_paths(
+            (d1, p1, d2, p2),
             |fs, a, b| fs.hard_link(a, b).map(|()| 0).map_err(errno_of),
-            // SAFETY: two NUL-terminated absolute paths.
-            |a, b| unsafe { real::linkat()(libc::AT_FDCWD, a, libc::AT_FDCWD, b, flags) },
-        ),
-        Err(e) => ret(Err(e)),
+            |d1, p1, d2, p2| real::linkat()(d1, p1, d2, p2, flags),
+        )
     }
 }
 
